@@ -1,0 +1,37 @@
+#!/usr/bin/env node
+// openclaw-rl command line. Each command lives in its own file and only wires things together.
+//
+//   openclaw-rl model init --family qwen3 --preset tiny --out models/tiny
+//   openclaw-rl generate --model models/tiny --prompt "Hello" --max-tokens 32
+//   openclaw-rl generate --model models/tiny --prompt "Hello" --json
+
+import { runGenerate } from './generate.js';
+import { runModelInit } from './model-init.js';
+import { CliError } from './args.js';
+
+const USAGE = `usage: openclaw-rl <command> [options]
+
+commands:
+  model init   write a random-initialised model folder (Hugging Face format)
+  generate     generate a completion with the embedded engine
+
+Run "openclaw-rl <command> --help" for the options of a command.`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command === 'model' && rest[0] === 'init') return runModelInit(rest.slice(1));
+  if (command === 'generate') return runGenerate(rest);
+  if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
+    console.log(USAGE);
+    return command === undefined ? 2 : 0;
+  }
+  throw new CliError(`unknown command "${argv.join(' ')}"\n\n${USAGE}`);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => { process.exitCode = code; },
+  (e: Error) => {
+    console.error(`openclaw-rl: ${e.message}`);
+    process.exitCode = e instanceof CliError ? 2 : 1;
+  },
+);

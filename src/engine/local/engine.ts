@@ -1,0 +1,158 @@
+// The embedded engine as the rest of the project sees it: a Sampler and a Scorer over one model
+// folder. Weights and compute live in a worker thread; this object resolves defaults, routes
+// messages and turns them into async iterables and promises.
+
+import { Worker } from 'node:worker_threads';
+import type { GenerationEvent, Sampler, SamplingParams, ScoredCompletion, ScoreOptions, Scorer } from '../types.js';
+import { type ModelFolder, readModelFolder } from './model/folder.js';
+import type { FromWorker, ResolvedSampling, ToWorker, WorkerInfo, WorkerOptions } from './runtime/protocol.js';
+import { randomSeed } from './sampling/random.js';
+
+export interface LocalEngineOptions {
+  /** Most tokens in one forward step (default 256). */
+  maxStepTokens?: number;
+  /** BLAS threads (default: the library's choice). */
+  threads?: number;
+}
+
+interface Stream {
+  push(e: GenerationEvent): void;
+  fail(err: Error): void;
+}
+
+export class LocalEngine implements Sampler, Scorer {
+  private nextId = 1;
+  private readonly streams = new Map<number, Stream>();
+  private readonly scores = new Map<number, { resolve(r: ScoredCompletion): void; reject(e: Error): void }>();
+  private closed = false;
+
+  private constructor(private readonly worker: Worker, readonly folder: ModelFolder, readonly info: WorkerInfo) {
+    worker.on('message', (m: FromWorker) => this.onMessage(m));
+    worker.on('error', (e) => this.failAll(e));
+    worker.on('exit', (code) => { if (!this.closed) this.failAll(new Error(`the engine worker exited (code ${code})`)); });
+  }
+
+  static async open(modelDir: string, opts: LocalEngineOptions = {}): Promise<LocalEngine> {
+    const folder = readModelFolder(modelDir); // fail fast, before any thread starts
+    const workerOptions: WorkerOptions = { modelDir, maxStepTokens: opts.maxStepTokens ?? 256, threads: opts.threads ?? 0 };
+    const worker = new Worker(new URL('./runtime/worker.js', import.meta.url), { workerData: workerOptions });
+    const info = await new Promise<WorkerInfo>((resolve, reject) => {
+      const onMessage = (m: FromWorker) => {
+        if (m.type === 'ready') resolve(m.info);
+        else if (m.type === 'fatal') reject(new Error(m.message));
+        else return;
+        worker.off('message', onMessage);
+      };
+      worker.on('message', onMessage);
+      worker.once('error', reject);
+      worker.once('exit', (code) => reject(new Error(`the engine worker exited (code ${code}) while loading ${modelDir}`)));
+    }).catch(async (e: Error) => {
+      await worker.terminate();
+      throw e;
+    });
+    worker.removeAllListeners();
+    return new LocalEngine(worker, folder, info);
+  }
+
+  generate(promptIds: readonly number[], params: SamplingParams = {}, signal?: AbortSignal): AsyncIterable<GenerationEvent> {
+    const sampling = this.resolve(params, promptIds.length);
+    const id = this.nextId++;
+    const queue: GenerationEvent[] = [];
+    let failure: Error | null = null;
+    let notify: (() => void) | null = null;
+    let done = false;
+    const wakeUp = () => { notify?.(); notify = null; };
+    this.streams.set(id, {
+      push: (e) => { queue.push(e); wakeUp(); },
+      fail: (err) => { failure = err; wakeUp(); },
+    });
+    this.post({ type: 'generate', id, promptIds: [...promptIds], sampling });
+    const cancel = () => { if (!done) this.post({ type: 'cancel', id }); };
+    signal?.addEventListener('abort', cancel, { once: true });
+    const self = this;
+    return {
+      async *[Symbol.asyncIterator]() {
+        try {
+          while (true) {
+            while (queue.length > 0) {
+              const e = queue.shift()!;
+              yield e;
+              if (e.type === 'finish') { done = true; return; }
+            }
+            if (failure) throw failure;
+            await new Promise<void>((resolve) => { notify = resolve; });
+          }
+        } finally {
+          signal?.removeEventListener('abort', cancel);
+          if (!done) cancel();
+          done = true;
+          self.streams.delete(id);
+        }
+      },
+    };
+  }
+
+  logprobs(promptIds: readonly number[], completionIds: readonly number[], opts: ScoreOptions = {}): Promise<ScoredCompletion> {
+    if (completionIds.length === 0) return Promise.resolve({ logprobs: [], ...(opts.topK ? { top: [] } : {}) });
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.scores.set(id, { resolve, reject });
+      this.post({ type: 'score', id, promptIds: [...promptIds], completionIds: [...completionIds], topK: opts.topK ?? 0 });
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.failAll(new Error('the engine was closed'));
+    this.worker.postMessage({ type: 'shutdown' } satisfies ToWorker);
+    await this.worker.terminate();
+  }
+
+  private resolve(p: SamplingParams, promptTokens: number): ResolvedSampling {
+    const cfg = this.folder.config;
+    const check = (ok: boolean, what: string) => { if (!ok) throw new RangeError(what); };
+    const temperature = p.temperature ?? 1;
+    check(Number.isFinite(temperature) && temperature >= 0, `temperature must be >= 0, got ${temperature}`);
+    const topP = p.topP ?? 1;
+    check(topP > 0 && topP <= 1, `topP must be in (0, 1], got ${topP}`);
+    const topK = p.topK ?? 0;
+    check(Number.isInteger(topK) && topK >= 0, `topK must be a non-negative integer, got ${topK}`);
+    const room = cfg.maxPositionEmbeddings - promptTokens;
+    check(room > 0, `prompt is ${promptTokens} tokens, the model's context is ${cfg.maxPositionEmbeddings}`);
+    const maxTokens = Math.min(p.maxTokens ?? room, room);
+    check(Number.isInteger(maxTokens) && maxTokens > 0, `maxTokens must be a positive integer, got ${p.maxTokens}`);
+    const topLogprobs = p.topLogprobs ?? 0;
+    check(Number.isInteger(topLogprobs) && topLogprobs >= 0 && topLogprobs <= 20, `topLogprobs must be an integer in 0..20, got ${topLogprobs}`);
+    const seed = p.seed ?? randomSeed();
+    check(Number.isInteger(seed), `seed must be an integer, got ${seed}`);
+    return { temperature, topP, topK, maxTokens, stop: p.stop ?? [], stopTokenIds: p.stopTokenIds ?? [], seed, topLogprobs };
+  }
+
+  private post(m: ToWorker): void {
+    if (this.closed) throw new Error('the engine is closed');
+    this.worker.postMessage(m);
+  }
+
+  private onMessage(m: FromWorker): void {
+    if (m.type === 'events') {
+      for (const { id, event } of m.items) this.streams.get(id)?.push(event);
+    } else if (m.type === 'scored') {
+      this.scores.get(m.id)?.resolve(m.result);
+      this.scores.delete(m.id);
+    } else if (m.type === 'failed') {
+      const err = new Error(m.message);
+      this.streams.get(m.id)?.fail(err);
+      this.scores.get(m.id)?.reject(err);
+      this.scores.delete(m.id);
+    } else if (m.type === 'fatal') {
+      this.failAll(new Error(m.message));
+    }
+  }
+
+  private failAll(err: Error): void {
+    for (const s of this.streams.values()) s.fail(err);
+    for (const s of this.scores.values()) s.reject(err);
+    this.scores.clear();
+  }
+}

@@ -1,0 +1,183 @@
+// Inference forward pass of the decoder families (Qwen3, Qwen2, Llama 3) over a batch of
+// segments: each segment is some new tokens of one sequence, continuing its KV cache. All
+// segments' tokens go through the linear layers together (one GEMM per weight, or GEMV when a
+// single token is in flight); attention runs per segment against its own cache.
+//
+// Shapes: T = tokens in the step (all segments), D = hidden, F = ffn, H = q heads, KV = kv heads,
+// hd = head dim, V = vocab, R = rows whose logits are wanted.
+
+import type { Kernels } from '../kernels/kernels.js';
+import { type ModelConfig, ropeInvFreq } from './config.js';
+import { type KvCache, reserveKvCache } from './kv-cache.js';
+import type { ParamStore } from './weights.js';
+
+export interface ForwardSegment {
+  cache: KvCache;
+  tokens: ArrayLike<number>;
+  /** First index in `tokens` whose next-token logits are wanted (tokens.length: none). */
+  logitsFrom: number;
+}
+
+interface LayerWeights {
+  inputNorm: Float32Array;
+  wq: Float32Array; wk: Float32Array; wv: Float32Array; wo: Float32Array;
+  bq: Float32Array | null; bk: Float32Array | null; bv: Float32Array | null; bo: Float32Array | null;
+  qNorm: Float32Array | null; kNorm: Float32Array | null;
+  postNorm: Float32Array;
+  wGate: Float32Array; wUp: Float32Array; wDown: Float32Array;
+}
+
+export class Transformer {
+  private readonly layers: LayerWeights[];
+  private readonly embed: Float32Array;
+  private readonly finalNorm: Float32Array;
+  private readonly lmHead: Float32Array;
+  private readonly invFreq: Float32Array;
+  private readonly scratch = new Map<string, Float32Array>();
+
+  constructor(readonly cfg: ModelConfig, params: ParamStore, private readonly k: Kernels) {
+    const opt = (n: string) => (params.has(n) ? params.get(n) : null);
+    this.layers = Array.from({ length: cfg.numLayers }, (_, l) => {
+      const p = `model.layers.${l}.`;
+      return {
+        inputNorm: params.get(`${p}input_layernorm.weight`),
+        wq: params.get(`${p}self_attn.q_proj.weight`),
+        wk: params.get(`${p}self_attn.k_proj.weight`),
+        wv: params.get(`${p}self_attn.v_proj.weight`),
+        wo: params.get(`${p}self_attn.o_proj.weight`),
+        bq: opt(`${p}self_attn.q_proj.bias`),
+        bk: opt(`${p}self_attn.k_proj.bias`),
+        bv: opt(`${p}self_attn.v_proj.bias`),
+        bo: opt(`${p}self_attn.o_proj.bias`),
+        qNorm: opt(`${p}self_attn.q_norm.weight`),
+        kNorm: opt(`${p}self_attn.k_norm.weight`),
+        postNorm: params.get(`${p}post_attention_layernorm.weight`),
+        wGate: params.get(`${p}mlp.gate_proj.weight`),
+        wUp: params.get(`${p}mlp.up_proj.weight`),
+        wDown: params.get(`${p}mlp.down_proj.weight`),
+      };
+    });
+    this.embed = params.get('model.embed_tokens.weight');
+    this.finalNorm = params.get('model.norm.weight');
+    this.lmHead = cfg.tieWordEmbeddings ? this.embed : params.get('lm_head.weight');
+    this.invFreq = ropeInvFreq(cfg);
+  }
+
+  /**
+   * Runs the new tokens of every segment, appends their keys/values to the caches, and returns
+   * the logits rows asked for, one [rows, V] view per segment. The views live in scratch memory:
+   * read them before the next call.
+   */
+  forward(segments: readonly ForwardSegment[]): Float32Array[] {
+    const { cfg, k } = this;
+    const D = cfg.hiddenSize, F = cfg.intermediateSize, hd = cfg.headDim, V = cfg.vocabSize;
+    const qDim = cfg.numHeads * hd, kvDim = cfg.numKvHeads * hd;
+    const T = segments.reduce((a, s) => a + s.tokens.length, 0);
+    if (T === 0) return segments.map(() => new Float32Array(0));
+
+    for (const s of segments) reserveKvCache(s.cache, s.cache.length + s.tokens.length);
+    const x = this.buf('x', T * D);          // [T, D] residual stream
+    const h = this.buf('h', T * D);          // [T, D] normed input of a block
+    const q = this.buf('q', T * qDim);       // [T, H*hd]
+    const kk = this.buf('k', T * kvDim);     // [T, KV*hd]
+    const vv = this.buf('v', T * kvDim);
+    const att = this.buf('att', T * qDim);   // [T, H*hd]
+    const proj = this.buf('proj', T * D);    // [T, D]
+    const gate = this.buf('gate', T * F);    // [T, F]
+    const up = this.buf('up', T * F);
+    const positions = new Int32Array(T);
+
+    let row = 0;
+    for (const s of segments) {
+      for (let i = 0; i < s.tokens.length; i++, row++) {
+        const id = s.tokens[i]!;
+        if (!(id >= 0 && id < V)) throw new RangeError(`token id ${id} is outside the vocabulary of ${V}`);
+        x.set(this.embed.subarray(id * D, id * D + D), row * D);
+        positions[row] = s.cache.length + i;
+      }
+    }
+
+    for (let l = 0; l < cfg.numLayers; l++) {
+      const w = this.layers[l]!;
+      k.rmsnorm(h, x, w.inputNorm, T, D, cfg.rmsNormEps);
+      this.linear(q, h, T, w.wq, D, qDim, w.bq);
+      this.linear(kk, h, T, w.wk, D, kvDim, w.bk);
+      this.linear(vv, h, T, w.wv, D, kvDim, w.bv);
+      if (w.qNorm && w.kNorm) {
+        k.rmsnorm(q, q, w.qNorm, T * cfg.numHeads, hd, cfg.rmsNormEps);
+        k.rmsnorm(kk, kk, w.kNorm, T * cfg.numKvHeads, hd, cfg.rmsNormEps);
+      }
+      k.rope(q, T, cfg.numHeads, hd, positions, this.invFreq);
+      k.rope(kk, T, cfg.numKvHeads, hd, positions, this.invFreq);
+
+      row = 0;
+      for (const s of segments) {
+        const n = s.tokens.length, start = s.cache.length;
+        s.cache.k[l]!.set(kk.subarray(row * kvDim, (row + n) * kvDim), start * kvDim);
+        s.cache.v[l]!.set(vv.subarray(row * kvDim, (row + n) * kvDim), start * kvDim);
+        k.attention(
+          att.subarray(row * qDim, (row + n) * qDim), q.subarray(row * qDim, (row + n) * qDim),
+          s.cache.k[l]!, s.cache.v[l]!, n, start, cfg.numHeads, cfg.numKvHeads, hd, kvDim, 1 / Math.sqrt(hd),
+        );
+        row += n;
+      }
+
+      this.linear(proj, att, T, w.wo, qDim, D, w.bo);
+      addInPlace(x, proj, T * D);
+      k.rmsnorm(h, x, w.postNorm, T, D, cfg.rmsNormEps);
+      this.linear(gate, h, T, w.wGate, D, F, null);
+      this.linear(up, h, T, w.wUp, D, F, null);
+      k.siluMul(gate, gate, up, T * F);
+      this.linear(proj, gate, T, w.wDown, F, D, null);
+      addInPlace(x, proj, T * D);
+    }
+    for (const s of segments) s.cache.length += s.tokens.length;
+
+    // Only the rows whose logits are wanted go through the final norm and the LM head.
+    const R = segments.reduce((a, s) => a + Math.max(0, s.tokens.length - s.logitsFrom), 0);
+    const hf = this.buf('hf', Math.max(R, 1) * D);
+    row = 0;
+    let r = 0;
+    for (const s of segments) {
+      for (let i = Math.max(0, s.logitsFrom); i < s.tokens.length; i++, r++) hf.set(x.subarray((row + i) * D, (row + i + 1) * D), r * D);
+      row += s.tokens.length;
+    }
+    const logits = this.buf('logits', Math.max(R, 1) * V);
+    if (R > 0) {
+      k.rmsnorm(hf, hf, this.finalNorm, R, D, cfg.rmsNormEps);
+      this.linear(logits, hf, R, this.lmHead, D, V, null);
+    }
+    r = 0;
+    return segments.map((s) => {
+      const rows = Math.max(0, s.tokens.length - s.logitsFrom);
+      const view = logits.subarray(r * V, (r + rows) * V);
+      r += rows;
+      return view;
+    });
+  }
+
+  /** out[T, outDim] = x[T, inDim] . W^T (+ bias), W stored [outDim, inDim] as in Hugging Face. */
+  private linear(out: Float32Array, x: Float32Array, T: number, W: Float32Array, inDim: number, outDim: number, bias: Float32Array | null): void {
+    if (T === 1) this.k.sgemv(false, outDim, inDim, 1, W, inDim, x.subarray(0, inDim), 0, out.subarray(0, outDim));
+    else this.k.sgemm(false, true, T, outDim, inDim, 1, x, inDim, W, inDim, 0, out, outDim);
+    if (bias) {
+      for (let t = 0; t < T; t++) {
+        const o = t * outDim;
+        for (let i = 0; i < outDim; i++) out[o + i] += bias[i];
+      }
+    }
+  }
+
+  private buf(name: string, size: number): Float32Array {
+    let b = this.scratch.get(name);
+    if (!b || b.length < size) {
+      b = new Float32Array(Math.max(size, b ? b.length * 2 : 0));
+      this.scratch.set(name, b);
+    }
+    return b.subarray(0, size);
+  }
+}
+
+function addInPlace(x: Float32Array, y: Float32Array, n: number): void {
+  for (let i = 0; i < n; i++) x[i] += y[i];
+}

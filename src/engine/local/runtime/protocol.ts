@@ -1,0 +1,42 @@
+// Messages between the engine's public object (main thread) and the compute worker.
+
+import type { GenerationEvent, ScoredCompletion } from '../../types.js';
+
+/** Sampling settings with every default resolved (by the main thread). */
+export interface ResolvedSampling {
+  temperature: number;
+  topP: number;
+  topK: number;
+  maxTokens: number;
+  stop: string[];
+  stopTokenIds: number[];
+  seed: number;
+  topLogprobs: number;
+}
+
+export interface WorkerOptions {
+  modelDir: string;
+  /** Most tokens pushed through the model in one step (bounds the stall a long prompt causes). */
+  maxStepTokens: number;
+  /** BLAS threads; 0 leaves the library default. */
+  threads: number;
+}
+
+export type ToWorker =
+  | { type: 'generate'; id: number; promptIds: number[]; sampling: ResolvedSampling }
+  | { type: 'score'; id: number; promptIds: number[]; completionIds: number[]; topK: number }
+  | { type: 'cancel'; id: number }
+  | { type: 'shutdown' };
+
+export interface WorkerInfo {
+  kernels: 'native' | 'portable';
+  parameters: number;
+  loadMs: number;
+}
+
+export type FromWorker =
+  | { type: 'ready'; info: WorkerInfo }
+  | { type: 'fatal'; message: string }
+  | { type: 'events'; items: { id: number; event: GenerationEvent }[] }
+  | { type: 'scored'; id: number; result: ScoredCompletion }
+  | { type: 'failed'; id: number; message: string };

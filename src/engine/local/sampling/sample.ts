@@ -1,0 +1,123 @@
+// Turning one row of logits into a sampled token: the model's log-probs at temperature 1 (what
+// the trainer needs), the filtered distribution actually sampled from (temperature, top-k,
+// top-p), and optional top alternatives. Pure functions over typed arrays.
+
+import type { TokenLogprob } from '../../types.js';
+import type { Rng } from './random.js';
+
+export interface SampleSettings {
+  temperature: number;
+  topK: number;
+  topP: number;
+  topLogprobs: number;
+}
+
+export interface SampleResult {
+  id: number;
+  logprob: number;
+  sampledLogprob: number;
+  top?: TokenLogprob[];
+}
+
+/** log(sum(exp(logits))) computed stably. */
+export function logSumExp(logits: Float32Array): number {
+  let max = -Infinity;
+  for (let i = 0; i < logits.length; i++) if (logits[i]! > max) max = logits[i]!;
+  let sum = 0;
+  for (let i = 0; i < logits.length; i++) sum += Math.exp(logits[i]! - max);
+  return max + Math.log(sum);
+}
+
+/** The k largest entries of `logits` as log-probs, best first. */
+export function topLogprobs(logits: Float32Array, k: number, lse = logSumExp(logits)): TokenLogprob[] {
+  const ids: number[] = [];
+  for (let i = 0; i < logits.length; i++) {
+    if (ids.length < k) {
+      ids.push(i);
+      ids.sort((a, b) => logits[b]! - logits[a]! || a - b);
+    } else if (logits[i]! > logits[ids[k - 1]!]!) {
+      ids[k - 1] = i;
+      ids.sort((a, b) => logits[b]! - logits[a]! || a - b);
+    }
+  }
+  return ids.map((id) => ({ id, logprob: logits[id]! - lse }));
+}
+
+export function argmax(logits: Float32Array): number {
+  let best = 0;
+  for (let i = 1; i < logits.length; i++) if (logits[i]! > logits[best]!) best = i;
+  return best;
+}
+
+/**
+ * Samples one token. Greedy when temperature is 0 (the sampled distribution is then a point
+ * mass, so sampledLogprob is 0). Top-k and top-p select the candidate set from the tempered
+ * distribution, which is renormalized over it.
+ */
+export function sampleToken(logits: Float32Array, s: SampleSettings, rng: Rng): SampleResult {
+  const lse = logSumExp(logits);
+  const top = s.topLogprobs > 0 ? topLogprobs(logits, s.topLogprobs, lse) : undefined;
+  const done = (id: number, sampledLogprob: number): SampleResult => ({ id, logprob: logits[id]! - lse, sampledLogprob, ...(top ? { top } : {}) });
+  if (s.temperature <= 0) return done(argmax(logits), 0);
+
+  const invT = 1 / s.temperature;
+  let max = -Infinity;
+  for (let i = 0; i < logits.length; i++) if (logits[i]! > max) max = logits[i]!;
+  const probs = new Float64Array(logits.length); // tempered, unnormalized
+  let total = 0;
+  for (let i = 0; i < logits.length; i++) {
+    const p = Math.exp((logits[i]! - max) * invT);
+    probs[i] = p;
+    total += p;
+  }
+  const candidates = candidateSet(probs, total, s.topK, s.topP);
+  let mass = 0;
+  for (const id of candidates) mass += probs[id]!;
+  let u = rng.next() * mass;
+  let chosen = candidates[candidates.length - 1]!;
+  for (const id of candidates) {
+    u -= probs[id]!;
+    if (u < 0) {
+      chosen = id;
+      break;
+    }
+  }
+  return done(chosen, Math.log(probs[chosen]! / mass));
+}
+
+/**
+ * Ids allowed by top-k and top-p, most likely first (ties by id). Instead of sorting the whole
+ * vocabulary it sorts only the entries above a threshold, lowering the threshold until that set
+ * provably contains the nucleus (its mass reaches top-p, or it holds top-k entries).
+ */
+export function candidateSet(probs: Float64Array, total: number, topK: number, topP: number): number[] {
+  const V = probs.length;
+  const k = topK > 0 ? Math.min(topK, V) : V;
+  const p = topP > 0 && topP < 1 ? topP : 1;
+  if (k === V && p === 1) return Array.from({ length: V }, (_, i) => i);
+
+  let max = 0;
+  for (let i = 0; i < V; i++) if (probs[i]! > max) max = probs[i]!;
+  for (let threshold = max * 1e-3; ; threshold *= 1e-3) {
+    const ids: number[] = [];
+    let mass = 0;
+    for (let i = 0; i < V; i++) {
+      if (probs[i]! >= threshold) {
+        ids.push(i);
+        mass += probs[i]!;
+      }
+    }
+    const enough = ids.length >= k || mass >= p * total || threshold < Number.MIN_VALUE || ids.length === V;
+    if (!enough) continue;
+    ids.sort((a, b) => probs[b]! - probs[a]! || a - b);
+    const kept: number[] = [];
+    let cum = 0;
+    for (const id of ids) {
+      if (kept.length >= k) break;
+      kept.push(id);
+      cum += probs[id]!;
+      if (cum >= p * total) break;
+    }
+    return kept;
+  }
+}

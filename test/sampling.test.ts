@@ -1,0 +1,96 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { candidateSet, logSumExp, sampleToken, topLogprobs } from '../src/engine/local/sampling/sample.js';
+import { createRng } from '../src/engine/local/sampling/random.js';
+
+function randomLogits(V: number, seed: number, scale = 3): Float32Array {
+  const rng = createRng(seed);
+  return Float32Array.from({ length: V }, () => (rng.next() - 0.5) * 2 * scale);
+}
+
+/** The textbook definition: sort everything, then cut by k and by cumulative mass. */
+function naiveCandidates(probs: Float64Array, topK: number, topP: number): number[] {
+  const total = probs.reduce((a, b) => a + b, 0);
+  const order = Array.from(probs.keys()).sort((a, b) => probs[b]! - probs[a]! || a - b);
+  const kept: number[] = [];
+  let cum = 0;
+  for (const id of order) {
+    if (topK > 0 && kept.length >= topK) break;
+    kept.push(id);
+    cum += probs[id]!;
+    if (topP < 1 && cum >= topP * total) break;
+  }
+  return kept;
+}
+
+test('candidateSet equals the sort-everything definition for many k, p and distributions', () => {
+  for (let seed = 0; seed < 40; seed++) {
+    const V = 50 + seed * 37;
+    const logits = randomLogits(V, seed, 1 + (seed % 7) * 2);
+    const probs = Float64Array.from(logits, (l) => Math.exp(l));
+    const total = probs.reduce((a, b) => a + b, 0);
+    for (const [k, p] of [[0, 0.9], [5, 1], [0, 0.5], [20, 0.95], [1, 1], [0, 0.999], [V + 5, 0.3]] as const) {
+      assert.deepEqual(candidateSet(probs, total, k, p), naiveCandidates(probs, k, p), `seed ${seed} k ${k} p ${p}`);
+    }
+  }
+});
+
+test('sampleToken reports the model log-prob at temperature 1 and the log-prob of the filtered distribution', () => {
+  const logits = randomLogits(300, 7);
+  const lse = logSumExp(logits);
+  const rng = createRng(1);
+  for (let i = 0; i < 50; i++) {
+    const r = sampleToken(logits, { temperature: 0.7, topK: 10, topP: 0.9, topLogprobs: 0 }, rng);
+    assert.ok(Math.abs(r.logprob - (logits[r.id]! - lse)) < 1e-9);
+    // Recompute q(id) by hand: temperature, top-10, top-0.9, renormalize.
+    const tempered = Float64Array.from(logits, (l) => Math.exp(l / 0.7));
+    const cands = naiveCandidates(tempered, 10, 0.9);
+    assert.ok(cands.includes(r.id), 'sampled token is outside the candidate set');
+    const mass = cands.reduce((a, id) => a + tempered[id]!, 0);
+    assert.ok(Math.abs(r.sampledLogprob - Math.log(tempered[r.id]! / mass)) < 1e-9);
+  }
+});
+
+test('greedy picks the argmax with sampled log-prob 0; a seed reproduces a sample exactly', () => {
+  const logits = randomLogits(1000, 3);
+  const g = sampleToken(logits, { temperature: 0, topK: 0, topP: 1, topLogprobs: 0 }, createRng(0));
+  let best = 0;
+  for (let i = 1; i < logits.length; i++) if (logits[i]! > logits[best]!) best = i;
+  assert.equal(g.id, best);
+  assert.equal(g.sampledLogprob, 0);
+  const draw = (seed: number) => { const rng = createRng(seed); return Array.from({ length: 20 }, () => sampleToken(logits, { temperature: 1, topK: 0, topP: 1, topLogprobs: 0 }, rng).id); };
+  assert.deepEqual(draw(42), draw(42));
+  assert.notDeepEqual(draw(42), draw(43));
+});
+
+test('sampling frequencies follow the filtered distribution (chi-square)', () => {
+  const logits = Float32Array.from([2, 1.5, 1, 0.5, 0, -1, -3, -5]);
+  const settings = { temperature: 0.8, topK: 0, topP: 0.9, topLogprobs: 0 };
+  const tempered = Float64Array.from(logits, (l) => Math.exp(l / 0.8));
+  const cands = naiveCandidates(tempered, 0, 0.9);
+  const mass = cands.reduce((a, id) => a + tempered[id]!, 0);
+  const rng = createRng(9);
+  const N = 20000;
+  const counts = new Map<number, number>();
+  for (let i = 0; i < N; i++) {
+    const id = sampleToken(logits, settings, rng).id;
+    counts.set(id, (counts.get(id) ?? 0) + 1);
+  }
+  for (const id of counts.keys()) assert.ok(cands.includes(id), `token ${id} is outside the nucleus`);
+  let chi2 = 0;
+  for (const id of cands) {
+    const expected = (N * tempered[id]!) / mass;
+    chi2 += ((counts.get(id) ?? 0) - expected) ** 2 / expected;
+  }
+  // df = cands.length - 1 <= 7; the 99.9% quantile of chi2(7) is 24.3.
+  assert.ok(chi2 < 24.3, `chi-square ${chi2.toFixed(2)} too large`);
+});
+
+test('topLogprobs returns the k best as normalized log-probs, best first', () => {
+  const logits = randomLogits(500, 11);
+  const lse = logSumExp(logits);
+  const top = topLogprobs(logits, 5);
+  const sorted = Array.from(logits.keys()).sort((a, b) => logits[b]! - logits[a]!).slice(0, 5);
+  assert.deepEqual(top.map((t) => t.id), sorted);
+  for (const t of top) assert.ok(Math.abs(t.logprob - (logits[t.id]! - lse)) < 1e-9);
+});
