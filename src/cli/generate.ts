@@ -51,7 +51,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
       ...(v.seed !== undefined ? { seed: numberFlag(v, 'seed', { integer: true, min: 0 })! } : {}),
     };
     const ids: number[] = [], logprobs: number[] = [], sampledLogprobs: number[] = [];
-    const decoder = model.tokenizer.createStreamDecoder();
+    const decoder = model.tokenizer.createStreamDecoder({ skipSpecialTokens: true });
     const t0 = performance.now();
     let firstTokenAt = 0;
     let finishReason = '';
@@ -71,7 +71,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
     const tokensPerSecond = ids.length > 1 ? (ids.length - 1) / decodeSeconds : 0;
     const stats = { promptTokens: promptIds.length, completionTokens: ids.length, timeToFirstTokenMs: Math.round(firstTokenAt - t0), tokensPerSecond: Number(tokensPerSecond.toFixed(2)), kernels: model.engine.info.kernels };
     if (v.json) {
-      const text = model.tokenizer.decode(ids);
+      const text = model.tokenizer.decode(ids, { skipSpecialTokens: true });
       console.log(JSON.stringify({ text, promptIds, completionIds: ids, logprobs, sampledLogprobs, finishReason, ...stats }));
     } else {
       process.stdout.write(decoder.flush() + '\n');

@@ -36,21 +36,25 @@ export class LocalEngine implements Sampler, Scorer {
     const folder = readModelFolder(modelDir); // fail fast, before any thread starts
     const workerOptions: WorkerOptions = { modelDir, maxStepTokens: opts.maxStepTokens ?? 256, threads: opts.threads ?? 0 };
     const worker = new Worker(new URL('./runtime/worker.js', import.meta.url), { workerData: workerOptions });
+    // Listeners are removed by name: removeAllListeners() would also drop the Worker's own
+    // internal listener that starts its message port.
+    let onMessage: (m: FromWorker) => void = () => {};
+    let onError: (e: Error) => void = () => {};
+    let onExit: (code: number) => void = () => {};
     const info = await new Promise<WorkerInfo>((resolve, reject) => {
-      const onMessage = (m: FromWorker) => {
+      onMessage = (m) => {
         if (m.type === 'ready') resolve(m.info);
         else if (m.type === 'fatal') reject(new Error(m.message));
-        else return;
-        worker.off('message', onMessage);
       };
-      worker.on('message', onMessage);
-      worker.once('error', reject);
-      worker.once('exit', (code) => reject(new Error(`the engine worker exited (code ${code}) while loading ${modelDir}`)));
+      onError = reject;
+      onExit = (code) => reject(new Error(`the engine worker exited (code ${code}) while loading ${modelDir}`));
+      worker.on('message', onMessage).on('error', onError).on('exit', onExit);
     }).catch(async (e: Error) => {
       await worker.terminate();
       throw e;
+    }).finally(() => {
+      worker.off('message', onMessage).off('error', onError).off('exit', onExit);
     });
-    worker.removeAllListeners();
     return new LocalEngine(worker, folder, info);
   }
 

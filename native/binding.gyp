@@ -1,0 +1,40 @@
+# The openclaw_native addon: N-API in C over the system BLAS. Built at install time by
+# scripts/build-native.mjs; see that script for how a failed build is handled.
+{
+  "targets": [
+    {
+      "target_name": "openclaw_native",
+      "sources": [
+        "src/addon.c",
+        "src/args.c",
+        "src/blas_ops.c",
+        "src/layer_ops.c",
+        "src/layer_kernels.c",
+        "src/attention.c"
+      ],
+      # Pin the Node-API level so the addon loads on every Node >= 20 it was not built with.
+      "defines": ["NAPI_VERSION=8"],
+      # No -march=native: the hot C loops pick their instruction set at load time
+      # (src/dispatch.h). No -ffast-math: softmax relies on IEEE Inf/NaN behaviour. Only
+      # -fno-trapping-math (clang's default; nothing here reads FP exception flags), which lets
+      # gcc turn the clamps in exp_f32 into vector min/max instead of giving up on the loop.
+      # -Wno-psabi: gcc notes that 32-byte vector arguments (src/vec_math.h) have a different
+      # ABI without AVX; they only pass between inlined static functions, never across the ABI.
+      "cflags_c": ["-O3", "-std=gnu11", "-fno-trapping-math", "-Wno-psabi"],
+      "conditions": [
+        ["OS=='linux'", {
+          # Fedora and others put OpenBLAS's cblas.h here; Debian has it on the default path.
+          "include_dirs": ["/usr/include/openblas"],
+          "libraries": ["-lopenblas", "-lm"]
+        }],
+        ["OS=='mac'", {
+          "xcode_settings": {
+            "GCC_OPTIMIZATION_LEVEL": "3",
+            "OTHER_CFLAGS": ["-std=gnu11", "-fno-trapping-math"]
+          },
+          "libraries": ["-framework Accelerate"]
+        }]
+      ]
+    }
+  ]
+}

@@ -1,0 +1,28 @@
+// Entry point of the openclaw_native addon: the kernel table the TypeScript wrapper
+// (src/engine/local/kernels/native.ts) binds to. The addon keeps no state of its own, so it
+// can be loaded in any number of worker threads.
+#include <node_api.h>
+
+#include "ops.h"
+
+// Bumped whenever an export changes meaning, so that a stale build is refused with a
+// "rebuild" message instead of being called with the wrong arguments.
+#define ADDON_API_VERSION 1
+
+NAPI_MODULE_INIT() {
+  napi_value version;
+  if (napi_create_uint32(env, ADDON_API_VERSION, &version) != napi_ok) return NULL;
+  const napi_property_descriptor properties[] = {
+      {"apiVersion", NULL, NULL, NULL, NULL, version, napi_enumerable, NULL},
+      {"sgemm", NULL, op_sgemm, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"sgemv", NULL, op_sgemv, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"rmsnorm", NULL, op_rmsnorm, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"siluMul", NULL, op_silu_mul, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"rope", NULL, op_rope, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"attention", NULL, op_attention, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"setThreads", NULL, op_set_threads, NULL, NULL, NULL, napi_enumerable, NULL},
+  };
+  if (napi_define_properties(env, exports, sizeof properties / sizeof properties[0], properties) != napi_ok)
+    return NULL;
+  return exports;
+}

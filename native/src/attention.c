@@ -1,0 +1,105 @@
+// Causal grouped-query attention, two-pass softmax in float32, one query row at a time:
+//   1. scores[h][j] = q[t,h] . k[j, kv(h)] * scale for every head h and visible key j;
+//   2. softmax over j for each head (max subtracted);
+//   3. out[t,h] = sum_j p[h][j] * v[j, kv(h)].
+// Steps 1 and 3 walk the cache rows in order, all heads of a row together, so k and v stream
+// through memory once per query: walking one head's column instead jumps a whole row
+// (kvStride floats, often a page) per key, which defeats the prefetcher.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatch.h"
+#include "kernels.h"
+#include "vec_math.h"
+
+static inline void softmax_in_place(float* scores, size_t n) {
+  float max_score = max_f32(scores, n);
+  for (size_t j = 0; j < n; j++) scores[j] = exp_f32(scores[j] - max_score);
+  float inv_sum = 1.f / sum_f32(scores, n);
+  for (size_t j = 0; j < n; j++) scores[j] *= inv_sum;
+}
+
+// Steps 1 and 3 take this many cache rows at a time, so that each load of the query (step 1)
+// or load and store of the output row (step 3) serves that many multiply-adds instead of one.
+#define KEYS_PER_PASS 4
+
+// scores[i] = scale * (x . rows[i * stride ..]) for `keys` (<= KEYS_PER_PASS) rows. One
+// accumulator per row: two per row measured slower (register pressure).
+static inline void dot_rows(float* scores, const float* x, const float* rows, size_t keys, size_t stride, size_t n,
+                            float scale) {
+  if (keys == KEYS_PER_PASS && n % 8 == 0) {
+    const float *r0 = rows, *r1 = rows + stride, *r2 = rows + 2 * stride, *r3 = rows + 3 * stride;
+    f32x8 acc0 = {0}, acc1 = {0}, acc2 = {0}, acc3 = {0};
+    for (size_t d = 0; d < n; d += 8) {
+      f32x8 xd = load8(x + d);
+      acc0 += xd * load8(r0 + d);
+      acc1 += xd * load8(r1 + d);
+      acc2 += xd * load8(r2 + d);
+      acc3 += xd * load8(r3 + d);
+    }
+    scores[0] = add_lanes(acc0) * scale;
+    scores[1] = add_lanes(acc1) * scale;
+    scores[2] = add_lanes(acc2) * scale;
+    scores[3] = add_lanes(acc3) * scale;
+    return;
+  }
+  for (size_t i = 0; i < keys; i++) scores[i] = dot_f32(x, rows + i * stride, n) * scale;
+}
+
+// out[d] += sum_i p[i] * rows[i * stride + d] over `keys` (<= KEYS_PER_PASS) rows.
+static inline void add_weighted_rows(float* out, const float* p, const float* rows, size_t keys, size_t stride,
+                                     size_t n) {
+  if (keys == KEYS_PER_PASS) {
+    const float *r0 = rows, *r1 = rows + stride, *r2 = rows + 2 * stride, *r3 = rows + 3 * stride;
+    for (size_t d = 0; d < n; d++) out[d] += (p[0] * r0[d] + p[1] * r1[d]) + (p[2] * r2[d] + p[3] * r3[d]);
+    return;
+  }
+  for (size_t i = 0; i < keys; i++)
+    for (size_t d = 0; d < n; d++) out[d] += p[i] * rows[i * stride + d];
+}
+
+SIMD_CLONES
+bool attention_f32(float* out, const float* q, const float* k, const float* v,
+                   const AttentionShape* shape) {
+  const size_t n_heads = shape->n_heads;
+  const size_t n_kv_heads = shape->n_kv_heads;
+  const size_t head_dim = shape->head_dim;
+  const size_t group = n_heads / n_kv_heads; // query heads kvh*group .. (kvh+1)*group-1 share kv head kvh
+  const size_t row_width = n_heads * head_dim;
+  const size_t max_keys = shape->start + shape->tq;
+  size_t scores_bytes;
+  if (__builtin_mul_overflow(n_heads * sizeof(float), max_keys, &scores_bytes)) return false;
+  float* scores = malloc(scores_bytes); // [n_heads][max_keys]
+  if (scores == NULL) return false;
+
+  for (size_t t = 0; t < shape->tq; t++) {
+    const size_t n_keys = shape->start + t + 1;
+    const float* q_t = q + t * row_width;
+    float* out_t = out + t * row_width;
+
+    for (size_t j0 = 0; j0 < n_keys; j0 += KEYS_PER_PASS) {
+      const size_t keys = n_keys - j0 < KEYS_PER_PASS ? n_keys - j0 : KEYS_PER_PASS;
+      for (size_t kvh = 0; kvh < n_kv_heads; kvh++) {
+        const float* k_jh = k + j0 * shape->kv_stride + kvh * head_dim;
+        for (size_t h = kvh * group; h < (kvh + 1) * group; h++)
+          dot_rows(scores + h * max_keys + j0, q_t + h * head_dim, k_jh, keys, shape->kv_stride, head_dim,
+                   shape->scale);
+      }
+    }
+    for (size_t h = 0; h < n_heads; h++) softmax_in_place(scores + h * max_keys, n_keys);
+
+    // Written only now that q_t has been read, so out may even alias q.
+    memset(out_t, 0, row_width * sizeof(float));
+    for (size_t j0 = 0; j0 < n_keys; j0 += KEYS_PER_PASS) {
+      const size_t keys = n_keys - j0 < KEYS_PER_PASS ? n_keys - j0 : KEYS_PER_PASS;
+      for (size_t kvh = 0; kvh < n_kv_heads; kvh++) {
+        const float* v_jh = v + j0 * shape->kv_stride + kvh * head_dim;
+        for (size_t h = kvh * group; h < (kvh + 1) * group; h++)
+          add_weighted_rows(out_t + h * head_dim, scores + h * max_keys + j0, v_jh, keys, shape->kv_stride, head_dim);
+      }
+    }
+  }
+  free(scores);
+  return true;
+}

@@ -1,0 +1,101 @@
+// sgemm, sgemv and the thread count, forwarded to the system BLAS (OpenBLAS on Linux,
+// Accelerate on macOS) once every size has been checked against the arrays.
+#include <string.h>
+
+#ifdef __APPLE__
+#include <Accelerate/Accelerate.h>
+#else
+#include <cblas.h>
+// Declared here too because a generic cblas.h (not OpenBLAS's own) lacks it; the addon links
+// OpenBLAS explicitly, so the symbol is always there.
+void openblas_set_num_threads(int num_threads);
+#endif
+
+#include "args.h"
+#include "ops.h"
+
+// BLAS reads no input when the inner dimension is 0 but implementations differ in whether
+// they then still apply beta, so that case is handled here: y = beta * y, where beta == 0
+// means overwrite (NaN in y does not survive), as in BLAS.
+static void scale_rows(float* y, size_t rows, size_t cols, size_t stride, float beta) {
+  for (size_t r = 0; r < rows; r++) {
+    float* row = y + r * stride;
+    if (beta == 0.f)
+      memset(row, 0, cols * sizeof(float));
+    else
+      for (size_t c = 0; c < cols; c++) row[c] *= beta;
+  }
+}
+
+// sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)
+napi_value op_sgemm(napi_env env, napi_callback_info info) {
+  OpCall call;
+  bool trans_a, trans_b;
+  size_t m, n, k, lda, ldb, ldc;
+  float alpha, beta;
+  F32Array a, b, c;
+  if (!op_begin(env, info, "sgemm", 13, &call) || !op_bool(&call, 0, "transA", &trans_a) ||
+      !op_bool(&call, 1, "transB", &trans_b) || !op_size(&call, 2, "M", 0, &m) || !op_size(&call, 3, "N", 0, &n) ||
+      !op_size(&call, 4, "K", 0, &k) || !op_float(&call, 5, "alpha", &alpha) || !op_f32_array(&call, 6, "A", &a) ||
+      !op_size(&call, 7, "lda", 0, &lda) || !op_f32_array(&call, 8, "B", &b) || !op_size(&call, 9, "ldb", 0, &ldb) ||
+      !op_float(&call, 10, "beta", &beta) || !op_f32_array(&call, 11, "C", &c) ||
+      !op_size(&call, 12, "ldc", 0, &ldc))
+    return NULL;
+  // A is stored [M,K], or [K,M] when transposed; B is stored [K,N], or [N,K].
+  if (!op_check_matrix(&call, "A", a.length, trans_a ? k : m, trans_a ? m : k, trans_a ? "K x M" : "M x K", lda,
+                       "lda") ||
+      !op_check_matrix(&call, "B", b.length, trans_b ? n : k, trans_b ? k : n, trans_b ? "N x K" : "K x N", ldb,
+                       "ldb") ||
+      !op_check_matrix(&call, "C", c.length, m, n, "M x N", ldc, "ldc"))
+    return NULL;
+  if (m == 0 || n == 0) return NULL;
+  if (k == 0) {
+    scale_rows(c.data, m, n, ldc, beta);
+    return NULL;
+  }
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)m,
+              (int)n, (int)k, alpha, a.data, (int)lda, b.data, (int)ldb, beta, c.data, (int)ldc);
+  return NULL;
+}
+
+// sgemv(trans, M, N, alpha, A, lda, x, beta, y), A stored [M,N]
+napi_value op_sgemv(napi_env env, napi_callback_info info) {
+  OpCall call;
+  bool trans;
+  size_t m, n, lda;
+  float alpha, beta;
+  F32Array a, x, y;
+  if (!op_begin(env, info, "sgemv", 9, &call) || !op_bool(&call, 0, "trans", &trans) ||
+      !op_size(&call, 1, "M", 0, &m) || !op_size(&call, 2, "N", 0, &n) || !op_float(&call, 3, "alpha", &alpha) ||
+      !op_f32_array(&call, 4, "A", &a) || !op_size(&call, 5, "lda", 0, &lda) || !op_f32_array(&call, 6, "x", &x) ||
+      !op_float(&call, 7, "beta", &beta) || !op_f32_array(&call, 8, "y", &y))
+    return NULL;
+  size_t x_length = trans ? m : n;
+  size_t y_length = trans ? n : m;
+  if (!op_check_matrix(&call, "A", a.length, m, n, "M x N", lda, "lda") ||
+      !op_check_length(&call, "x", x.length, x_length, 1, 1, trans ? "M" : "N") ||
+      !op_check_length(&call, "y", y.length, y_length, 1, 1, trans ? "N" : "M"))
+    return NULL;
+  if (y_length == 0) return NULL;
+  if (x_length == 0) {
+    scale_rows(y.data, 1, y_length, y_length, beta);
+    return NULL;
+  }
+  cblas_sgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, (int)m, (int)n, alpha, a.data, (int)lda, x.data, 1,
+              beta, y.data, 1);
+  return NULL;
+}
+
+// setThreads(n). BLAS threads are process-wide, so a call from one worker affects all of them.
+napi_value op_set_threads(napi_env env, napi_callback_info info) {
+  OpCall call;
+  size_t threads;
+  if (!op_begin(env, info, "setThreads", 1, &call) || !op_size(&call, 0, "n", 1, &threads)) return NULL;
+#ifdef __APPLE__
+  // Accelerate sizes its own thread pool and has no call to change it.
+  (void)threads;
+#else
+  openblas_set_num_threads((int)threads);
+#endif
+  return NULL;
+}

@@ -1,0 +1,101 @@
+// rmsnorm, siluMul, rope and attention: argument checks, then the plain-C kernels.
+#include <stdio.h>
+
+#include "args.h"
+#include "kernels.h"
+#include "ops.h"
+
+static void throw_out_of_memory(OpCall* call) {
+  char message[128];
+  snprintf(message, sizeof message, "openclaw_native.%s: could not allocate its scratch memory", call->op);
+  napi_throw_error(call->env, NULL, message);
+}
+
+// rmsnorm(out, x, weight, rows, dim, eps)
+napi_value op_rmsnorm(napi_env env, napi_callback_info info) {
+  OpCall call;
+  F32Array out, x, weight;
+  size_t rows, dim;
+  float eps;
+  if (!op_begin(env, info, "rmsnorm", 6, &call) || !op_f32_array(&call, 0, "out", &out) ||
+      !op_f32_array(&call, 1, "x", &x) || !op_f32_array(&call, 2, "weight", &weight) ||
+      !op_size(&call, 3, "rows", 0, &rows) || !op_size(&call, 4, "dim", 0, &dim) ||
+      !op_float(&call, 5, "eps", &eps))
+    return NULL;
+  if (!op_check_length(&call, "out", out.length, rows, dim, 1, "rows*dim") ||
+      !op_check_length(&call, "x", x.length, rows, dim, 1, "rows*dim") ||
+      !op_check_length(&call, "weight", weight.length, dim, 1, 1, "dim"))
+    return NULL;
+  rmsnorm_f32(out.data, x.data, weight.data, rows, dim, eps);
+  return NULL;
+}
+
+// siluMul(out, gate, up, n)
+napi_value op_silu_mul(napi_env env, napi_callback_info info) {
+  OpCall call;
+  F32Array out, gate, up;
+  size_t n;
+  if (!op_begin(env, info, "siluMul", 4, &call) || !op_f32_array(&call, 0, "out", &out) ||
+      !op_f32_array(&call, 1, "gate", &gate) || !op_f32_array(&call, 2, "up", &up) ||
+      !op_size(&call, 3, "n", 0, &n))
+    return NULL;
+  if (!op_check_length(&call, "out", out.length, n, 1, 1, "n") ||
+      !op_check_length(&call, "gate", gate.length, n, 1, 1, "n") ||
+      !op_check_length(&call, "up", up.length, n, 1, 1, "n"))
+    return NULL;
+  silu_mul_f32(out.data, gate.data, up.data, n);
+  return NULL;
+}
+
+// rope(x, rows, heads, headDim, positions, invFreq)
+napi_value op_rope(napi_env env, napi_callback_info info) {
+  OpCall call;
+  F32Array x, inv_freq;
+  I32Array positions;
+  size_t rows, heads, head_dim;
+  if (!op_begin(env, info, "rope", 6, &call) || !op_f32_array(&call, 0, "x", &x) ||
+      !op_size(&call, 1, "rows", 0, &rows) || !op_size(&call, 2, "heads", 0, &heads) ||
+      !op_size(&call, 3, "headDim", 2, &head_dim) || !op_i32_array(&call, 4, "positions", &positions) ||
+      !op_f32_array(&call, 5, "invFreq", &inv_freq))
+    return NULL;
+  if (head_dim % 2 != 0) {
+    op_throw_size(&call, "headDim = %zu must be even (pairs i, i + headDim/2 rotate together)", head_dim);
+    return NULL;
+  }
+  if (!op_check_length(&call, "x", x.length, rows, heads, head_dim, "rows*heads*headDim") ||
+      !op_check_length(&call, "positions", positions.length, rows, 1, 1, "rows") ||
+      !op_check_length(&call, "invFreq", inv_freq.length, head_dim / 2, 1, 1, "headDim/2"))
+    return NULL;
+  if (!rope_f32(x.data, rows, heads, head_dim, positions.data, inv_freq.data)) throw_out_of_memory(&call);
+  return NULL;
+}
+
+// attention(out, q, k, v, Tq, start, nHeads, nKvHeads, headDim, kvStride, scale)
+napi_value op_attention(napi_env env, napi_callback_info info) {
+  OpCall call;
+  F32Array out, q, k, v;
+  AttentionShape shape;
+  if (!op_begin(env, info, "attention", 11, &call) || !op_f32_array(&call, 0, "out", &out) ||
+      !op_f32_array(&call, 1, "q", &q) || !op_f32_array(&call, 2, "k", &k) || !op_f32_array(&call, 3, "v", &v) ||
+      !op_size(&call, 4, "Tq", 0, &shape.tq) || !op_size(&call, 5, "start", 0, &shape.start) ||
+      !op_size(&call, 6, "nHeads", 1, &shape.n_heads) || !op_size(&call, 7, "nKvHeads", 1, &shape.n_kv_heads) ||
+      !op_size(&call, 8, "headDim", 1, &shape.head_dim) || !op_size(&call, 9, "kvStride", 0, &shape.kv_stride) ||
+      !op_float(&call, 10, "scale", &shape.scale))
+    return NULL;
+  if (shape.n_heads % shape.n_kv_heads != 0) {
+    op_throw_size(&call, "nHeads = %zu must be a multiple of nKvHeads = %zu", shape.n_heads, shape.n_kv_heads);
+    return NULL;
+  }
+  size_t kv_rows = shape.start + shape.tq;
+  size_t kv_cols = shape.n_kv_heads * shape.head_dim;
+  if (!op_check_length(&call, "q", q.length, shape.tq, shape.n_heads, shape.head_dim, "Tq*nHeads*headDim") ||
+      !op_check_length(&call, "out", out.length, shape.tq, shape.n_heads, shape.head_dim, "Tq*nHeads*headDim") ||
+      !op_check_matrix(&call, "k", k.length, kv_rows, kv_cols, "(start+Tq) x (nKvHeads*headDim)", shape.kv_stride,
+                       "kvStride") ||
+      !op_check_matrix(&call, "v", v.length, kv_rows, kv_cols, "(start+Tq) x (nKvHeads*headDim)", shape.kv_stride,
+                       "kvStride"))
+    return NULL;
+  if (shape.tq == 0) return NULL;
+  if (!attention_f32(out.data, q.data, k.data, v.data, &shape)) throw_out_of_memory(&call);
+  return NULL;
+}

@@ -1,0 +1,16 @@
+// The functions the addon exports, one per kernel in src/engine/local/kernels/kernels.ts, with
+// the same argument order. Each validates its arguments (args.h) before computing.
+#ifndef OPENCLAW_OPS_H
+#define OPENCLAW_OPS_H
+
+#include <node_api.h>
+
+napi_value op_sgemm(napi_env env, napi_callback_info info);
+napi_value op_sgemv(napi_env env, napi_callback_info info);
+napi_value op_set_threads(napi_env env, napi_callback_info info);
+napi_value op_rmsnorm(napi_env env, napi_callback_info info);
+napi_value op_silu_mul(napi_env env, napi_callback_info info);
+napi_value op_rope(napi_env env, napi_callback_info info);
+napi_value op_attention(napi_env env, napi_callback_info info);
+
+#endif

@@ -1,0 +1,103 @@
+// Small float32 helpers for the hand-written kernels, without -ffast-math (which would also
+// let the compiler assume there are no NaN or Inf values; softmax and the tests rely on them
+// behaving normally).
+//
+// Reductions use GCC/clang vector extensions: a float sum only vectorises when the compiler
+// may reorder it, and the auto-vectoriser then keeps its partial sums in memory. Eight-float
+// vectors become one AVX register, or two SSE/NEON registers, whichever the clone targets
+// (dispatch.h); four of them in flight hide the FMA latency.
+#ifndef OPENCLAW_VEC_MATH_H
+#define OPENCLAW_VEC_MATH_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef int32_t i32x8 __attribute__((vector_size(32)));
+
+static inline f32x8 load8(const float* p) {
+  f32x8 v;
+  memcpy(&v, p, sizeof v); // unaligned load
+  return v;
+}
+
+static inline float add_lanes(f32x8 v) {
+  return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+}
+
+static inline float dot_f32(const float* a, const float* b, size_t n) {
+  f32x8 acc0 = {0}, acc1 = {0}, acc2 = {0}, acc3 = {0};
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 += load8(a + i) * load8(b + i);
+    acc1 += load8(a + i + 8) * load8(b + i + 8);
+    acc2 += load8(a + i + 16) * load8(b + i + 16);
+    acc3 += load8(a + i + 24) * load8(b + i + 24);
+  }
+  for (; i + 8 <= n; i += 8) acc0 += load8(a + i) * load8(b + i);
+  float tail = 0.f;
+  for (; i < n; i++) tail += a[i] * b[i];
+  return add_lanes((acc0 + acc1) + (acc2 + acc3)) + tail;
+}
+
+static inline float sum_f32(const float* a, size_t n) {
+  f32x8 acc0 = {0}, acc1 = {0};
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 += load8(a + i);
+    acc1 += load8(a + i + 8);
+  }
+  for (; i + 8 <= n; i += 8) acc0 += load8(a + i);
+  float tail = 0.f;
+  for (; i < n; i++) tail += a[i];
+  return add_lanes(acc0 + acc1) + tail;
+}
+
+// Ignores NaN entries (a NaN score still poisons a softmax through exp and the sum).
+static inline float max_f32(const float* a, size_t n) {
+  float max = -INFINITY;
+  f32x8 lanes = {max, max, max, max, max, max, max, max};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    f32x8 x = load8(a + i);
+    i32x8 greater = x > lanes; // all-ones where true (C has no vector ?: operator)
+    lanes = (f32x8)((greater & (i32x8)x) | (~greater & (i32x8)lanes));
+  }
+  for (; i < n; i++) max = a[i] > max ? a[i] : max;
+  for (int l = 0; l < 8; l++) max = lanes[l] > max ? lanes[l] : max;
+  return max;
+}
+
+// exp(x) in float32 to about 2 ulp, branch-free so it vectorises (libm's expf does not
+// without -ffast-math). Cephes-style: x = n*ln2 + r with |r| <= ln2/2, a degree-6
+// polynomial for e^r, and 2^n built in the exponent bits. Inputs are clamped to [-87, 88]
+// so 2^n stays a normal float: results below e^-87 (~1.6e-38) come out as ~1.6e-38 instead
+// of smaller, which no caller here can tell from 0; NaN propagates.
+static inline float exp_f32(float x) {
+  x = x < -87.f ? -87.f : x;
+  x = x > 88.f ? 88.f : x;
+  /* Adding 1.5 * 2^23 rounds to an integer, which then sits in the low mantissa bits: reading
+     it from there avoids a float-to-int conversion, undefined for NaN. */
+  const float round_magic = 12582912.f;
+  float shifted = x * 1.44269504088896341f + round_magic;
+  float n = shifted - round_magic;
+  float r = x - n * 0.693359375f;     /* ln2 split in two for an exact product */
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float e_r = p * r * r + r + 1.f;
+  uint32_t shifted_bits;
+  memcpy(&shifted_bits, &shifted, sizeof shifted_bits);
+  uint32_t exponent_bits = (shifted_bits - 0x4B400000u + 127u) << 23;
+  float two_n;
+  memcpy(&two_n, &exponent_bits, sizeof two_n);
+  return e_r * two_n;
+}
+
+#endif

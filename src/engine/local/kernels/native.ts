@@ -1,0 +1,56 @@
+// The native kernels: the openclaw_native addon (native/, built at install time by
+// scripts/build-native.mjs) over the system BLAS. The addon checks every argument itself
+// (types, counts, and that each access stays inside its array) and throws an Error naming the
+// op, so its functions are exposed as they are, with this file supplying the types.
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import type { Kernels } from './kernels.js';
+
+/** Where the install step builds the addon: the package root, seen from dist/src/engine/local/kernels/. */
+export const NATIVE_ADDON_PATH = fileURLToPath(
+  new URL('../../../../../native/build/Release/openclaw_native.node', import.meta.url),
+);
+
+/** What a person has to do to get the native kernels. */
+export const NATIVE_BUILD_HINT =
+  'apt-get install libopenblas-dev (macOS: Xcode command line tools), then npm rebuild openclaw-rl';
+
+// Must equal ADDON_API_VERSION in native/src/addon.c.
+const ADDON_API_VERSION = 1;
+
+type NativeAddon = Omit<Kernels, 'name'> & { readonly apiVersion: number };
+
+/** Loads the addon (once per thread, by Node's module cache) or throws an Error saying why and how to fix it. */
+export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernels {
+  let addon: NativeAddon;
+  try {
+    addon = createRequire(import.meta.url)(addonPath) as NativeAddon;
+  } catch (err) {
+    throw new Error(`native kernels unavailable: ${loadFailure(err, addonPath)}. For the fast path: ${NATIVE_BUILD_HINT}`, {
+      cause: err,
+    });
+  }
+  if (addon.apiVersion !== ADDON_API_VERSION) {
+    throw new Error(
+      `native kernels unavailable: ${addonPath} is a stale build (API version ${String(addon.apiVersion)}, ` +
+        `expected ${ADDON_API_VERSION}). Rebuild it: npm rebuild openclaw-rl`,
+    );
+  }
+  return {
+    name: 'native',
+    sgemm: addon.sgemm,
+    sgemv: addon.sgemv,
+    rmsnorm: addon.rmsnorm,
+    siluMul: addon.siluMul,
+    rope: addon.rope,
+    attention: addon.attention,
+    setThreads: addon.setThreads,
+  };
+}
+
+/** A short reason, e.g. "not built" or the dynamic loader's complaint about a missing libopenblas. */
+function loadFailure(err: unknown, addonPath: string): string {
+  if ((err as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND') return `the addon is not built (no ${addonPath})`;
+  const firstLine = String((err as Error).message ?? err).split('\n')[0];
+  return `${addonPath} failed to load: ${firstLine}`;
+}

@@ -1,0 +1,174 @@
+// Plain TypeScript kernels: the fallback when the native addon is missing, and the oracle the
+// native kernels are tested against. Written to be obviously correct first: every sum is
+// accumulated in float64 (JS numbers) and rounded to float32 once, on store. Only sgemm is
+// tiled, because it dominates and the naive loop is about twice as slow.
+import type { Kernels } from './kernels.js';
+
+// sgemm computes C in tiles of 4 rows x COLS columns, accumulated in float64: each element of
+// op(B) that is loaded serves 4 rows of C (the main cost in V8, which does not vectorise), and
+// the 4 accumulator rows (8 KiB) stay in L1.
+const COLS = 256;
+
+function sgemm(
+  transA: boolean, transB: boolean, M: number, N: number, K: number,
+  alpha: number, A: Float32Array, lda: number, B: Float32Array, ldb: number,
+  beta: number, C: Float32Array, ldc: number,
+): void {
+  // op(A)[i,p] = A[i * aRowStep + p * aColStep].
+  const aRowStep = transA ? 1 : lda;
+  const aColStep = transA ? lda : 1;
+  // The inner loop walks a row of op(B), so a transposed B is copied to row-major [K,N] first.
+  const b = transB ? transpose(B, ldb, N, K) : B;
+  const bStride = transB ? N : ldb;
+  const accs = [new Float64Array(COLS), new Float64Array(COLS), new Float64Array(COLS), new Float64Array(COLS)];
+  const [acc0, acc1, acc2, acc3] = accs;
+  for (let j0 = 0; j0 < N; j0 += COLS) {
+    const cols = Math.min(COLS, N - j0);
+    for (let i0 = 0; i0 < M; i0 += 4) {
+      // Past the last row of C the tile repeats that row: wasted work on the last tile only,
+      // in exchange for a single code path. (Plain consts: V8 keeps these as integers.)
+      const a0 = i0 * aRowStep;
+      const a1 = Math.min(i0 + 1, M - 1) * aRowStep;
+      const a2 = Math.min(i0 + 2, M - 1) * aRowStep;
+      const a3 = Math.min(i0 + 3, M - 1) * aRowStep;
+      for (const acc of accs) acc.fill(0);
+      for (let p = 0; p < K; p++) {
+        const aCol = p * aColStep;
+        const x0 = A[a0 + aCol];
+        const x1 = A[a1 + aCol];
+        const x2 = A[a2 + aCol];
+        const x3 = A[a3 + aCol];
+        const bRow = p * bStride + j0;
+        for (let j = 0; j < cols; j++) {
+          const bj = b[bRow + j];
+          acc0[j] += x0 * bj;
+          acc1[j] += x1 * bj;
+          acc2[j] += x2 * bj;
+          acc3[j] += x3 * bj;
+        }
+      }
+      for (let r = 0; r < Math.min(4, M - i0); r++) {
+        const cRow = (i0 + r) * ldc + j0;
+        for (let j = 0; j < cols; j++) C[cRow + j] = scaled(alpha * accs[r][j], beta, C[cRow + j]);
+      }
+    }
+  }
+}
+
+/** Row-major [cols, rows] copy of the row-major [rows, cols] matrix X with row stride ld. */
+function transpose(X: Float32Array, ld: number, rows: number, cols: number): Float32Array {
+  const out = new Float32Array(rows * cols);
+  for (let r = 0; r < rows; r++) {
+    for (let c = 0; c < cols; c++) out[c * rows + r] = X[r * ld + c];
+  }
+  return out;
+}
+
+/** value + beta * old, where beta == 0 ignores old entirely (NaN included), as BLAS does. */
+function scaled(value: number, beta: number, old: number): number {
+  return beta === 0 ? value : value + beta * old;
+}
+
+function sgemv(
+  trans: boolean, M: number, N: number, alpha: number, A: Float32Array, lda: number,
+  x: Float32Array, beta: number, y: Float32Array,
+): void {
+  if (!trans) {
+    for (let i = 0; i < M; i++) {
+      let sum = 0;
+      for (let j = 0; j < N; j++) sum += A[i * lda + j] * x[j];
+      y[i] = scaled(alpha * sum, beta, y[i]);
+    }
+    return;
+  }
+  const acc = new Float64Array(N);
+  for (let i = 0; i < M; i++) {
+    const xi = x[i];
+    for (let j = 0; j < N; j++) acc[j] += A[i * lda + j] * xi;
+  }
+  for (let j = 0; j < N; j++) y[j] = scaled(alpha * acc[j], beta, y[j]);
+}
+
+function rmsnorm(out: Float32Array, x: Float32Array, weight: Float32Array, rows: number, dim: number, eps: number): void {
+  for (let r = 0; r < rows; r++) {
+    const row = r * dim;
+    let sumSquares = 0;
+    for (let i = 0; i < dim; i++) sumSquares += x[row + i] * x[row + i];
+    const invRms = 1 / Math.sqrt(sumSquares / dim + eps);
+    for (let i = 0; i < dim; i++) out[row + i] = x[row + i] * invRms * weight[i];
+  }
+}
+
+function siluMul(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void {
+  for (let i = 0; i < n; i++) out[i] = (gate[i] / (1 + Math.exp(-gate[i]))) * up[i];
+}
+
+function rope(x: Float32Array, rows: number, heads: number, headDim: number, positions: Int32Array, invFreq: Float32Array): void {
+  const half = headDim / 2;
+  const cos = new Float64Array(half);
+  const sin = new Float64Array(half);
+  for (let r = 0; r < rows; r++) {
+    for (let i = 0; i < half; i++) {
+      // The angle is rounded to float32 as in the Hugging Face implementation (and the addon).
+      const angle = Math.fround(positions[r] * invFreq[i]);
+      cos[i] = Math.cos(angle);
+      sin[i] = Math.sin(angle);
+    }
+    for (let h = 0; h < heads; h++) {
+      const lo = (r * heads + h) * headDim;
+      const hi = lo + half;
+      for (let i = 0; i < half; i++) {
+        const a = x[lo + i];
+        const b = x[hi + i];
+        x[lo + i] = a * cos[i] - b * sin[i];
+        x[hi + i] = b * cos[i] + a * sin[i];
+      }
+    }
+  }
+}
+
+function attention(
+  out: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array,
+  Tq: number, start: number, nHeads: number, nKvHeads: number, headDim: number,
+  kvStride: number, scale: number,
+): void {
+  const group = nHeads / nKvHeads;
+  const qStride = nHeads * headDim;
+  const probs = new Float64Array(start + Tq);
+  const acc = new Float64Array(headDim);
+  for (let t = 0; t < Tq; t++) {
+    const nKeys = start + t + 1;
+    for (let h = 0; h < nHeads; h++) {
+      const qOff = t * qStride + h * headDim;
+      const kvOff = Math.floor(h / group) * headDim;
+      let max = -Infinity;
+      for (let j = 0; j < nKeys; j++) {
+        let dot = 0;
+        for (let d = 0; d < headDim; d++) dot += q[qOff + d] * k[j * kvStride + kvOff + d];
+        probs[j] = dot * scale;
+        max = Math.max(max, probs[j]);
+      }
+      let sum = 0;
+      for (let j = 0; j < nKeys; j++) {
+        probs[j] = Math.exp(probs[j] - max);
+        sum += probs[j];
+      }
+      acc.fill(0);
+      for (let j = 0; j < nKeys; j++) {
+        for (let d = 0; d < headDim; d++) acc[d] += probs[j] * v[j * kvStride + kvOff + d];
+      }
+      for (let d = 0; d < headDim; d++) out[qOff + d] = acc[d] / sum;
+    }
+  }
+}
+
+export const portableKernels: Kernels = {
+  name: 'portable',
+  sgemm,
+  sgemv,
+  rmsnorm,
+  siluMul,
+  rope,
+  attention,
+  setThreads: () => {},
+};

@@ -1,0 +1,62 @@
+// Test helpers: generated model folders and the PyTorch reference (test/reference/*.py, run
+// with Debian's python3-torch), so engine numerics are checked against an independent code base.
+
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { PRESETS, writeModelFolder, type ModelShape } from '../../src/engine/local/model/init.js';
+import type { ModelFamily } from '../../src/engine/local/model/config.js';
+
+export const PYTHON = process.env.OPENCLAW_RL_PYTHON ?? '/usr/bin/python3';
+const REFERENCE_DIR = fileURLToPath(new URL('../../../test/reference/', import.meta.url));
+
+export interface TinyModelOptions {
+  family: ModelFamily;
+  shape?: Partial<ModelShape>;
+  dtype?: 'F32' | 'BF16';
+  shards?: number;
+  seed?: number;
+  /** Larger than the default 0.02 so the distributions are peaked and mistakes show. */
+  initStd?: number;
+}
+
+/** A scratch folder removed when the process exits. */
+export function scratchDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+export function makeTinyModel(opts: TinyModelOptions): string {
+  const out = join(scratchDir('ocrl-model-'), 'model');
+  writeModelFolder({
+    out,
+    shape: { family: opts.family, ...PRESETS.tiny!, ...opts.shape },
+    seed: opts.seed ?? 1,
+    dtype: opts.dtype ?? 'F32',
+    shards: opts.shards ?? 1,
+    tokenizerVocab: Math.min(opts.shape?.vocabSize ?? PRESETS.tiny!.vocabSize, 512),
+    initStd: opts.initStd ?? 0.25,
+  });
+  return out;
+}
+
+/** Per-sequence log-probs of ids[1..] under the PyTorch reference (float64). */
+export function referenceLogprobs(model: string, sequences: number[][]): number[][] {
+  const run = spawnSync(PYTHON, [join(REFERENCE_DIR, 'logprobs.py')], {
+    input: JSON.stringify({ model, sequences, dtype: 'float64' }),
+    encoding: 'utf8',
+    maxBuffer: 256 * 1024 * 1024,
+  });
+  if (run.status !== 0) throw new Error(`reference failed (${PYTHON} logprobs.py, exit ${run.status}): ${run.stderr || run.error?.message}`);
+  return (JSON.parse(run.stdout) as { logprobs: number[][] }).logprobs;
+}
+
+export function maxAbsDiff(a: readonly number[], b: readonly number[]): number {
+  if (a.length !== b.length) throw new Error(`length mismatch: ${a.length} vs ${b.length}`);
+  let m = 0;
+  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
+  return m;
+}
