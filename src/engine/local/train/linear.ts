@@ -1,0 +1,66 @@
+// A linear layer as the trainer sees it: frozen or trainable base weight W [out, in] (Hugging
+// Face layout), optional bias, optional LoRA adapter (A [r, in], B [out, r], scale alpha / r):
+//   y = x W^T + b + scale * (x A^T) B^T
+
+import type { Kernels } from '../kernels/kernels.js';
+
+export interface LoraPair {
+  A: Float32Array;
+  B: Float32Array;
+  dA: Float32Array;
+  dB: Float32Array;
+  rank: number;
+  scale: number;
+}
+
+export interface TrainLinear {
+  inDim: number;
+  outDim: number;
+  W: Float32Array;
+  bias: Float32Array | null;
+  /** Gradient buffers when the base weight (and bias) train; null when frozen. */
+  dW: Float32Array | null;
+  dBias: Float32Array | null;
+  lora: LoraPair | null;
+}
+
+/** y[T, out] = x[T, in] W^T (+ b) (+ LoRA); u[T, r] receives x A^T for the backward. */
+export function linearForward(k: Kernels, y: Float32Array, x: Float32Array, T: number, L: TrainLinear, u: Float32Array | null): void {
+  k.sgemm(false, true, T, L.outDim, L.inDim, 1, x, L.inDim, L.W, L.inDim, 0, y, L.outDim);
+  if (L.bias) addRowVector(y, L.bias, T, L.outDim);
+  if (L.lora && u) {
+    const { A, B, rank, scale } = L.lora;
+    k.sgemm(false, true, T, rank, L.inDim, 1, x, L.inDim, A, L.inDim, 0, u, rank);
+    k.sgemm(false, true, T, L.outDim, rank, scale, u, rank, B, rank, 1, y, L.outDim);
+  }
+}
+
+/**
+ * Accumulates parameter gradients and writes (beta 0) or adds (beta 1) dx[T, in].
+ * dx = dy W (+ scale (dy B) A); dW += dy^T x; dB += scale dy^T u; dA += scale (dy B)^T x.
+ */
+export function linearBackward(
+  k: Kernels, dx: Float32Array | null, dy: Float32Array, x: Float32Array, u: Float32Array | null, T: number,
+  L: TrainLinear, beta: 0 | 1, scratch: Float32Array,
+): void {
+  if (L.dW) k.sgemm(true, false, L.outDim, L.inDim, T, 1, dy, L.outDim, x, L.inDim, 1, L.dW, L.inDim);
+  if (L.dBias) {
+    for (let t = 0; t < T; t++) for (let o = 0; o < L.outDim; o++) L.dBias[o] = L.dBias[o]! + dy[t * L.outDim + o]!;
+  }
+  if (dx) k.sgemm(false, false, T, L.inDim, L.outDim, 1, dy, L.outDim, L.W, L.inDim, beta, dx, L.inDim);
+  if (L.lora && u) {
+    const { A, B, dA, dB, rank, scale } = L.lora;
+    const dyB = scratch.subarray(0, T * rank); // [T, r]
+    k.sgemm(false, false, T, rank, L.outDim, 1, dy, L.outDim, B, rank, 0, dyB, rank);
+    k.sgemm(true, false, L.outDim, rank, T, scale, dy, L.outDim, u, rank, 1, dB, rank);
+    k.sgemm(true, false, rank, L.inDim, T, scale, dyB, rank, x, L.inDim, 1, dA, L.inDim);
+    if (dx) k.sgemm(false, false, T, L.inDim, rank, scale, dyB, rank, A, L.inDim, 1, dx, L.inDim);
+  }
+}
+
+function addRowVector(y: Float32Array, b: Float32Array, rows: number, cols: number): void {
+  for (let t = 0; t < rows; t++) {
+    const o = t * cols;
+    for (let i = 0; i < cols; i++) y[o + i] = y[o + i]! + b[i]!;
+  }
+}

@@ -1,0 +1,60 @@
+// From logits rows to what the losses need (log-prob of the target, entropy, log-probs of other
+// chosen ids) and back: the gradient w.r.t. the logits from gradients w.r.t. those quantities.
+//
+// With p = softmax(z), lp_j = z_j - lse, H = lse - sum_i p_i z_i:
+//   d lp_j / dz = e_j - p;   dH / dz_i = -p_i (log p_i + H)
+
+export interface RowStats {
+  /** log-sum-exp of each row. */
+  lse: Float32Array;
+  /** Entropy of each row's distribution. */
+  entropy: Float32Array;
+}
+
+export function rowStats(logits: Float32Array, rows: number, V: number): RowStats {
+  const lse = new Float32Array(rows), entropy = new Float32Array(rows);
+  for (let r = 0; r < rows; r++) {
+    const o = r * V;
+    let max = -Infinity;
+    for (let i = 0; i < V; i++) if (logits[o + i]! > max) max = logits[o + i]!;
+    let sum = 0, weighted = 0;
+    for (let i = 0; i < V; i++) {
+      const z = logits[o + i]!, e = Math.exp(z - max);
+      sum += e;
+      weighted += e * z;
+    }
+    const l = max + Math.log(sum);
+    lse[r] = l;
+    entropy[r] = l - weighted / sum;
+  }
+  return { lse, entropy };
+}
+
+/** Gradients flowing into the logits rows: per target log-prob, per entropy, per extra id. */
+export interface LogitGrads {
+  /** d loss / d lp(target) per row. */
+  dTarget: Float32Array;
+  /** d loss / d entropy per row (zeros when no entropy term). */
+  dEntropy: Float32Array;
+  /** Optional extra ids per row (top-k distillation): ids [rows * K], d loss / d lp(id). */
+  extra?: { K: number; ids: Int32Array; dLogprob: Float32Array };
+}
+
+/** Overwrites logits with d loss / d logits, row by row. */
+export function logitsBackward(logits: Float32Array, rows: number, V: number, targets: Int32Array, stats: RowStats, g: LogitGrads): void {
+  for (let r = 0; r < rows; r++) {
+    const o = r * V, lse = stats.lse[r]!, H = stats.entropy[r]!;
+    const gT = g.dTarget[r]!, gH = g.dEntropy[r]!;
+    let gSum = gT;
+    if (g.extra) for (let j = 0; j < g.extra.K; j++) gSum += g.extra.dLogprob[r * g.extra.K + j]!;
+    for (let i = 0; i < V; i++) {
+      const lp = logits[o + i]! - lse, p = Math.exp(lp);
+      logits[o + i] = -p * (gSum + gH * (lp + H));
+    }
+    logits[o + targets[r]!] = logits[o + targets[r]!]! + gT;
+    if (g.extra) for (let j = 0; j < g.extra.K; j++) {
+      const id = g.extra.ids[r * g.extra.K + j]!;
+      logits[o + id] = logits[o + id]! + g.extra.dLogprob[r * g.extra.K + j]!;
+    }
+  }
+}

@@ -1,0 +1,284 @@
+// The decoder's training pass over a batch of packed sequences: a forward that keeps what the
+// backward needs (the tape), returning the log-prob and entropy of every completion token, and
+// a backward that takes gradients w.r.t. those and accumulates parameter gradients. The
+// backward calls the ops in exactly the reverse order of the forward.
+//
+// Shapes: T = packed tokens, D = hidden, F = ffn, H/KV = heads, hd = head dim, V = vocab,
+// R = completion tokens (rows with logits), r = LoRA rank.
+
+import type { Kernels } from '../kernels/kernels.js';
+import { type ModelConfig, ropeInvFreq } from '../model/config.js';
+import type { ParamStore } from '../model/weights.js';
+import { attentionBackward, attentionForward, type PackedSequence, probsSize } from './attention.js';
+import { rmsnormBackward, rmsnormRstd, siluMulBackward } from './layer-ops.js';
+import { linearBackward, linearForward, type TrainLinear } from './linear.js';
+import { type LogitGrads, logitsBackward, rowStats, type RowStats } from './logits.js';
+import type { Lora } from './lora.js';
+
+export interface TrainSequence {
+  /** Prompt followed by completion. */
+  tokens: ArrayLike<number>;
+  promptLength: number;
+}
+
+export interface ForwardResult {
+  /** log p(completion token) per completion token, all sequences concatenated [R]. */
+  logprobs: Float32Array;
+  /** Entropy of the predictive distribution at each completion token [R]. */
+  entropy: Float32Array;
+  /** Where each sequence's completion tokens start in the [R] arrays. */
+  offsets: number[];
+  /** Log-softmax values at extra ids per row, when asked for (top-k distillation) [R * K]. */
+  extraLogprobs?: Float32Array;
+}
+
+const LINEAR_NAMES = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const;
+export type LinearName = (typeof LINEAR_NAMES)[number];
+
+interface LayerParams {
+  norm1: Float32Array; norm2: Float32Array; qNorm: Float32Array | null; kNorm: Float32Array | null;
+  dNorm1: Float32Array | null; dNorm2: Float32Array | null; dQNorm: Float32Array | null; dKNorm: Float32Array | null;
+  lin: Record<LinearName, TrainLinear>;
+}
+
+interface LayerTape {
+  x: Float32Array; h1: Float32Array; rstd1: Float32Array;
+  q0: Float32Array | null; k0: Float32Array | null; qRstd: Float32Array | null; kRstd: Float32Array | null;
+  q: Float32Array; k: Float32Array; v: Float32Array; probs: Float32Array; att: Float32Array;
+  xMid: Float32Array; h2: Float32Array; rstd2: Float32Array; gate: Float32Array; up: Float32Array; act: Float32Array;
+  u: Partial<Record<LinearName, Float32Array>>;
+}
+
+interface Tape {
+  T: number; R: number; seqs: PackedSequence[]; tokens: Int32Array; positions: Int32Array; negPositions: Int32Array;
+  targets: Int32Array; rowIndex: Int32Array; layers: LayerTape[]; xFinal: Float32Array; hf: Float32Array; rstdF: Float32Array;
+  logits: Float32Array; stats: RowStats; extraIds?: Int32Array; extraK: number;
+}
+
+const PARAM_NAMES: Record<LinearName, string> = {
+  q: 'self_attn.q_proj', k: 'self_attn.k_proj', v: 'self_attn.v_proj', o: 'self_attn.o_proj',
+  gate: 'mlp.gate_proj', up: 'mlp.up_proj', down: 'mlp.down_proj',
+};
+
+export class TrainModel {
+  private readonly layers: LayerParams[];
+  private readonly embed: Float32Array;
+  private readonly dEmbed: Float32Array | null;
+  private readonly finalNorm: Float32Array;
+  private readonly dFinalNorm: Float32Array | null;
+  private readonly lmHead: TrainLinear;
+  private readonly invFreq: Float32Array;
+  private tape: Tape | null = null;
+  private readonly maxRank: number;
+
+  /** grads: a buffer shaped like params for full fine-tuning; null with LoRA (base frozen). */
+  constructor(readonly cfg: ModelConfig, params: ParamStore, grads: ParamStore | null, lora: Lora | null, private readonly k: Kernels) {
+    const g = (name: string) => (grads ? grads.get(name) : null);
+    const opt = (store: ParamStore | null, name: string) => (store && store.has(name) ? store.get(name) : null);
+    const D = cfg.hiddenSize, F = cfg.intermediateSize, qDim = cfg.numHeads * cfg.headDim, kvDim = cfg.numKvHeads * cfg.headDim;
+    const dims: Record<LinearName, [number, number]> = { q: [D, qDim], k: [D, kvDim], v: [D, kvDim], o: [qDim, D], gate: [D, F], up: [D, F], down: [F, D] };
+    this.layers = Array.from({ length: cfg.numLayers }, (_, l) => {
+      const p = `model.layers.${l}.`;
+      const lin = {} as Record<LinearName, TrainLinear>;
+      for (const name of LINEAR_NAMES) {
+        const base = `${p}${PARAM_NAMES[name]}`;
+        const [inDim, outDim] = dims[name];
+        lin[name] = {
+          inDim, outDim, W: params.get(`${base}.weight`), bias: opt(params, `${base}.bias`),
+          dW: g(`${base}.weight`), dBias: opt(grads, `${base}.bias`), lora: lora?.pair(l, name) ?? null,
+        };
+      }
+      return {
+        norm1: params.get(`${p}input_layernorm.weight`), norm2: params.get(`${p}post_attention_layernorm.weight`),
+        qNorm: opt(params, `${p}self_attn.q_norm.weight`), kNorm: opt(params, `${p}self_attn.k_norm.weight`),
+        dNorm1: g(`${p}input_layernorm.weight`), dNorm2: g(`${p}post_attention_layernorm.weight`),
+        dQNorm: opt(grads, `${p}self_attn.q_norm.weight`), dKNorm: opt(grads, `${p}self_attn.k_norm.weight`),
+        lin,
+      };
+    });
+    this.embed = params.get('model.embed_tokens.weight');
+    this.dEmbed = g('model.embed_tokens.weight');
+    this.finalNorm = params.get('model.norm.weight');
+    this.dFinalNorm = g('model.norm.weight');
+    const tied = cfg.tieWordEmbeddings;
+    this.lmHead = {
+      inDim: D, outDim: cfg.vocabSize, W: tied ? this.embed : params.get('lm_head.weight'), bias: null,
+      dW: tied ? this.dEmbed : g('lm_head.weight'), dBias: null, lora: null,
+    };
+    this.invFreq = ropeInvFreq(cfg);
+    this.maxRank = lora?.rank ?? 0;
+  }
+
+  /**
+   * Forward over the batch. `extraIds` [R * K] asks for log-probs of K more ids per completion
+   * token (top-k distillation). Keeps the tape for one backward.
+   */
+  forward(batch: readonly TrainSequence[], extra?: { K: number; ids: Int32Array }): ForwardResult {
+    const { cfg, k } = this;
+    const D = cfg.hiddenSize, F = cfg.intermediateSize, hd = cfg.headDim, V = cfg.vocabSize;
+    const H = cfg.numHeads, KV = cfg.numKvHeads, qDim = H * hd, kvDim = KV * hd, eps = cfg.rmsNormEps;
+    const seqs: PackedSequence[] = [];
+    let T = 0, R = 0;
+    const offsets: number[] = [];
+    for (const s of batch) {
+      const n = s.tokens.length;
+      if (!(s.promptLength >= 1 && s.promptLength < n)) throw new RangeError(`a training sequence needs 1 <= promptLength < length, got ${s.promptLength} of ${n}`);
+      if (n > cfg.maxPositionEmbeddings) throw new RangeError(`sequence of ${n} tokens exceeds the model's context of ${cfg.maxPositionEmbeddings}`);
+      seqs.push({ start: T, length: n });
+      offsets.push(R);
+      T += n;
+      R += n - s.promptLength;
+    }
+    const tokens = new Int32Array(T), positions = new Int32Array(T), negPositions = new Int32Array(T);
+    const targets = new Int32Array(R), rowIndex = new Int32Array(R);
+    let r = 0;
+    batch.forEach((s, i) => {
+      const start = seqs[i]!.start;
+      for (let t = 0; t < s.tokens.length; t++) {
+        const id = s.tokens[t]!;
+        if (!(Number.isInteger(id) && id >= 0 && id < V)) throw new RangeError(`token id ${id} is outside the vocabulary of ${V}`);
+        tokens[start + t] = id;
+        positions[start + t] = t;
+        negPositions[start + t] = -t;
+      }
+      for (let t = s.promptLength - 1; t < s.tokens.length - 1; t++, r++) {
+        rowIndex[r] = start + t;
+        targets[r] = s.tokens[t + 1]!;
+      }
+    });
+
+    let x = new Float32Array(T * D);
+    for (let t = 0; t < T; t++) x.set(this.embed.subarray(tokens[t]! * D, (tokens[t]! + 1) * D), t * D);
+    const layers: LayerTape[] = [];
+    const shape = { nHeads: H, nKvHeads: KV, headDim: hd };
+    for (const w of this.layers) {
+      const lt: LayerTape = {
+        x, h1: new Float32Array(T * D), rstd1: new Float32Array(T), q0: null, k0: null, qRstd: null, kRstd: null,
+        q: new Float32Array(T * qDim), k: new Float32Array(T * kvDim), v: new Float32Array(T * kvDim),
+        probs: new Float32Array(probsSize(seqs, H)), att: new Float32Array(T * qDim), xMid: new Float32Array(T * D),
+        h2: new Float32Array(T * D), rstd2: new Float32Array(T), gate: new Float32Array(T * F), up: new Float32Array(T * F),
+        act: new Float32Array(T * F), u: {},
+      };
+      const lin = (name: LinearName, y: Float32Array, input: Float32Array) => {
+        const L = w.lin[name];
+        const u = L.lora ? (lt.u[name] = new Float32Array(T * L.lora.rank)) : null;
+        linearForward(k, y, input, T, L, u);
+      };
+      k.rmsnorm(lt.h1, x, w.norm1, T, D, eps);
+      rmsnormRstd(lt.rstd1, x, T, D, eps);
+      lin('q', lt.q, lt.h1);
+      lin('k', lt.k, lt.h1);
+      lin('v', lt.v, lt.h1);
+      if (w.qNorm && w.kNorm) {
+        lt.q0 = lt.q.slice();
+        lt.k0 = lt.k.slice();
+        lt.qRstd = new Float32Array(T * H);
+        lt.kRstd = new Float32Array(T * KV);
+        rmsnormRstd(lt.qRstd, lt.q0, T * H, hd, eps);
+        rmsnormRstd(lt.kRstd, lt.k0, T * KV, hd, eps);
+        k.rmsnorm(lt.q, lt.q0, w.qNorm, T * H, hd, eps);
+        k.rmsnorm(lt.k, lt.k0, w.kNorm, T * KV, hd, eps);
+      }
+      k.rope(lt.q, T, H, hd, positions, this.invFreq);
+      k.rope(lt.k, T, KV, hd, positions, this.invFreq);
+      attentionForward(k, lt.att, lt.probs, lt.q, lt.k, lt.v, seqs, shape);
+      lin('o', lt.xMid, lt.att);
+      for (let i = 0; i < T * D; i++) lt.xMid[i] = lt.xMid[i]! + x[i]!;
+      k.rmsnorm(lt.h2, lt.xMid, w.norm2, T, D, eps);
+      rmsnormRstd(lt.rstd2, lt.xMid, T, D, eps);
+      lin('gate', lt.gate, lt.h2);
+      lin('up', lt.up, lt.h2);
+      k.siluMul(lt.act, lt.gate, lt.up, T * F);
+      const next = new Float32Array(T * D);
+      lin('down', next, lt.act);
+      for (let i = 0; i < T * D; i++) next[i] = next[i]! + lt.xMid[i]!;
+      layers.push(lt);
+      x = next;
+    }
+    // Final norm and LM head only on the rows that predict completion tokens.
+    const xFinal = new Float32Array(R * D);
+    for (let i = 0; i < R; i++) xFinal.set(x.subarray(rowIndex[i]! * D, (rowIndex[i]! + 1) * D), i * D);
+    const hf = new Float32Array(R * D), rstdF = new Float32Array(R);
+    k.rmsnorm(hf, xFinal, this.finalNorm, R, D, eps);
+    rmsnormRstd(rstdF, xFinal, R, D, eps);
+    const logits = new Float32Array(R * V);
+    linearForward(k, logits, hf, R, this.lmHead, null);
+    const stats = rowStats(logits, R, V);
+    const logprobs = new Float32Array(R);
+    for (let i = 0; i < R; i++) logprobs[i] = logits[i * V + targets[i]!]! - stats.lse[i]!;
+    let extraLogprobs: Float32Array | undefined;
+    if (extra) {
+      extraLogprobs = new Float32Array(R * extra.K);
+      for (let i = 0; i < R; i++) for (let j = 0; j < extra.K; j++) extraLogprobs[i * extra.K + j] = logits[i * V + extra.ids[i * extra.K + j]!]! - stats.lse[i]!;
+    }
+    this.tape = {
+      T, R, seqs, tokens, positions, negPositions, targets, rowIndex, layers, xFinal, hf, rstdF, logits, stats,
+      extraK: extra?.K ?? 0, ...(extra ? { extraIds: extra.ids } : {}),
+    };
+    return { logprobs, entropy: stats.entropy, offsets, ...(extraLogprobs ? { extraLogprobs } : {}) };
+  }
+
+  /** Accumulates parameter gradients (+=) for d loss / d (logprobs, entropy, extra log-probs). */
+  backward(dLogprobs: Float32Array, dEntropy: Float32Array, dExtra?: Float32Array): void {
+    const tape = this.tape;
+    if (!tape) throw new Error('backward() needs a forward() first (each forward allows one backward)');
+    this.tape = null;
+    const { cfg, k } = this;
+    const D = cfg.hiddenSize, F = cfg.intermediateSize, hd = cfg.headDim, V = cfg.vocabSize;
+    const H = cfg.numHeads, KV = cfg.numKvHeads, qDim = H * hd, kvDim = KV * hd;
+    const { T, R } = tape;
+    const grads: LogitGrads = { dTarget: dLogprobs, dEntropy };
+    if (dExtra && tape.extraIds) grads.extra = { K: tape.extraK, ids: tape.extraIds, dLogprob: dExtra };
+    logitsBackward(tape.logits, R, V, tape.targets, tape.stats, grads);
+    const scratch = new Float32Array(T * Math.max(1, this.maxRank));
+
+    const dhf = new Float32Array(R * D);
+    linearBackward(k, dhf, tape.logits, tape.hf, null, R, this.lmHead, 0, scratch);
+    const dxRows = new Float32Array(R * D);
+    rmsnormBackward(dxRows, this.dFinalNorm, dhf, tape.xFinal, this.finalNorm, tape.rstdF, R, D, false);
+    const dx = new Float32Array(T * D);
+    for (let i = 0; i < R; i++) {
+      const o = tape.rowIndex[i]! * D;
+      for (let j = 0; j < D; j++) dx[o + j] = dx[o + j]! + dxRows[i * D + j]!;
+    }
+
+    const shape = { nHeads: H, nKvHeads: KV, headDim: hd };
+    const dAct = new Float32Array(T * F), dGate = new Float32Array(T * F), dUp = new Float32Array(T * F);
+    const dh = new Float32Array(T * D), dAtt = new Float32Array(T * qDim);
+    const dq = new Float32Array(T * qDim), dk = new Float32Array(T * kvDim), dv = new Float32Array(T * kvDim);
+    const dq0 = new Float32Array(T * qDim), dk0 = new Float32Array(T * kvDim);
+    const attScratch = new Float32Array(Math.max(...tape.seqs.map((s) => s.length * s.length)));
+    for (let l = cfg.numLayers - 1; l >= 0; l--) {
+      const w = this.layers[l]!, lt = tape.layers[l]!;
+      const lin = w.lin;
+      // MLP: dx is d loss / d (layer output) = d / d xMid through the residual, plus the MLP path.
+      linearBackward(k, dAct, dx, lt.act, lt.u.down ?? null, T, lin.down, 0, scratch);
+      siluMulBackward(dGate, dUp, dAct, lt.gate, lt.up, T * F);
+      linearBackward(k, dh, dGate, lt.h2, lt.u.gate ?? null, T, lin.gate, 0, scratch);
+      linearBackward(k, dh, dUp, lt.h2, lt.u.up ?? null, T, lin.up, 1, scratch);
+      rmsnormBackward(dx, w.dNorm2, dh, lt.xMid, w.norm2, lt.rstd2, T, D, true);
+      // Attention: dx is now d loss / d xMid.
+      linearBackward(k, dAtt, dx, lt.att, lt.u.o ?? null, T, lin.o, 0, scratch);
+      attentionBackward(k, dq, dk, dv, dAtt, lt.probs, lt.q, lt.k, lt.v, tape.seqs, shape, attScratch);
+      k.rope(dq, T, H, hd, tape.negPositions, this.invFreq);
+      k.rope(dk, T, KV, hd, tape.negPositions, this.invFreq);
+      let dqIn = dq, dkIn = dk;
+      if (w.qNorm && w.kNorm && lt.q0 && lt.k0 && lt.qRstd && lt.kRstd) {
+        rmsnormBackward(dq0, w.dQNorm, dq, lt.q0, w.qNorm, lt.qRstd, T * H, hd, false);
+        rmsnormBackward(dk0, w.dKNorm, dk, lt.k0, w.kNorm, lt.kRstd, T * KV, hd, false);
+        dqIn = dq0;
+        dkIn = dk0;
+      }
+      linearBackward(k, dh, dqIn, lt.h1, lt.u.q ?? null, T, lin.q, 0, scratch);
+      linearBackward(k, dh, dkIn, lt.h1, lt.u.k ?? null, T, lin.k, 1, scratch);
+      linearBackward(k, dh, dv, lt.h1, lt.u.v ?? null, T, lin.v, 1, scratch);
+      rmsnormBackward(dx, w.dNorm1, dh, lt.x, w.norm1, lt.rstd1, T, D, true);
+    }
+    if (this.dEmbed) {
+      for (let t = 0; t < T; t++) {
+        const o = tape.tokens[t]! * D;
+        for (let j = 0; j < D; j++) this.dEmbed[o + j] = this.dEmbed[o + j]! + dx[t * D + j]!;
+      }
+    }
+  }
+}
