@@ -58,6 +58,8 @@ export interface Sampler {
 export interface ScoreOptions {
   /** Also return the k most likely tokens per position. */
   topK?: number;
+  /** The policy version to score under; default 0, the frozen base model. */
+  version?: number;
 }
 
 export interface ScoredCompletion {

@@ -5,7 +5,7 @@
 import { Worker } from 'node:worker_threads';
 import type { GenerationEvent, Sampler, SamplingParams, ScoredCompletion, ScoreOptions, Scorer } from '../types.js';
 import { type ModelFolder, readModelFolder } from './model/folder.js';
-import type { FromWorker, ResolvedSampling, ToWorker, WorkerInfo, WorkerOptions } from './runtime/protocol.js';
+import type { FromWorker, PolicyUpdate, ResolvedSampling, ToWorker, WorkerInfo, WorkerOptions } from './runtime/protocol.js';
 import { randomSeed } from './sampling/random.js';
 
 export interface LocalEngineOptions {
@@ -24,6 +24,8 @@ export class LocalEngine implements Sampler, Scorer {
   private nextId = 1;
   private readonly streams = new Map<number, Stream>();
   private readonly scores = new Map<number, { resolve(r: ScoredCompletion): void; reject(e: Error): void }>();
+  private readonly publications = new Map<number, { resolve(swapMs: number): void; reject(e: Error): void }>();
+  private servingVersion = 0;
   private closed = false;
 
   private constructor(private readonly worker: Worker, readonly folder: ModelFolder, readonly info: WorkerInfo) {
@@ -101,7 +103,25 @@ export class LocalEngine implements Sampler, Scorer {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.scores.set(id, { resolve, reject });
-      this.post({ type: 'score', id, promptIds: [...promptIds], completionIds: [...completionIds], topK: opts.topK ?? 0 });
+      this.post({ type: 'score', id, promptIds: [...promptIds], completionIds: [...completionIds], topK: opts.topK ?? 0, version: opts.version ?? 0 });
+    });
+  }
+
+  /** The version new requests run on. */
+  get version(): number {
+    return this.servingVersion;
+  }
+
+  /**
+   * Makes `update` the version new requests run on, between two steps of the worker, without
+   * pausing: requests in flight finish on the version they started with. Resolves with the
+   * time the worker took to switch.
+   */
+  publish(update: PolicyUpdate): Promise<number> {
+    if (update.version <= this.servingVersion) return Promise.reject(new Error(`version ${update.version} is not newer than the serving version ${this.servingVersion}`));
+    return new Promise<number>((resolve, reject) => {
+      this.publications.set(update.version, { resolve, reject });
+      this.post({ type: 'publish', update });
     });
   }
 
@@ -149,6 +169,13 @@ export class LocalEngine implements Sampler, Scorer {
       this.streams.get(m.id)?.fail(err);
       this.scores.get(m.id)?.reject(err);
       this.scores.delete(m.id);
+    } else if (m.type === 'published') {
+      this.servingVersion = Math.max(this.servingVersion, m.version);
+      this.publications.get(m.version)?.resolve(m.swapMs);
+      this.publications.delete(m.version);
+    } else if (m.type === 'publishFailed') {
+      this.publications.get(m.version)?.reject(new Error(m.message));
+      this.publications.delete(m.version);
     } else if (m.type === 'fatal') {
       this.failAll(new Error(m.message));
     }
@@ -158,5 +185,7 @@ export class LocalEngine implements Sampler, Scorer {
     for (const s of this.streams.values()) s.fail(err);
     for (const s of this.scores.values()) s.reject(err);
     this.scores.clear();
+    for (const p of this.publications.values()) p.reject(err);
+    this.publications.clear();
   }
 }

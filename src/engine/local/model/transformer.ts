@@ -10,12 +10,16 @@ import type { Kernels } from '../kernels/kernels.js';
 import { type ModelConfig, ropeInvFreq } from './config.js';
 import { type KvCache, reserveKvCache } from './kv-cache.js';
 import type { ParamStore } from './weights.js';
+import type { Lora } from '../train/lora.js';
+import type { LinearName } from '../train/model.js';
 
 export interface ForwardSegment {
   cache: KvCache;
   tokens: ArrayLike<number>;
   /** First index in `tokens` whose next-token logits are wanted (tokens.length: none). */
   logitsFrom: number;
+  /** LoRA adapter of the policy version this sequence runs on (null: the base weights). */
+  lora?: Lora | null;
 }
 
 interface LayerWeights {
@@ -86,6 +90,7 @@ export class Transformer {
     const gate = this.buf('gate', T * F);    // [T, F]
     const up = this.buf('up', T * F);
     const positions = new Int32Array(T);
+    const anyLora = segments.some((s) => s.lora);
 
     let row = 0;
     for (const s of segments) {
@@ -99,10 +104,14 @@ export class Transformer {
 
     for (let l = 0; l < cfg.numLayers; l++) {
       const w = this.layers[l]!;
+      const adapt = (y: Float32Array, input: Float32Array, target: LinearName) => { if (anyLora) this.applyLora(y, input, segments, l, target); };
       k.rmsnorm(h, x, w.inputNorm, T, D, cfg.rmsNormEps);
       this.linear(q, h, T, w.wq, D, qDim, w.bq);
+      adapt(q, h, 'q');
       this.linear(kk, h, T, w.wk, D, kvDim, w.bk);
+      adapt(kk, h, 'k');
       this.linear(vv, h, T, w.wv, D, kvDim, w.bv);
+      adapt(vv, h, 'v');
       if (w.qNorm && w.kNorm) {
         k.rmsnorm(q, q, w.qNorm, T * cfg.numHeads, hd, cfg.rmsNormEps);
         k.rmsnorm(kk, kk, w.kNorm, T * cfg.numKvHeads, hd, cfg.rmsNormEps);
@@ -123,12 +132,16 @@ export class Transformer {
       }
 
       this.linear(proj, att, T, w.wo, qDim, D, w.bo);
+      adapt(proj, att, 'o');
       addInPlace(x, proj, T * D);
       k.rmsnorm(h, x, w.postNorm, T, D, cfg.rmsNormEps);
       this.linear(gate, h, T, w.wGate, D, F, null);
+      adapt(gate, h, 'gate');
       this.linear(up, h, T, w.wUp, D, F, null);
+      adapt(up, h, 'up');
       k.siluMul(gate, gate, up, T * F);
       this.linear(proj, gate, T, w.wDown, F, D, null);
+      adapt(proj, gate, 'down');
       addInPlace(x, proj, T * D);
     }
     for (const s of segments) s.cache.length += s.tokens.length;
@@ -165,6 +178,22 @@ export class Transformer {
         const o = t * outDim;
         for (let i = 0; i < outDim; i++) out[o + i] += bias[i];
       }
+    }
+  }
+
+  /** y[rows of s] += scale * (x A^T) B^T for every segment s whose version has an adapter here. */
+  private applyLora(y: Float32Array, x: Float32Array, segments: readonly ForwardSegment[], layer: number, target: LinearName): void {
+    let row = 0;
+    for (const s of segments) {
+      const n = s.tokens.length;
+      const w = s.lora?.weights(layer, target);
+      if (w) {
+        const inDim = w.a.shape[1], outDim = w.b.shape[0];
+        const u = this.buf('loraU', n * w.rank);
+        this.k.sgemm(false, true, n, w.rank, inDim, 1, x.subarray(row * inDim, (row + n) * inDim), inDim, w.A, inDim, 0, u, w.rank);
+        this.k.sgemm(false, true, n, outDim, w.rank, w.scale, u, w.rank, w.B, w.rank, 1, y.subarray(row * outDim, (row + n) * outDim), outDim);
+      }
+      row += n;
     }
   }
 

@@ -1,6 +1,12 @@
 // Messages between the engine's public object (main thread) and the compute worker.
 
 import type { GenerationEvent, ScoredCompletion } from '../../types.js';
+import type { LoraSpec } from '../train/lora.js';
+
+/** What a new policy version is: an adapter on the base weights, or complete weights. */
+export type PolicyUpdate =
+  | { version: number; kind: 'lora'; spec: LoraSpec; data: Float32Array }
+  | { version: number; kind: 'full'; params: SharedArrayBuffer };
 
 /** Sampling settings with every default resolved (by the main thread). */
 export interface ResolvedSampling {
@@ -24,7 +30,8 @@ export interface WorkerOptions {
 
 export type ToWorker =
   | { type: 'generate'; id: number; promptIds: number[]; sampling: ResolvedSampling }
-  | { type: 'score'; id: number; promptIds: number[]; completionIds: number[]; topK: number }
+  | { type: 'score'; id: number; promptIds: number[]; completionIds: number[]; topK: number; version: number }
+  | { type: 'publish'; update: PolicyUpdate }
   | { type: 'cancel'; id: number }
   | { type: 'shutdown' };
 
@@ -32,6 +39,8 @@ export interface WorkerInfo {
   kernels: 'native' | 'portable';
   parameters: number;
   loadMs: number;
+  /** The base weights (version 0), shared with a learner instead of copied. */
+  baseParams: SharedArrayBuffer;
 }
 
 export type FromWorker =
@@ -39,4 +48,6 @@ export type FromWorker =
   | { type: 'fatal'; message: string }
   | { type: 'events'; items: { id: number; event: GenerationEvent }[] }
   | { type: 'scored'; id: number; result: ScoredCompletion }
-  | { type: 'failed'; id: number; message: string };
+  | { type: 'failed'; id: number; message: string }
+  | { type: 'published'; version: number; swapMs: number }
+  | { type: 'publishFailed'; version: number; message: string };

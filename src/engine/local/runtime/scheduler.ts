@@ -7,6 +7,7 @@ import type { GenerationEvent, ScoredCompletion, TokenLogprob } from '../../type
 import type { ModelConfig } from '../model/config.js';
 import { createKvCache, type KvCache } from '../model/kv-cache.js';
 import type { ForwardSegment, Transformer } from '../model/transformer.js';
+import type { Lora } from '../train/lora.js';
 import { createRng, type Rng } from '../sampling/random.js';
 import { logSumExp, sampleToken, topLogprobs } from '../sampling/sample.js';
 import type { ResolvedSampling } from './protocol.js';
@@ -16,9 +17,17 @@ export interface StreamDecoder {
   push(id: number): string;
 }
 
+/** The weights of one policy version: a transformer over its parameters, plus its adapter. */
+export interface PolicyWeights {
+  version: number;
+  model: Transformer;
+  lora: Lora | null;
+}
+
 interface GenerationJob {
   kind: 'generate';
   id: number;
+  policy: PolicyWeights;
   cache: KvCache;
   /** Tokens not yet fed to the model: the prompt at first, then the last sampled token. */
   pending: number[];
@@ -34,6 +43,7 @@ interface GenerationJob {
 interface ScoreJob {
   kind: 'score';
   id: number;
+  policy: PolicyWeights;
   cache: KvCache;
   tokens: number[];
   promptTokens: number;
@@ -53,15 +63,44 @@ export interface StepOutput {
 export class Scheduler {
   private readonly jobs: Job[] = [];
   private readonly cancelled = new Set<number>();
+  /** Version 0 is the base model as loaded; it stays, as the frozen teacher. */
+  private readonly versions = new Map<number, PolicyWeights>();
+  private current: PolicyWeights;
 
   constructor(
-    private readonly model: Transformer,
+    base: PolicyWeights,
     private readonly cfg: ModelConfig,
     private readonly eosIds: readonly number[],
     private readonly newDecoder: () => StreamDecoder,
     private readonly maxStepTokens: number,
-    private readonly version: () => number,
-  ) {}
+  ) {
+    this.versions.set(base.version, base);
+    this.current = base;
+  }
+
+  get version(): number {
+    return this.current.version;
+  }
+
+  /** New requests run on `policy` from now on; requests in flight finish on theirs. */
+  publish(policy: PolicyWeights): void {
+    if (this.versions.has(policy.version)) throw new Error(`policy version ${policy.version} was already published`);
+    this.versions.set(policy.version, policy);
+    this.current = policy;
+    this.releaseUnused();
+  }
+
+  /** Versions kept in memory: the base, the current one and those requests still run on. */
+  get liveVersions(): number[] {
+    return [...this.versions.keys()].sort((a, b) => a - b);
+  }
+
+  private releaseUnused(): void {
+    const inUse = new Set(this.jobs.map((j) => j.policy.version));
+    for (const v of this.versions.keys()) {
+      if (v !== 0 && v !== this.current.version && !inUse.has(v)) this.versions.delete(v);
+    }
+  }
 
   get idle(): boolean {
     return this.jobs.length === 0;
@@ -74,21 +113,23 @@ export class Scheduler {
       throw new RangeError(`prompt is ${promptIds.length} tokens, the model's context is ${this.cfg.maxPositionEmbeddings}`);
     }
     this.jobs.push({
-      kind: 'generate', id, cache: createKvCache(this.cfg, Math.min(promptIds.length + 64, this.cfg.maxPositionEmbeddings)),
+      kind: 'generate', id, policy: this.current, cache: createKvCache(this.cfg, Math.min(promptIds.length + 64, this.cfg.maxPositionEmbeddings)),
       pending: promptIds.slice(), promptTokens: promptIds.length, sampling, rng: createRng(sampling.seed),
       stopIds: new Set([...this.eosIds, ...sampling.stopTokenIds]), decoder: this.newDecoder(), text: '', generated: 0,
     });
   }
 
-  addScore(id: number, promptIds: number[], completionIds: number[], topK: number): void {
+  addScore(id: number, promptIds: number[], completionIds: number[], topK: number, version: number): void {
     if (promptIds.length === 0) throw new Error('scoring needs a non-empty prompt');
+    const policy = this.versions.get(version);
+    if (!policy) throw new Error(`policy version ${version} is not loaded (live versions: ${this.liveVersions.join(', ')})`);
     const tokens = [...promptIds, ...completionIds];
     this.checkIds(tokens);
     if (tokens.length > this.cfg.maxPositionEmbeddings) {
       throw new RangeError(`prompt and completion are ${tokens.length} tokens, the model's context is ${this.cfg.maxPositionEmbeddings}`);
     }
     this.jobs.push({
-      kind: 'score', id, cache: createKvCache(this.cfg, tokens.length), tokens, promptTokens: promptIds.length,
+      kind: 'score', id, policy, cache: createKvCache(this.cfg, tokens.length), tokens, promptTokens: promptIds.length,
       fed: 0, topK, logprobs: [], top: [],
     });
   }
@@ -116,7 +157,7 @@ export class Scheduler {
     let budget = this.maxStepTokens;
     for (const job of this.jobs) {
       if (job.kind === 'generate' && job.generated > 0) {
-        planned.push({ job, segment: { cache: job.cache, tokens: job.pending, logitsFrom: 0 } });
+        planned.push({ job, segment: { cache: job.cache, tokens: job.pending, logitsFrom: 0, lora: job.policy.lora } });
         budget -= 1;
       }
     }
@@ -126,22 +167,28 @@ export class Scheduler {
         const n = Math.min(budget, job.pending.length);
         const chunk = job.pending.slice(0, n);
         const last = n === job.pending.length;
-        planned.push({ job, segment: { cache: job.cache, tokens: chunk, logitsFrom: last ? n - 1 : n } });
+        planned.push({ job, segment: { cache: job.cache, tokens: chunk, logitsFrom: last ? n - 1 : n, lora: job.policy.lora } });
         budget -= n;
       } else if (job.kind === 'score') {
         const n = Math.min(budget, job.tokens.length - 1 - job.fed);
         const chunk = job.tokens.slice(job.fed, job.fed + n);
         // logits at position p predict token p + 1; the completion starts at promptTokens.
         const logitsFrom = Math.min(n, Math.max(0, job.promptTokens - 1 - job.fed));
-        planned.push({ job, segment: { cache: job.cache, tokens: chunk, logitsFrom } });
+        planned.push({ job, segment: { cache: job.cache, tokens: chunk, logitsFrom, lora: job.policy.lora } });
         budget -= n;
       }
     }
 
-    const logits = this.model.forward(planned.map((p) => p.segment));
+    // One forward per set of base weights (LoRA versions share the base; full fine-tuned
+    // versions each have their own), adapters applied per segment inside it.
+    const logits = new Map<Job, Float32Array>();
+    for (const model of new Set(planned.map((p) => p.job.policy.model))) {
+      const group = planned.filter((p) => p.job.policy.model === model);
+      model.forward(group.map((p) => p.segment)).forEach((rows, i) => logits.set(group[i]!.job, rows));
+    }
     const V = this.cfg.vocabSize;
-    planned.forEach(({ job, segment }, i) => {
-      const rows = logits[i]!;
+    planned.forEach(({ job, segment }) => {
+      const rows = logits.get(job)!;
       if (job.kind === 'score') {
         const firstPos = job.fed + segment.logitsFrom;
         for (let r = 0; r * V < rows.length; r++) {
@@ -190,7 +237,7 @@ export class Scheduler {
   private finish(job: GenerationJob, reason: 'stop_token' | 'stop_sequence' | 'length' | 'context' | 'cancelled', stopSequence?: string): GenerationEvent {
     return {
       type: 'finish', reason, ...(stopSequence !== undefined ? { stopSequence } : {}),
-      version: this.version(), promptTokens: job.promptTokens, completionTokens: job.generated,
+      version: job.policy.version, promptTokens: job.promptTokens, completionTokens: job.generated,
     };
   }
 
@@ -207,6 +254,7 @@ export class Scheduler {
   private remove(job: Job): void {
     const i = this.jobs.indexOf(job);
     if (i >= 0) this.jobs.splice(i, 1);
+    if (job.policy !== this.current && !this.jobs.some((j) => j.policy === job.policy)) this.releaseUnused();
   }
 
   private checkIds(ids: readonly number[]): void {

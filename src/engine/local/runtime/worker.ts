@@ -5,10 +5,12 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { loadKernels } from '../kernels/index.js';
 import { readModelFolder } from '../model/folder.js';
 import { Transformer } from '../model/transformer.js';
-import { loadWeights } from '../model/weights.js';
+import { loadWeights, paramStoreOver } from '../model/weights.js';
+import { Lora } from '../train/lora.js';
 import { TextTokenizer } from '../tokenizer/tokenizer.js';
 import type { FromWorker, ToWorker, WorkerOptions } from './protocol.js';
-import { Scheduler } from './scheduler.js';
+import { type PolicyWeights, Scheduler } from './scheduler.js';
+import type { PolicyUpdate } from './protocol.js';
 
 const port = parentPort!;
 const options = workerData as WorkerOptions;
@@ -21,15 +23,19 @@ async function start(): Promise<void> {
   const folder = readModelFolder(options.modelDir);
   const tokenizer = await TextTokenizer.fromModelDir(options.modelDir);
   const params = loadWeights(options.modelDir, folder.config);
-  const model = new Transformer(folder.config, params, kernels);
-  const scheduler = new Scheduler(model, folder.config, folder.eosTokenIds, () => tokenizer.createStreamDecoder(), options.maxStepTokens, () => 0);
+  const base: PolicyWeights = { version: 0, model: new Transformer(folder.config, params, kernels), lora: null };
+  const scheduler = new Scheduler(base, folder.config, folder.eosTokenIds, () => tokenizer.createStreamDecoder(), options.maxStepTokens);
+  const policyOf = (u: PolicyUpdate): PolicyWeights => u.kind === 'lora'
+    ? { version: u.version, model: base.model, lora: new Lora(folder.config, u.spec, u.data) }
+    : { version: u.version, model: new Transformer(folder.config, paramStoreOver(params.specs, new Float32Array(u.params)), kernels), lora: null };
 
   let wake: (() => void) | null = null;
   let running = true;
   port.on('message', (m: ToWorker) => {
     try {
       if (m.type === 'generate') scheduler.addGeneration(m.id, m.promptIds, m.sampling);
-      else if (m.type === 'score') scheduler.addScore(m.id, m.promptIds, m.completionIds, m.topK);
+      else if (m.type === 'score') scheduler.addScore(m.id, m.promptIds, m.completionIds, m.topK, m.version);
+      else if (m.type === 'publish') publish(m.update);
       else if (m.type === 'cancel') scheduler.cancel(m.id);
       else if (m.type === 'shutdown') running = false;
     } catch (e) {
@@ -37,7 +43,16 @@ async function start(): Promise<void> {
     }
     wake?.();
   });
-  send({ type: 'ready', info: { kernels: kernels.name, parameters: params.data.length, loadMs: performance.now() - t0 } });
+  const publish = (update: PolicyUpdate) => {
+    const t = performance.now();
+    try {
+      scheduler.publish(policyOf(update));
+      send({ type: 'published', version: update.version, swapMs: performance.now() - t });
+    } catch (e) {
+      send({ type: 'publishFailed', version: update.version, message: (e as Error).message });
+    }
+  };
+  send({ type: 'ready', info: { kernels: kernels.name, parameters: params.data.length, loadMs: performance.now() - t0, baseParams: params.data.buffer as SharedArrayBuffer } });
 
   while (running) {
     if (scheduler.idle) {

@@ -38,8 +38,8 @@ export function linearDims(cfg: ModelConfig, name: LinearName): [inDim: number, 
 export class Lora {
   readonly tensors: LoraTensor[];
   readonly data: Float32Array;
-  readonly grads: Float32Array;
   readonly scale: number;
+  private gradBuffer: Float32Array | null = null;
 
   constructor(readonly cfg: ModelConfig, readonly spec: LoraSpec, data?: Float32Array) {
     if (!(Number.isInteger(spec.rank) && spec.rank > 0)) throw new RangeError(`LoRA rank must be a positive integer, got ${spec.rank}`);
@@ -60,7 +60,12 @@ export class Lora {
     this.tensors = tensors;
     if (data && data.length !== offset) throw new RangeError(`LoRA data holds ${data.length} values, the adapter needs ${offset}`);
     this.data = data ?? new Float32Array(offset);
-    this.grads = new Float32Array(offset);
+  }
+
+  /** Gradient buffer, allocated on first use (an adapter that only serves never needs one). */
+  get grads(): Float32Array {
+    this.gradBuffer ??= new Float32Array(this.data.length);
+    return this.gradBuffer;
   }
 
   get rank(): number {
@@ -84,11 +89,18 @@ export class Lora {
     return of.subarray(t.offset, t.offset + t.shape[0] * t.shape[1]);
   }
 
-  /** The adapter pair of one projection, or null when that projection is not targeted. */
+  /** The adapter pair of one projection with its gradients, or null when it is not targeted. */
   pair(layer: number, target: LinearName): LoraPair | null {
+    const w = this.weights(layer, target);
+    if (!w) return null;
+    return { ...w, dA: this.view(w.a, this.grads), dB: this.view(w.b, this.grads) };
+  }
+
+  /** The adapter weights of one projection (no gradients), or null when it is not targeted. */
+  weights(layer: number, target: LinearName): { A: Float32Array; B: Float32Array; rank: number; scale: number; a: LoraTensor; b: LoraTensor } | null {
     const a = this.tensors.find((t) => t.layer === layer && t.target === target && t.part === 'A');
     const b = this.tensors.find((t) => t.layer === layer && t.target === target && t.part === 'B');
     if (!a || !b) return null;
-    return { A: this.view(a), B: this.view(b), dA: this.view(a, this.grads), dB: this.view(b, this.grads), rank: this.spec.rank, scale: this.scale };
+    return { A: this.view(a), B: this.view(b), rank: this.spec.rank, scale: this.scale, a, b };
   }
 }
