@@ -10,17 +10,21 @@
         "src/blas_ops.c",
         "src/layer_ops.c",
         "src/layer_kernels.c",
-        "src/attention.c"
+        "src/attention.c",
+        "src/train_kernels.c",
+        "src/train_ops.c"
       ],
       # Pin the Node-API level so the addon loads on every Node >= 20 it was not built with.
       "defines": ["NAPI_VERSION=8"],
       # No -march=native: the hot C loops pick their instruction set at load time
-      # (src/dispatch.h). No -ffast-math: softmax relies on IEEE Inf/NaN behaviour. Only
-      # -fno-trapping-math (clang's default; nothing here reads FP exception flags), which lets
-      # gcc turn the clamps in exp_f32 into vector min/max instead of giving up on the loop.
+      # (src/dispatch.h). No -ffast-math: softmax relies on IEEE Inf/NaN behaviour. Only two
+      # of its parts: -fno-trapping-math (clang's default; nothing here reads FP exception
+      # flags), which lets gcc turn the clamps in exp_f32 into vector min/max instead of giving
+      # up on the loop, and -fno-math-errno (clang's default on macOS; nothing here reads
+      # errno), which lets sqrtf in a loop (adamw) become a vector square root.
       # -Wno-psabi: gcc notes that 32-byte vector arguments (src/vec_math.h) have a different
       # ABI without AVX; they only pass between inlined static functions, never across the ABI.
-      "cflags_c": ["-O3", "-std=gnu11", "-fno-trapping-math", "-Wno-psabi"],
+      "cflags_c": ["-O3", "-std=gnu11", "-fno-trapping-math", "-fno-math-errno", "-Wno-psabi"],
       "conditions": [
         ["OS=='linux'", {
           # Fedora and others put OpenBLAS's cblas.h here; Debian has it on the default path.
@@ -30,7 +34,7 @@
         ["OS=='mac'", {
           "xcode_settings": {
             "GCC_OPTIMIZATION_LEVEL": "3",
-            "OTHER_CFLAGS": ["-std=gnu11", "-fno-trapping-math"]
+            "OTHER_CFLAGS": ["-std=gnu11", "-fno-trapping-math", "-fno-math-errno"]
           },
           "libraries": ["-framework Accelerate"]
         }]

@@ -57,6 +57,6 @@ test('truncated and malformed files get errors naming the file and the problem',
   b.writeBigUInt64LE(BigInt(header.length));
   b.write(header, 8);
   writeFileSync(badDtype, b);
-  assert.throws(() => readSafetensorsHeader(badDtype), /tensor "x" has dtype "I64"; supported: F32, F16, BF16/);
+  assert.throws(() => readSafetensorsHeader(badDtype), /tensor "x" has dtype "I64"; supported: F32, F16, BF16, F64/);
   assert.throws(() => readSafetensorsHeader(join(dir, 'absent.safetensors')), /absent.safetensors: cannot open/);
 });

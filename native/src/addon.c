@@ -7,7 +7,7 @@
 
 // Bumped whenever an export changes meaning, so that a stale build is refused with a
 // "rebuild" message instead of being called with the wrong arguments.
-#define ADDON_API_VERSION 1
+#define ADDON_API_VERSION 2
 
 NAPI_MODULE_INIT() {
   napi_value version;
@@ -20,6 +20,13 @@ NAPI_MODULE_INIT() {
       {"siluMul", NULL, op_silu_mul, NULL, NULL, NULL, napi_enumerable, NULL},
       {"rope", NULL, op_rope, NULL, NULL, NULL, napi_enumerable, NULL},
       {"attention", NULL, op_attention, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"adamw", NULL, op_adamw, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"rmsnormBackward", NULL, op_rmsnorm_backward, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"siluMulBackward", NULL, op_silu_mul_backward, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"logitsStats", NULL, op_logits_stats, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"logitsBackward", NULL, op_logits_backward, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"causalSoftmax", NULL, op_causal_softmax, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"causalSoftmaxBackward", NULL, op_causal_softmax_backward, NULL, NULL, NULL, napi_enumerable, NULL},
       {"setThreads", NULL, op_set_threads, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   if (napi_define_properties(env, exports, sizeof properties / sizeof properties[0], properties) != napi_ok)

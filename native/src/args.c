@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #define HINT_SIZES "nothing was computed; check the caller's sizes and strides against its arrays"
+#define HINT_VALUES "nothing was computed; check the caller's arguments against src/engine/local/kernels/kernels.ts"
 #define HINT_SIGNATURE                                                                     \
   "check the call against src/engine/local/kernels/kernels.ts; if openclaw-rl was just " \
   "upgraded, rebuild the addon with `npm rebuild openclaw-rl`"
@@ -32,6 +33,13 @@ void op_throw_size(OpCall* call, const char* format, ...) {
   va_list args;
   va_start(args, format);
   throw_formatted(call, false, HINT_SIZES, format, args);
+  va_end(args);
+}
+
+void op_throw_value(OpCall* call, const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  throw_formatted(call, false, HINT_VALUES, format, args);
   va_end(args);
 }
 
@@ -89,6 +97,10 @@ bool op_float(OpCall* call, size_t index, const char* name, float* out) {
   return true;
 }
 
+bool op_double(OpCall* call, size_t index, const char* name, double* out) {
+  return get_number(call, index, name, out);
+}
+
 static bool get_typed_array(OpCall* call, size_t index, const char* name, napi_typedarray_type expected,
                             const char* expected_name, void** data, size_t* length) {
   bool is_typed_array = false;
@@ -107,6 +119,19 @@ static bool get_typed_array(OpCall* call, size_t index, const char* name, napi_t
 bool op_f32_array(OpCall* call, size_t index, const char* name, F32Array* out) {
   void* data;
   if (!get_typed_array(call, index, name, napi_float32_array, "Float32Array", &data, &out->length)) return false;
+  out->data = data;
+  return true;
+}
+
+bool op_f32_array_or_null(OpCall* call, size_t index, const char* name, F32Array* out) {
+  if (is_type(call, index, napi_null)) {
+    out->data = NULL;
+    out->length = 0;
+    return true;
+  }
+  void* data;
+  if (!get_typed_array(call, index, name, napi_float32_array, "Float32Array or null", &data, &out->length))
+    return false;
   out->data = data;
   return true;
 }

@@ -35,7 +35,12 @@ bool op_bool(OpCall* call, size_t index, const char* name, bool* out);
 // A JS number that is an integer in [min, INT32_MAX] (the BLAS index range).
 bool op_size(OpCall* call, size_t index, const char* name, size_t min, size_t* out);
 bool op_float(OpCall* call, size_t index, const char* name, float* out);
+// A JS number kept in double, for scalars that are combined before they are rounded to float
+// (1 - beta2 in float is 1.3e-5 off).
+bool op_double(OpCall* call, size_t index, const char* name, double* out);
 bool op_f32_array(OpCall* call, size_t index, const char* name, F32Array* out);
+// A Float32Array, or null: then data is NULL and length 0.
+bool op_f32_array_or_null(OpCall* call, size_t index, const char* name, F32Array* out);
 bool op_i32_array(OpCall* call, size_t index, const char* name, I32Array* out);
 
 // `length` must cover `rows` rows of `cols` elements, `stride` apart, with stride >=
@@ -49,5 +54,7 @@ bool op_check_length(OpCall* call, const char* name, size_t length, size_t a, si
                      const char* formula);
 // Throws a RangeError about sizes; printf-style detail.
 void op_throw_size(OpCall* call, const char* format, ...) __attribute__((format(printf, 2, 3)));
+// Throws a RangeError about a scalar argument's value (e.g. a learning rate that is NaN).
+void op_throw_value(OpCall* call, const char* format, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

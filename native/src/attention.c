@@ -13,13 +13,6 @@
 #include "kernels.h"
 #include "vec_math.h"
 
-static inline void softmax_in_place(float* scores, size_t n) {
-  float max_score = max_f32(scores, n);
-  for (size_t j = 0; j < n; j++) scores[j] = exp_f32(scores[j] - max_score);
-  float inv_sum = 1.f / sum_f32(scores, n);
-  for (size_t j = 0; j < n; j++) scores[j] *= inv_sum;
-}
-
 // Steps 1 and 3 take this many cache rows at a time, so that each load of the query (step 1)
 // or load and store of the output row (step 3) serves that many multiply-adds instead of one.
 #define KEYS_PER_PASS 4
@@ -87,7 +80,7 @@ bool attention_f32(float* out, const float* q, const float* k, const float* v,
                    shape->scale);
       }
     }
-    for (size_t h = 0; h < n_heads; h++) softmax_in_place(scores + h * max_keys, n_keys);
+    for (size_t h = 0; h < n_heads; h++) softmax_f32(scores + h * max_keys, n_keys);
 
     // Written only now that q_t has been read, so out may even alias q.
     memset(out_t, 0, row_width * sizeof(float));

@@ -32,4 +32,41 @@ typedef struct {
 bool attention_f32(float* out, const float* q, const float* k, const float* v,
                    const AttentionShape* shape);
 
+// ---- Training kernels (train_kernels.c) ----
+
+// AdamW's scalars, combined in double before they are rounded to float (adamw_hyper).
+typedef struct {
+  float beta1, one_minus_beta1;
+  float beta2, one_minus_beta2;
+  float step;    // lr / bc1
+  float inv_bc2; // 1 / bc2
+  float eps;
+  float decay;   // lr * weightDecay
+} AdamWStep;
+
+AdamWStep adamw_step(double lr, double beta1, double beta2, double eps, double weight_decay, double bc1,
+                     double bc2);
+
+// In place over n values; p, g, m, v are distinct arrays.
+void adamw_f32(float* p, const float* g, float* m, float* v, size_t n, const AdamWStep* step);
+
+// dx written (or added to, when accumulate) for rows x dim; dw (may be NULL) += the sum over rows.
+// dx may alias dy or x. Returns false when scratch memory is unavailable.
+bool rmsnorm_backward_f32(float* dx, float* dw, const float* dy, const float* x, const float* w, size_t rows,
+                          size_t dim, float eps, bool accumulate);
+
+// Elementwise; any output may alias any input at the same index.
+void silu_mul_backward_f32(float* dg, float* du, const float* da, const float* gate, const float* up, size_t n);
+
+// Per row of V >= 1 logits: lse and entropy.
+void logits_stats_f32(float* lse, float* entropy, const float* logits, size_t rows, size_t v);
+
+// In place, logits -> d loss / d logits without the one-hot part.
+void logits_backward_f32(float* logits, size_t rows, size_t v, const float* lse, const float* entropy,
+                         const float* g_sum, const float* g_entropy);
+
+// In place on an n x n block.
+void causal_softmax_f32(float* p, size_t n);
+void causal_softmax_backward_f32(float* dp, const float* p, size_t n);
+
 #endif

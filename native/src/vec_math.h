@@ -42,6 +42,22 @@ static inline float dot_f32(const float* a, const float* b, size_t n) {
   return add_lanes((acc0 + acc1) + (acc2 + acc3)) + tail;
 }
 
+// sum of a[i] * b[i] * c[i], the products taken left to right.
+static inline float dot3_f32(const float* a, const float* b, const float* c, size_t n) {
+  f32x8 acc0 = {0}, acc1 = {0}, acc2 = {0}, acc3 = {0};
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 += load8(a + i) * load8(b + i) * load8(c + i);
+    acc1 += load8(a + i + 8) * load8(b + i + 8) * load8(c + i + 8);
+    acc2 += load8(a + i + 16) * load8(b + i + 16) * load8(c + i + 16);
+    acc3 += load8(a + i + 24) * load8(b + i + 24) * load8(c + i + 24);
+  }
+  for (; i + 8 <= n; i += 8) acc0 += load8(a + i) * load8(b + i) * load8(c + i);
+  float tail = 0.f;
+  for (; i < n; i++) tail += a[i] * b[i] * c[i];
+  return add_lanes((acc0 + acc1) + (acc2 + acc3)) + tail;
+}
+
 static inline float sum_f32(const float* a, size_t n) {
   f32x8 acc0 = {0}, acc1 = {0};
   size_t i = 0;
@@ -98,6 +114,14 @@ static inline float exp_f32(float x) {
   float two_n;
   memcpy(&two_n, &exponent_bits, sizeof two_n);
   return e_r * two_n;
+}
+
+// In place, scores[0..n-1] -> softmax(scores) in float32, max subtracted; n >= 1.
+static inline void softmax_f32(float* scores, size_t n) {
+  float max_score = max_f32(scores, n);
+  for (size_t j = 0; j < n; j++) scores[j] = exp_f32(scores[j] - max_score);
+  float inv_sum = 1.f / sum_f32(scores, n);
+  for (size_t j = 0; j < n; j++) scores[j] *= inv_sum;
 }
 
 #endif

@@ -11,6 +11,9 @@ Library surface:
   Config.from_folder(folder) / Config(dict)
   Model(config, weights, dtype, requires_grad) with .forward(ids) -> logits
   load_model(folder, dtype=torch.float64, requires_grad=False)
+  Model.hidden_states(ids) -> final-normed hidden states (forward = those @ lm_head^T)
+  LoRA (PEFT layout): LORA_MODULES, peft_lora_name, lora_shapes, load_lora,
+                      Model.set_lora(tensors, rank, alpha, targets)
 """
 
 import json
@@ -254,6 +257,56 @@ def rms_norm(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
+# ----------------------------------------------------------------------- LoRA
+
+# Short target name -> module path inside a decoder layer (HF and PEFT naming).
+LORA_MODULES = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj",
+                "o": "self_attn.o_proj", "gate": "mlp.gate_proj", "up": "mlp.up_proj",
+                "down": "mlp.down_proj"}
+
+
+def peft_lora_name(layer, target, part):
+    """PEFT tensor name, e.g. base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight."""
+    if part not in ("A", "B"):
+        raise ValueError(f"LoRA part must be 'A' or 'B', got {part!r}")
+    return f"base_model.model.model.layers.{layer}.{LORA_MODULES[target]}.lora_{part}.weight"
+
+
+def lora_shapes(cfg, target, rank):
+    """((rank, in), (out, rank)): the shapes of A and B for one targeted projection."""
+    q, kv = cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+    in_out = {"q": (cfg.hidden, q), "k": (cfg.hidden, kv), "v": (cfg.hidden, kv), "o": (q, cfg.hidden),
+              "gate": (cfg.hidden, cfg.intermediate), "up": (cfg.hidden, cfg.intermediate),
+              "down": (cfg.intermediate, cfg.hidden)}
+    i, o = in_out[target]
+    return (rank, i), (o, rank)
+
+
+def lora_names(cfg, targets):
+    """Every PEFT name an adapter over `targets` has, layer by layer."""
+    return [peft_lora_name(l, t, part) for l in range(cfg.layers) for t in LORA_MODULES
+            if t in targets for part in "AB"]
+
+
+def load_lora(path, cfg, rank, targets, dtype=torch.float64):
+    """Read a PEFT adapter file; it must hold exactly A and B of every targeted module."""
+    bad = [t for t in targets if t not in LORA_MODULES]
+    if bad or not targets:
+        raise ValueError(f"LoRA targets must be a non-empty subset of {list(LORA_MODULES)}, got {targets}")
+    t = read_safetensors(path, dtype)
+    want = lora_names(cfg, targets)
+    missing, extra = set(want) - t.keys(), t.keys() - set(want)
+    if missing or extra:
+        raise ValueError(f"{path}: adapter mismatch: missing {sorted(missing)[:4]}, unexpected {sorted(extra)[:4]}")
+    for l in range(cfg.layers):
+        for tg in targets:
+            for part, shape in zip("AB", lora_shapes(cfg, tg, rank)):
+                n = peft_lora_name(l, tg, part)
+                if tuple(t[n].shape) != shape:
+                    raise ValueError(f"{n} has shape {tuple(t[n].shape)}, rank {rank} implies {shape}")
+    return t
+
+
 # ---------------------------------------------------------------------- model
 
 class Model:
@@ -269,6 +322,27 @@ class Model:
         for t in p.values():
             t.requires_grad_(requires_grad)
         self.params = p
+        self.lora = {}  # "model.layers.{i}.self_attn.q_proj" -> (A [r, in], B [out, r])
+        self.lora_scale = 0.0
+
+    def set_lora(self, tensors, rank, alpha, targets):
+        """Attach adapters keyed by PEFT name (see load_lora); the tensors are used as given,
+        so gradients reach them if they require grad. Each targeted projection then computes
+        x W^T (+ b) + (alpha / rank) * (x A^T) B^T."""
+        self.lora, self.lora_scale = {}, float(alpha) / float(rank)
+        for l in range(self.cfg.layers):
+            for tg in targets:
+                self.lora[f"model.layers.{l}.{LORA_MODULES[tg]}"] = (
+                    tensors[peft_lora_name(l, tg, "A")], tensors[peft_lora_name(l, tg, "B")])
+
+    def _proj(self, module, x):
+        """One projection by its HF module path, with its bias and LoRA adapter if present."""
+        p = self.params
+        y = torch.nn.functional.linear(x, p[module + ".weight"], p.get(module + ".bias"))
+        ab = self.lora.get(module)
+        if ab is not None:
+            y = y + self.lora_scale * torch.nn.functional.linear(torch.nn.functional.linear(x, ab[0]), ab[1])
+        return y
 
     def _expected(self):
         c, names = self.cfg, ["model.embed_tokens.weight", "model.norm.weight"]
@@ -311,12 +385,8 @@ class Model:
     def lm_head(self):
         return self.params.get("lm_head.weight", self.params["model.embed_tokens.weight"])
 
-    def forward(self, ids, positions=None):
-        """ids: [T] or [B, T] ints -> logits [T, V] or [B, T, V] in self.dtype.
-
-        Full causal attention over the given tokens, no cache, no padding.
-        Differentiable w.r.t. self.params.
-        """
+    def hidden_states(self, ids, positions=None):
+        """ids: [T] or [B, T] ints -> final RMS-normed hidden states [T, hidden] or [B, T, hidden]."""
         c, p = self.cfg, self.params
         ids = torch.as_tensor(ids, dtype=torch.long)
         squeeze = ids.dim() == 1
@@ -334,9 +404,9 @@ class Model:
             pre = f"model.layers.{i}."
             g = lambda n: p.get(pre + n)  # noqa: E731  (None for absent biases)
             h = rms_norm(x, g("input_layernorm.weight"), c.eps)
-            q = torch.nn.functional.linear(h, g("self_attn.q_proj.weight"), g("self_attn.q_proj.bias"))
-            k = torch.nn.functional.linear(h, g("self_attn.k_proj.weight"), g("self_attn.k_proj.bias"))
-            v = torch.nn.functional.linear(h, g("self_attn.v_proj.weight"), g("self_attn.v_proj.bias"))
+            q = self._proj(pre + "self_attn.q_proj", h)
+            k = self._proj(pre + "self_attn.k_proj", h)
+            v = self._proj(pre + "self_attn.v_proj", h)
             q = q.view(B, T, H, D)
             k = k.view(B, T, KV, D)
             v = v.view(B, T, KV, D)
@@ -353,15 +423,21 @@ class Model:
             s = s.masked_fill(future, float("-inf"))
             a = torch.matmul(torch.softmax(s, dim=-1), v)
             a = a.transpose(1, 2).reshape(B, T, H * D)
-            x = x + torch.nn.functional.linear(a, g("self_attn.o_proj.weight"), g("self_attn.o_proj.bias"))
+            x = x + self._proj(pre + "self_attn.o_proj", a)
             h = rms_norm(x, g("post_attention_layernorm.weight"), c.eps)
-            gate = torch.nn.functional.linear(h, g("mlp.gate_proj.weight"), g("mlp.gate_proj.bias"))
-            up = torch.nn.functional.linear(h, g("mlp.up_proj.weight"), g("mlp.up_proj.bias"))
-            x = x + torch.nn.functional.linear(torch.nn.functional.silu(gate) * up,
-                                               g("mlp.down_proj.weight"), g("mlp.down_proj.bias"))
+            gate = self._proj(pre + "mlp.gate_proj", h)
+            up = self._proj(pre + "mlp.up_proj", h)
+            x = x + self._proj(pre + "mlp.down_proj", torch.nn.functional.silu(gate) * up)
         x = rms_norm(x, p["model.norm.weight"], c.eps)
-        logits = torch.matmul(x, self.lm_head().t())
-        return logits[0] if squeeze else logits
+        return x[0] if squeeze else x
+
+    def forward(self, ids, positions=None):
+        """ids: [T] or [B, T] ints -> logits [T, V] or [B, T, V] in self.dtype.
+
+        Full causal attention over the given tokens, no cache, no padding.
+        Differentiable w.r.t. self.params (and attached LoRA tensors).
+        """
+        return torch.matmul(self.hidden_states(ids, positions), self.lm_head().t())
 
     __call__ = forward
 

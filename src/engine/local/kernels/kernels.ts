@@ -49,6 +49,45 @@ export interface Kernels {
     kvStride: number, scale: number,
   ): void;
 
+  // ---- Training kernels (the backward of the ops above, and the optimizer) ----
+
+  /**
+   * AdamW over n values, in place: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+   * p -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + weightDecay * p). bc1 = 1 - b1^t, bc2 = 1 - b2^t.
+   */
+  adamw(
+    p: Float32Array, g: Float32Array, m: Float32Array, v: Float32Array, n: number,
+    lr: number, beta1: number, beta2: number, eps: number, weightDecay: number, bc1: number, bc2: number,
+  ): void;
+
+  /**
+   * Backward of rmsnorm (y = x * rstd * w, rstd recomputed from x): dx = rstd * w * dy - x * rstd^3 / dim * sum(w * dy * x),
+   * written (accumulate false) or added (true) into dx; dw (when not null) += sum over rows of dy * x * rstd.
+   */
+  rmsnormBackward(
+    dx: Float32Array, dw: Float32Array | null, dy: Float32Array, x: Float32Array, w: Float32Array,
+    rows: number, dim: number, eps: number, accumulate: boolean,
+  ): void;
+
+  /** Backward of siluMul: dg = da * up * s * (1 + gate * (1 - s)), du = da * silu(gate), s = sigmoid(gate). */
+  siluMulBackward(dg: Float32Array, du: Float32Array, da: Float32Array, gate: Float32Array, up: Float32Array, n: number): void;
+
+  /** Per logits row [rows, V]: lse[r] = log sum exp, entropy[r] = lse - sum p z (p = softmax). */
+  logitsStats(lse: Float32Array, entropy: Float32Array, logits: Float32Array, rows: number, V: number): void;
+
+  /**
+   * In place, logits -> d loss / d logits without the one-hot part:
+   * dz_i = -p_i * (gSum[r] + gEntropy[r] * (log p_i + entropy[r])), p_i = exp(z_i - lse[r]).
+   * (The caller then adds the gradient w.r.t. each chosen id's log-prob at that id.)
+   */
+  logitsBackward(logits: Float32Array, rows: number, V: number, lse: Float32Array, entropy: Float32Array, gSum: Float32Array, gEntropy: Float32Array): void;
+
+  /** Rows of an [n, n] score block: row i becomes softmax over columns 0..i, zero after. */
+  causalSoftmax(P: Float32Array, n: number): void;
+
+  /** In place dP -> dS for the causal softmax of P: dS = P * (dP - sum_j P dP) on 0..i, zero after. */
+  causalSoftmaxBackward(dP: Float32Array, P: Float32Array, n: number): void;
+
   /** Number of BLAS threads (no-op for portable). */
   setThreads(n: number): void;
 }

@@ -16,7 +16,7 @@ export const NATIVE_BUILD_HINT =
   'apt-get install libopenblas-dev (macOS: Xcode command line tools), then npm rebuild openclaw-rl';
 
 // Must equal ADDON_API_VERSION in native/src/addon.c.
-const ADDON_API_VERSION = 1;
+const ADDON_API_VERSION = 2;
 
 type NativeAddon = Omit<Kernels, 'name'> & { readonly apiVersion: number };
 
@@ -44,6 +44,13 @@ export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernel
     siluMul: addon.siluMul,
     rope: addon.rope,
     attention: addon.attention,
+    adamw: addon.adamw,
+    rmsnormBackward: addon.rmsnormBackward,
+    siluMulBackward: addon.siluMulBackward,
+    logitsStats: addon.logitsStats,
+    logitsBackward: addon.logitsBackward,
+    causalSoftmax: addon.causalSoftmax,
+    causalSoftmaxBackward: addon.causalSoftmaxBackward,
     setThreads: addon.setThreads,
   };
 }

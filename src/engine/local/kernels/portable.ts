@@ -162,6 +162,126 @@ function attention(
   }
 }
 
+// ---- training kernels ---------------------------------------------------------------------
+
+function adamw(
+  p: Float32Array, g: Float32Array, m: Float32Array, v: Float32Array, n: number,
+  lr: number, beta1: number, beta2: number, eps: number, weightDecay: number, bc1: number, bc2: number,
+): void {
+  for (let i = 0; i < n; i++) {
+    const gi = g[i];
+    const mi = beta1 * m[i] + (1 - beta1) * gi;
+    const vi = beta2 * v[i] + (1 - beta2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] -= lr * (mi / bc1 / (Math.sqrt(vi / bc2) + eps) + weightDecay * p[i]);
+  }
+}
+
+function rmsnormBackward(
+  dx: Float32Array, dw: Float32Array | null, dy: Float32Array, x: Float32Array, w: Float32Array,
+  rows: number, dim: number, eps: number, accumulate: boolean,
+): void {
+  // dw is summed over all rows in float64 and added once.
+  const dwSum = dw ? new Float64Array(dim) : null;
+  for (let r = 0; r < rows; r++) {
+    const row = r * dim;
+    let sumSquares = 0;
+    let dot = 0; // sum(w * dy * x)
+    for (let i = 0; i < dim; i++) {
+      sumSquares += x[row + i] * x[row + i];
+      dot += w[i] * dy[row + i] * x[row + i];
+    }
+    const rstd = 1 / Math.sqrt(sumSquares / dim + eps);
+    const c = (rstd * rstd * rstd * dot) / dim;
+    // dw before dx, so that dx may alias dy or x.
+    if (dwSum) for (let i = 0; i < dim; i++) dwSum[i] += dy[row + i] * x[row + i] * rstd;
+    for (let i = 0; i < dim; i++) {
+      const grad = rstd * w[i] * dy[row + i] - x[row + i] * c;
+      dx[row + i] = accumulate ? dx[row + i] + grad : grad;
+    }
+  }
+  if (dw && dwSum) for (let i = 0; i < dim; i++) dw[i] += dwSum[i];
+}
+
+function siluMulBackward(dg: Float32Array, du: Float32Array, da: Float32Array, gate: Float32Array, up: Float32Array, n: number): void {
+  for (let i = 0; i < n; i++) {
+    const z = gate[i];
+    const u = up[i];
+    const d = da[i];
+    const s = 1 / (1 + Math.exp(-z));
+    dg[i] = d * u * s * (1 + z * (1 - s));
+    du[i] = d * z * s;
+  }
+}
+
+function logitsStats(lse: Float32Array, entropy: Float32Array, logits: Float32Array, rows: number, V: number): void {
+  for (let r = 0; r < rows; r++) {
+    const row = r * V;
+    let max = -Infinity;
+    for (let i = 0; i < V; i++) if (logits[row + i] > max) max = logits[row + i];
+    // With y = z - max: lse = max + log(sum e^y), entropy = lse - sum p z = log(sum) - sum(e^y y) / sum,
+    // which avoids the cancellation of max against sum p z.
+    let sum = 0;
+    let weighted = 0;
+    for (let i = 0; i < V; i++) {
+      const y = logits[row + i] - max;
+      const e = Math.exp(y);
+      sum += e;
+      // p log p -> 0 as p -> 0; skipping e = 0 keeps a masked (-inf) logit from adding 0 * -inf.
+      if (e !== 0) weighted += e * y;
+    }
+    const logSum = Math.log(sum);
+    lse[r] = max + logSum;
+    entropy[r] = logSum - weighted / sum;
+  }
+}
+
+function logitsBackward(
+  logits: Float32Array, rows: number, V: number, lse: Float32Array, entropy: Float32Array,
+  gSum: Float32Array, gEntropy: Float32Array,
+): void {
+  for (let r = 0; r < rows; r++) {
+    const row = r * V;
+    const l = lse[r];
+    const h = entropy[r];
+    const gs = gSum[r];
+    const gh = gEntropy[r];
+    for (let i = 0; i < V; i++) {
+      const lp = logits[row + i] - l;
+      const p = Math.exp(lp);
+      // p = 0 (a masked logit): the limit 0, not 0 * -inf.
+      logits[row + i] = p === 0 ? 0 : -p * (gs + gh * (lp + h));
+    }
+  }
+}
+
+function causalSoftmax(P: Float32Array, n: number): void {
+  const e = new Float64Array(n);
+  for (let i = 0; i < n; i++) {
+    const row = i * n;
+    let max = -Infinity;
+    for (let j = 0; j <= i; j++) max = Math.max(max, P[row + j]);
+    let sum = 0;
+    for (let j = 0; j <= i; j++) {
+      e[j] = Math.exp(P[row + j] - max);
+      sum += e[j];
+    }
+    for (let j = 0; j <= i; j++) P[row + j] = e[j] / sum;
+    P.fill(0, row + i + 1, row + n);
+  }
+}
+
+function causalSoftmaxBackward(dP: Float32Array, P: Float32Array, n: number): void {
+  for (let i = 0; i < n; i++) {
+    const row = i * n;
+    let dot = 0;
+    for (let j = 0; j <= i; j++) dot += P[row + j] * dP[row + j];
+    for (let j = 0; j <= i; j++) dP[row + j] = P[row + j] * (dP[row + j] - dot);
+    dP.fill(0, row + i + 1, row + n);
+  }
+}
+
 export const portableKernels: Kernels = {
   name: 'portable',
   sgemm,
@@ -170,5 +290,12 @@ export const portableKernels: Kernels = {
   siluMul,
   rope,
   attention,
+  adamw,
+  rmsnormBackward,
+  siluMulBackward,
+  logitsStats,
+  logitsBackward,
+  causalSoftmax,
+  causalSoftmaxBackward,
   setThreads: () => {},
 };

@@ -1,10 +1,10 @@
 // The safetensors format: 8-byte little-endian header length, a JSON header mapping tensor names
 // to {dtype, shape, data_offsets} (offsets relative to the end of the header), then raw bytes.
-// We read F32, F16 and BF16 into float32 and write F32 or BF16, always atomically.
+// We read F32, F16, BF16 and F64 into float32 and write F32 or BF16, always atomically.
 
 import { closeSync, fsyncSync, openSync, readSync, renameSync, statSync, writeSync } from 'node:fs';
 
-export type StoredDtype = 'F32' | 'F16' | 'BF16';
+export type StoredDtype = 'F32' | 'F16' | 'BF16' | 'F64';
 
 export interface TensorEntry {
   name: string;
@@ -21,7 +21,7 @@ export interface SafetensorsHeader {
   metadata: Record<string, string>;
 }
 
-const BYTES: Record<StoredDtype, number> = { F32: 4, F16: 2, BF16: 2 };
+const BYTES: Record<StoredDtype, number> = { F32: 4, F16: 2, BF16: 2, F64: 8 };
 const MAX_HEADER_BYTES = 100 * 1024 * 1024;
 
 export class SafetensorsError extends Error {
@@ -64,7 +64,7 @@ export function readSafetensorsHeader(path: string): SafetensorsHeader {
       }
       const t = raw as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
       const dtype = t.dtype as StoredDtype;
-      if (!(dtype in BYTES)) fail(`tensor "${name}" has dtype ${JSON.stringify(t.dtype)}; supported: F32, F16, BF16`);
+      if (!(dtype in BYTES)) fail(`tensor "${name}" has dtype ${JSON.stringify(t.dtype)}; supported: F32, F16, BF16, F64`);
       const shape = t.shape;
       if (!Array.isArray(shape) || !shape.every((d) => Number.isInteger(d) && d >= 0)) fail(`tensor "${name}" has an invalid shape ${JSON.stringify(shape)}`);
       const offs = t.data_offsets;
@@ -92,6 +92,15 @@ export function readTensorInto(path: string, entry: TensorEntry, out: Float32Arr
       return;
     }
     const CHUNK = 1 << 20; // values per read, bounded scratch
+    if (entry.dtype === 'F64') {
+      const raw = new Float64Array(Math.min(count, CHUNK));
+      for (let done = 0; done < count; done += raw.length) {
+        const n = Math.min(raw.length, count - done);
+        readFully(fd, new Uint8Array(raw.buffer, 0, n * 8), entry.begin + done * 8, path);
+        for (let i = 0; i < n; i++) out[done + i] = raw[i]!;
+      }
+      return;
+    }
     const raw = new Uint16Array(Math.min(count, CHUNK));
     const bits = new Uint32Array(out.buffer, out.byteOffset, out.length);
     for (let done = 0; done < count; done += raw.length) {

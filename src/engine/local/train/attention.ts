@@ -37,20 +37,7 @@ export function attentionForward(
       pOff += n * n;
       // P = scale * Q_h K_g^T, then a causal softmax per row.
       k.sgemm(false, true, n, n, hd, scale, q.subarray(s.start * qDim + h * hd), qDim, kk.subarray(s.start * kvDim + g * hd), kvDim, 0, P, n);
-      for (let i = 0; i < n; i++) {
-        const row = i * n;
-        let max = -Infinity;
-        for (let j = 0; j <= i; j++) if (P[row + j]! > max) max = P[row + j]!;
-        let sum = 0;
-        for (let j = 0; j <= i; j++) {
-          const e = Math.exp(P[row + j]! - max);
-          P[row + j] = e;
-          sum += e;
-        }
-        const inv = 1 / sum;
-        for (let j = 0; j <= i; j++) P[row + j] = P[row + j]! * inv;
-        for (let j = i + 1; j < n; j++) P[row + j] = 0;
-      }
+      k.causalSoftmax(P, n);
       // O_h = P V_g
       k.sgemm(false, false, n, hd, n, 1, P, n, v.subarray(s.start * kvDim + g * hd), kvDim, 0, out.subarray(s.start * qDim + h * hd), qDim);
     }
@@ -80,13 +67,7 @@ export function attentionBackward(
       const dO = dOut.subarray(s.start * qDim + h * hd);
       k.sgemm(true, false, n, hd, n, 1, P, n, dO, qDim, 1, dv.subarray(s.start * kvDim + g * hd), kvDim);
       k.sgemm(false, true, n, n, hd, 1, dO, qDim, v.subarray(s.start * kvDim + g * hd), kvDim, 0, dP, n);
-      for (let i = 0; i < n; i++) {
-        const row = i * n;
-        let dot = 0;
-        for (let j = 0; j <= i; j++) dot += P[row + j]! * dP[row + j]!;
-        for (let j = 0; j <= i; j++) dP[row + j] = P[row + j]! * (dP[row + j]! - dot);
-        for (let j = i + 1; j < n; j++) dP[row + j] = 0;
-      }
+      k.causalSoftmaxBackward(dP, P, n);
       k.sgemm(false, false, n, hd, n, scale, dP, n, kk.subarray(s.start * kvDim + g * hd), kvDim, 0, dq.subarray(s.start * qDim + h * hd), qDim);
       k.sgemm(true, false, n, hd, n, scale, dP, n, q.subarray(s.start * qDim + h * hd), qDim, 1, dk.subarray(s.start * kvDim + g * hd), kvDim);
     }

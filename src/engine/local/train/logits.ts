@@ -3,6 +3,9 @@
 //
 // With p = softmax(z), lp_j = z_j - lse, H = lse - sum_i p_i z_i:
 //   d lp_j / dz = e_j - p;   dH / dz_i = -p_i (log p_i + H)
+// The dense part runs in the kernels (logitsStats, logitsBackward); the one-hot part here.
+
+import type { Kernels } from '../kernels/kernels.js';
 
 export interface RowStats {
   /** log-sum-exp of each row. */
@@ -11,22 +14,9 @@ export interface RowStats {
   entropy: Float32Array;
 }
 
-export function rowStats(logits: Float32Array, rows: number, V: number): RowStats {
+export function rowStats(k: Kernels, logits: Float32Array, rows: number, V: number): RowStats {
   const lse = new Float32Array(rows), entropy = new Float32Array(rows);
-  for (let r = 0; r < rows; r++) {
-    const o = r * V;
-    let max = -Infinity;
-    for (let i = 0; i < V; i++) if (logits[o + i]! > max) max = logits[o + i]!;
-    let sum = 0, weighted = 0;
-    for (let i = 0; i < V; i++) {
-      const z = logits[o + i]!, e = Math.exp(z - max);
-      sum += e;
-      weighted += e * z;
-    }
-    const l = max + Math.log(sum);
-    lse[r] = l;
-    entropy[r] = l - weighted / sum;
-  }
+  k.logitsStats(lse, entropy, logits, rows, V);
   return { lse, entropy };
 }
 
@@ -41,20 +31,20 @@ export interface LogitGrads {
 }
 
 /** Overwrites logits with d loss / d logits, row by row. */
-export function logitsBackward(logits: Float32Array, rows: number, V: number, targets: Int32Array, stats: RowStats, g: LogitGrads): void {
+export function logitsBackward(k: Kernels, logits: Float32Array, rows: number, V: number, targets: Int32Array, stats: RowStats, g: LogitGrads): void {
+  const gSum = Float32Array.from(g.dTarget);
+  if (g.extra) {
+    for (let r = 0; r < rows; r++) for (let j = 0; j < g.extra.K; j++) gSum[r] = gSum[r]! + g.extra.dLogprob[r * g.extra.K + j]!;
+  }
+  k.logitsBackward(logits, rows, V, stats.lse, stats.entropy, gSum, g.dEntropy);
   for (let r = 0; r < rows; r++) {
-    const o = r * V, lse = stats.lse[r]!, H = stats.entropy[r]!;
-    const gT = g.dTarget[r]!, gH = g.dEntropy[r]!;
-    let gSum = gT;
-    if (g.extra) for (let j = 0; j < g.extra.K; j++) gSum += g.extra.dLogprob[r * g.extra.K + j]!;
-    for (let i = 0; i < V; i++) {
-      const lp = logits[o + i]! - lse, p = Math.exp(lp);
-      logits[o + i] = -p * (gSum + gH * (lp + H));
-    }
-    logits[o + targets[r]!] = logits[o + targets[r]!]! + gT;
-    if (g.extra) for (let j = 0; j < g.extra.K; j++) {
-      const id = g.extra.ids[r * g.extra.K + j]!;
-      logits[o + id] = logits[o + id]! + g.extra.dLogprob[r * g.extra.K + j]!;
+    const o = r * V;
+    logits[o + targets[r]!] = logits[o + targets[r]!]! + g.dTarget[r]!;
+    if (g.extra) {
+      for (let j = 0; j < g.extra.K; j++) {
+        const id = g.extra.ids[r * g.extra.K + j]!;
+        logits[o + id] = logits[o + id]! + g.extra.dLogprob[r * g.extra.K + j]!;
+      }
     }
   }
 }

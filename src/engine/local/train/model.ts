@@ -10,7 +10,6 @@ import type { Kernels } from '../kernels/kernels.js';
 import { type ModelConfig, ropeInvFreq } from '../model/config.js';
 import type { ParamStore } from '../model/weights.js';
 import { attentionBackward, attentionForward, type PackedSequence, probsSize } from './attention.js';
-import { rmsnormBackward, rmsnormRstd, siluMulBackward } from './layer-ops.js';
 import { linearBackward, linearForward, type TrainLinear } from './linear.js';
 import { type LogitGrads, logitsBackward, rowStats, type RowStats } from './logits.js';
 import type { Lora } from './lora.js';
@@ -42,16 +41,16 @@ interface LayerParams {
 }
 
 interface LayerTape {
-  x: Float32Array; h1: Float32Array; rstd1: Float32Array;
-  q0: Float32Array | null; k0: Float32Array | null; qRstd: Float32Array | null; kRstd: Float32Array | null;
+  x: Float32Array; h1: Float32Array;
+  q0: Float32Array | null; k0: Float32Array | null;
   q: Float32Array; k: Float32Array; v: Float32Array; probs: Float32Array; att: Float32Array;
-  xMid: Float32Array; h2: Float32Array; rstd2: Float32Array; gate: Float32Array; up: Float32Array; act: Float32Array;
+  xMid: Float32Array; h2: Float32Array; gate: Float32Array; up: Float32Array; act: Float32Array;
   u: Partial<Record<LinearName, Float32Array>>;
 }
 
 interface Tape {
   T: number; R: number; seqs: PackedSequence[]; tokens: Int32Array; positions: Int32Array; negPositions: Int32Array;
-  targets: Int32Array; rowIndex: Int32Array; layers: LayerTape[]; xFinal: Float32Array; hf: Float32Array; rstdF: Float32Array;
+  targets: Int32Array; rowIndex: Int32Array; layers: LayerTape[]; xFinal: Float32Array; hf: Float32Array;
   logits: Float32Array; stats: RowStats; extraIds?: Int32Array; extraK: number;
 }
 
@@ -153,10 +152,10 @@ export class TrainModel {
     const shape = { nHeads: H, nKvHeads: KV, headDim: hd };
     for (const w of this.layers) {
       const lt: LayerTape = {
-        x, h1: new Float32Array(T * D), rstd1: new Float32Array(T), q0: null, k0: null, qRstd: null, kRstd: null,
+        x, h1: new Float32Array(T * D), q0: null, k0: null,
         q: new Float32Array(T * qDim), k: new Float32Array(T * kvDim), v: new Float32Array(T * kvDim),
         probs: new Float32Array(probsSize(seqs, H)), att: new Float32Array(T * qDim), xMid: new Float32Array(T * D),
-        h2: new Float32Array(T * D), rstd2: new Float32Array(T), gate: new Float32Array(T * F), up: new Float32Array(T * F),
+        h2: new Float32Array(T * D), gate: new Float32Array(T * F), up: new Float32Array(T * F),
         act: new Float32Array(T * F), u: {},
       };
       const lin = (name: LinearName, y: Float32Array, input: Float32Array) => {
@@ -165,17 +164,12 @@ export class TrainModel {
         linearForward(k, y, input, T, L, u);
       };
       k.rmsnorm(lt.h1, x, w.norm1, T, D, eps);
-      rmsnormRstd(lt.rstd1, x, T, D, eps);
       lin('q', lt.q, lt.h1);
       lin('k', lt.k, lt.h1);
       lin('v', lt.v, lt.h1);
       if (w.qNorm && w.kNorm) {
         lt.q0 = lt.q.slice();
         lt.k0 = lt.k.slice();
-        lt.qRstd = new Float32Array(T * H);
-        lt.kRstd = new Float32Array(T * KV);
-        rmsnormRstd(lt.qRstd, lt.q0, T * H, hd, eps);
-        rmsnormRstd(lt.kRstd, lt.k0, T * KV, hd, eps);
         k.rmsnorm(lt.q, lt.q0, w.qNorm, T * H, hd, eps);
         k.rmsnorm(lt.k, lt.k0, w.kNorm, T * KV, hd, eps);
       }
@@ -185,7 +179,6 @@ export class TrainModel {
       lin('o', lt.xMid, lt.att);
       for (let i = 0; i < T * D; i++) lt.xMid[i] = lt.xMid[i]! + x[i]!;
       k.rmsnorm(lt.h2, lt.xMid, w.norm2, T, D, eps);
-      rmsnormRstd(lt.rstd2, lt.xMid, T, D, eps);
       lin('gate', lt.gate, lt.h2);
       lin('up', lt.up, lt.h2);
       k.siluMul(lt.act, lt.gate, lt.up, T * F);
@@ -198,12 +191,11 @@ export class TrainModel {
     // Final norm and LM head only on the rows that predict completion tokens.
     const xFinal = new Float32Array(R * D);
     for (let i = 0; i < R; i++) xFinal.set(x.subarray(rowIndex[i]! * D, (rowIndex[i]! + 1) * D), i * D);
-    const hf = new Float32Array(R * D), rstdF = new Float32Array(R);
+    const hf = new Float32Array(R * D);
     k.rmsnorm(hf, xFinal, this.finalNorm, R, D, eps);
-    rmsnormRstd(rstdF, xFinal, R, D, eps);
     const logits = new Float32Array(R * V);
     linearForward(k, logits, hf, R, this.lmHead, null);
-    const stats = rowStats(logits, R, V);
+    const stats = rowStats(k, logits, R, V);
     const logprobs = new Float32Array(R);
     for (let i = 0; i < R; i++) logprobs[i] = logits[i * V + targets[i]!]! - stats.lse[i]!;
     let extraLogprobs: Float32Array | undefined;
@@ -212,7 +204,7 @@ export class TrainModel {
       for (let i = 0; i < R; i++) for (let j = 0; j < extra.K; j++) extraLogprobs[i * extra.K + j] = logits[i * V + extra.ids[i * extra.K + j]!]! - stats.lse[i]!;
     }
     this.tape = {
-      T, R, seqs, tokens, positions, negPositions, targets, rowIndex, layers, xFinal, hf, rstdF, logits, stats,
+      T, R, seqs, tokens, positions, negPositions, targets, rowIndex, layers, xFinal, hf, logits, stats,
       extraK: extra?.K ?? 0, ...(extra ? { extraIds: extra.ids } : {}),
     };
     return { logprobs, entropy: stats.entropy, offsets, ...(extraLogprobs ? { extraLogprobs } : {}) };
@@ -225,17 +217,17 @@ export class TrainModel {
     this.tape = null;
     const { cfg, k } = this;
     const D = cfg.hiddenSize, F = cfg.intermediateSize, hd = cfg.headDim, V = cfg.vocabSize;
-    const H = cfg.numHeads, KV = cfg.numKvHeads, qDim = H * hd, kvDim = KV * hd;
+    const H = cfg.numHeads, KV = cfg.numKvHeads, qDim = H * hd, kvDim = KV * hd, eps = cfg.rmsNormEps;
     const { T, R } = tape;
     const grads: LogitGrads = { dTarget: dLogprobs, dEntropy };
     if (dExtra && tape.extraIds) grads.extra = { K: tape.extraK, ids: tape.extraIds, dLogprob: dExtra };
-    logitsBackward(tape.logits, R, V, tape.targets, tape.stats, grads);
+    logitsBackward(k, tape.logits, R, V, tape.targets, tape.stats, grads);
     const scratch = new Float32Array(T * Math.max(1, this.maxRank));
 
     const dhf = new Float32Array(R * D);
     linearBackward(k, dhf, tape.logits, tape.hf, null, R, this.lmHead, 0, scratch);
     const dxRows = new Float32Array(R * D);
-    rmsnormBackward(dxRows, this.dFinalNorm, dhf, tape.xFinal, this.finalNorm, tape.rstdF, R, D, false);
+    k.rmsnormBackward(dxRows, this.dFinalNorm, dhf, tape.xFinal, this.finalNorm, R, D, eps, false);
     const dx = new Float32Array(T * D);
     for (let i = 0; i < R; i++) {
       const o = tape.rowIndex[i]! * D;
@@ -253,26 +245,26 @@ export class TrainModel {
       const lin = w.lin;
       // MLP: dx is d loss / d (layer output) = d / d xMid through the residual, plus the MLP path.
       linearBackward(k, dAct, dx, lt.act, lt.u.down ?? null, T, lin.down, 0, scratch);
-      siluMulBackward(dGate, dUp, dAct, lt.gate, lt.up, T * F);
+      k.siluMulBackward(dGate, dUp, dAct, lt.gate, lt.up, T * F);
       linearBackward(k, dh, dGate, lt.h2, lt.u.gate ?? null, T, lin.gate, 0, scratch);
       linearBackward(k, dh, dUp, lt.h2, lt.u.up ?? null, T, lin.up, 1, scratch);
-      rmsnormBackward(dx, w.dNorm2, dh, lt.xMid, w.norm2, lt.rstd2, T, D, true);
+      k.rmsnormBackward(dx, w.dNorm2, dh, lt.xMid, w.norm2, T, D, eps, true);
       // Attention: dx is now d loss / d xMid.
       linearBackward(k, dAtt, dx, lt.att, lt.u.o ?? null, T, lin.o, 0, scratch);
       attentionBackward(k, dq, dk, dv, dAtt, lt.probs, lt.q, lt.k, lt.v, tape.seqs, shape, attScratch);
       k.rope(dq, T, H, hd, tape.negPositions, this.invFreq);
       k.rope(dk, T, KV, hd, tape.negPositions, this.invFreq);
       let dqIn = dq, dkIn = dk;
-      if (w.qNorm && w.kNorm && lt.q0 && lt.k0 && lt.qRstd && lt.kRstd) {
-        rmsnormBackward(dq0, w.dQNorm, dq, lt.q0, w.qNorm, lt.qRstd, T * H, hd, false);
-        rmsnormBackward(dk0, w.dKNorm, dk, lt.k0, w.kNorm, lt.kRstd, T * KV, hd, false);
+      if (w.qNorm && w.kNorm && lt.q0 && lt.k0) {
+        k.rmsnormBackward(dq0, w.dQNorm, dq, lt.q0, w.qNorm, T * H, hd, eps, false);
+        k.rmsnormBackward(dk0, w.dKNorm, dk, lt.k0, w.kNorm, T * KV, hd, eps, false);
         dqIn = dq0;
         dkIn = dk0;
       }
       linearBackward(k, dh, dqIn, lt.h1, lt.u.q ?? null, T, lin.q, 0, scratch);
       linearBackward(k, dh, dkIn, lt.h1, lt.u.k ?? null, T, lin.k, 1, scratch);
       linearBackward(k, dh, dv, lt.h1, lt.u.v ?? null, T, lin.v, 1, scratch);
-      rmsnormBackward(dx, w.dNorm1, dh, lt.x, w.norm1, lt.rstd1, T, D, true);
+      k.rmsnormBackward(dx, w.dNorm1, dh, lt.x, w.norm1, T, D, eps, true);
     }
     if (this.dEmbed) {
       for (let t = 0; t < T; t++) {

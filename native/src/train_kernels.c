@@ -1,0 +1,188 @@
+// The training kernels: AdamW, the backward of rmsnorm and of SwiGLU's silu(gate) * up, the
+// statistics of logits rows and their backward, and the causal softmax of an attention score
+// block with its backward. Single-threaded like every C kernel here. Each is one streaming pass
+// (or one pass per row held in L1), so the loops are written for the auto-vectoriser, one clone
+// per instruction set (dispatch.h), with reductions on f32x8 (vec_math.h) and in double where
+// a sum runs over more than a few thousand terms.
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatch.h"
+#include "kernels.h"
+#include "vec_math.h"
+
+// exp_f32 clamps its input at -87, where e^x is ~1.6e-38. The logits kernels clamp x there
+// themselves before they also multiply by it, so that a masked logit (-inf) contributes a
+// term of ~1e-36 instead of 1.6e-38 * -inf = -inf.
+#define EXP_INPUT_MIN (-87.f)
+
+static inline float clamp_exp_input(float x) {
+  return x < EXP_INPUT_MIN ? EXP_INPUT_MIN : x; // NaN stays NaN
+}
+
+// ---- AdamW --------------------------------------------------------------------------------
+
+AdamWStep adamw_step(double lr, double beta1, double beta2, double eps, double weight_decay, double bc1,
+                     double bc2) {
+  // Rounded to float only after they are combined: 1 - beta2 taken in float is 1.3e-5 off for
+  // beta2 = 0.999, and 1 - lr * weightDecay would lose most of its digits, which is why the
+  // decay is applied as p - decay * p rather than as p * (1 - decay).
+  AdamWStep s = {
+      .beta1 = (float)beta1,
+      .one_minus_beta1 = (float)(1.0 - beta1),
+      .beta2 = (float)beta2,
+      .one_minus_beta2 = (float)(1.0 - beta2),
+      .step = (float)(lr / bc1),
+      .inv_bc2 = (float)(1.0 / bc2),
+      .eps = (float)eps,
+      .decay = (float)(lr * weight_decay),
+  };
+  return s;
+}
+
+SIMD_CLONES
+void adamw_f32(float* p, const float* g, float* m, float* v, size_t n, const AdamWStep* step) {
+  const float beta1 = step->beta1, one_minus_beta1 = step->one_minus_beta1;
+  const float beta2 = step->beta2, one_minus_beta2 = step->one_minus_beta2;
+  const float lr_bc1 = step->step, inv_bc2 = step->inv_bc2, eps = step->eps, decay = step->decay;
+  for (size_t i = 0; i < n; i++) {
+    float gi = g[i];
+    float mi = beta1 * m[i] + one_minus_beta1 * gi;
+    float vi = beta2 * v[i] + one_minus_beta2 * (gi * gi);
+    float pi = p[i];
+    m[i] = mi;
+    v[i] = vi;
+    // (lr / bc1) m / (sqrt(v / bc2) + eps) = lr (m / bc1) / (sqrt(v / bc2) + eps).
+    p[i] = pi - (lr_bc1 * mi / (sqrtf(vi * inv_bc2) + eps) + decay * pi);
+  }
+}
+
+// ---- rmsnorm backward ---------------------------------------------------------------------
+
+SIMD_CLONES
+bool rmsnorm_backward_f32(float* dx, float* dw, const float* dy, const float* x, const float* w, size_t rows,
+                          size_t dim, float eps, bool accumulate) {
+  // dw sums one term per row, often thousands of rows (q and k norms have one per head), so it
+  // is summed in double here and added to dw once.
+  double* dw_sum = NULL;
+  if (dw != NULL) {
+    dw_sum = calloc(dim > 0 ? dim : 1, sizeof(double));
+    if (dw_sum == NULL) return false;
+  }
+  const float inv_dim = 1.f / (float)dim;
+  for (size_t r = 0; r < rows; r++) {
+    const float* xr = x + r * dim;
+    const float* dyr = dy + r * dim;
+    float* dxr = dx + r * dim;
+    // rstd exactly as rmsnorm_f32 computes it.
+    const float rstd = 1.f / sqrtf(dot_f32(xr, xr, dim) / (float)dim + eps);
+    const float c = rstd * rstd * rstd * dot3_f32(w, dyr, xr, dim) * inv_dim;
+    // dw before dx, so that dx may alias dy or x.
+    if (dw_sum != NULL)
+      for (size_t i = 0; i < dim; i++) dw_sum[i] += (double)(dyr[i] * xr[i] * rstd);
+    if (accumulate)
+      for (size_t i = 0; i < dim; i++) dxr[i] += rstd * w[i] * dyr[i] - xr[i] * c;
+    else
+      for (size_t i = 0; i < dim; i++) dxr[i] = rstd * w[i] * dyr[i] - xr[i] * c;
+  }
+  if (dw_sum != NULL) {
+    for (size_t i = 0; i < dim; i++) dw[i] = (float)((double)dw[i] + dw_sum[i]);
+    free(dw_sum);
+  }
+  return true;
+}
+
+// ---- siluMul backward ---------------------------------------------------------------------
+
+SIMD_CLONES
+void silu_mul_backward_f32(float* dg, float* du, const float* da, const float* gate, const float* up, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    float z = gate[i], u = up[i], d = da[i];
+    float s = 1.f / (1.f + exp_f32(-z));
+    dg[i] = d * u * s * (1.f + z * (1.f - s));
+    du[i] = d * z * s;
+  }
+}
+
+// ---- logits rows --------------------------------------------------------------------------
+
+// logits_stats_f32 reads each row once, in blocks that stay in L1: a block's max, then its
+// exponentials against the running max. When a block raises the max, the sums so far are
+// rescaled (online softmax), so a row of 151936 logits is not read twice from memory.
+#define LOGITS_BLOCK 1024
+
+SIMD_CLONES
+void logits_stats_f32(float* lse, float* entropy, const float* logits, size_t rows, size_t v) {
+  float y[LOGITS_BLOCK]; // z - max, clamped
+  float e[LOGITS_BLOCK]; // exp(y)
+  for (size_t r = 0; r < rows; r++) {
+    const float* z = logits + r * v;
+    // With y = z - max: sum = sum e^y and weighted = sum e^y y, so that lse = max + log(sum)
+    // and entropy = lse - sum p z = log(sum) - weighted / sum, without the cancellation of
+    // max against sum p z. The max starts at -FLT_MAX rather than -inf so that a block of
+    // masked (-inf) logits gives finite y; NaN logits are skipped by max_f32 but reach sum.
+    double max = -FLT_MAX, sum = 0.0, weighted = 0.0;
+    for (size_t j0 = 0; j0 < v; j0 += LOGITS_BLOCK) {
+      const size_t len = v - j0 < LOGITS_BLOCK ? v - j0 : LOGITS_BLOCK;
+      const float* zb = z + j0;
+      const float block_max = max_f32(zb, len);
+      if (block_max > max) {
+        // e^y shrinks by e^-shift and y by shift: weighted' = e^-shift (weighted - shift sum).
+        const double shift = (double)block_max - max;
+        const double scale = exp(-shift);
+        weighted = scale * (weighted - shift * sum);
+        sum *= scale;
+        max = block_max;
+      }
+      const float max_f = (float)max; // a float already: a block max, or -FLT_MAX
+      for (size_t j = 0; j < len; j++) {
+        float yj = clamp_exp_input(zb[j] - max_f);
+        y[j] = yj;
+        e[j] = exp_f32(yj);
+      }
+      sum += sum_f32(e, len);
+      weighted += dot_f32(e, y, len);
+    }
+    const double log_sum = log(sum);
+    lse[r] = (float)(max + log_sum);
+    entropy[r] = (float)(log_sum - weighted / sum);
+  }
+}
+
+SIMD_CLONES
+void logits_backward_f32(float* logits, size_t rows, size_t v, const float* lse, const float* entropy,
+                         const float* g_sum, const float* g_entropy) {
+  for (size_t r = 0; r < rows; r++) {
+    float* z = logits + r * v;
+    const float lse_r = lse[r], entropy_r = entropy[r], g_sum_r = g_sum[r], g_entropy_r = g_entropy[r];
+    for (size_t i = 0; i < v; i++) {
+      float lp = clamp_exp_input(z[i] - lse_r); // log p
+      float p = exp_f32(lp);
+      z[i] = -p * (g_sum_r + g_entropy_r * (lp + entropy_r));
+    }
+  }
+}
+
+// ---- causal softmax of an n x n score block -----------------------------------------------
+
+SIMD_CLONES
+void causal_softmax_f32(float* p, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    float* row = p + i * n;
+    softmax_f32(row, i + 1);
+    memset(row + i + 1, 0, (n - i - 1) * sizeof(float));
+  }
+}
+
+SIMD_CLONES
+void causal_softmax_backward_f32(float* dp, const float* p, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const float* p_row = p + i * n;
+    float* d_row = dp + i * n;
+    const float dot = dot_f32(p_row, d_row, i + 1);
+    for (size_t j = 0; j <= i; j++) d_row[j] = p_row[j] * (d_row[j] - dot);
+    memset(d_row + i + 1, 0, (n - i - 1) * sizeof(float));
+  }
+}

@@ -1,0 +1,258 @@
+// The learner's synchronous core: one policy (a LoRA adapter over the frozen base, or a full
+// copy of the weights), its optimizer, and the PPO procedure over a batch of samples. It runs
+// inside the learner worker (runtime/learner-worker.ts); LocalLearner is its async face.
+//
+//   trainBatch(samples):  old = logprobs before any step        (the PPO ratio's anchor)
+//                         for each epoch, for each mini-batch:   zeroGrad
+//                           for each micro-batch:                forwardBackward (loss / B)
+//                           optimStep                            (clip, AdamW, metrics)
+
+import type { Kernels } from '../kernels/kernels.js';
+import type { ModelConfig } from '../model/config.js';
+import { allocateParams, type ParamStore } from '../model/weights.js';
+import { DEFAULT_POLICY_LOSS, policyLoss, topKDistillationLoss, type PolicyLossConfig } from './losses.js';
+import { Lora, type LoraSpec } from './lora.js';
+import { TrainModel, type TrainSequence } from './model.js';
+import { AdamW, DEFAULT_ADAMW, loraSegments, paramSegments, type AdamWConfig, type OptimizerState, type StepResult } from './optimizer.js';
+
+/** One training sample: a sampled completion and how much each of its tokens is worth. */
+export interface TrainingSample {
+  promptIds: readonly number[];
+  completionIds: readonly number[];
+  /** One advantage per completion token. */
+  advantages: readonly number[];
+  /** The sampler's log-probs of the completion (truncated importance sampling); null: none. */
+  rolloutLogprobs?: readonly number[] | null;
+  /** 1 trains a token, 0 skips it; default all 1. */
+  mask?: readonly number[];
+  /** Teacher top-K per completion token, for the top-K distillation loss. */
+  teacherTop?: { ids: readonly (readonly number[])[]; logprobs: readonly (readonly number[])[] };
+}
+
+export type LossSpec = ({ kind: 'policy' } & PolicyLossConfig) | { kind: 'topk'; entropyCoef: number };
+
+export interface LearnerConfig {
+  /** LoRA over the frozen base, or full fine-tuning of every weight. */
+  mode: { kind: 'lora'; spec: LoraSpec } | { kind: 'full' };
+  optimizer: AdamWConfig;
+  loss: LossSpec;
+  /** Samples per optimizer step; a batch of N samples makes ceil(N / miniBatchSize) steps per epoch. */
+  miniBatchSize: number;
+  /** Passes over each batch; more than one lets the PPO ratio and its clip act. */
+  epochs: number;
+  /** Most tokens in one forward/backward (bounds memory); mini-batches are split to fit. */
+  microBatchTokens: number;
+  seed: number;
+}
+
+export const DEFAULT_LEARNER: LearnerConfig = {
+  mode: { kind: 'lora', spec: { rank: 16, alpha: 32, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } },
+  optimizer: { ...DEFAULT_ADAMW, lr: 1e-4 },
+  loss: { kind: 'policy', ...DEFAULT_POLICY_LOSS },
+  miniBatchSize: 16,
+  epochs: 1,
+  microBatchTokens: 4096,
+  seed: 0,
+};
+
+/** What one optimizer step did. */
+export interface StepMetrics {
+  step: number;
+  samples: number;
+  tokens: number;
+  loss: number;
+  gradNorm: number;
+  applied: boolean;
+  lr: number;
+  clipFraction: number;
+  approxKl: number;
+  entropy: number;
+  tisMean: number;
+  rolloutAbsDiff: number;
+  seconds: number;
+  tokensPerSecond: number;
+}
+
+export class LearnerCore {
+  readonly lora: Lora | null;
+  /** The trained weights: the base itself with LoRA (frozen), a private copy when full. */
+  readonly params: ParamStore;
+  private readonly grads: ParamStore | null;
+  private readonly model: TrainModel;
+  /** The frozen base, for the KL term's reference log-probs. */
+  private readonly reference: TrainModel;
+  private readonly optimizer: AdamW;
+
+  constructor(readonly cfg: ModelConfig, base: ParamStore, readonly config: LearnerConfig, kernels: Kernels, restore?: { values: Float32Array; optimizer: OptimizerState }) {
+    if (config.mode.kind === 'lora') {
+      this.params = base;
+      this.grads = null;
+      this.lora = new Lora(cfg, config.mode.spec, restore?.values);
+      if (!restore) this.lora.initialise(config.seed);
+      this.optimizer = new AdamW(this.lora.data, this.lora.grads, loraSegments(this.lora), config.optimizer, kernels, restore?.optimizer);
+    } else {
+      this.params = allocateParams(base.specs);
+      this.params.data.set(restore?.values ?? base.data);
+      this.grads = allocateParams(base.specs);
+      this.lora = null;
+      this.optimizer = new AdamW(this.params.data, this.grads.data, paramSegments(base.specs), config.optimizer, kernels, restore?.optimizer);
+    }
+    this.model = new TrainModel(cfg, this.params, this.grads, this.lora, kernels);
+    this.reference = new TrainModel(cfg, base, null, null, kernels);
+  }
+
+  get steps(): number {
+    return this.optimizer.steps;
+  }
+
+  /** The trainable values (adapter or full weights), live. */
+  get values(): Float32Array {
+    return this.lora ? this.lora.data : this.params.data;
+  }
+
+  /** Gradients accumulated since the last zeroGrad, shaped like `values`. */
+  get gradients(): Float32Array {
+    return this.lora ? this.lora.grads : this.grads!.data;
+  }
+
+  optimizerState(): OptimizerState {
+    return this.optimizer.state();
+  }
+
+  zeroGrad(): void {
+    this.optimizer.zeroGrad();
+  }
+
+  /** Clips the accumulated gradients and applies one AdamW step. */
+  optimStep(): StepResult {
+    return this.optimizer.step();
+  }
+
+  /** Current log-probs of each sample's completion, without gradients. */
+  logprobs(samples: readonly TrainingSample[], model: TrainModel = this.model): Float32Array[] {
+    const out: Float32Array[] = [];
+    for (const micro of this.microBatches(samples)) {
+      const r = model.forward(micro.map(toSequence));
+      micro.forEach((s, i) => out.push(r.logprobs.slice(r.offsets[i]!, r.offsets[i]! + s.completionIds.length)));
+    }
+    return out;
+  }
+
+  /** The whole PPO procedure over one batch; returns one record per optimizer step. */
+  trainBatch(samples: readonly TrainingSample[]): StepMetrics[] {
+    samples.forEach(checkSample);
+    const loss = this.config.loss;
+    const old = loss.kind === 'policy' ? this.logprobs(samples) : samples.map((s) => new Float32Array(s.completionIds.length));
+    const ref = loss.kind === 'policy' && loss.klCoef > 0 ? this.logprobs(samples, this.reference) : null;
+    const metrics: StepMetrics[] = [];
+    for (let epoch = 0; epoch < this.config.epochs; epoch++) {
+      for (let start = 0; start < samples.length; start += this.config.miniBatchSize) {
+        const end = Math.min(samples.length, start + this.config.miniBatchSize);
+        metrics.push(this.step(samples.slice(start, end), old.slice(start, end), ref?.slice(start, end) ?? null));
+      }
+    }
+    return metrics;
+  }
+
+  private step(samples: readonly TrainingSample[], old: readonly Float32Array[], ref: readonly Float32Array[] | null): StepMetrics {
+    const t0 = performance.now();
+    this.zeroGrad();
+    const acc = { loss: 0, tokens: 0, clip: 0, kl: 0, entropy: 0, tis: 0, rollout: 0 };
+    let done = 0;
+    for (const micro of this.microBatches(samples)) {
+      const m = this.forwardBackward(micro, old.slice(done, done + micro.length), ref?.slice(done, done + micro.length) ?? null, samples.length);
+      done += micro.length;
+      acc.loss += m.loss;
+      acc.tokens += m.tokens;
+      acc.clip += m.clipFraction * m.tokens;
+      acc.kl += m.approxKl * m.tokens;
+      acc.entropy += m.entropy * m.tokens;
+      acc.tis += m.tisMean * m.tokens;
+      acc.rollout += m.rolloutAbsDiff * m.tokens;
+    }
+    const r = this.optimStep();
+    const seconds = (performance.now() - t0) / 1000;
+    const per = (x: number) => (acc.tokens > 0 ? x / acc.tokens : 0);
+    const tokens = samples.reduce((a, s) => a + s.promptIds.length + s.completionIds.length, 0);
+    return {
+      step: r.step, samples: samples.length, tokens, loss: acc.loss, gradNorm: r.gradNorm, applied: r.applied, lr: r.lr,
+      clipFraction: per(acc.clip), approxKl: per(acc.kl), entropy: per(acc.entropy), tisMean: per(acc.tis), rolloutAbsDiff: per(acc.rollout),
+      seconds, tokensPerSecond: tokens / seconds,
+    };
+  }
+
+  /** Forward, loss and backward of one micro-batch; the loss is divided by batchSize samples. */
+  forwardBackward(samples: readonly TrainingSample[], old: readonly Float32Array[], ref: readonly Float32Array[] | null, batchSize: number) {
+    const loss = this.config.loss;
+    const offsets: number[] = [], lengths: number[] = [];
+    let R = 0;
+    for (const s of samples) {
+      offsets.push(R);
+      lengths.push(s.completionIds.length);
+      R += s.completionIds.length;
+    }
+    const concat = (pick: (s: TrainingSample, i: number) => ArrayLike<number>) => {
+      const out = new Float64Array(R);
+      samples.forEach((s, i) => out.set(pick(s, i) as ArrayLike<number>, offsets[i]!));
+      return out;
+    };
+    const mask = concat((s) => s.mask ?? new Float64Array(s.completionIds.length).fill(1));
+    if (loss.kind === 'topk') {
+      const K = samples[0]?.teacherTop?.ids[0]?.length ?? 0;
+      const ids = new Int32Array(R * K), teacher = new Float64Array(R * K);
+      samples.forEach((s, i) => {
+        if (!s.teacherTop) throw new Error('the top-k loss needs teacherTop on every sample');
+        s.teacherTop.ids.forEach((row, t) => {
+          if (row.length !== K) throw new RangeError(`teacherTop rows must all have ${K} ids`);
+          ids.set(row, (offsets[i]! + t) * K);
+          teacher.set(s.teacherTop!.logprobs[t]!, (offsets[i]! + t) * K);
+        });
+      });
+      const fwd = this.model.forward(samples.map(toSequence), { K, ids });
+      const r = topKDistillationLoss({ K, studentLogprobs: fwd.extraLogprobs!, teacherLogprobs: teacher, mask, offsets, lengths, batchSize }, { entropyCoef: loss.entropyCoef });
+      this.model.backward(new Float32Array(R), new Float32Array(R), r.dStudentLogprobs);
+      return { loss: r.loss, tokens: r.metrics.tokens, clipFraction: 0, approxKl: r.metrics.kl, entropy: r.metrics.entropy, tisMean: 1, rolloutAbsDiff: 0 };
+    }
+    const fwd = this.model.forward(samples.map(toSequence));
+    const hasRollout = samples.every((s) => s.rolloutLogprobs);
+    const r = policyLoss({
+      logprobs: fwd.logprobs, oldLogprobs: concat((_, i) => old[i]!), rolloutLogprobs: hasRollout ? concat((s) => s.rolloutLogprobs!) : null,
+      advantages: concat((s) => s.advantages), mask, refLogprobs: ref ? concat((_, i) => ref[i]!) : null, entropy: fwd.entropy, offsets, lengths, batchSize,
+    }, loss);
+    this.model.backward(r.dLogprobs, r.dEntropy);
+    return { loss: r.loss, ...r.metrics };
+  }
+
+  /** Consecutive runs of samples holding at most microBatchTokens tokens (at least one sample). */
+  private *microBatches(samples: readonly TrainingSample[]): Generator<TrainingSample[]> {
+    let batch: TrainingSample[] = [], tokens = 0;
+    for (const s of samples) {
+      const n = s.promptIds.length + s.completionIds.length;
+      if (batch.length > 0 && tokens + n > this.config.microBatchTokens) {
+        yield batch;
+        batch = [];
+        tokens = 0;
+      }
+      batch.push(s);
+      tokens += n;
+    }
+    if (batch.length > 0) yield batch;
+  }
+}
+
+function toSequence(s: TrainingSample): TrainSequence {
+  return { tokens: [...s.promptIds, ...s.completionIds], promptLength: s.promptIds.length };
+}
+
+/** Lengths must agree before anything is computed; the message lists them all. */
+export function checkSample(s: TrainingSample, index: number): void {
+  const n = s.completionIds.length;
+  const problems: string[] = [];
+  if (s.promptIds.length === 0) problems.push('promptIds is empty');
+  if (n === 0) problems.push('completionIds is empty');
+  if (s.advantages.length !== n) problems.push(`advantages has ${s.advantages.length}`);
+  if (s.rolloutLogprobs && s.rolloutLogprobs.length !== n) problems.push(`rolloutLogprobs has ${s.rolloutLogprobs.length}`);
+  if (s.mask && s.mask.length !== n) problems.push(`mask has ${s.mask.length}`);
+  if (s.teacherTop && (s.teacherTop.ids.length !== n || s.teacherTop.logprobs.length !== n)) problems.push(`teacherTop has ${s.teacherTop.ids.length} id rows and ${s.teacherTop.logprobs.length} log-prob rows`);
+  if (problems.length > 0) throw new RangeError(`sample ${index}: ${problems.join(', ')}, but completionIds has ${n} tokens`);
+}

@@ -1,0 +1,563 @@
+// The training kernels (the backward passes and the optimizer): both implementations against
+// float64 mathematics written here (central finite differences of float64 forwards, AdamW by
+// hand), then the native kernels against the portable ones on awkward sizes, and the native
+// argument checks. As in kernels.test.ts, OPENCLAW_RL_KERNELS=portable tests only the portable
+// kernels; otherwise a missing addon fails the native tests with instructions.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Kernels } from '../src/engine/local/kernels/kernels.js';
+import { loadNativeKernels } from '../src/engine/local/kernels/native.js';
+import { portableKernels } from '../src/engine/local/kernels/portable.js';
+
+const portableOnly = process.env.OPENCLAW_RL_KERNELS === 'portable';
+const skipNative = portableOnly ? 'OPENCLAW_RL_KERNELS=portable: native kernels not tested' : false;
+
+let nativeLoad: { kernels?: Kernels; error?: Error } | undefined;
+
+/** The native kernels; throws (failing the test) with build instructions when the addon is missing. */
+function native(): Kernels {
+  if (!nativeLoad) {
+    try {
+      nativeLoad = { kernels: loadNativeKernels() };
+    } catch (err) {
+      nativeLoad = { error: err as Error };
+    }
+  }
+  if (nativeLoad.kernels) return nativeLoad.kernels;
+  throw new Error(
+    `${nativeLoad.error?.message}\nBuild it with \`node scripts/build-native.mjs\`, or run with ` +
+      `OPENCLAW_RL_KERNELS=portable to test only the portable kernels.`,
+  );
+}
+
+/** The implementations the mathematical checks run on. */
+function implementations(): Kernels[] {
+  return portableOnly ? [portableKernels] : [portableKernels, native()];
+}
+
+// ---- inputs -------------------------------------------------------------------------------
+
+/** Deterministic uniform numbers in [-1, 1) (mulberry32). */
+function randomSource(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return (((t ^ (t >>> 14)) >>> 0) / 2 ** 32) * 2 - 1;
+  };
+}
+
+const random = randomSource(20261130);
+
+function randomArray(n: number, scale = 1): Float32Array {
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = random() * scale;
+  return out;
+}
+
+function randomIndex(n: number): number {
+  return Math.min(n - 1, Math.floor(((random() + 1) / 2) * n));
+}
+
+// ---- comparison ---------------------------------------------------------------------------
+
+/** Kernel against kernel (both float32 on store). */
+const TOLERANCE = 1e-5;
+/** A float32 kernel against central finite differences of a float64 forward. */
+const FD_TOLERANCE = 1e-4;
+
+/** |actual[i] - expected[i]| <= bound(i) for every i; NaN anywhere fails. */
+function assertWithin(actual: ArrayLike<number>, expected: ArrayLike<number>, bound: (i: number) => number, what: string): void {
+  assert.equal(actual.length, expected.length, `${what}: length`);
+  for (let i = 0; i < expected.length; i++) {
+    const error = Math.abs(actual[i] - expected[i]);
+    assert.ok(error <= bound(i), `${what}: element ${i} is ${actual[i]}, expected ${expected[i]} (error ${error} > ${bound(i)})`);
+  }
+}
+
+/** max |actual - expected| <= tolerance * max |expected| (+ floor): for sums and differences that cancel. */
+function assertCloseNorm(actual: ArrayLike<number>, expected: ArrayLike<number>, what: string, tolerance = TOLERANCE, floor = 1e-30): void {
+  let scale = 0;
+  for (let i = 0; i < expected.length; i++) scale = Math.max(scale, Math.abs(expected[i]));
+  assertWithin(actual, expected, () => tolerance * scale + floor, what);
+}
+
+/** |actual - expected| <= tolerance * |expected| + floor, element by element. */
+function assertCloseElementwise(actual: ArrayLike<number>, expected: ArrayLike<number>, what: string, tolerance = TOLERANCE, floor = 1e-30): void {
+  assertWithin(actual, expected, (i) => tolerance * Math.abs(expected[i]) + floor, what);
+}
+
+/** Elementwise a - b in float64. */
+function minus(a: ArrayLike<number>, b: ArrayLike<number>): Float64Array {
+  return Float64Array.from(a, (value, i) => value - b[i]);
+}
+
+// ---- float64 forwards and finite differences (independent of portable.ts) ---------------------
+
+/** Central finite differences of f at x0, in float64. */
+function numericGradient(f: (x: Float64Array) => number, x0: ArrayLike<number>, h: number): Float64Array {
+  const x = Float64Array.from(x0);
+  const grad = new Float64Array(x.length);
+  for (let i = 0; i < x.length; i++) {
+    const xi = x[i];
+    x[i] = xi + h;
+    const plus = f(x);
+    x[i] = xi - h;
+    const minusValue = f(x);
+    x[i] = xi;
+    grad[i] = (plus - minusValue) / (2 * h);
+  }
+  return grad;
+}
+
+// Inputs are O(1) and the forwards are float64: with h = 1e-5 the truncation error (~h^2) and
+// the rounding error (~1e-16 / h) are both near 1e-10, far below the float32 kernels' own.
+const H = 1e-5;
+
+function rmsnorm64(x: ArrayLike<number>, w: ArrayLike<number>, rows: number, dim: number, eps: number): Float64Array {
+  const y = new Float64Array(rows * dim);
+  for (let r = 0; r < rows; r++) {
+    let ss = 0;
+    for (let i = 0; i < dim; i++) ss += x[r * dim + i] ** 2;
+    const rstd = 1 / Math.sqrt(ss / dim + eps);
+    for (let i = 0; i < dim; i++) y[r * dim + i] = x[r * dim + i] * rstd * w[i];
+  }
+  return y;
+}
+
+function silu64(z: number): number {
+  return z / (1 + Math.exp(-z));
+}
+
+function causalSoftmax64(S: ArrayLike<number>, n: number): Float64Array {
+  const P = new Float64Array(n * n);
+  for (let i = 0; i < n; i++) {
+    let max = -Infinity;
+    for (let j = 0; j <= i; j++) max = Math.max(max, S[i * n + j]);
+    let sum = 0;
+    for (let j = 0; j <= i; j++) sum += Math.exp(S[i * n + j] - max);
+    for (let j = 0; j <= i; j++) P[i * n + j] = Math.exp(S[i * n + j] - max) / sum;
+  }
+  return P;
+}
+
+/** log-softmax of one row, and its entropy. */
+function logSoftmax64(z: ArrayLike<number>, offset: number, V: number): { lp: Float64Array; lse: number; entropy: number } {
+  let max = -Infinity;
+  for (let i = 0; i < V; i++) max = Math.max(max, z[offset + i]);
+  let sum = 0;
+  for (let i = 0; i < V; i++) sum += Math.exp(z[offset + i] - max);
+  const lse = max + Math.log(sum);
+  const lp = new Float64Array(V);
+  let entropy = 0;
+  for (let i = 0; i < V; i++) {
+    lp[i] = z[offset + i] - lse;
+    entropy -= Math.exp(lp[i]) * lp[i];
+  }
+  return { lp, lse, entropy };
+}
+
+function dot64(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let sum = 0;
+  for (let i = 0; i < a.length; i++) sum += a[i] * b[i];
+  return sum;
+}
+
+// ---- both implementations against the mathematics ------------------------------------------
+
+describe('training kernels against float64 mathematics', () => {
+  test('rmsnormBackward is the gradient of sum(dy * rmsnorm(x, w)) (dx written or added, dw null or added)', () => {
+    for (const [rows, dim, eps, xScale] of [[1, 1, 0.5, 1], [3, 7, 1e-6, 2], [2, 33, 0.1, 0.3], [4, 16, 1e-5, 1]]) {
+      const x = randomArray(rows * dim, xScale);
+      const w = randomArray(dim);
+      const dy = randomArray(rows * dim);
+      const loss = (xv: ArrayLike<number>, wv: ArrayLike<number>) => dot64(dy, rmsnorm64(xv, wv, rows, dim, eps));
+      const gradX = numericGradient((xv) => loss(xv, w), x, H);
+      const gradW = numericGradient((wv) => loss(x, wv), w, H);
+      for (const k of implementations()) {
+        const what = `${k.name} rmsnormBackward ${rows}x${dim} eps ${eps}`;
+        // The forward being differentiated is the kernels' rmsnorm.
+        const y = new Float32Array(rows * dim);
+        k.rmsnorm(y, x, w, rows, dim, eps);
+        assertCloseNorm(y, rmsnorm64(x, w, rows, dim, eps), `${what}: forward`);
+        for (const accumulate of [false, true]) {
+          for (const withDw of [false, true]) {
+            const dx0 = accumulate ? randomArray(rows * dim) : new Float32Array(rows * dim).fill(NaN);
+            const dx = Float32Array.from(dx0);
+            const dw0 = randomArray(dim);
+            const dw = withDw ? Float32Array.from(dw0) : null;
+            k.rmsnormBackward(dx, dw, dy, x, w, rows, dim, eps, accumulate);
+            const tag = `${what} accumulate ${accumulate} dw ${withDw ? 'given' : 'null'}`;
+            assertCloseNorm(accumulate ? minus(dx, dx0) : dx, gradX, `${tag}: dx`, FD_TOLERANCE);
+            if (dw) assertCloseNorm(minus(dw, dw0), gradW, `${tag}: dw`, FD_TOLERANCE);
+          }
+        }
+      }
+    }
+  });
+
+  test('siluMulBackward is the gradient of sum(da * silu(gate) * up)', () => {
+    for (const n of [1, 13]) {
+      const gate = randomArray(n, 6);
+      if (n > 1) gate[1] = 0;
+      const up = randomArray(n);
+      const da = randomArray(n);
+      const loss = (g: ArrayLike<number>, u: ArrayLike<number>) => {
+        let sum = 0;
+        for (let i = 0; i < n; i++) sum += da[i] * silu64(g[i]) * u[i];
+        return sum;
+      };
+      const gradGate = numericGradient((g) => loss(g, up), gate, H);
+      const gradUp = numericGradient((u) => loss(gate, u), up, H);
+      for (const k of implementations()) {
+        const a = new Float32Array(n);
+        k.siluMul(a, gate, up, n);
+        assertCloseNorm(a, Float64Array.from(gate, (g, i) => silu64(g) * up[i]), `${k.name} siluMul n=${n}: forward`);
+        const [dg, du] = [new Float32Array(n), new Float32Array(n)];
+        k.siluMulBackward(dg, du, da, gate, up, n);
+        assertCloseNorm(dg, gradGate, `${k.name} siluMulBackward n=${n}: dg`, FD_TOLERANCE);
+        assertCloseNorm(du, gradUp, `${k.name} siluMulBackward n=${n}: du`, FD_TOLERANCE);
+      }
+    }
+  });
+
+  test('causalSoftmax is a causal row softmax, and causalSoftmaxBackward the gradient of sum(dP * P(S))', () => {
+    for (const n of [1, 2, 5, 9]) {
+      const S = randomArray(n * n, 3);
+      const dP = randomArray(n * n);
+      const expectedP = causalSoftmax64(S, n);
+      // Over all n*n scores: those above the diagonal must get gradient 0.
+      const gradS = numericGradient((s) => dot64(dP, causalSoftmax64(s, n)), S, H);
+      for (const k of implementations()) {
+        const P = Float32Array.from(S);
+        k.causalSoftmax(P, n);
+        assertCloseElementwise(P, expectedP, `${k.name} causalSoftmax n=${n}`);
+        const dS = Float32Array.from(dP);
+        k.causalSoftmaxBackward(dS, P, n);
+        assertCloseNorm(dS, gradS, `${k.name} causalSoftmaxBackward n=${n}`, FD_TOLERANCE);
+        for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) assert.equal(dS[i * n + j], 0, `dS[${i},${j}] above the diagonal`);
+      }
+    }
+  });
+
+  test('logitsStats, then logitsBackward plus the one-hot parts, are the gradient of sum gT*lp(target) + gX*lp(extra) + gH*H', () => {
+    for (const [rows, V] of [[1, 1], [1, 2], [3, 11], [2, 40]]) {
+      const z = randomArray(rows * V, 3);
+      // Row 0 far from 0: the kernels must subtract the max.
+      for (let i = 0; i < V; i++) z[i] += 50;
+      const targets = Array.from({ length: rows }, () => randomIndex(V));
+      const extras = Array.from({ length: rows }, () => randomIndex(V)); // may equal the target
+      const [gT, gX, gH] = [randomArray(rows), randomArray(rows), randomArray(rows)];
+      const loss = (zv: ArrayLike<number>) => {
+        let sum = 0;
+        for (let r = 0; r < rows; r++) {
+          const { lp, entropy } = logSoftmax64(zv, r * V, V);
+          sum += gT[r] * lp[targets[r]] + gX[r] * lp[extras[r]] + gH[r] * entropy;
+        }
+        return sum;
+      };
+      const gradZ = numericGradient(loss, z, H);
+      const expected = Array.from({ length: rows }, (_, r) => logSoftmax64(z, r * V, V));
+      for (const k of implementations()) {
+        const what = `${k.name} logits ${rows}x${V}`;
+        const [lse, entropy] = [new Float32Array(rows), new Float32Array(rows)];
+        k.logitsStats(lse, entropy, z, rows, V);
+        assertCloseElementwise(lse, expected.map((e) => e.lse), `${what}: lse`);
+        assertWithin(entropy, expected.map((e) => e.entropy), () => TOLERANCE, `${what}: entropy`);
+        const dz = Float32Array.from(z);
+        const gSum = Float32Array.from(gT, (g, r) => g + gX[r]);
+        k.logitsBackward(dz, rows, V, lse, entropy, gSum, gH);
+        for (let r = 0; r < rows; r++) {
+          dz[r * V + targets[r]] += gT[r];
+          dz[r * V + extras[r]] += gX[r];
+        }
+        // The one-hot parts may cancel the rest completely (V = 1): a floor relative to the g's.
+        const gScale = Math.max(...Array.from(gT, (g, r) => Math.abs(g) + Math.abs(gX[r]) + Math.abs(gH[r])));
+        assertCloseNorm(dz, gradZ, `${what}: d loss / d logits`, FD_TOLERANCE, FD_TOLERANCE * gScale);
+      }
+    }
+  });
+
+  test('adamw matches AdamW computed by hand in float64 over 3 steps with bias correction', () => {
+    const n = 37;
+    for (const [lr, beta1, beta2, eps, weightDecay] of [[1e-2, 0.9, 0.999, 1e-8, 0.1], [3e-3, 0.8, 0.95, 1e-3, 0]]) {
+      const p0 = randomArray(n);
+      const grads = [1, 10, 0.1].map((scale) => {
+        const g = randomArray(n, scale);
+        g[0] = 0; // m and v stay 0: only weight decay moves p[0]
+        g[1] = 1e-6 * scale; // v far below eps^2 in one case, above it in the other
+        return g;
+      });
+      // The reference, in float64 throughout.
+      const p = Float64Array.from(p0);
+      const m = new Float64Array(n);
+      const v = new Float64Array(n);
+      const travel = new Float64Array(n); // sum of |step| per element
+      const states = implementations().map((k) => ({ k, p: Float32Array.from(p0), m: new Float32Array(n), v: new Float32Array(n) }));
+      for (let t = 1; t <= 3; t++) {
+        const g = grads[t - 1];
+        const bc1 = 1 - beta1 ** t;
+        const bc2 = 1 - beta2 ** t;
+        for (let i = 0; i < n; i++) {
+          m[i] = beta1 * m[i] + (1 - beta1) * g[i];
+          v[i] = beta2 * v[i] + (1 - beta2) * g[i] * g[i];
+          const step = lr * (m[i] / bc1 / (Math.sqrt(v[i] / bc2) + eps) + weightDecay * p[i]);
+          p[i] -= step;
+          travel[i] += Math.abs(step);
+        }
+        for (const s of states) {
+          s.k.adamw(s.p, g, s.m, s.v, n, lr, beta1, beta2, eps, weightDecay, bc1, bc2);
+          const what = `${s.k.name} adamw lr ${lr} betas ${beta1}/${beta2} eps ${eps} wd ${weightDecay} step ${t}`;
+          assertCloseElementwise(s.m, m, `${what}: m`);
+          assertCloseElementwise(s.v, v, `${what}: v`);
+          // Each step to 1e-5 of its size, plus float32 rounding of p at every step.
+          assertWithin(s.p, p, (i) => TOLERANCE * travel[i] + 4e-7 * Math.abs(p[i]), `${what}: p`);
+        }
+      }
+    }
+  });
+});
+
+// ---- native kernels against the portable ones --------------------------------------------------
+
+/** Runs the same call on copies of the arrays for native and portable; returns [native, portable] copies. */
+function both(arrays: Float32Array[], call: (k: Kernels, copies: Float32Array[]) => void): [Float32Array[], Float32Array[]] {
+  const results = [native(), portableKernels].map((k) => {
+    const copies = arrays.map((a) => Float32Array.from(a));
+    call(k, copies);
+    return copies;
+  });
+  return [results[0], results[1]];
+}
+
+/** Logits rows: uniform in [-4, 4), then per row r % 4: as is, shifted by +40, one dominant logit (entropy ~0), half masked to -inf. */
+function logitsInput(rows: number, V: number): Float32Array {
+  const z = randomArray(rows * V, 4);
+  for (let r = 0; r < rows; r++) {
+    const row = z.subarray(r * V, (r + 1) * V);
+    if (r % 4 === 1) for (let i = 0; i < V; i++) row[i] += 40;
+    if (r % 4 === 2) row[randomIndex(V)] = 30;
+    if (r % 4 === 3 && V > 1) for (let i = 0; i < V; i += 2) row[i] = -Infinity;
+  }
+  return z;
+}
+
+const logitsShapes: Array<[number, number]> = [[1, 1], [1, 2], [4, 17], [4, 1023], [2, 1025], [5, 4097], [4, 151936]];
+
+/**
+ * The sizes of the terms of rmsnormBackward, in float64: per row, max_i |rstd w_i dy_i| + |x_i c|
+ * (dx_i is their difference); per column, sum_r |dy x| rstd (dw_i is the signed sum).
+ */
+function rmsnormBackwardTerms(dy: Float32Array, x: Float32Array, w: Float32Array, rows: number, dim: number, eps: number) {
+  const dxRow = new Float64Array(rows);
+  const dw = new Float64Array(dim);
+  for (let r = 0; r < rows; r++) {
+    const o = r * dim;
+    let ss = 0;
+    let dot = 0;
+    for (let i = 0; i < dim; i++) {
+      ss += x[o + i] ** 2;
+      dot += Math.abs(w[i] * dy[o + i] * x[o + i]);
+    }
+    const rstd = 1 / Math.sqrt(ss / dim + eps);
+    const c = (rstd ** 3 * dot) / dim;
+    for (let i = 0; i < dim; i++) {
+      dxRow[r] = Math.max(dxRow[r], Math.abs(rstd * w[i] * dy[o + i]) + Math.abs(x[o + i]) * c);
+      dw[i] += Math.abs(dy[o + i] * x[o + i]) * rstd;
+    }
+  }
+  return { dxRow, dw };
+}
+
+describe('native training kernels against portable', { skip: skipNative }, () => {
+  test('adamw (n = 1, 7, 1000, 4099; three steps from the same state)', () => {
+    const [lr, beta1, beta2, eps, weightDecay] = [1e-3, 0.9, 0.999, 1e-8, 0.01];
+    for (const n of [1, 7, 1000, 4099]) {
+      let [p, m, v]: Float32Array[] = [randomArray(n), randomArray(n, 0.1), Float32Array.from(randomArray(n, 0.1), (x) => x * x)];
+      for (const [step, gScale] of [0.5, 1, 2].entries()) {
+        const t = step + 5;
+        const [bc1, bc2] = [1 - beta1 ** t, 1 - beta2 ** t];
+        const g = randomArray(n, gScale);
+        const [fromNative, fromPortable] = both([p, m, v], (k, [pc, mc, vc]) =>
+          k.adamw(pc, g, mc, vc, n, lr, beta1, beta2, eps, weightDecay, bc1, bc2),
+        );
+        const what = `adamw n=${n} t=${t}`;
+        // m = beta1 m + (1 - beta1) g may cancel: bounds relative to the terms, and for p to the
+        // terms of the step (plus one float32 rounding of p each).
+        const mTerms = (i: number) => beta1 * Math.abs(m[i]) + (1 - beta1) * Math.abs(g[i]);
+        assertWithin(fromNative[1], fromPortable[1], (i) => TOLERANCE * mTerms(i) + 1e-30, `${what}: m`);
+        assertCloseElementwise(fromNative[2], fromPortable[2], `${what}: v`);
+        const stepTerms = (i: number) =>
+          lr * ((mTerms(i) / bc1) / (Math.sqrt(fromPortable[2][i] / bc2) + eps) + weightDecay * Math.abs(p[i]));
+        assertWithin(fromNative[0], fromPortable[0], (i) => TOLERANCE * stepTerms(i) + 1.2e-7 * Math.abs(p[i]), `${what}: p`);
+        [p, m, v] = fromPortable;
+      }
+    }
+  });
+
+  test('rmsnormBackward (rows 1 to 4099, odd dims; accumulate true/false; dw null/given)', () => {
+    for (const [rows, dim] of [[1, 1], [1, 1024], [3, 7], [5, 1027], [17, 128], [4099, 16]]) {
+      const x = randomArray(rows * dim, 3);
+      const w = randomArray(dim);
+      const dy = randomArray(rows * dim);
+      const terms = rmsnormBackwardTerms(dy, x, w, rows, dim, 1e-6);
+      for (const accumulate of [false, true]) {
+        const dx0 = accumulate ? randomArray(rows * dim) : new Float32Array(rows * dim).fill(NaN);
+        const dw0 = randomArray(dim);
+        for (const withDw of [false, true]) {
+          const [fromNative, fromPortable] = both([dx0, dw0], (k, [dx, dw]) =>
+            k.rmsnormBackward(dx, withDw ? dw : null, dy, x, w, rows, dim, 1e-6, accumulate),
+          );
+          const what = `rmsnormBackward ${rows}x${dim} accumulate ${accumulate} dw ${withDw ? 'given' : 'null'}`;
+          // Compared as gradients, without what was there before, relative to the size of their
+          // terms (dx = rstd w dy - x c cancels completely when dim = 1), plus one float32
+          // rounding of what is stored (the added-to value may be much larger than the gradient).
+          const base = accumulate ? dx0 : new Float32Array(rows * dim);
+          const rounding = (stored: Float32Array, i: number) => 1.2e-7 * Math.abs(stored[i]);
+          assertWithin(minus(fromNative[0], base), minus(fromPortable[0], base),
+            (i) => TOLERANCE * terms.dxRow[Math.floor(i / dim)] + rounding(fromPortable[0], i), `${what}: dx`);
+          assertWithin(minus(fromNative[1], dw0), minus(fromPortable[1], dw0),
+            (i) => TOLERANCE * terms.dw[i] + rounding(fromPortable[1], i), `${what}: dw`);
+          if (!withDw) assert.deepEqual(fromNative[1], dw0, `${what}: dw untouched`);
+        }
+      }
+    }
+  });
+
+  test('siluMulBackward (n = 1, 7, 1000, 3077; gates up to +-100)', () => {
+    for (const n of [1, 7, 1000, 3077]) {
+      const gate = randomArray(n, 12);
+      [0, 30, -30, 100, -100].forEach((z, i) => {
+        if (i + 1 < n) gate[i + 1] = z;
+      });
+      const up = randomArray(n);
+      const da = randomArray(n);
+      const [fromNative, fromPortable] = both([new Float32Array(n), new Float32Array(n)], (k, [dg, du]) =>
+        k.siluMulBackward(dg, du, da, gate, up, n),
+      );
+      // dg = da*up*s*(1 + z(1-s)) cancels near z = -1.28: the bound is relative to its terms.
+      const termScale = (i: number) => {
+        const s = 1 / (1 + Math.exp(-gate[i]));
+        return Math.abs(da[i] * up[i] * s) * (1 + Math.abs(gate[i]) * (1 - s));
+      };
+      assertWithin(fromNative[0], fromPortable[0], (i) => TOLERANCE * termScale(i) + 1e-30, `siluMulBackward n=${n}: dg`);
+      assertCloseElementwise(fromNative[1], fromPortable[1], `siluMulBackward n=${n}: du`);
+    }
+  });
+
+  test('logitsStats (V up to 151936, shifted, peaked and half-masked rows)', () => {
+    for (const [rows, V] of logitsShapes) {
+      const z = logitsInput(rows, V);
+      const [fromNative, fromPortable] = both([new Float32Array(rows), new Float32Array(rows)], (k, [lse, entropy]) =>
+        k.logitsStats(lse, entropy, z, rows, V),
+      );
+      const what = `logitsStats ${rows}x${V}`;
+      assertCloseElementwise(fromNative[0], fromPortable[0], `${what}: lse`);
+      assertWithin(fromNative[1], fromPortable[1], (i) => TOLERANCE * Math.max(1, Math.abs(fromPortable[1][i])), `${what}: entropy`);
+      // A masked row's statistics are those of its unmasked logits.
+      if (rows > 3 && V > 1) {
+        const kept = z.subarray(3 * V, 4 * V).filter((value) => value !== -Infinity);
+        const [lse, entropy] = [new Float32Array(1), new Float32Array(1)];
+        native().logitsStats(lse, entropy, kept, 1, kept.length);
+        assertCloseElementwise(lse, fromNative[0].subarray(3, 4), `${what}: masked row lse`);
+        assertWithin(entropy, fromNative[1].subarray(3, 4), () => TOLERANCE * Math.max(1, entropy[0]), `${what}: masked row entropy`);
+      }
+    }
+  });
+
+  test('logitsBackward (V up to 151936, shifted, peaked and half-masked rows)', () => {
+    for (const [rows, V] of logitsShapes) {
+      const z = logitsInput(rows, V);
+      const [lse, entropy] = [new Float32Array(rows), new Float32Array(rows)];
+      portableKernels.logitsStats(lse, entropy, z, rows, V);
+      const gSum = randomArray(rows);
+      const gEntropy = randomArray(rows);
+      const [fromNative, fromPortable] = both([z], (k, [dz]) => k.logitsBackward(dz, rows, V, lse, entropy, gSum, gEntropy));
+      // Relative to the size of the terms of dz_i = -p_i (gSum + gEntropy (lp_i + H)), which may cancel.
+      const termScale = (i: number) => {
+        const r = Math.floor(i / V);
+        const lp = z[i] - lse[r];
+        return Math.exp(lp) * (Math.abs(gSum[r]) + Math.abs(gEntropy[r]) * (Math.abs(lp) + Math.abs(entropy[r])));
+      };
+      assertWithin(fromNative[0], fromPortable[0], (i) => (Number.isFinite(z[i]) ? TOLERANCE * termScale(i) + 1e-30 : 1e-30), `logitsBackward ${rows}x${V}`);
+    }
+  });
+
+  test('causalSoftmax (n = 1, 2, 7, 33, 130; NaN above the diagonal is ignored and zeroed)', () => {
+    for (const n of [1, 2, 7, 33, 130]) {
+      const S = randomArray(n * n, 8);
+      for (let i = 0; i < n; i++) S.fill(NaN, i * n + i + 1, (i + 1) * n);
+      const [fromNative, fromPortable] = both([S], (k, [P]) => k.causalSoftmax(P, n));
+      assertCloseElementwise(fromNative[0], fromPortable[0], `causalSoftmax n=${n}`);
+      for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) assert.equal(fromNative[0][i * n + j], 0, `P[${i},${j}]`);
+    }
+  });
+
+  test('causalSoftmaxBackward (n = 1, 2, 7, 33, 130; dP above the diagonal is ignored and zeroed)', () => {
+    for (const n of [1, 2, 7, 33, 130]) {
+      const P = randomArray(n * n, 4);
+      portableKernels.causalSoftmax(P, n);
+      const dP = randomArray(n * n);
+      for (let i = 0; i < n; i++) dP.fill(NaN, i * n + i + 1, (i + 1) * n);
+      const [fromNative, fromPortable] = both([dP], (k, [dS]) => k.causalSoftmaxBackward(dS, P, n));
+      // dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik), relative to the size of its terms.
+      const termScale = (index: number) => {
+        const i = Math.floor(index / n);
+        const j = index % n;
+        if (j > i) return 0;
+        let dot = 0;
+        for (let c = 0; c <= i; c++) dot += P[i * n + c] * Math.abs(dP[i * n + c]);
+        return P[index] * (Math.abs(dP[index]) + dot);
+      };
+      assertWithin(fromNative[0], fromPortable[0], (i) => TOLERANCE * termScale(i) + 1e-30, `causalSoftmaxBackward n=${n}`);
+      for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) assert.equal(fromNative[0][i * n + j], 0, `dS[${i},${j}]`);
+    }
+  });
+
+  test('bad arguments throw an Error naming the op, and compute nothing', () => {
+    const k = native();
+    const f = (n: number) => new Float32Array(n);
+    const untyped = k as unknown as Record<string, (...args: unknown[]) => void>;
+    const expectError = (op: string, detail: RegExp, call: () => void) =>
+      assert.throws(call, (err: unknown) => {
+        assert.ok(err instanceof Error, 'an Error');
+        assert.match(err.message, new RegExp(`openclaw_native\\.${op}: `));
+        assert.match(err.message, detail);
+        assert.match(err.message, /nothing was computed|rebuild the addon/);
+        return true;
+      });
+
+    const p = f(4).fill(7);
+    const adamw = (n: number, m: Float32Array, lr: number, beta1: number, bc2: number) =>
+      k.adamw(p, f(4), m, f(4), n, lr, beta1, 0.999, 1e-8, 0.01, 0.1, bc2);
+    expectError('adamw', /m has 3 elements but needs n = 4/, () => adamw(4, f(3), 1e-3, 0.9, 0.001));
+    expectError('adamw', /bc2 = 0 must be in \(0, 1\] \(1 - beta2\^t\)/, () => adamw(4, f(4), 1e-3, 0.9, 0));
+    expectError('adamw', /lr = nan must be in \[0, inf\]/, () => adamw(4, f(4), NaN, 0.9, 0.001));
+    expectError('adamw', /beta1 = 1 must be in \[0, 1\)/, () => adamw(4, f(4), 1e-3, 1, 0.001));
+    expectError('adamw', /expected 12 arguments, got 11/, () => untyped.adamw(p, f(4), f(4), f(4), 4, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0.1));
+    assert.deepEqual([...p], [7, 7, 7, 7], 'p untouched after refused calls');
+
+    expectError('rmsnormBackward', /dw has 3 elements but needs dim = 4/, () => k.rmsnormBackward(f(8), f(3), f(8), f(8), f(4), 2, 4, 1e-6, false));
+    expectError('rmsnormBackward', /argument 1 \(dw\) must be a Float32Array or null/, () =>
+      untyped.rmsnormBackward(f(8), undefined, f(8), f(8), f(4), 2, 4, 1e-6, false));
+    expectError('rmsnormBackward', /dy has 7 elements but needs rows\*dim = 8/, () => k.rmsnormBackward(f(8), null, f(7), f(8), f(4), 2, 4, 1e-6, true));
+    expectError('rmsnormBackward', /argument 8 \(accumulate\) must be a boolean/, () =>
+      untyped.rmsnormBackward(f(8), null, f(8), f(8), f(4), 2, 4, 1e-6, 1));
+    expectError('siluMulBackward', /du has 4 elements but needs n = 5/, () => k.siluMulBackward(f(5), f(4), f(5), f(5), f(5), 5));
+    expectError('logitsStats', /V = 0 must be an integer in \[1,/, () => k.logitsStats(f(2), f(2), f(0), 2, 0));
+    expectError('logitsStats', /logits has 9 elements but needs rows\*V = 10/, () => k.logitsStats(f(2), f(2), f(9), 2, 5));
+    expectError('logitsStats', /entropy has 1 elements but needs rows = 2/, () => k.logitsStats(f(2), f(1), f(10), 2, 5));
+    const logits = f(10).fill(3);
+    expectError('logitsBackward', /gEntropy has 1 elements but needs rows = 2/, () => k.logitsBackward(logits, 2, 5, f(2), f(2), f(2), f(1)));
+    expectError('logitsBackward', /argument 5 \(gSum\) must be a Float32Array/, () =>
+      k.logitsBackward(logits, 2, 5, f(2), f(2), new Float64Array(2) as unknown as Float32Array, f(2)));
+    assert.deepEqual([...logits], Array(10).fill(3), 'logits untouched after refused calls');
+    expectError('causalSoftmax', /P has 8 elements but needs n\*n = 9/, () => k.causalSoftmax(f(8), 3));
+    expectError('causalSoftmax', /n = 2.5 must be an integer/, () => k.causalSoftmax(f(9), 2.5));
+    const dP = f(9).fill(5);
+    expectError('causalSoftmaxBackward', /P has 8 elements but needs n\*n = 9/, () => k.causalSoftmaxBackward(dP, f(8), 3));
+    assert.deepEqual([...dP], Array(9).fill(5), 'dP untouched after a refused call');
+  });
+});
