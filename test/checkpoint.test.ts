@@ -124,7 +124,7 @@ function checkpointAt(step: number, n = 50): TrainingCheckpoint {
   const fill = (k: number) => Float32Array.from({ length: n }, (_, i) => step * 1000 + k * 100 + i);
   return {
     step, consumedSampleIds: Array.from({ length: step }, (_, i) => `sample-${i}`), lora: { rank: 4, alpha: 8, targets: ['q', 'v'] },
-    configHash: 'abc123', trainable: fill(0), m: fill(1), v: fill(2),
+    configHash: 'abc123', publishedVersion: step, trainable: fill(0), m: fill(1), v: fill(2),
   };
 }
 

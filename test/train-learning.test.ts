@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { loadKernels } from '../src/engine/local/kernels/index.js';
 import { readModelFolder } from '../src/engine/local/model/folder.js';
 import { loadWeights } from '../src/engine/local/model/weights.js';
-import { DEFAULT_LEARNER, LearnerCore, type LearnerConfig, type TrainingSample } from '../src/engine/local/train/learner.js';
+import { DEFAULT_LEARNER, LearnerCore, type LearnerConfig } from '../src/engine/local/train/learner.js';
+import type { TrainingSample } from '../src/engine/types.js';
 import { makeTinyModel } from './helpers/models.js';
 
 const dir = makeTinyModel({ family: 'qwen3', seed: 41, initStd: 0.05 });

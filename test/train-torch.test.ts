@@ -14,7 +14,9 @@ import { readModelFolder } from '../src/engine/local/model/folder.js';
 import { readSafetensorsHeader, readTensorInto, writeSafetensors } from '../src/engine/local/model/safetensors.js';
 import { loadWeights } from '../src/engine/local/model/weights.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
-import { LearnerCore, type LearnerConfig, type TrainingSample } from '../src/engine/local/train/learner.js';
+import { LearnerCore, type LearnerConfig } from '../src/engine/local/train/learner.js';
+import { TrainModel } from '../src/engine/local/train/model.js';
+import type { TrainingSample } from '../src/engine/types.js';
 import { makeTinyModel, PYTHON, scratchDir } from './helpers/models.js';
 
 const TRAIN_STEP = fileURLToPath(new URL('../../test/reference/train_step.py', import.meta.url));
@@ -69,7 +71,11 @@ async function crossCheck(family: ModelFamily, lora: boolean, lossKind: 'policy'
   const current = learner.logprobs(shapes.map((s) => ({ ...s, advantages: s.completionIds.map(() => 0) })));
   const jitter = (lp: Float32Array, width: number, shift = 0) => lp.map((x) => x + (rng.next() - 0.5 + shift) * width);
   const old = current.map((lp) => jitter(lp, 0.8));
-  const ref = current.map((lp) => jitter(lp, 0.5));
+  // The KL reference is the frozen base, which the learner scores itself: with LoRA (B != 0) it
+  // differs from the current policy; with full fine-tuning it equals it before the first step.
+  const reference = new TrainModel(cfg, base, null, null, loadKernels());
+  const refAll = reference.forward(shapes.map((s) => ({ tokens: [...s.promptIds, ...s.completionIds], promptLength: s.promptIds.length })));
+  const ref = shapes.map((s, i) => refAll.logprobs.slice(refAll.offsets[i]!, refAll.offsets[i]! + s.completionIds.length));
   const K = 3;
   const samples: TrainingSample[] = shapes.map((s, i) => ({
     ...s,
@@ -82,7 +88,7 @@ async function crossCheck(family: ModelFamily, lora: boolean, lossKind: 'policy'
     } } : {}),
   }));
   learner.zeroGrad();
-  learner.forwardBackward(samples, old, lossKind === 'policy' ? ref : null, samples.length);
+  learner.forwardBackward(samples.map((s, i) => ({ ...s, oldLogprobs: old[i]! })), samples.length);
   const ourGrads = learner.gradients.slice();
   const step = learner.optimStep();
   assert.ok(step.applied);

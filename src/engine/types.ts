@@ -71,3 +71,77 @@ export interface ScoredCompletion {
 export interface Scorer {
   logprobs(promptIds: readonly number[], completionIds: readonly number[], opts?: ScoreOptions): Promise<ScoredCompletion>;
 }
+
+/** One training sample: a sampled completion and how much each of its tokens is worth. */
+export interface TrainingSample {
+  promptIds: readonly number[];
+  completionIds: readonly number[];
+  /** One advantage per completion token. */
+  advantages: readonly number[];
+  /** The sampler's log-probs of the completion (truncated importance sampling); null: none. */
+  rolloutLogprobs?: readonly number[] | null;
+  /** 1 trains a token, 0 skips it; default all 1. */
+  mask?: readonly number[];
+  /** The learner's log-probs before this batch's first step (the PPO ratio's anchor); default: current. */
+  oldLogprobs?: ArrayLike<number> | null;
+  /** Teacher top-K per completion token, for the top-K distillation loss. */
+  teacherTop?: { ids: readonly (readonly number[])[]; logprobs: readonly (readonly number[])[] };
+}
+
+
+/** What one optimizer step did. */
+export interface StepMetrics {
+  step: number;
+  samples: number;
+  tokens: number;
+  loss: number;
+  gradNorm: number;
+  applied: boolean;
+  lr: number;
+  clipFraction: number;
+  approxKl: number;
+  entropy: number;
+  tisMean: number;
+  rolloutAbsDiff: number;
+  seconds: number;
+  tokensPerSecond: number;
+}
+
+
+/** A new policy version, as the learner publishes it and a sampler loads it. */
+export type PolicyUpdate =
+  | { version: number; kind: 'lora'; spec: { rank: number; alpha: number; targets: ('q' | 'k' | 'v' | 'o' | 'gate' | 'up' | 'down')[] }; data: Float32Array }
+  | { version: number; kind: 'full'; params: SharedArrayBuffer };
+
+/** Diagnostics of one forward/backward (token-weighted means over trained tokens). */
+export interface ForwardBackwardResult {
+  loss: number;
+  tokens: number;
+  clipFraction: number;
+  approxKl: number;
+  entropy: number;
+  tisMean: number;
+  rolloutAbsDiff: number;
+}
+
+export interface OptimStepResult {
+  /** Global gradient norm before clipping. */
+  gradNorm: number;
+  /** false when the gradient was not finite: nothing changed. */
+  applied: boolean;
+  lr: number;
+  step: number;
+}
+
+export interface Learner {
+  /** Adds the gradients of the loss over `samples` (divided by batchSize) into the accumulators. */
+  forwardBackward(samples: TrainingSample[], batchSize?: number): Promise<ForwardBackwardResult>;
+  /** Clips the accumulated gradients, applies one optimizer step and clears them. */
+  optimStep(): Promise<OptimStepResult>;
+  /** The whole PPO procedure over one batch (old log-probs, epochs, mini-batches). */
+  trainBatch(samples: TrainingSample[]): Promise<StepMetrics[]>;
+  /** A snapshot of the current weights as the next policy version. */
+  publish(): Promise<PolicyUpdate>;
+  /** Writes a crash-safe checkpoint (weights, optimizer, step, consumed sample ids). */
+  save(consumedSampleIds: string[]): Promise<void>;
+}

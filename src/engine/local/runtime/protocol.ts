@@ -1,12 +1,8 @@
 // Messages between the engine's public object (main thread) and the compute worker.
 
-import type { GenerationEvent, ScoredCompletion } from '../../types.js';
-import type { LoraSpec } from '../train/lora.js';
+import type { GenerationEvent, PolicyUpdate, ScoredCompletion } from '../../types.js';
 
-/** What a new policy version is: an adapter on the base weights, or complete weights. */
-export type PolicyUpdate =
-  | { version: number; kind: 'lora'; spec: LoraSpec; data: Float32Array }
-  | { version: number; kind: 'full'; params: SharedArrayBuffer };
+export type { PolicyUpdate };
 
 /** Sampling settings with every default resolved (by the main thread). */
 export interface ResolvedSampling {

@@ -167,6 +167,8 @@ export interface TrainingCheckpoint {
   lora: LoraSpec | 'full';
   /** Hash of the training config, to notice a resume under different settings. */
   configHash: string;
+  /** The last policy version published from these weights (0: none yet). */
+  publishedVersion: number;
   /** The LoRA buffer, or the full parameter buffer. */
   trainable: Float32Array;
   /** AdamW moments, shaped like trainable. */
@@ -197,7 +199,7 @@ export function saveCheckpoint(dir: string, ckpt: TrainingCheckpoint): string {
       { name: 'adam.m', shape: [n], data: ckpt.m },
       { name: 'adam.v', shape: [n], data: ckpt.v },
     ]);
-    const meta = { format: FORMAT, step: ckpt.step, values: n, lora: ckpt.lora, configHash: ckpt.configHash, consumedSampleIds: ckpt.consumedSampleIds };
+    const meta = { format: FORMAT, step: ckpt.step, values: n, lora: ckpt.lora, configHash: ckpt.configHash, publishedVersion: ckpt.publishedVersion, consumedSampleIds: ckpt.consumedSampleIds };
     writeFileSynced(join(tmp, META), JSON.stringify(meta) + '\n');
     fsyncDir(tmp);
     renameSync(tmp, join(dir, name));
@@ -232,6 +234,8 @@ export function loadCheckpoint(dir: string, expect?: { values: number; lora: Lor
   }
   if (meta.format !== FORMAT) fail(`format ${JSON.stringify(meta.format)}, expected "${FORMAT}"`);
   const { step, values, lora, configHash, consumedSampleIds } = meta;
+  const publishedVersion = meta.publishedVersion ?? 0;
+  if (!(Number.isInteger(publishedVersion) && (publishedVersion as number) >= 0)) fail(`"publishedVersion" must be a non-negative integer, got ${JSON.stringify(publishedVersion)}`);
   if (!(Number.isInteger(step) && (step as number) >= 0)) fail(`"step" must be a non-negative integer, got ${JSON.stringify(step)}`);
   if (!(Number.isInteger(values) && (values as number) >= 0)) fail(`"values" must be a non-negative integer, got ${JSON.stringify(values)}`);
   if (!(lora === 'full' || isLoraSpec(lora))) fail(`"lora" must be "full" or {rank, alpha, targets}, got ${JSON.stringify(lora)}`);
@@ -254,7 +258,7 @@ export function loadCheckpoint(dir: string, expect?: { values: number; lora: Lor
   };
   return {
     step: step as number, consumedSampleIds: consumedSampleIds as string[], lora: lora as LoraSpec | 'full', configHash: configHash as string,
-    trainable: read('trainable'), m: read('adam.m'), v: read('adam.v'),
+    publishedVersion: publishedVersion as number, trainable: read('trainable'), m: read('adam.m'), v: read('adam.v'),
   };
 }
 

@@ -13,21 +13,8 @@ import { allocateParams, type ParamStore } from '../model/weights.js';
 import { DEFAULT_POLICY_LOSS, policyLoss, topKDistillationLoss, type PolicyLossConfig } from './losses.js';
 import { Lora, type LoraSpec } from './lora.js';
 import { TrainModel, type TrainSequence } from './model.js';
+import type { ForwardBackwardResult, StepMetrics, TrainingSample } from '../../types.js';
 import { AdamW, DEFAULT_ADAMW, loraSegments, paramSegments, type AdamWConfig, type OptimizerState, type StepResult } from './optimizer.js';
-
-/** One training sample: a sampled completion and how much each of its tokens is worth. */
-export interface TrainingSample {
-  promptIds: readonly number[];
-  completionIds: readonly number[];
-  /** One advantage per completion token. */
-  advantages: readonly number[];
-  /** The sampler's log-probs of the completion (truncated importance sampling); null: none. */
-  rolloutLogprobs?: readonly number[] | null;
-  /** 1 trains a token, 0 skips it; default all 1. */
-  mask?: readonly number[];
-  /** Teacher top-K per completion token, for the top-K distillation loss. */
-  teacherTop?: { ids: readonly (readonly number[])[]; logprobs: readonly (readonly number[])[] };
-}
 
 export type LossSpec = ({ kind: 'policy' } & PolicyLossConfig) | { kind: 'topk'; entropyCoef: number };
 
@@ -54,24 +41,6 @@ export const DEFAULT_LEARNER: LearnerConfig = {
   microBatchTokens: 4096,
   seed: 0,
 };
-
-/** What one optimizer step did. */
-export interface StepMetrics {
-  step: number;
-  samples: number;
-  tokens: number;
-  loss: number;
-  gradNorm: number;
-  applied: boolean;
-  lr: number;
-  clipFraction: number;
-  approxKl: number;
-  entropy: number;
-  tisMean: number;
-  rolloutAbsDiff: number;
-  seconds: number;
-  tokensPerSecond: number;
-}
 
 export class LearnerCore {
   readonly lora: Lora | null;
@@ -141,27 +110,25 @@ export class LearnerCore {
   /** The whole PPO procedure over one batch; returns one record per optimizer step. */
   trainBatch(samples: readonly TrainingSample[]): StepMetrics[] {
     samples.forEach(checkSample);
-    const loss = this.config.loss;
-    const old = loss.kind === 'policy' ? this.logprobs(samples) : samples.map((s) => new Float32Array(s.completionIds.length));
-    const ref = loss.kind === 'policy' && loss.klCoef > 0 ? this.logprobs(samples, this.reference) : null;
+    // The PPO ratio is taken against the policy as it was before this batch's first step.
+    const anchored = this.config.loss.kind === 'policy'
+      ? this.logprobs(samples).map((old, i) => ({ ...samples[i]!, oldLogprobs: old }))
+      : samples;
     const metrics: StepMetrics[] = [];
     for (let epoch = 0; epoch < this.config.epochs; epoch++) {
-      for (let start = 0; start < samples.length; start += this.config.miniBatchSize) {
-        const end = Math.min(samples.length, start + this.config.miniBatchSize);
-        metrics.push(this.step(samples.slice(start, end), old.slice(start, end), ref?.slice(start, end) ?? null));
+      for (let start = 0; start < anchored.length; start += this.config.miniBatchSize) {
+        metrics.push(this.step(anchored.slice(start, Math.min(anchored.length, start + this.config.miniBatchSize))));
       }
     }
     return metrics;
   }
 
-  private step(samples: readonly TrainingSample[], old: readonly Float32Array[], ref: readonly Float32Array[] | null): StepMetrics {
+  private step(samples: readonly TrainingSample[]): StepMetrics {
     const t0 = performance.now();
     this.zeroGrad();
     const acc = { loss: 0, tokens: 0, clip: 0, kl: 0, entropy: 0, tis: 0, rollout: 0 };
-    let done = 0;
     for (const micro of this.microBatches(samples)) {
-      const m = this.forwardBackward(micro, old.slice(done, done + micro.length), ref?.slice(done, done + micro.length) ?? null, samples.length);
-      done += micro.length;
+      const m = this.forwardBackward(micro, samples.length);
       acc.loss += m.loss;
       acc.tokens += m.tokens;
       acc.clip += m.clipFraction * m.tokens;
@@ -181,8 +148,13 @@ export class LearnerCore {
     };
   }
 
-  /** Forward, loss and backward of one micro-batch; the loss is divided by batchSize samples. */
-  forwardBackward(samples: readonly TrainingSample[], old: readonly Float32Array[], ref: readonly Float32Array[] | null, batchSize: number) {
+  /**
+   * Forward, loss and backward of one micro-batch, adding into the gradients; the loss is
+   * divided by batchSize samples (the whole mini-batch). A sample without oldLogprobs takes the
+   * current ones (ratio 1).
+   */
+  forwardBackward(samples: readonly TrainingSample[], batchSize = samples.length): ForwardBackwardResult {
+    samples.forEach(checkSample);
     const loss = this.config.loss;
     const offsets: number[] = [], lengths: number[] = [];
     let R = 0;
@@ -213,14 +185,17 @@ export class LearnerCore {
       this.model.backward(new Float32Array(R), new Float32Array(R), r.dStudentLogprobs);
       return { loss: r.loss, tokens: r.metrics.tokens, clipFraction: 0, approxKl: r.metrics.kl, entropy: r.metrics.entropy, tisMean: 1, rolloutAbsDiff: 0 };
     }
+    const ref = loss.klCoef > 0 ? this.logprobs(samples, this.reference) : null;
     const fwd = this.model.forward(samples.map(toSequence));
     const hasRollout = samples.every((s) => s.rolloutLogprobs);
+    const current = (i: number) => fwd.logprobs.subarray(offsets[i]!, offsets[i]! + lengths[i]!);
     const r = policyLoss({
-      logprobs: fwd.logprobs, oldLogprobs: concat((_, i) => old[i]!), rolloutLogprobs: hasRollout ? concat((s) => s.rolloutLogprobs!) : null,
+      logprobs: fwd.logprobs, oldLogprobs: concat((s, i) => s.oldLogprobs ?? current(i)), rolloutLogprobs: hasRollout ? concat((s) => s.rolloutLogprobs!) : null,
       advantages: concat((s) => s.advantages), mask, refLogprobs: ref ? concat((_, i) => ref[i]!) : null, entropy: fwd.entropy, offsets, lengths, batchSize,
     }, loss);
     this.model.backward(r.dLogprobs, r.dEntropy);
-    return { loss: r.loss, ...r.metrics };
+    const m = r.metrics;
+    return { loss: r.loss, tokens: m.tokens, clipFraction: m.clipFraction, approxKl: m.approxKl, entropy: m.entropy, tisMean: m.tisMean, rolloutAbsDiff: m.rolloutAbsDiff };
   }
 
   /** Consecutive runs of samples holding at most microBatchTokens tokens (at least one sample). */
@@ -252,6 +227,7 @@ export function checkSample(s: TrainingSample, index: number): void {
   if (n === 0) problems.push('completionIds is empty');
   if (s.advantages.length !== n) problems.push(`advantages has ${s.advantages.length}`);
   if (s.rolloutLogprobs && s.rolloutLogprobs.length !== n) problems.push(`rolloutLogprobs has ${s.rolloutLogprobs.length}`);
+  if (s.oldLogprobs && s.oldLogprobs.length !== n) problems.push(`oldLogprobs has ${s.oldLogprobs.length}`);
   if (s.mask && s.mask.length !== n) problems.push(`mask has ${s.mask.length}`);
   if (s.teacherTop && (s.teacherTop.ids.length !== n || s.teacherTop.logprobs.length !== n)) problems.push(`teacherTop has ${s.teacherTop.ids.length} id rows and ${s.teacherTop.logprobs.length} log-prob rows`);
   if (problems.length > 0) throw new RangeError(`sample ${index}: ${problems.join(', ')}, but completionIds has ${n} tokens`);

@@ -1,0 +1,115 @@
+// The embedded learner as the rest of the project sees it: the Learner contract over a worker
+// that trains on the engine's own base weights (shared memory, not a copy). Publishing returns
+// a PolicyUpdate for LocalEngine.publish; `publishTo` does both and times the swap.
+
+import { Worker } from 'node:worker_threads';
+import type { ForwardBackwardResult, Learner, OptimStepResult, PolicyUpdate, StepMetrics, TrainingSample } from '../types.js';
+import type { LocalEngine } from './engine.js';
+import type { FromLearner, LearnerReply, LearnerRequest, LearnerStatus, LearnerWorkerOptions } from './runtime/learner-protocol.js';
+import { DEFAULT_LEARNER, type LearnerConfig } from './train/learner.js';
+
+export interface LocalLearnerOptions {
+  config?: Partial<LearnerConfig>;
+  /** Checkpoints are written here, and the latest one is resumed on open. */
+  checkpointDir?: string;
+  threads?: number;
+}
+
+export interface Publication {
+  version: number;
+  /** Taking the snapshot of the trained weights. */
+  snapshotMs: number;
+  /** The sampler switching to it, between two of its steps. */
+  swapMs: number;
+}
+
+export class LocalLearner implements Learner {
+  private nextId = 1;
+  private readonly pending = new Map<number, { resolve(r: LearnerReply): void; reject(e: Error): void }>();
+  private closed = false;
+
+  private constructor(private readonly worker: Worker, readonly config: LearnerConfig, readonly resumed: LearnerStatus) {
+    worker.on('message', (m: FromLearner) => {
+      if (m.type !== 'reply' && m.type !== 'failed') return;
+      const p = this.pending.get(m.id);
+      this.pending.delete(m.id);
+      if (m.type === 'reply') p?.resolve(m.result);
+      else p?.reject(new Error(m.message));
+    });
+    const failAll = (e: Error) => {
+      for (const p of this.pending.values()) p.reject(e);
+      this.pending.clear();
+    };
+    worker.on('error', failAll);
+    worker.on('exit', (code) => { if (!this.closed) failAll(new Error(`the learner worker exited (code ${code})`)); });
+  }
+
+  /** A learner on `engine`'s model and base weights. */
+  static async open(engine: LocalEngine, opts: LocalLearnerOptions = {}): Promise<LocalLearner> {
+    const config: LearnerConfig = { ...DEFAULT_LEARNER, ...opts.config };
+    const workerOptions: LearnerWorkerOptions = {
+      modelDir: engine.folder.dir, baseParams: engine.info.baseParams, config, checkpointDir: opts.checkpointDir ?? null, threads: opts.threads ?? 0,
+    };
+    const worker = new Worker(new URL('./runtime/learner-worker.js', import.meta.url), { workerData: workerOptions });
+    let onMessage: (m: FromLearner) => void = () => {};
+    let onError: (e: Error) => void = () => {};
+    const status = await new Promise<LearnerStatus>((resolve, reject) => {
+      onMessage = (m) => {
+        if (m.type === 'ready') resolve(m.status);
+        else if (m.type === 'fatal') reject(new Error(m.message));
+      };
+      onError = reject;
+      worker.on('message', onMessage).on('error', onError);
+    }).catch(async (e: Error) => {
+      await worker.terminate();
+      throw e;
+    }).finally(() => worker.off('message', onMessage).off('error', onError));
+    return new LocalLearner(worker, config, status);
+  }
+
+  forwardBackward(samples: TrainingSample[], batchSize = samples.length): Promise<ForwardBackwardResult> {
+    return this.request({ op: 'forwardBackward', samples, batchSize }) as Promise<ForwardBackwardResult>;
+  }
+
+  optimStep(): Promise<OptimStepResult> {
+    return this.request({ op: 'optimStep' }) as Promise<OptimStepResult>;
+  }
+
+  trainBatch(samples: TrainingSample[]): Promise<StepMetrics[]> {
+    return this.request({ op: 'trainBatch', samples }) as Promise<StepMetrics[]>;
+  }
+
+  publish(): Promise<PolicyUpdate> {
+    return this.request({ op: 'publish' }) as Promise<PolicyUpdate>;
+  }
+
+  /** Publishes the current weights and makes `engine` serve them. */
+  async publishTo(engine: LocalEngine): Promise<Publication> {
+    const t0 = performance.now();
+    const update = await this.publish();
+    const snapshotMs = performance.now() - t0;
+    const swapMs = await engine.publish(update);
+    return { version: update.version, snapshotMs, swapMs };
+  }
+
+  async save(consumedSampleIds: string[]): Promise<void> {
+    await this.request({ op: 'save', consumedSampleIds });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.worker.terminate();
+    for (const p of this.pending.values()) p.reject(new Error('the learner was closed'));
+    this.pending.clear();
+  }
+
+  private request(request: LearnerRequest): Promise<LearnerReply> {
+    if (this.closed) return Promise.reject(new Error('the learner is closed'));
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.worker.postMessage({ id, request });
+    });
+  }
+}

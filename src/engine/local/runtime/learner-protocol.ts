@@ -1,0 +1,36 @@
+// Messages between LocalLearner (main thread) and the learner worker.
+
+import type { ForwardBackwardResult, OptimStepResult, PolicyUpdate, StepMetrics, TrainingSample } from '../../types.js';
+import type { LearnerConfig } from '../train/learner.js';
+
+export interface LearnerWorkerOptions {
+  modelDir: string;
+  /** The sampler's base weights, shared instead of loaded again. */
+  baseParams: SharedArrayBuffer;
+  config: LearnerConfig;
+  /** Where checkpoints go; the latest one there is resumed from. */
+  checkpointDir: string | null;
+  threads: number;
+}
+
+export type LearnerRequest =
+  | { op: 'forwardBackward'; samples: TrainingSample[]; batchSize: number }
+  | { op: 'optimStep' }
+  | { op: 'trainBatch'; samples: TrainingSample[] }
+  | { op: 'publish' }
+  | { op: 'save'; consumedSampleIds: string[] };
+
+export type LearnerReply = ForwardBackwardResult | OptimStepResult | StepMetrics[] | PolicyUpdate | null;
+
+export interface LearnerStatus {
+  steps: number;
+  version: number;
+  consumedSampleIds: string[];
+  kernels: 'native' | 'portable';
+}
+
+export type FromLearner =
+  | { type: 'ready'; status: LearnerStatus }
+  | { type: 'fatal'; message: string }
+  | { type: 'reply'; id: number; result: LearnerReply }
+  | { type: 'failed'; id: number; message: string };

@@ -1,0 +1,80 @@
+// The learner worker: a LearnerCore over the sampler's shared base weights. Training steps are
+// long synchronous computations; running them here keeps the serving thread responsive.
+
+import { createHash } from 'node:crypto';
+import { parentPort, workerData } from 'node:worker_threads';
+import type { PolicyUpdate } from '../../types.js';
+import { loadKernels } from '../kernels/index.js';
+import { readModelFolder } from '../model/folder.js';
+import { paramStoreOver, tensorSpecs } from '../model/weights.js';
+import { loadCheckpoint, saveCheckpoint } from '../train/checkpoint.js';
+import { LearnerCore } from '../train/learner.js';
+import { Lora } from '../train/lora.js';
+import type { FromLearner, LearnerReply, LearnerRequest, LearnerWorkerOptions } from './learner-protocol.js';
+
+const port = parentPort!;
+const options = workerData as LearnerWorkerOptions;
+const send = (m: FromLearner) => port.postMessage(m);
+
+function start(): void {
+  const kernels = loadKernels();
+  if (options.threads > 0) kernels.setThreads(options.threads);
+  const { config: cfg } = readModelFolder(options.modelDir);
+  const base = paramStoreOver(tensorSpecs(cfg), new Float32Array(options.baseParams));
+  const modeOf = options.config.mode.kind === 'lora' ? options.config.mode.spec : 'full';
+  // A checkpoint only resumes the run it belongs to: same model shape and training mode.
+  const configHash = createHash('sha256').update(JSON.stringify({ cfg, mode: options.config.mode })).digest('hex').slice(0, 16);
+  const values = modeOf === 'full' ? base.data.length : new Lora(cfg, modeOf).data.length;
+  const restored = options.checkpointDir ? loadCheckpoint(options.checkpointDir, { values, lora: modeOf }) : null;
+  if (restored && restored.configHash !== configHash) {
+    throw new Error(`the checkpoint in ${options.checkpointDir} belongs to another model or training mode; move it away or choose another data folder`);
+  }
+  const learner = new LearnerCore(cfg, base, options.config, kernels, restored ? { values: restored.trainable, optimizer: restored } : undefined);
+  let version = restored?.publishedVersion ?? 0;
+  let consumed = restored?.consumedSampleIds ?? [];
+
+  const handle = (r: LearnerRequest): LearnerReply => {
+    switch (r.op) {
+      case 'forwardBackward': return learner.forwardBackward(r.samples, r.batchSize);
+      case 'optimStep': {
+        const result = learner.optimStep();
+        learner.zeroGrad();
+        return result;
+      }
+      case 'trainBatch': return learner.trainBatch(r.samples);
+      case 'publish': return snapshot(++version);
+      case 'save':
+        consumed = r.consumedSampleIds;
+        saveCheckpoint(options.checkpointDir ?? fail('no checkpoint folder was configured'), {
+          step: learner.steps, consumedSampleIds: consumed, lora: modeOf, configHash, publishedVersion: version,
+          trainable: learner.values, m: learner.optimizerState().m, v: learner.optimizerState().v,
+        });
+        return null;
+    }
+  };
+  const snapshot = (v: number): PolicyUpdate => {
+    if (learner.lora) return { version: v, kind: 'lora', spec: learner.lora.spec, data: learner.lora.data.slice() };
+    const params = new SharedArrayBuffer(learner.params.data.byteLength);
+    new Float32Array(params).set(learner.params.data);
+    return { version: v, kind: 'full', params };
+  };
+
+  port.on('message', (m: { id: number; request: LearnerRequest }) => {
+    try {
+      send({ type: 'reply', id: m.id, result: handle(m.request) });
+    } catch (e) {
+      send({ type: 'failed', id: m.id, message: (e as Error).message });
+    }
+  });
+  send({ type: 'ready', status: { steps: learner.steps, version, consumedSampleIds: consumed, kernels: kernels.name } });
+}
+
+function fail(message: string): never {
+  throw new Error(message);
+}
+
+try {
+  start();
+} catch (e) {
+  send({ type: 'fatal', message: (e as Error).message });
+}

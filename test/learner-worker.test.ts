@@ -1,0 +1,95 @@
+// The learner in its worker, on the engine's shared base weights: training raises the target's
+// log-prob, publishing makes the engine serve the trained weights, and a checkpoint resumes
+// exactly where it stopped.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { LocalEngine } from '../src/engine/local/engine.js';
+import { LocalLearner } from '../src/engine/local/learner.js';
+import type { TrainingSample } from '../src/engine/types.js';
+import { makeTinyModel, maxAbsDiff, scratchDir } from './helpers/models.js';
+
+const dir = makeTinyModel({ family: 'qwen3', seed: 51, initStd: 0.05 });
+const promptIds = [11, 22, 33, 44];
+const completionIds = [5, 300, 9, 120, 17];
+const sample: TrainingSample = { promptIds, completionIds, advantages: completionIds.map(() => 1) };
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+for (const mode of ['lora', 'full'] as const) {
+  test(`${mode}: train in the worker, publish, and the engine serves the trained policy`, async () => {
+    const engine = await LocalEngine.open(dir);
+    const learner = await LocalLearner.open(engine, {
+      config: { mode: mode === 'lora' ? { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'v', 'down'] } } : { kind: 'full' }, optimizer: { lr: mode === 'lora' ? 5e-3 : 1e-3, beta1: 0.9, beta2: 0.98, eps: 1e-8, weightDecay: 0, warmupSteps: 0, maxGradNorm: 1 }, miniBatchSize: 1 },
+    });
+    try {
+      const before = mean((await engine.logprobs(promptIds, completionIds)).logprobs);
+      for (let i = 0; i < 30; i++) {
+        const [m] = await learner.trainBatch([sample]);
+        assert.ok(m!.applied);
+      }
+      const publication = await learner.publishTo(engine);
+      assert.equal(publication.version, 1);
+      assert.equal(engine.version, 1);
+      const after = mean((await engine.logprobs(promptIds, completionIds, { version: 1 })).logprobs);
+      assert.ok(after > before + 1, `served log-prob ${before.toFixed(3)} -> ${after.toFixed(3)}`);
+      const base = mean((await engine.logprobs(promptIds, completionIds, { version: 0 })).logprobs);
+      assert.ok(Math.abs(base - before) < 1e-6, 'the frozen base changed');
+      let finish;
+      for await (const e of engine.generate(promptIds, { maxTokens: 2, seed: 1, stopTokenIds: [] })) if (e.type === 'finish') finish = e;
+      assert.equal(finish!.version, 1);
+    } finally {
+      await learner.close();
+      await engine.close();
+    }
+  });
+}
+
+test('forwardBackward + optimStep is the same update as trainBatch over one mini-batch', async () => {
+  const engine = await LocalEngine.open(dir);
+  const config = { mode: { kind: 'lora' as const, spec: { rank: 4, alpha: 8, targets: ['q' as const, 'k' as const] } }, miniBatchSize: 1, seed: 3 };
+  const a = await LocalLearner.open(engine, { config });
+  const b = await LocalLearner.open(engine, { config });
+  try {
+    await a.trainBatch([sample]);
+    await b.forwardBackward([sample]);
+    const step = await b.optimStep();
+    assert.equal(step.step, 1);
+    const [ua, ub] = [await a.publish(), await b.publish()];
+    assert.ok(ua.kind === 'lora' && ub.kind === 'lora');
+    assert.ok(maxAbsDiff(Array.from(ua.data), Array.from(ub.data)) < 1e-7);
+  } finally {
+    await a.close();
+    await b.close();
+    await engine.close();
+  }
+});
+
+test('a checkpoint resumes steps, published version, consumed ids and the exact weights', async () => {
+  const checkpointDir = join(scratchDir('ocrl-ckpt-'), 'learner');
+  const engine = await LocalEngine.open(dir);
+  const config = { mode: { kind: 'lora' as const, spec: { rank: 4, alpha: 8, targets: ['q' as const, 'up' as const] } }, miniBatchSize: 1 };
+  try {
+    const first = await LocalLearner.open(engine, { config, checkpointDir });
+    assert.equal(first.resumed.steps, 0);
+    for (let i = 0; i < 3; i++) await first.trainBatch([sample]);
+    await first.publish();
+    await first.save(['turn-1', 'turn-2']);
+    const saved = await first.publish(); // version 2, from the same weights
+    await first.close();
+
+    const second = await LocalLearner.open(engine, { config, checkpointDir });
+    assert.deepEqual(second.resumed.consumedSampleIds, ['turn-1', 'turn-2']);
+    assert.equal(second.resumed.steps, 3);
+    assert.equal(second.resumed.version, 1);
+    const resumed = await second.publish();
+    assert.equal(resumed.version, 2);
+    assert.ok(saved.kind === 'lora' && resumed.kind === 'lora');
+    assert.deepEqual(Array.from(resumed.data), Array.from(saved.data));
+    await second.close();
+
+    await assert.rejects(LocalLearner.open(engine, { config: { ...config, mode: { kind: 'full' } }, checkpointDir }), /trains a LoRA .* this run trains all parameters/);
+  } finally {
+    await engine.close();
+  }
+});
