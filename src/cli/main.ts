@@ -4,9 +4,11 @@
 //   openclaw-rl model init --family qwen3 --preset tiny --out models/tiny
 //   openclaw-rl generate --model models/tiny --prompt "Hello" --max-tokens 32
 //   openclaw-rl generate --model models/tiny --prompt "Hello" --json
+//   openclaw-rl train --model models/tiny --samples samples.jsonl --out adapters/a1 --steps 10
 
 import { runGenerate } from './generate.js';
 import { runModelInit } from './model-init.js';
+import { runTrain } from './train.js';
 import { CliError } from './args.js';
 
 const USAGE = `usage: openclaw-rl <command> [options]
@@ -14,6 +16,7 @@ const USAGE = `usage: openclaw-rl <command> [options]
 commands:
   model init   write a random-initialised model folder (Hugging Face format)
   generate     generate a completion with the embedded engine
+  train        train a LoRA adapter or all weights offline from a JSONL file of samples
 
 Run "openclaw-rl <command> --help" for the options of a command.`;
 
@@ -21,6 +24,7 @@ async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (command === 'model' && rest[0] === 'init') return runModelInit(rest.slice(1));
   if (command === 'generate') return runGenerate(rest);
+  if (command === 'train') return runTrain(rest);
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
     console.log(USAGE);
     return command === undefined ? 2 : 0;

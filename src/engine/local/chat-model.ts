@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { ChatMessage, ToolSpec } from '../chat/messages.js';
 import { renderPrompt } from '../chat/prompt.js';
 import { LocalEngine, type LocalEngineOptions } from './engine.js';
-import { readJsonFile } from './model/folder.js';
+import { readJsonFile, readModelFolder } from './model/folder.js';
 import { ChatTemplate } from './tokenizer/chat-template.js';
 import { TextTokenizer } from './tokenizer/tokenizer.js';
 
@@ -17,6 +17,7 @@ export interface ChatModel {
 }
 
 export async function loadChatModel(modelDir: string, opts: LocalEngineOptions = {}): Promise<ChatModel> {
+  readModelFolder(modelDir); // the folder-level errors first: missing folder, config, tokenizer files
   const tokenizer = await TextTokenizer.fromModelDir(modelDir);
   const configPath = join(modelDir, 'tokenizer_config.json');
   const template = ChatTemplate.fromTokenizerConfig(readJsonFile(configPath) as object, configPath);
