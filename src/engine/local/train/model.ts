@@ -68,6 +68,8 @@ export class TrainModel {
   private readonly lmHead: TrainLinear;
   private readonly invFreq: Float32Array;
   private tape: Tape | null = null;
+  /** Activation and gradient buffers, reused across steps: allocating ~GBs per step costs page faults and GC. */
+  private readonly buffers = new Map<string, Float32Array>();
   private readonly maxRank: number;
 
   /** grads: a buffer shaped like params for full fine-tuning; null with LoRA (base frozen). */
@@ -146,21 +148,20 @@ export class TrainModel {
       }
     });
 
-    let x = new Float32Array(T * D);
+    let x = this.buf('x.0', T * D);
     for (let t = 0; t < T; t++) x.set(this.embed.subarray(tokens[t]! * D, (tokens[t]! + 1) * D), t * D);
     const layers: LayerTape[] = [];
     const shape = { nHeads: H, nKvHeads: KV, headDim: hd };
-    for (const w of this.layers) {
+    for (const [l, w] of this.layers.entries()) {
+      const b = (name: string, size: number) => this.buf(`${name}.${l}`, size);
       const lt: LayerTape = {
-        x, h1: new Float32Array(T * D), q0: null, k0: null,
-        q: new Float32Array(T * qDim), k: new Float32Array(T * kvDim), v: new Float32Array(T * kvDim),
-        probs: new Float32Array(probsSize(seqs, H)), att: new Float32Array(T * qDim), xMid: new Float32Array(T * D),
-        h2: new Float32Array(T * D), gate: new Float32Array(T * F), up: new Float32Array(T * F),
-        act: new Float32Array(T * F), u: {},
+        x, h1: b('h1', T * D), q0: null, k0: null, q: b('q', T * qDim), k: b('k', T * kvDim), v: b('v', T * kvDim),
+        probs: b('probs', probsSize(seqs, H)), att: b('att', T * qDim), xMid: b('xMid', T * D),
+        h2: b('h2', T * D), gate: b('gate', T * F), up: b('up', T * F), act: b('act', T * F), u: {},
       };
       const lin = (name: LinearName, y: Float32Array, input: Float32Array) => {
         const L = w.lin[name];
-        const u = L.lora ? (lt.u[name] = new Float32Array(T * L.lora.rank)) : null;
+        const u = L.lora ? (lt.u[name] = b(`u.${name}`, T * L.lora.rank)) : null;
         linearForward(k, y, input, T, L, u);
       };
       k.rmsnorm(lt.h1, x, w.norm1, T, D, eps);
@@ -168,8 +169,10 @@ export class TrainModel {
       lin('k', lt.k, lt.h1);
       lin('v', lt.v, lt.h1);
       if (w.qNorm && w.kNorm) {
-        lt.q0 = lt.q.slice();
-        lt.k0 = lt.k.slice();
+        lt.q0 = b('q0', T * qDim);
+        lt.q0.set(lt.q);
+        lt.k0 = b('k0', T * kvDim);
+        lt.k0.set(lt.k);
         k.rmsnorm(lt.q, lt.q0, w.qNorm, T * H, hd, eps);
         k.rmsnorm(lt.k, lt.k0, w.kNorm, T * KV, hd, eps);
       }
@@ -182,18 +185,18 @@ export class TrainModel {
       lin('gate', lt.gate, lt.h2);
       lin('up', lt.up, lt.h2);
       k.siluMul(lt.act, lt.gate, lt.up, T * F);
-      const next = new Float32Array(T * D);
+      const next = this.buf(`x.${l + 1}`, T * D);
       lin('down', next, lt.act);
       for (let i = 0; i < T * D; i++) next[i] = next[i]! + lt.xMid[i]!;
       layers.push(lt);
       x = next;
     }
     // Final norm and LM head only on the rows that predict completion tokens.
-    const xFinal = new Float32Array(R * D);
+    const xFinal = this.buf('xFinal', R * D);
     for (let i = 0; i < R; i++) xFinal.set(x.subarray(rowIndex[i]! * D, (rowIndex[i]! + 1) * D), i * D);
-    const hf = new Float32Array(R * D);
+    const hf = this.buf('hf', R * D);
     k.rmsnorm(hf, xFinal, this.finalNorm, R, D, eps);
-    const logits = new Float32Array(R * V);
+    const logits = this.buf('logits', R * V);
     linearForward(k, logits, hf, R, this.lmHead, null);
     const stats = rowStats(k, logits, R, V);
     const logprobs = new Float32Array(R);
@@ -210,6 +213,16 @@ export class TrainModel {
     return { logprobs, entropy: stats.entropy, offsets, ...(extraLogprobs ? { extraLogprobs } : {}) };
   }
 
+  /** A buffer of `size` floats that lives until the next forward; contents undefined. */
+  private buf(key: string, size: number): Float32Array {
+    let b = this.buffers.get(key);
+    if (!b || b.length < size) {
+      b = new Float32Array(size);
+      this.buffers.set(key, b);
+    }
+    return b.subarray(0, size);
+  }
+
   /** Accumulates parameter gradients (+=) for d loss / d (logprobs, entropy, extra log-probs). */
   backward(dLogprobs: Float32Array, dEntropy: Float32Array, dExtra?: Float32Array): void {
     const tape = this.tape;
@@ -222,24 +235,26 @@ export class TrainModel {
     const grads: LogitGrads = { dTarget: dLogprobs, dEntropy };
     if (dExtra && tape.extraIds) grads.extra = { K: tape.extraK, ids: tape.extraIds, dLogprob: dExtra };
     logitsBackward(k, tape.logits, R, V, tape.targets, tape.stats, grads);
-    const scratch = new Float32Array(T * Math.max(1, this.maxRank));
+    const scratch = this.buf('d.scratch', T * Math.max(1, this.maxRank));
 
-    const dhf = new Float32Array(R * D);
+    const dhf = this.buf('d.hf', R * D);
     linearBackward(k, dhf, tape.logits, tape.hf, null, R, this.lmHead, 0, scratch);
-    const dxRows = new Float32Array(R * D);
+    const dxRows = this.buf('d.xRows', R * D);
     k.rmsnormBackward(dxRows, this.dFinalNorm, dhf, tape.xFinal, this.finalNorm, R, D, eps, false);
-    const dx = new Float32Array(T * D);
+    const dx = this.buf('d.x', T * D).fill(0);
     for (let i = 0; i < R; i++) {
       const o = tape.rowIndex[i]! * D;
       for (let j = 0; j < D; j++) dx[o + j] = dx[o + j]! + dxRows[i * D + j]!;
     }
 
     const shape = { nHeads: H, nKvHeads: KV, headDim: hd };
-    const dAct = new Float32Array(T * F), dGate = new Float32Array(T * F), dUp = new Float32Array(T * F);
-    const dh = new Float32Array(T * D), dAtt = new Float32Array(T * qDim);
-    const dq = new Float32Array(T * qDim), dk = new Float32Array(T * kvDim), dv = new Float32Array(T * kvDim);
-    const dq0 = new Float32Array(T * qDim), dk0 = new Float32Array(T * kvDim);
-    const attScratch = new Float32Array(Math.max(...tape.seqs.map((s) => s.length * s.length)));
+    // Every one of these is fully overwritten before it is read (GEMMs with beta 0, kernels
+    // that write their output), except dx, zeroed above, and dk/dv, zeroed by the attention.
+    const dAct = this.buf('d.act', T * F), dGate = this.buf('d.gate', T * F), dUp = this.buf('d.up', T * F);
+    const dh = this.buf('d.h', T * D), dAtt = this.buf('d.att', T * qDim);
+    const dq = this.buf('d.q', T * qDim), dk = this.buf('d.k', T * kvDim), dv = this.buf('d.v', T * kvDim);
+    const dq0 = this.buf('d.q0', T * qDim), dk0 = this.buf('d.k0', T * kvDim);
+    const attScratch = this.buf('d.attScratch', Math.max(...tape.seqs.map((s) => s.length * s.length)));
     for (let l = cfg.numLayers - 1; l >= 0; l--) {
       const w = this.layers[l]!, lt = tape.layers[l]!;
       const lin = w.lin;
