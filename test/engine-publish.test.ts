@@ -40,6 +40,21 @@ test('a LoRA version: sampler log-probs equal the trainer forward with the same 
     const again = await engine.logprobs(prompt, completion, { version: 0 });
     assert.ok(maxAbsDiff(base.logprobs, again.logprobs) < 1e-6, 'version 0 must stay the frozen base');
 
+    // Generation can ask for the frozen base too (a self-judge does), next to the serving version.
+    const sample = async (version?: number) => {
+      const out: { ids: number[]; logprobs: number[]; version: number } = { ids: [], logprobs: [], version: -1 };
+      for await (const e of engine.generate(prompt, { maxTokens: 5, seed: 3, stopTokenIds: [], ...(version !== undefined ? { version } : {}) })) {
+        if (e.type === 'token') { out.ids.push(e.token.id); out.logprobs.push(e.token.logprob); } else out.version = e.version;
+      }
+      return out;
+    };
+    const [fromBase, fromServing] = await Promise.all([sample(0), sample()]);
+    assert.equal(fromBase.version, 0);
+    assert.equal(fromServing.version, 1);
+    const baseScore = await engine.logprobs(prompt, fromBase.ids, { version: 0 });
+    assert.ok(maxAbsDiff(baseScore.logprobs, fromBase.logprobs) < 1e-4, 'a version-0 generation must report base log-probs');
+    assert.throws(() => engine.generate(prompt, { version: -1 }), /version must be a non-negative integer/);
+
     const params = paramStoreOver(tensorSpecs(cfg), new Float32Array(engine.info.baseParams));
     const trainer = new TrainModel(cfg, params, null, lora, loadKernels());
     const trained = trainer.forward([{ tokens: [...prompt, ...completion], promptLength: prompt.length }]);

@@ -19,6 +19,8 @@ export interface SamplingParams {
   seed?: number;
   /** Also report the k most likely tokens (at temperature 1) per position; 0 = off. */
   topLogprobs?: number;
+  /** Sample from this policy version (0 = the frozen base, e.g. for a self-judge); default: the serving one. */
+  version?: number;
 }
 
 /** One token alternative with its log-prob under the model at temperature 1. */

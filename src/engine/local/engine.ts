@@ -150,7 +150,9 @@ export class LocalEngine implements Sampler, Scorer {
     check(Number.isInteger(topLogprobs) && topLogprobs >= 0 && topLogprobs <= 20, `topLogprobs must be an integer in 0..20, got ${topLogprobs}`);
     const seed = p.seed ?? randomSeed();
     check(Number.isInteger(seed), `seed must be an integer, got ${seed}`);
-    return { temperature, topP, topK, maxTokens, stop: p.stop ?? [], stopTokenIds: p.stopTokenIds ?? [], seed, topLogprobs };
+    const version = p.version ?? null;
+    check(version === null || (Number.isInteger(version) && version >= 0), `version must be a non-negative integer, got ${version}`);
+    return { temperature, topP, topK, maxTokens, stop: p.stop ?? [], stopTokenIds: p.stopTokenIds ?? [], seed, topLogprobs, version };
   }
 
   private post(m: ToWorker): void {

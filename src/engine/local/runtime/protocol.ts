@@ -14,6 +14,8 @@ export interface ResolvedSampling {
   stopTokenIds: number[];
   seed: number;
   topLogprobs: number;
+  /** null: the version serving when the request reaches the worker. */
+  version: number | null;
 }
 
 export interface WorkerOptions {

@@ -108,12 +108,14 @@ export class Scheduler {
 
   addGeneration(id: number, promptIds: number[], sampling: ResolvedSampling): void {
     if (promptIds.length === 0) throw new Error('the prompt is empty');
+    const policy = sampling.version === null ? this.current : this.versions.get(sampling.version);
+    if (!policy) throw new Error(`policy version ${sampling.version} is not loaded (live versions: ${this.liveVersions.join(', ')})`);
     this.checkIds(promptIds);
     if (promptIds.length >= this.cfg.maxPositionEmbeddings) {
       throw new RangeError(`prompt is ${promptIds.length} tokens, the model's context is ${this.cfg.maxPositionEmbeddings}`);
     }
     this.jobs.push({
-      kind: 'generate', id, policy: this.current, cache: createKvCache(this.cfg, Math.min(promptIds.length + 64, this.cfg.maxPositionEmbeddings)),
+      kind: 'generate', id, policy, cache: createKvCache(this.cfg, Math.min(promptIds.length + 64, this.cfg.maxPositionEmbeddings)),
       pending: promptIds.slice(), promptTokens: promptIds.length, sampling, rng: createRng(sampling.seed),
       stopIds: new Set([...this.eosIds, ...sampling.stopTokenIds]), decoder: this.newDecoder(), text: '', generated: 0,
     });
