@@ -397,6 +397,17 @@ def tis_weight_carries_no_gradient():
     # tisCap null ignores rollout log-probs
     _, g3, _ = run_ok(dict(base, batch=b2, loss=plain, out=outdir("tis4")))
     check(max(float((g3[k] - g0[k]).abs().max()) for k in g0) == 0.0, "tisCap null ignores rollout")
+    # Without oldLogprobs the weight is exp(lp - rollout) with lp detached: rollout = lp - log 0.5
+    # must give half the on-policy gradient (a weight carrying gradient would give the full one).
+    b3 = json.loads(json.dumps(base["batch"]))
+    for b in b3:
+        del b["oldLogprobs"]
+    _, g4, _ = run_ok(dict(base, batch=b3, loss=plain, out=outdir("tis5")))
+    for b, lp in zip(b3, current_logprobs(base)):
+        b["rolloutLogprobs"] = [x - math.log(0.5) for x in lp]
+    _, g5, _ = run_ok(dict(base, batch=b3, loss=dict(plain, tisCap=2.0), out=outdir("tis6")))
+    d = max(float((g5[k] - 0.5 * g4[k]).abs().max()) for k in g4)
+    check(d < 1e-12, f"TIS weight without oldLogprobs must be a constant: {d}")
 
 
 # ------------------------------------------------------------------------ LoRA
