@@ -34,7 +34,7 @@ bool attention_f32(float* out, const float* q, const float* k, const float* v,
 
 // ---- Training kernels (train_kernels.c) ----
 
-// AdamW's scalars, combined in double before they are rounded to float (adamw_hyper).
+// AdamW's scalars, combined in double before they are rounded to float (adamw_step).
 typedef struct {
   float beta1, one_minus_beta1;
   float beta2, one_minus_beta2;
@@ -55,7 +55,7 @@ void adamw_f32(float* p, const float* g, float* m, float* v, size_t n, const Ada
 bool rmsnorm_backward_f32(float* dx, float* dw, const float* dy, const float* x, const float* w, size_t rows,
                           size_t dim, float eps, bool accumulate);
 
-// Elementwise; any output may alias any input at the same index.
+// Elementwise; dg and du (distinct) may each alias any input.
 void silu_mul_backward_f32(float* dg, float* du, const float* da, const float* gate, const float* up, size_t n);
 
 // Per row of V >= 1 logits: lse and entropy.

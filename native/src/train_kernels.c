@@ -109,14 +109,14 @@ void silu_mul_backward_f32(float* dg, float* du, const float* da, const float* g
 // ---- logits rows --------------------------------------------------------------------------
 
 // logits_stats_f32 reads each row once, in blocks that stay in L1: a block's max, then its
-// exponentials against the running max. When a block raises the max, the sums so far are
-// rescaled (online softmax), so a row of 151936 logits is not read twice from memory.
+// exponentials against the running max, summed in float within the block and in double
+// across blocks. When a block raises the max, the sums so far are rescaled (online softmax),
+// so a row of 151936 logits is not read twice from memory.
 #define LOGITS_BLOCK 1024
 
 SIMD_CLONES
 void logits_stats_f32(float* lse, float* entropy, const float* logits, size_t rows, size_t v) {
-  float y[LOGITS_BLOCK]; // z - max, clamped
-  float e[LOGITS_BLOCK]; // exp(y)
+  const size_t total = rows * v;
   for (size_t r = 0; r < rows; r++) {
     const float* z = logits + r * v;
     // With y = z - max: sum = sum e^y and weighted = sum e^y y, so that lse = max + log(sum)
@@ -127,6 +127,12 @@ void logits_stats_f32(float* lse, float* entropy, const float* logits, size_t ro
     for (size_t j0 = 0; j0 < v; j0 += LOGITS_BLOCK) {
       const size_t len = v - j0 < LOGITS_BLOCK ? v - j0 : LOGITS_BLOCK;
       const float* zb = z + j0;
+      // The next block (of this row or the next) comes in while this one is computed: the
+      // loop below is bound by its exponentials, not by memory.
+      const size_t next = r * v + j0 + len;
+      const size_t ahead = total - next < LOGITS_BLOCK ? total - next : LOGITS_BLOCK;
+      for (size_t q = 0; q < ahead; q += 16) __builtin_prefetch(logits + next + q);
+
       const float block_max = max_f32(zb, len);
       if (block_max > max) {
         // e^y shrinks by e^-shift and y by shift: weighted' = e^-shift (weighted - shift sum).
@@ -137,13 +143,30 @@ void logits_stats_f32(float* lse, float* entropy, const float* logits, size_t ro
         max = block_max;
       }
       const float max_f = (float)max; // a float already: a block max, or -FLT_MAX
-      for (size_t j = 0; j < len; j++) {
-        float yj = clamp_exp_input(zb[j] - max_f);
-        y[j] = yj;
-        e[j] = exp_f32(yj);
+      // y <= 0, so only the clamp below is needed before exp.
+      const f32x8 max8 = splat8(max_f);
+      f32x8 sum0 = {0}, sum1 = {0}, weighted0 = {0}, weighted1 = {0};
+      size_t j = 0;
+      for (; j + 16 <= len; j += 16) {
+        f32x8 y0 = clamp_below8(load8(zb + j) - max8, EXP_INPUT_MIN);
+        f32x8 y1 = clamp_below8(load8(zb + j + 8) - max8, EXP_INPUT_MIN);
+        f32x8 e0 = exp_in_range_f32x8(y0);
+        f32x8 e1 = exp_in_range_f32x8(y1);
+        sum0 += e0;
+        sum1 += e1;
+        weighted0 += e0 * y0;
+        weighted1 += e1 * y1;
       }
-      sum += sum_f32(e, len);
-      weighted += dot_f32(e, y, len);
+      float block_sum = add_lanes(sum0 + sum1);
+      float block_weighted = add_lanes(weighted0 + weighted1);
+      for (; j < len; j++) {
+        float y = clamp_exp_input(zb[j] - max_f);
+        float e = exp_f32(y);
+        block_sum += e;
+        block_weighted += e * y;
+      }
+      sum += block_sum;
+      weighted += block_weighted;
     }
     const double log_sum = log(sum);
     lse[r] = (float)(max + log_sum);

@@ -16,10 +16,20 @@
 
 typedef float f32x8 __attribute__((vector_size(32)));
 typedef int32_t i32x8 __attribute__((vector_size(32)));
+typedef uint32_t u32x8 __attribute__((vector_size(32)));
 
 static inline f32x8 load8(const float* p) {
   f32x8 v;
   memcpy(&v, p, sizeof v); // unaligned load
+  return v;
+}
+
+static inline void store8(float* p, f32x8 v) {
+  memcpy(p, &v, sizeof v); // unaligned store
+}
+
+static inline f32x8 splat8(float x) {
+  f32x8 v = {x, x, x, x, x, x, x, x};
   return v;
 }
 
@@ -71,16 +81,31 @@ static inline float sum_f32(const float* a, size_t n) {
   return add_lanes(acc0 + acc1) + tail;
 }
 
-// Ignores NaN entries (a NaN score still poisons a softmax through exp and the sum).
+// Lanes where x is greater take x; a NaN in x is never greater, so it is ignored.
+static inline f32x8 max_lanes(f32x8 lanes, f32x8 x) {
+  i32x8 greater = x > lanes; // all-ones where true (C has no vector ?: operator)
+  return (f32x8)((greater & (i32x8)x) | (~greater & (i32x8)lanes));
+}
+
+// x, or low where x < low; NaN stays NaN.
+static inline f32x8 clamp_below8(f32x8 x, float low) {
+  return max_lanes(x, splat8(low));
+}
+
+// Ignores NaN entries (a NaN score still poisons a softmax through exp and the sum). Four
+// accumulators, because each step waits for the compare before it.
 static inline float max_f32(const float* a, size_t n) {
   float max = -INFINITY;
-  f32x8 lanes = {max, max, max, max, max, max, max, max};
+  f32x8 lanes0 = splat8(max), lanes1 = lanes0, lanes2 = lanes0, lanes3 = lanes0;
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    f32x8 x = load8(a + i);
-    i32x8 greater = x > lanes; // all-ones where true (C has no vector ?: operator)
-    lanes = (f32x8)((greater & (i32x8)x) | (~greater & (i32x8)lanes));
+  for (; i + 32 <= n; i += 32) {
+    lanes0 = max_lanes(lanes0, load8(a + i));
+    lanes1 = max_lanes(lanes1, load8(a + i + 8));
+    lanes2 = max_lanes(lanes2, load8(a + i + 16));
+    lanes3 = max_lanes(lanes3, load8(a + i + 24));
   }
+  for (; i + 8 <= n; i += 8) lanes0 = max_lanes(lanes0, load8(a + i));
+  f32x8 lanes = max_lanes(max_lanes(lanes0, lanes1), max_lanes(lanes2, lanes3));
   for (; i < n; i++) max = a[i] > max ? a[i] : max;
   for (int l = 0; l < 8; l++) max = lanes[l] > max ? lanes[l] : max;
   return max;
@@ -116,12 +141,49 @@ static inline float exp_f32(float x) {
   return e_r * two_n;
 }
 
-// In place, scores[0..n-1] -> softmax(scores) in float32, max subtracted; n >= 1.
+// exp_f32 on eight lanes, for x already clamped to [-87, 88] (or NaN) by the caller: the
+// same steps. For loops that also sum the results, which the auto-vectoriser does not do
+// without -ffast-math (it may not reorder a float sum).
+static inline f32x8 exp_in_range_f32x8(f32x8 x) {
+  const f32x8 round_magic = splat8(12582912.f);
+  f32x8 shifted = x * 1.44269504088896341f + round_magic;
+  f32x8 n = shifted - round_magic;
+  f32x8 r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  f32x8 p = splat8(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  f32x8 e_r = p * r * r + r + 1.f;
+  u32x8 exponent_bits = ((u32x8)shifted - 0x4B400000u + 127u) << 23;
+  return e_r * (f32x8)exponent_bits;
+}
+
+// In place, scores[0..n-1] -> softmax(scores) in float32, max subtracted; n >= 1. The
+// exponentials are summed as they are stored, 16 at a time.
 static inline void softmax_f32(float* scores, size_t n) {
-  float max_score = max_f32(scores, n);
-  for (size_t j = 0; j < n; j++) scores[j] = exp_f32(scores[j] - max_score);
-  float inv_sum = 1.f / sum_f32(scores, n);
-  for (size_t j = 0; j < n; j++) scores[j] *= inv_sum;
+  const float max_score = max_f32(scores, n);
+  const f32x8 max8 = splat8(max_score);
+  f32x8 sum0 = {0}, sum1 = {0};
+  size_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    // x - max <= 0, so only the clamp below is needed.
+    f32x8 e0 = exp_in_range_f32x8(clamp_below8(load8(scores + j) - max8, -87.f));
+    f32x8 e1 = exp_in_range_f32x8(clamp_below8(load8(scores + j + 8) - max8, -87.f));
+    store8(scores + j, e0);
+    store8(scores + j + 8, e1);
+    sum0 += e0;
+    sum1 += e1;
+  }
+  float sum = add_lanes(sum0 + sum1);
+  for (; j < n; j++) {
+    scores[j] = exp_f32(scores[j] - max_score);
+    sum += scores[j];
+  }
+  float inv_sum = 1.f / sum;
+  for (j = 0; j < n; j++) scores[j] *= inv_sum;
 }
 
 #endif
