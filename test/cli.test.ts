@@ -83,3 +83,26 @@ test('a malformed samples file is reported by line and nothing is trained or wri
   assert.match(r.stderr, /bad.jsonl:4: "completionIds" holds 99999, not a token id of this model/);
   assert.equal(existsSync(out), false);
 });
+
+test('export --merge folds the adapter in: the merged folder scores like base + adapter', async () => {
+  const { LocalEngine } = await import('../src/engine/local/engine.js');
+  const adapter = join(work, 'adapter');
+  const merged = join(work, 'merged');
+  const r = cli('export', '--merge', '--model', model, '--adapter', adapter, '--out', merged);
+  assert.equal(r.status, 0, r.stderr);
+  const prompt = [10, 11, 12], completion = [40, 41, 42, 43];
+  const mergedEngine = await LocalEngine.open(merged);
+  const baseEngine = await LocalEngine.open(model);
+  try {
+    const lora = readPeftAdapter(adapter, readModelFolder(model).config);
+    await baseEngine.publish({ version: 1, kind: 'lora', spec: lora.spec, data: lora.data });
+    const viaAdapter = await baseEngine.logprobs(prompt, completion, { version: 1 });
+    const viaMerge = await mergedEngine.logprobs(prompt, completion);
+    const base = await baseEngine.logprobs(prompt, completion, { version: 0 });
+    for (let i = 0; i < completion.length; i++) assert.ok(Math.abs(viaAdapter.logprobs[i]! - viaMerge.logprobs[i]!) < 1e-4);
+    assert.ok(viaAdapter.logprobs.some((x, i) => Math.abs(x - base.logprobs[i]!) > 1e-4), 'the adapter changed nothing');
+  } finally {
+    await mergedEngine.close();
+    await baseEngine.close();
+  }
+});

@@ -5,9 +5,14 @@
 //   openclaw-rl generate --model models/tiny --prompt "Hello" --max-tokens 32
 //   openclaw-rl generate --model models/tiny --prompt "Hello" --json
 //   openclaw-rl train --model models/tiny --samples samples.jsonl --out adapters/a1 --steps 10
+//   openclaw-rl serve --model models/tiny --data data
+//   openclaw-rl export --data data --out turns.jsonl
 
+import { runExport } from './export.js';
+import { runMergeExport } from './export-merged.js';
 import { runGenerate } from './generate.js';
 import { runModelInit } from './model-init.js';
+import { runServe } from './serve.js';
 import { runTrain } from './train.js';
 import { CliError } from './args.js';
 
@@ -17,6 +22,8 @@ commands:
   model init   write a random-initialised model folder (Hugging Face format)
   generate     generate a completion with the embedded engine
   train        train a LoRA adapter or all weights offline from a JSONL file of samples
+  serve        run the OpenAI-compatible gateway that records every main-line turn
+  export       write the recorded turns as JSONL; with --merge, fold a LoRA adapter into a model folder
 
 Run "openclaw-rl <command> --help" for the options of a command.`;
 
@@ -25,6 +32,8 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'model' && rest[0] === 'init') return runModelInit(rest.slice(1));
   if (command === 'generate') return runGenerate(rest);
   if (command === 'train') return runTrain(rest);
+  if (command === 'serve') return runServe(rest);
+  if (command === 'export') return rest.includes('--merge') ? runMergeExport(rest) : runExport(rest);
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
     console.log(USAGE);
     return command === undefined ? 2 : 0;

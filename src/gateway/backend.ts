@@ -1,0 +1,84 @@
+// What the gateway needs from a model: a Sampler, the tokenizer and chat template that turn
+// messages into prompt ids, and the model's limits and defaults. loadChatBackend() builds it from
+// a model folder with the embedded engine; tests build one around a scripted Sampler.
+
+import { toTemplateMessage, type RenderedPrompt } from '../engine/chat/prompt.js';
+import type { ChatMessage, ToolSpec } from '../engine/chat/messages.js';
+import { loadChatModel } from '../engine/local/chat-model.js';
+import type { LocalEngineOptions } from '../engine/local/engine.js';
+import type { GenerationDefaults } from '../engine/local/model/folder.js';
+import type { ChatTemplate } from '../engine/local/tokenizer/chat-template.js';
+import type { TextTokenizer } from '../engine/local/tokenizer/tokenizer.js';
+import type { Sampler } from '../engine/types.js';
+import type { RetemplateCheck } from '../types.js';
+import { PromptEncoder, type PromptEncoderOptions } from './prompt-encoder.js';
+
+export interface ChatBackend {
+  sampler: Sampler;
+  tokenizer: TextTokenizer;
+  template: ChatTemplate;
+  /** Tokenizes rendered prompts (with a cache of repeated pieces). */
+  encoder: PromptEncoder;
+  /** max_position_embeddings: prompt + completion never exceed it. */
+  contextLength: number;
+  generationDefaults: GenerationDefaults;
+  /** The id GET /v1/models lists first (default: the model folder's name). */
+  modelId: string;
+  /** Releases the engine. */
+  close(): Promise<void>;
+}
+
+export interface RenderInput {
+  messages: readonly ChatMessage[];
+  tools: readonly ToolSpec[] | undefined;
+  enableThinking: boolean | undefined;
+}
+
+export async function loadChatBackend(modelDir: string, modelId: string, opts: LocalEngineOptions & { encoder?: PromptEncoderOptions } = {}): Promise<ChatBackend> {
+  const { encoder, ...engineOptions } = opts;
+  const model = await loadChatModel(modelDir, engineOptions);
+  return {
+    sampler: model.engine,
+    tokenizer: model.tokenizer,
+    template: model.template,
+    encoder: PromptEncoder.forModelDir(modelDir, model.tokenizer, encoder),
+    contextLength: model.engine.folder.config.maxPositionEmbeddings,
+    generationDefaults: model.engine.folder.generationDefaults,
+    modelId,
+    close: () => model.engine.close(),
+  };
+}
+
+/** Like engine/chat/prompt.ts renderPrompt, but tokenized by the backend's caching encoder. */
+export function renderRequest(backend: ChatBackend, input: RenderInput, addGenerationPrompt = true): RenderedPrompt {
+  const text = backend.template.render(input.messages.map(toTemplateMessage), {
+    ...(input.tools ? { tools: input.tools } : {}),
+    addGenerationPrompt,
+    ...(input.enableThinking !== undefined ? { enableThinking: input.enableThinking } : {}),
+  });
+  return { text, ids: backend.encoder.encode(text), thinkingOpen: text.trimEnd().endsWith('<think>') };
+}
+
+/**
+ * Token-exactness check: renders the prompt messages followed by the response through the chat
+ * template (no generation prompt) and tests that its ids start with promptIds ++ completionIds.
+ * A template may legitimately differ (it drops reasoning, re-serialises tool-call JSON, or the
+ * model emitted text the parser trimmed); the result records where, and training always uses the
+ * recorded ids, never this rendering.
+ */
+export function checkRetemplate(
+  backend: ChatBackend,
+  input: RenderInput & { response: ChatMessage; promptIds: readonly number[]; completionIds: readonly number[] },
+): RetemplateCheck {
+  const recorded = [...input.promptIds, ...input.completionIds];
+  let rendered: number[];
+  try {
+    rendered = renderRequest(backend, { ...input, messages: [...input.messages, input.response] }, false).ids;
+  } catch {
+    return { match: false, firstMismatch: 0, renderedTokens: 0, recordedTokens: recorded.length };
+  }
+  let i = 0;
+  while (i < recorded.length && i < rendered.length && recorded[i] === rendered[i]) i++;
+  const match = i === recorded.length;
+  return { match, ...(match ? {} : { firstMismatch: i }), renderedTokens: rendered.length, recordedTokens: recorded.length };
+}

@@ -1,0 +1,186 @@
+// POST /v1/chat/completions. The main path, in order:
+//   1. validate the body and the session headers        (400, nothing written)
+//   2. render the prompt; check it fits the context      (400 "prompt is N tokens, the model's context is M")
+//   3. sessions: identify, classify, attribute           (closes the previous main turn durably)
+//   4. sample token by token; stream deltas as they settle; a client that leaves cancels sampling
+//   5. commit the turn to the store                      (before the finish chunk or the JSON reply)
+//   6. send the end; check token-exactness in the background
+
+import { randomBytes } from 'node:crypto';
+import type { RenderedPrompt } from '../engine/chat/prompt.js';
+import { randomSeed } from '../engine/local/sampling/random.js';
+import type { GenerationEvent, SamplingParams } from '../engine/types.js';
+import type { TurnPlan, TurnRecorder } from '../sessions/recorder.js';
+import type { SamplingUsed, Turn } from '../types.js';
+import { CompletionAssembler } from './assembler.js';
+import { checkRetemplate, renderRequest, type ChatBackend } from './backend.js';
+import { GatewayError, invalid } from './errors.js';
+import { sendJson, type Context, type Handler } from './http.js';
+import type { Logger } from './log.js';
+import { chunkObject, completionObject, deltasOf, usageChunk, usageOf, type CompletionIds } from './openai-format.js';
+import { parseChatRequest, type ChatRequest } from './params.js';
+import { requestMeta } from './request-meta.js';
+import { SseWriter } from './sse.js';
+
+export interface ChatDeps {
+  backend: ChatBackend;
+  recorder: TurnRecorder;
+  /** Queues the token-exactness check of a committed main turn (computed after the response). */
+  checkLater: (turnId: string, compute: () => NonNullable<Turn['retemplate']>) => void;
+  logger: Logger;
+  now: () => number;
+  newToolCallId?: () => string;
+}
+
+type Finish = Extract<GenerationEvent, { type: 'finish' }>;
+
+/** `turn_` + 12 hex digits of the time + 12 random: ids sort by arrival, so store inserts append. */
+export function newTurnId(now: number): string {
+  return `turn_${Math.floor(now).toString(16).padStart(12, '0').slice(-12)}${randomBytes(6).toString('hex')}`;
+}
+
+export function chatCompletions(deps: ChatDeps): Handler {
+  return async function chatCompletionsHandler(ctx) {
+    const req = parseChatRequest(ctx.json);
+    const meta = requestMeta(ctx.req.headers, req);
+    const tools = req.toolChoice === 'none' ? undefined : req.tools;
+    const prompt = render(deps.backend, req, tools);
+    const { params, used } = resolveSampling(deps.backend, req, prompt.ids.length);
+    const receivedAt = deps.now();
+    const plan = deps.recorder.begin({
+      turnId: newTurnId(receivedAt), receivedAt, identity: meta.identity, turnType: meta.turnType,
+      optOut: meta.optOut, traceId: meta.traceId, model: req.model ?? deps.backend.modelId, messages: req.messages, tools: req.tools,
+    });
+    Object.assign(ctx.log, { sessionId: plan.sessionId, sessionSource: plan.sessionSource, turnId: plan.turnId, kind: plan.kind, kindReason: plan.kindReason, attribution: plan.attribution.type, promptTokens: prompt.ids.length });
+    if (deps.logger.logContent) ctx.log.messages = req.messages.slice(-3);
+    const progress = { settled: false }; // set once commit() has run: it settles the in-flight count itself
+    try {
+      await answer(deps, ctx, req, prompt, params, used, plan, receivedAt, progress);
+    } finally {
+      if (!progress.settled) deps.recorder.abandon(plan);
+    }
+  };
+}
+
+function render(backend: ChatBackend, req: ChatRequest, tools: ChatRequest['tools']): RenderedPrompt {
+  let prompt: RenderedPrompt;
+  try {
+    prompt = renderRequest(backend, { messages: req.messages, tools, enableThinking: req.enableThinking });
+  } catch (e) {
+    throw invalid('messages', `the model's chat template cannot render these messages: ${(e as Error).message}`, 'template_error');
+  }
+  if (prompt.ids.length >= backend.contextLength) {
+    throw invalid('messages', `prompt is ${prompt.ids.length} tokens, the model's context is ${backend.contextLength} (context length exceeded): shorten or compact the conversation`, 'context_length_exceeded');
+  }
+  return prompt;
+}
+
+/** Request values, else the model's generation_config.json, else OpenAI's defaults; all recorded. */
+export function resolveSampling(backend: ChatBackend, req: ChatRequest, promptTokens: number): { params: SamplingParams; used: SamplingUsed } {
+  const d = backend.generationDefaults;
+  const room = backend.contextLength - promptTokens;
+  const used: SamplingUsed = {
+    temperature: req.temperature ?? d.temperature ?? 1,
+    topP: req.topP ?? d.topP ?? 1,
+    topK: req.topK ?? d.topK ?? 0,
+    maxTokens: Math.min(req.maxTokens ?? room, room),
+    stop: req.stop,
+    seed: req.seed ?? randomSeed(),
+    topLogprobs: req.topLogprobs,
+    defaultsFrom: req.temperature !== undefined && req.topP !== undefined ? 'request'
+      : d.temperature !== undefined || d.topP !== undefined || d.topK !== undefined ? 'generation_config' : 'openai',
+  };
+  const params: SamplingParams = {
+    temperature: used.temperature, topP: used.topP, topK: used.topK, maxTokens: used.maxTokens, stop: used.stop,
+    seed: used.seed, topLogprobs: used.topLogprobs,
+  };
+  return { params, used };
+}
+
+/** Samples, streams or collects, commits, replies. */
+async function answer(
+  deps: ChatDeps, ctx: Context, req: ChatRequest, prompt: RenderedPrompt, params: SamplingParams, used: SamplingUsed,
+  plan: TurnPlan, receivedAt: number, progress: { settled: boolean },
+): Promise<void> {
+  const ids: CompletionIds = { id: `chatcmpl-${plan.turnId.slice(5)}`, created: Math.floor(receivedAt / 1000), model: req.model ?? deps.backend.modelId };
+  const headers: Record<string, string> = { 'x-turn-id': plan.turnId, 'x-turn-type': plan.kind };
+  if (plan.sessionId !== null) headers['x-session-id'] = plan.sessionId;
+  if (req.ignored.length > 0) headers['x-openclaw-rl-ignored'] = req.ignored.join(',');
+  const asm = new CompletionAssembler(deps.backend.tokenizer, { thinkingOpen: prompt.thinkingOpen, stop: req.stop, logprobs: req.logprobs, ...(deps.newToolCallId ? { newToolCallId: deps.newToolCallId } : {}) });
+  const chunk = (delta: Record<string, unknown>, finishReason: string | null = null) =>
+    chunkObject(ids, delta, { logprobs: req.logprobs ? asm.takeLogprobs() : null, finishReason, includeUsage: req.includeUsage });
+
+  let events: AsyncIterable<GenerationEvent>;
+  try {
+    events = deps.backend.sampler.generate(prompt.ids, params, ctx.signal);
+  } catch (e) {
+    throw e instanceof RangeError ? invalid(null, e.message) : e;
+  }
+  const sse = req.stream ? new SseWriter(ctx.res) : null;
+  if (sse) {
+    sse.start(headers);
+    await sse.data(chunk({ role: 'assistant', content: '' }));
+  }
+  let finish: Finish | undefined;
+  let firstTokenAt: number | null = null;
+  try {
+    for await (const e of events) {
+      if (e.type === 'finish') {
+        finish = e;
+        continue;
+      }
+      firstTokenAt ??= deps.now();
+      const pieces = asm.token(e.token);
+      if (sse && pieces.length > 0) for (const d of deltasOf(pieces)) await sse.data(chunk(d));
+    }
+    if (!finish) throw new Error('the sampler ended without a finish event');
+  } catch (e) {
+    return fail(deps, ctx, sse, `the model failed while generating: ${(e as Error).message}`, e);
+  }
+  const tail = asm.finish();
+  if (sse && finish.reason !== 'cancelled') for (const d of deltasOf(tail)) await sse.data(chunk(d));
+
+  const turn: Turn = {
+    id: plan.turnId, sessionId: plan.sessionId, sessionSource: plan.sessionSource, kind: plan.kind, kindReason: plan.kindReason,
+    compaction: plan.compaction, traceId: plan.traceId, model: ids.model, messages: req.messages, tools: req.tools ?? null,
+    sampling: used, promptIds: prompt.ids, completionIds: asm.ids, logprobs: asm.logprobs, sampledLogprobs: asm.sampledLogprobs,
+    response: asm.message(), finishReason: finish.reason, policyVersion: finish.version, receivedAt, firstTokenAt,
+    completedAt: deps.now(), toolCallErrors: asm.toolCallErrors, retemplate: null,
+  };
+  progress.settled = true;
+  try {
+    deps.recorder.commit(plan, turn);
+  } catch (e) {
+    return fail(deps, ctx, sse, 'the turn could not be recorded, so it is not acknowledged: retry the request', e);
+  }
+  Object.assign(ctx.log, { completionTokens: asm.ids.length, finish: finish.reason, policyVersion: finish.version, firstTokenMs: firstTokenAt === null ? null : firstTokenAt - receivedAt });
+  if (deps.logger.logContent) ctx.log.response = turn.response;
+  if (finish.reason !== 'cancelled') {
+    const usage = usageOf(prompt.ids.length, asm.ids.length);
+    const finishReason = asm.finishReason(finish.reason);
+    if (sse) {
+      await sse.data(chunk({}, finishReason));
+      if (req.includeUsage) await sse.data(usageChunk(ids, usage));
+      sse.done();
+    } else {
+      sendJson(ctx, 200, completionObject(ids, turn.response, finishReason, usage, req.logprobs ? asm.allLogprobEntries : null), headers);
+    }
+    if (plan.learning && plan.kind === 'main') {
+      deps.checkLater(turn.id, () => checkRetemplate(deps.backend, {
+        messages: req.messages, tools: req.toolChoice === 'none' ? undefined : req.tools, enableThinking: req.enableThinking,
+        response: turn.response, promptIds: turn.promptIds, completionIds: turn.completionIds,
+      }));
+    }
+  } else {
+    ctx.log.clientGone = true;
+  }
+}
+
+/** Reports a failure after the response may have started: an SSE error event, or a 500. */
+function fail(deps: ChatDeps, ctx: Context, sse: SseWriter | null, message: string, cause: unknown): void {
+  deps.logger.event('error', { requestId: ctx.requestId, message, cause: (cause as Error)?.stack ?? String(cause) });
+  const error = new GatewayError(500, `${message} (request ${ctx.requestId})`, { code: 'server_error' });
+  if (!sse) throw error;
+  void sse.data(error.toBody()).then(() => sse.end());
+  ctx.log.status = 500;
+}

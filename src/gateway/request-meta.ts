@@ -1,0 +1,56 @@
+// Session-related request metadata from headers and body: identity, turn type, opt-out, trace.
+// Header names (all case-insensitive):
+//   X-Session-Id, x-session-affinity, session_id   session identity (see sessions/identity.ts)
+//   X-Turn-Type: main|side                         turn kind
+//   X-Learning-Opt-Out: 1|true|yes|on              this session is never learned from (sticky)
+//   traceparent                                    W3C trace context (OpenClaw: one trace per agent run)
+
+import type { IncomingHttpHeaders } from 'node:http';
+import { explicitIdentity, traceIdOf, type ExplicitIdentity } from '../sessions/identity.js';
+import { parseTurnType } from '../sessions/kind.js';
+import type { TurnKind } from '../types.js';
+import { invalid } from './errors.js';
+import type { ChatRequest } from './params.js';
+
+export const OPT_OUT_HEADER = 'x-learning-opt-out';
+
+export interface RequestMeta {
+  identity: ExplicitIdentity | undefined;
+  turnType: TurnKind | undefined;
+  optOut: boolean;
+  traceId: string | null;
+}
+
+function header(headers: IncomingHttpHeaders, name: string): string | undefined {
+  const v = headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function parseFlag(value: string | undefined, name: string): boolean {
+  if (value === undefined) return false;
+  const v = value.trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(v)) return true;
+  if (['0', 'false', 'no', 'off', ''].includes(v)) return false;
+  throw invalid(name, `${name} must be 1/true/yes/on or 0/false/no/off, got "${value.slice(0, 40)}"`);
+}
+
+export function requestMeta(headers: IncomingHttpHeaders, req: ChatRequest): RequestMeta {
+  const identity = explicitIdentity({
+    xSessionId: header(headers, 'x-session-id'),
+    bodySessionId: req.sessionId,
+    affinity: header(headers, 'x-session-affinity'),
+    sessionIdHeader: header(headers, 'session_id'),
+    promptCacheKey: req.promptCacheKey,
+    user: req.user,
+  });
+  if (!identity.ok) throw invalid(identity.field, identity.message);
+  const rawType = header(headers, 'x-turn-type') ?? req.turnType;
+  const turnType = parseTurnType(rawType);
+  if (turnType === null) throw invalid('X-Turn-Type', `X-Turn-Type must be "main" or "side", got "${String(rawType).slice(0, 40)}"`);
+  return {
+    identity: identity.identity,
+    turnType,
+    optOut: parseFlag(header(headers, OPT_OUT_HEADER), 'X-Learning-Opt-Out'),
+    traceId: traceIdOf(header(headers, 'traceparent')),
+  };
+}

@@ -1,0 +1,205 @@
+// The gateway: routes, middleware and lifecycle around one model backend and one store.
+//
+//   GET    /healthz                  alive (no auth)
+//   GET    /readyz                   model loaded and store open (no auth)
+//   GET    /v1/models                served model ids (no auth: OpenClaw calls it without a key)
+//   POST   /v1/chat/completions      API key; the recorded route (chat.ts)
+//   DELETE /admin/sessions/:id       admin key; deletes a session and all its data
+
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { TurnRecorder } from '../sessions/recorder.js';
+import type { Store } from '../store/store.js';
+import type { ChatBackend } from './backend.js';
+import { chatCompletions } from './chat.js';
+import { CheckQueue } from './check-queue.js';
+import type { GatewayConfig } from './config.js';
+import { asGatewayError, GatewayError } from './errors.js';
+import { compose, Router, sendJson, type Context, type Handler, type Middleware } from './http.js';
+import { silentLogger, type Logger } from './log.js';
+import { bearerAuth } from './middleware/auth.js';
+import { jsonBody } from './middleware/json-body.js';
+import { requestId } from './middleware/request-id.js';
+
+export interface GatewayOptions {
+  backend: ChatBackend;
+  store: Store;
+  config: GatewayConfig;
+  logger?: Logger;
+  now?: () => number;
+  /** Tool-call id factory (tests make ids deterministic). */
+  newToolCallId?: () => string;
+}
+
+export class Gateway {
+  readonly recorder: TurnRecorder;
+  readonly server: Server;
+  private readonly router = new Router();
+  private readonly handle: Handler;
+  private readonly logger: Logger;
+  private readonly now: () => number;
+  private readonly checks: CheckQueue;
+  private readonly sweeper: NodeJS.Timeout;
+  private inflight = 0;
+  private lastRequestAt = 0;
+  private closing = false;
+
+  constructor(private readonly opts: GatewayOptions) {
+    const { config, store, backend } = opts;
+    this.logger = opts.logger ?? silentLogger;
+    this.now = opts.now ?? Date.now;
+    this.recorder = new TurnRecorder(store, {
+      kind: { sideModels: config.sideModels, mainModels: config.mainModels, defaultKind: config.defaultTurnKind },
+      idleMs: config.sessionIdleSeconds * 1000,
+      maxSessions: config.maxSessions,
+    }, (e) => this.logger.event(e.event, { ...e }));
+    const api = bearerAuth({ keys: config.apiKeys });
+    const admin = bearerAuth({ keys: config.adminKeys, what: 'admin key' });
+    this.checks = new CheckQueue(
+      (results) => { if (store.isOpen) store.setRetemplates(results); },
+      (e) => this.logger.event('error', { message: 'token-exactness check failed', cause: (e as Error)?.stack ?? String(e) }),
+      () => this.inflight > 0 || performance.now() - this.lastRequestAt < 20,
+    );
+    const chat = chatCompletions({
+      backend, recorder: this.recorder, logger: this.logger, now: this.now,
+      checkLater: (id, compute) => this.checks.push(id, compute),
+      ...(opts.newToolCallId ? { newToolCallId: opts.newToolCallId } : {}),
+    });
+    const route = (middleware: Middleware[], handler: Handler) => compose(middleware, handler);
+    this.router
+      .on('GET', '/healthz', route([], (ctx) => sendJson(ctx, 200, { status: 'ok' })))
+      .on('GET', '/readyz', route([], (ctx) => this.ready(ctx)))
+      .on('GET', '/v1/models', route([], (ctx) => sendJson(ctx, 200, { object: 'list', data: this.models() })))
+      .on('GET', '/v1/models/:id', route([], (ctx) => this.model(ctx)))
+      .on('POST', '/v1/chat/completions', route([api, this.limit(), jsonBody({ maxBytes: config.maxBodyBytes })], chat))
+      .on('DELETE', '/admin/sessions/:id', route([this.adminEnabled(), admin], (ctx) => this.deleteSession(ctx)));
+    this.handle = compose([requestId()], async (ctx) => {
+      const { handler, params } = this.router.match(ctx.method, ctx.path);
+      ctx.params = params;
+      await handler(ctx);
+    });
+    this.server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => void this.dispatch(req, res));
+    const sweepEvery = Math.min(config.sessionIdleSeconds * 500, 30_000);
+    this.sweeper = setInterval(() => this.recorder.sweep(this.now()), sweepEvery).unref();
+  }
+
+  /** Restores live turns from the store, then listens. Resolves to the bound address. */
+  async listen(): Promise<{ host: string; port: number }> {
+    const restored = this.recorder.restore(this.now());
+    if (restored > 0) this.logger.event('sessions_restored', { liveTurns: restored, sessions: this.recorder.sessionCount });
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(this.opts.config.port, this.opts.config.host, () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
+    const address = this.server.address() as AddressInfo;
+    return { host: address.address, port: address.port };
+  }
+
+  /** Stops accepting, lets requests in flight finish (up to graceMs), then waits for background work. */
+  async close(graceMs = 30_000): Promise<void> {
+    this.closing = true;
+    clearInterval(this.sweeper);
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.server.closeIdleConnections();
+    const timer = setTimeout(() => this.server.closeAllConnections(), graceMs).unref();
+    await closed;
+    clearTimeout(timer);
+    await this.settled();
+  }
+
+  /** Resolves when background work (token-exactness checks) has finished. */
+  settled(): Promise<void> {
+    return this.checks.settled();
+  }
+
+  private async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    this.lastRequestAt = performance.now();
+    const controller = new AbortController();
+    res.on('close', () => { if (!res.writableFinished) controller.abort(); });
+    const path = (req.url ?? '/').split('?')[0]!;
+    const ctx: Context = { req, res, method: req.method ?? 'GET', path, params: {}, requestId: '', startedAt: performance.now(), signal: controller.signal, log: {} };
+    try {
+      await this.handle(ctx);
+    } catch (e) {
+      this.reply(ctx, e);
+    } finally {
+      this.logger.event('request', {
+        requestId: ctx.requestId || undefined, method: ctx.method, path, ms: Math.round((performance.now() - ctx.startedAt) * 100) / 100,
+        ...ctx.log, status: ctx.log.status ?? res.statusCode,
+      });
+      if (!res.writableEnded && !res.headersSent && !res.destroyed) this.reply(ctx, new Error('handler returned without answering'));
+    }
+  }
+
+  private reply(ctx: Context, e: unknown): void {
+    const error = asGatewayError(e, ctx.requestId || 'unknown');
+    if (error.status >= 500 && !(e instanceof GatewayError)) this.logger.event('error', { requestId: ctx.requestId, cause: (e as Error)?.stack ?? String(e) });
+    ctx.log.status = error.status;
+    ctx.log.error = error.code ?? error.type;
+    const { res } = ctx;
+    if (res.headersSent || res.destroyed) {
+      if (!res.writableEnded && !res.destroyed) res.end();
+      return;
+    }
+    // A body we did not read (refused early, too large) is drained, not parsed as a next request;
+    // closing with unread bytes would reset the connection and could lose this reply.
+    const unread = !ctx.req.complete;
+    sendJson(ctx, error.status, error.toBody(), { ...error.headers, ...(unread ? { connection: 'close' } : {}) });
+    if (unread) {
+      const giveUp = setTimeout(() => ctx.req.destroy(), 2000).unref();
+      ctx.req.once('end', () => clearTimeout(giveUp)).once('error', () => clearTimeout(giveUp)).resume();
+    }
+  }
+
+  private limit(): Middleware {
+    const max = this.opts.config.maxConcurrentRequests;
+    return async (_ctx, next) => {
+      if (this.closing) throw new GatewayError(503, 'the server is shutting down: retry shortly', { code: 'shutting_down', headers: { 'retry-after': '1' } });
+      if (this.inflight >= max) throw new GatewayError(503, `the server is at its limit of ${max} concurrent requests: retry shortly`, { code: 'overloaded', headers: { 'retry-after': '1' } });
+      this.inflight++;
+      try {
+        await next();
+      } finally {
+        this.inflight--;
+      }
+    };
+  }
+
+  private ready(ctx: Context): void {
+    const store = this.opts.store.isOpen;
+    const ok = store && !this.closing;
+    sendJson(ctx, ok ? 200 : 503, { status: ok ? 'ready' : 'not_ready', model: this.opts.backend.modelId, store, sessions: this.recorder.sessionCount });
+  }
+
+  private models(): { id: string; object: 'model'; created: number; owned_by: string }[] {
+    const { config, backend } = this.opts;
+    const ids = [...new Set([backend.modelId, ...config.mainModels, ...config.sideModels])];
+    return ids.map((id) => ({ id, object: 'model', created: 0, owned_by: 'openclaw-rl' }));
+  }
+
+  private model(ctx: Context): void {
+    const found = this.models().find((m) => m.id === ctx.params.id);
+    if (!found) throw new GatewayError(404, `model "${ctx.params.id}" is not listed; any id is accepted for chat, the listed ones are ${this.models().map((m) => m.id).join(', ')}`, { code: 'model_not_found' });
+    sendJson(ctx, 200, found);
+  }
+
+  private adminEnabled(): Middleware {
+    return async (_ctx, next) => {
+      if (this.opts.config.adminKeys.length === 0) throw new GatewayError(403, 'admin routes are disabled: set adminKeys in the config (or OPENCLAW_RL_ADMIN_KEYS) to enable them', { code: 'admin_disabled' });
+      await next();
+    };
+  }
+
+  private deleteSession(ctx: Context): void {
+    const id = ctx.params.id!;
+    this.recorder.forget(id);
+    const turns = this.opts.store.deleteSession(id);
+    ctx.log.sessionId = id;
+    if (turns === null) throw new GatewayError(404, `no session "${id}" in the store`, { code: 'session_not_found' });
+    this.logger.event('session_deleted', { sessionId: id, turns });
+    sendJson(ctx, 200, { deleted: true, session_id: id, turns });
+  }
+}

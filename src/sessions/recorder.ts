@@ -1,0 +1,285 @@
+// The stateful side of sessions: which sessions are live, the last main turn of each (as hashes),
+// and the closures that follow from each new request. Every method is synchronous, so a request's
+// attribution and its state change happen without interleaving; the store calls are synchronous too
+// (SQLite), which makes each closure durable before the request goes on.
+//
+//   begin(request)  identify the session and the kind; attribute the live turn (closes it durably)
+//   commit(turn)    record the answered turn; a main turn becomes the session's live turn
+//   sweep(now)      close turns of sessions idle past the limit; release their memory
+
+import { randomBytes } from 'node:crypto';
+import type { ChatMessage, ToolSpec } from '../engine/chat/messages.js';
+import type { ClosureReason, NextState, SessionSource, Turn, TurnKind } from '../types.js';
+import { attribute, type Attribution, type LiveTurn } from './attribution.js';
+import { canonicalize, extendChain, type CanonicalHistory } from './canonical.js';
+import type { ExplicitIdentity } from './identity.js';
+import { classifyTurn, type KindConfig } from './kind.js';
+import { runtimeSessionId } from './openclaw.js';
+
+/** What the recorder needs from the store (store/store.ts implements it). */
+export interface TurnStore {
+  /** Whether the session may be learned from; undefined for an unknown session. */
+  sessionLearning(sessionId: string): boolean | undefined;
+  /** Inserts or updates the session row and, when given, inserts the turn, in one transaction. */
+  recordTurn(session: SessionUpsert | null, turn: Turn | null, closure?: { reason: ClosureReason; closedAt: number }): void;
+  /** Closes an open main turn: reason, next state and a learning-queue entry, in one transaction. */
+  closeTurn(close: TurnClosure): void;
+  /** Open main turns (no closure yet), oldest first, for restoring state after a restart. */
+  openMainTurns(): Turn[];
+}
+
+export interface SessionUpsert {
+  id: string;
+  source: SessionSource;
+  seenAt: number;
+  /** False once the session opted out (sticky). */
+  learning: boolean;
+}
+
+export interface TurnClosure {
+  turnId: string;
+  reason: ClosureReason;
+  closedAt: number;
+  nextState: NextState | null;
+  /** Queue status: pending for the learner, or excluded (opted out). */
+  learning: boolean;
+}
+
+export interface RecorderConfig {
+  kind: KindConfig;
+  /** A session idle longer than this closes its live turn with `no_next_state`. */
+  idleMs: number;
+  /** Sessions kept in memory; the least recently active beyond this are closed and released. */
+  maxSessions: number;
+}
+
+/** A request as the recorder sees it (the gateway has validated and extracted everything). */
+export interface IncomingRequest {
+  turnId: string;
+  receivedAt: number;
+  identity: ExplicitIdentity | undefined;
+  turnType: TurnKind | undefined;
+  optOut: boolean;
+  traceId: string | null;
+  model: string;
+  messages: ChatMessage[];
+  tools: ToolSpec[] | undefined;
+}
+
+/** What begin() decided; pass it back to commit() or abandon(). */
+export interface TurnPlan {
+  turnId: string;
+  sessionId: string | null;
+  sessionSource: SessionSource;
+  compaction: number | null;
+  kind: TurnKind;
+  kindReason: string;
+  traceId: string | null;
+  attribution: Attribution;
+  /** False when the session opted out of learning: nothing of it is stored. */
+  learning: boolean;
+  history: CanonicalHistory;
+}
+
+export type RecorderEvent =
+  | { event: 'turn_closed'; turnId: string; sessionId: string; reason: ClosureReason; nextStateMessages: number }
+  | { event: 'session_released'; sessionId: string; idleMs: number };
+
+interface SessionState {
+  id: string;
+  source: SessionSource;
+  live: LiveTurn | undefined;
+  lastActive: number;
+  /** Requests begun and not yet committed or abandoned; a session in flight is never released. */
+  pending: number;
+  learning: boolean;
+  /** What the session row in the store says, so it is written only when something changed. */
+  row: { seenAt: number; learning: boolean } | null;
+}
+
+/** last_seen_at in the store is refreshed at most this often. */
+const SEEN_RESOLUTION_MS = 60_000;
+
+export class TurnRecorder {
+  /** Insertion order is recency order: touching a session moves it to the end. */
+  private readonly sessions = new Map<string, SessionState>();
+  private readonly byExtension = new Map<string, string>();
+  private readonly byRetry = new Map<string, string>();
+
+  constructor(
+    private readonly store: TurnStore,
+    private readonly config: RecorderConfig,
+    private readonly log: (e: RecorderEvent) => void = () => {},
+  ) {}
+
+  get sessionCount(): number {
+    return this.sessions.size;
+  }
+
+  /** Rebuilds the live turns of the open main turns in the store (after a restart). */
+  restore(now: number): number {
+    let restored = 0;
+    for (const turn of this.store.openMainTurns()) {
+      if (turn.sessionId === null) continue;
+      const state = this.session(turn.sessionId, turn.sessionSource, turn.completedAt);
+      if (state.live) this.close(state, 'diverged', turn.completedAt, null);
+      this.setLive(state, turn.id, canonicalize(turn.messages), turn.response, turn.traceId, turn.completedAt);
+      restored++;
+    }
+    this.sweep(now);
+    return restored;
+  }
+
+  begin(req: IncomingRequest): TurnPlan {
+    const history = canonicalize(req.messages);
+    const decision = classifyTurn({
+      ...(req.turnType ? { turnType: req.turnType } : {}),
+      model: req.model, messages: req.messages, tools: req.tools,
+      ...(req.identity ? { sessionKey: req.identity.rawKey } : {}),
+    }, this.config.kind);
+    const { sessionId, source } = this.identify(req, history, decision.kind);
+    let attribution: Attribution = { type: 'none' };
+    let learning = !req.optOut;
+    if (sessionId !== null) {
+      const state = this.session(sessionId, source, req.receivedAt);
+      if (req.optOut) state.learning = false;
+      learning = state.learning;
+      if (decision.kind === 'main') {
+        attribution = attribute(state.live, history, req.messages, req.traceId);
+        if (attribution.type !== 'none') {
+          const nextState = attribution.type === 'next_state'
+            ? { messages: attribution.messages, nextTurnId: req.turnId, arrivedAt: req.receivedAt }
+            : null;
+          this.close(state, attribution.type, req.receivedAt, nextState);
+        }
+      }
+      state.pending++; // only once nothing above threw: commit() or abandon() takes it back
+    }
+    return {
+      turnId: req.turnId, sessionId, sessionSource: source, compaction: req.identity?.compaction ?? null,
+      kind: decision.kind, kindReason: decision.reason, traceId: req.traceId, attribution, learning, history,
+    };
+  }
+
+  /**
+   * Records an answered (or cancelled) turn. A completed main turn becomes the session's live turn;
+   * a cancelled one is stored already closed. Throws when the store fails (the caller answers 500).
+   */
+  commit(plan: TurnPlan, turn: Turn): void {
+    // A session deleted while this request was in flight comes back: new traffic is new data.
+    const state = plan.sessionId === null ? undefined : this.sessions.get(plan.sessionId) ?? this.session(plan.sessionId, plan.sessionSource, turn.completedAt);
+    const cancelled = turn.finishReason === 'cancelled';
+    const rowStale = state !== undefined && (state.row === null || state.row.learning !== plan.learning || turn.completedAt - state.row.seenAt > SEEN_RESOLUTION_MS);
+    const upsert = state && rowStale ? { id: state.id, source: plan.sessionSource, seenAt: turn.completedAt, learning: plan.learning } : null;
+    try {
+      const closure = cancelled && turn.kind === 'main' ? { reason: 'cancelled' as const, closedAt: turn.completedAt } : undefined;
+      if (upsert || plan.learning) this.store.recordTurn(upsert, plan.learning ? turn : null, closure);
+      if (state && upsert) state.row = { seenAt: upsert.seenAt, learning: upsert.learning };
+    } finally {
+      if (state) {
+        state.pending = Math.max(0, state.pending - 1);
+        state.lastActive = Math.max(state.lastActive, turn.completedAt);
+      }
+    }
+    if (!state) return;
+    this.sessions.delete(state.id); // most recently active last
+    this.sessions.set(state.id, state);
+    if (turn.kind === 'main' && !cancelled) {
+      // A concurrent request of the same session committed first: this later one is the branch kept.
+      if (state.live) this.close(state, 'diverged', turn.completedAt, null);
+      this.setLive(state, turn.id, plan.history, turn.response, turn.traceId, turn.completedAt);
+    }
+    this.evictBeyondLimit(turn.completedAt);
+  }
+
+  /** The request failed before producing a turn: only the in-flight count changes. */
+  abandon(plan: TurnPlan): void {
+    if (plan.sessionId === null) return;
+    const state = this.sessions.get(plan.sessionId);
+    if (state) state.pending = Math.max(0, state.pending - 1);
+  }
+
+  /** Closes live turns of sessions idle longer than the limit and releases their memory. */
+  sweep(now: number): void {
+    for (const state of [...this.sessions.values()]) {
+      if (now - state.lastActive <= this.config.idleMs) break; // recency order: the rest are newer
+      if (state.pending > 0) continue;
+      this.release(state, now);
+    }
+  }
+
+  /** Drops a session from memory without closing anything (its rows are being deleted). */
+  forget(sessionId: string): void {
+    const state = this.sessions.get(sessionId);
+    if (!state) return;
+    this.unindex(state);
+    this.sessions.delete(sessionId);
+  }
+
+  private identify(req: IncomingRequest, history: CanonicalHistory, kind: TurnKind): { sessionId: string | null; source: SessionSource } {
+    if (req.identity) return { sessionId: req.identity.sessionId, source: req.identity.source };
+    for (let k = history.chain.length - 1; k > 0; k--) {
+      const found = this.byExtension.get(history.chain[k]!);
+      if (found) return { sessionId: found, source: 'inferred' };
+    }
+    const retried = this.byRetry.get(history.retryHash);
+    if (retried) return { sessionId: retried, source: 'inferred' };
+    const runtime = runtimeSessionId(req.messages);
+    if (runtime) return { sessionId: runtime, source: 'runtime' };
+    if (kind === 'side') return { sessionId: null, source: 'none' };
+    return { sessionId: `s_${randomBytes(8).toString('hex')}`, source: 'new' };
+  }
+
+  private session(id: string, source: SessionSource, now: number): SessionState {
+    let state = this.sessions.get(id);
+    if (state) {
+      this.sessions.delete(id); // re-insert below: most recent last
+      state.lastActive = Math.max(state.lastActive, now);
+    } else {
+      const stored = this.store.sessionLearning(id);
+      state = { id, source, live: undefined, lastActive: now, pending: 0, learning: stored ?? true, row: stored === undefined ? null : { seenAt: 0, learning: stored } };
+    }
+    this.sessions.set(id, state);
+    return state;
+  }
+
+  private setLive(state: SessionState, turnId: string, history: CanonicalHistory, response: ChatMessage, traceId: string | null, completedAt: number): void {
+    state.live = {
+      turnId, promptLength: history.entries.length, extensionHash: extendChain(history.chain[history.chain.length - 1]!, response),
+      retryHash: history.retryHash, traceId, completedAt,
+    };
+    state.lastActive = Math.max(state.lastActive, completedAt);
+    this.byExtension.set(state.live.extensionHash, state.id);
+    this.byRetry.set(state.live.retryHash, state.id);
+  }
+
+  private close(state: SessionState, reason: ClosureReason, closedAt: number, nextState: NextState | null): void {
+    const live = state.live;
+    if (!live) return;
+    this.store.closeTurn({ turnId: live.turnId, reason, closedAt, nextState, learning: state.learning }); // may throw: state unchanged
+    this.unindex(state);
+    state.live = undefined;
+    this.log({ event: 'turn_closed', turnId: live.turnId, sessionId: state.id, reason, nextStateMessages: nextState?.messages.length ?? 0 });
+  }
+
+  private unindex(state: SessionState): void {
+    const live = state.live;
+    if (!live) return;
+    if (this.byExtension.get(live.extensionHash) === state.id) this.byExtension.delete(live.extensionHash);
+    if (this.byRetry.get(live.retryHash) === state.id) this.byRetry.delete(live.retryHash);
+  }
+
+  private release(state: SessionState, now: number): void {
+    this.close(state, 'no_next_state', now, null);
+    this.sessions.delete(state.id);
+    this.log({ event: 'session_released', sessionId: state.id, idleMs: now - state.lastActive });
+  }
+
+  private evictBeyondLimit(now: number): void {
+    if (this.sessions.size <= this.config.maxSessions) return;
+    for (const state of [...this.sessions.values()]) {
+      if (this.sessions.size <= this.config.maxSessions) return;
+      if (state.pending === 0) this.release(state, now);
+    }
+  }
+}

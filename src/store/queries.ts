@@ -1,0 +1,94 @@
+// Typed queries: one small function per statement, the database (or a transaction's database)
+// first. No business rules here; store.ts composes them into transactions.
+
+import type { QueueStatus } from '../types.js';
+import { stmt, type SqliteDatabase } from './sqlite.js';
+import type { ClosedTurnRow, NextStateRow, SessionRow, TurnRow, TurnWithNextStateRow } from './tables.js';
+
+const TURN_COLUMNS = `id, session_id, session_source, kind, kind_reason, compaction, trace_id, model, messages, tools,
+  sampling, prompt_ids, completion_ids, logprobs, sampled_logprobs, response, finish_reason, policy_version,
+  prompt_tokens, completion_tokens, received_at, first_token_at, completed_at, tool_call_errors, retemplate,
+  closure_reason, closed_at`;
+
+const WITH_NEXT_STATE = `SELECT t.*, n.next_turn_id AS ns_next_turn_id, n.messages AS ns_messages, n.arrived_at AS ns_arrived_at
+  FROM turns t LEFT JOIN next_states n ON n.turn_id = t.id`;
+
+export function upsertSession(db: SqliteDatabase, row: SessionRow): void {
+  stmt(db, `INSERT INTO sessions (id, source, created_at, last_seen_at, learning) VALUES (@id, @source, @created_at, @last_seen_at, @learning)
+    ON CONFLICT (id) DO UPDATE SET last_seen_at = max(last_seen_at, excluded.last_seen_at), learning = min(learning, excluded.learning)`).run(row);
+}
+
+export function findSession(db: SqliteDatabase, id: string): SessionRow | undefined {
+  return stmt(db, 'SELECT * FROM sessions WHERE id = ?').get(id) as SessionRow | undefined;
+}
+
+export function insertTurn(db: SqliteDatabase, row: TurnRow): void {
+  const names = TURN_COLUMNS.split(',').map((c) => '@' + c.trim()).join(', ');
+  stmt(db, `INSERT INTO turns (${TURN_COLUMNS}) VALUES (${names})`).run(row);
+}
+
+/** Sets the closure of an open turn; returns false when there is no such open turn. */
+export function setClosure(db: SqliteDatabase, turnId: string, reason: string, closedAt: number): boolean {
+  return stmt(db, 'UPDATE turns SET closure_reason = ?, closed_at = ? WHERE id = ? AND closure_reason IS NULL').run(reason, closedAt, turnId).changes === 1;
+}
+
+export function setRetemplate(db: SqliteDatabase, turnId: string, json: string): void {
+  stmt(db, 'UPDATE turns SET retemplate = ? WHERE id = ?').run(json, turnId);
+}
+
+export function insertNextState(db: SqliteDatabase, row: NextStateRow): void {
+  stmt(db, 'INSERT INTO next_states (turn_id, next_turn_id, messages, arrived_at) VALUES (@turn_id, @next_turn_id, @messages, @arrived_at)').run(row);
+}
+
+export function enqueueClosedTurn(db: SqliteDatabase, turnId: string, status: QueueStatus, now: number): void {
+  stmt(db, 'INSERT INTO closed_turns (turn_id, status, enqueued_at, updated_at) VALUES (?, ?, ?, ?)').run(turnId, status, now, now);
+}
+
+/** Takes pending entries of a session out of the learning queue (the session opted out). */
+export function excludeSessionFromQueue(db: SqliteDatabase, sessionId: string, now: number): number {
+  return stmt(db, `UPDATE closed_turns SET status = 'excluded', updated_at = ?
+    WHERE status IN ('pending', 'claimed') AND turn_id IN (SELECT id FROM turns WHERE session_id = ?)`).run(now, sessionId).changes;
+}
+
+export function pendingQueueIds(db: SqliteDatabase, limit: number): string[] {
+  return (stmt(db, `SELECT turn_id FROM closed_turns WHERE status = 'pending' ORDER BY rowid LIMIT ?`).all(limit) as { turn_id: string }[]).map((r) => r.turn_id);
+}
+
+export function setQueueStatus(db: SqliteDatabase, turnId: string, status: QueueStatus, now: number, countAttempt: boolean): void {
+  stmt(db, 'UPDATE closed_turns SET status = ?, updated_at = ?, attempts = attempts + ? WHERE turn_id = ?').run(status, now, countAttempt ? 1 : 0, turnId);
+}
+
+/** Claimed entries go back to pending (after a restart, nothing is half-consumed). */
+export function releaseClaimed(db: SqliteDatabase, now: number): number {
+  return stmt(db, `UPDATE closed_turns SET status = 'pending', updated_at = ? WHERE status = 'claimed'`).run(now).changes;
+}
+
+export function queueEntry(db: SqliteDatabase, turnId: string): ClosedTurnRow | undefined {
+  return stmt(db, 'SELECT * FROM closed_turns WHERE turn_id = ?').get(turnId) as ClosedTurnRow | undefined;
+}
+
+export function turnWithNextState(db: SqliteDatabase, turnId: string): TurnWithNextStateRow | undefined {
+  return stmt(db, `${WITH_NEXT_STATE} WHERE t.id = ?`).get(turnId) as TurnWithNextStateRow | undefined;
+}
+
+export function openMainTurnRows(db: SqliteDatabase): TurnRow[] {
+  return stmt(db, `SELECT * FROM turns WHERE kind = 'main' AND closure_reason IS NULL ORDER BY completed_at, rowid`).all() as TurnRow[];
+}
+
+export function iterateTurns(db: SqliteDatabase, kind: 'main' | 'side' | null): IterableIterator<TurnWithNextStateRow> {
+  return stmt(db, `${WITH_NEXT_STATE} WHERE (@kind IS NULL OR t.kind = @kind) ORDER BY t.rowid`).iterate({ kind }) as IterableIterator<TurnWithNextStateRow>;
+}
+
+export function countSessionTurns(db: SqliteDatabase, sessionId: string): number {
+  return (stmt(db, 'SELECT count(*) AS n FROM turns WHERE session_id = ?').get(sessionId) as { n: number }).n;
+}
+
+export function deleteSessionRow(db: SqliteDatabase, sessionId: string): boolean {
+  return stmt(db, 'DELETE FROM sessions WHERE id = ?').run(sessionId).changes === 1;
+}
+
+/** Row counts per table (health checks and tests). */
+export function tableCounts(db: SqliteDatabase): Record<'sessions' | 'turns' | 'next_states' | 'closed_turns', number> {
+  const n = (table: string) => (stmt(db, `SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+  return { sessions: n('sessions'), turns: n('turns'), next_states: n('next_states'), closed_turns: n('closed_turns') };
+}

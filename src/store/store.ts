@@ -1,0 +1,157 @@
+// The SQLite store: one file in the data folder, WAL mode, schema migrated on open. It implements
+// what sessions/ needs (TurnStore) plus the learning queue and export. Each method is one
+// transaction, so a turn, its closure, its next state and its queue entry appear together or not at all.
+//
+//   const store = openStore({ dir: 'data' });
+//   for (const line of store.exportLines('main')) ...
+//   const batch = store.claimClosedTurns(16); ...; store.finishClosedTurns(batch.map((c) => c.turn.id));
+
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { SessionUpsert, TurnClosure, TurnStore } from '../sessions/recorder.js';
+import type { ClosedTurn, ClosureReason, RetemplateCheck, Turn } from '../types.js';
+import { migrateUp } from './migrations/index.js';
+import * as q from './queries.js';
+import { nextStateToRow, rowToClosedTurn, rowToExportLine, rowToTurn, turnToRow, type ExportLine } from './records.js';
+import { openSqlite, type Durability, type SqliteDatabase } from './sqlite.js';
+
+export const STORE_FILE = 'openclaw-rl.sqlite';
+
+export interface StoreOptions {
+  /** Data folder; created if missing. The database is `<dir>/openclaw-rl.sqlite`. */
+  dir: string;
+  /** Default `normal`: every commit survives a process crash; `full` also a power loss (an fsync per commit). */
+  durability?: Durability;
+  /** Put claimed queue entries back to pending (default true; false for readers such as export). */
+  recoverQueue?: boolean;
+  now?: () => number;
+}
+
+export class Store implements TurnStore {
+  readonly path: string;
+  private readonly now: () => number;
+
+  private constructor(readonly db: SqliteDatabase, path: string, now: () => number) {
+    this.path = path;
+    this.now = now;
+  }
+
+  static open(opts: StoreOptions): Store {
+    mkdirSync(opts.dir, { recursive: true });
+    const path = join(opts.dir, STORE_FILE);
+    const db = openSqlite(path, opts.durability ?? 'normal');
+    try {
+      migrateUp(db, path);
+      const store = new Store(db, path, opts.now ?? Date.now);
+      if (opts.recoverQueue ?? true) q.releaseClaimed(db, store.now());
+      return store;
+    } catch (e) {
+      db.close();
+      throw e;
+    }
+  }
+
+  get isOpen(): boolean {
+    return this.db.open;
+  }
+
+  close(): void {
+    if (this.db.open) this.db.close();
+  }
+
+  sessionLearning(sessionId: string): boolean | undefined {
+    const row = q.findSession(this.db, sessionId);
+    return row === undefined ? undefined : row.learning === 1;
+  }
+
+  recordTurn(session: SessionUpsert | null, turn: Turn | null, closure?: { reason: ClosureReason; closedAt: number }): void {
+    this.db.transaction(() => {
+      if (session) {
+        q.upsertSession(this.db, { id: session.id, source: session.source, created_at: session.seenAt, last_seen_at: session.seenAt, learning: session.learning ? 1 : 0 });
+        if (!session.learning) q.excludeSessionFromQueue(this.db, session.id, this.now());
+      }
+      if (!turn) return;
+      q.insertTurn(this.db, turnToRow(turn, closure));
+      if (closure) q.enqueueClosedTurn(this.db, turn.id, session?.learning === false ? 'excluded' : 'pending', closure.closedAt);
+    })();
+  }
+
+  closeTurn(close: TurnClosure): void {
+    this.db.transaction(() => {
+      // A turn that was never stored (opted out) or was deleted has nothing to close.
+      if (!q.setClosure(this.db, close.turnId, close.reason, close.closedAt)) return;
+      if (close.nextState) q.insertNextState(this.db, nextStateToRow(close.turnId, close.nextState));
+      q.enqueueClosedTurn(this.db, close.turnId, close.learning ? 'pending' : 'excluded', close.closedAt);
+    })();
+  }
+
+  openMainTurns(): Turn[] {
+    return q.openMainTurnRows(this.db).map(rowToTurn);
+  }
+
+  /** Saves token-exactness results, many at once in one transaction. */
+  setRetemplates(results: readonly [string, RetemplateCheck][]): void {
+    this.db.transaction(() => {
+      for (const [turnId, check] of results) q.setRetemplate(this.db, turnId, JSON.stringify(check));
+    })();
+  }
+
+  getTurn(turnId: string): { turn: Turn; closedTurn: ClosedTurn | null } | undefined {
+    const row = q.turnWithNextState(this.db, turnId);
+    if (!row) return undefined;
+    return { turn: rowToTurn(row), closedTurn: row.closure_reason === null ? null : rowToClosedTurn(row) };
+  }
+
+  /**
+   * Hands up to `limit` pending closed turns to the learning loop, oldest first, marking them
+   * claimed. Claimed entries return to pending when the store is reopened (a crash mid-batch).
+   */
+  claimClosedTurns(limit: number): ClosedTurn[] {
+    return this.db.transaction(() => {
+      const now = this.now();
+      return q.pendingQueueIds(this.db, limit).map((id) => {
+        q.setQueueStatus(this.db, id, 'claimed', now, true);
+        return rowToClosedTurn(q.turnWithNextState(this.db, id)!);
+      });
+    })();
+  }
+
+  /** Marks claimed closed turns as consumed (`done`) or puts them back (`pending`). */
+  finishClosedTurns(turnIds: readonly string[], status: 'done' | 'pending' = 'done'): void {
+    this.db.transaction(() => {
+      const now = this.now();
+      for (const id of turnIds) q.setQueueStatus(this.db, id, status, now, false);
+    })();
+  }
+
+  queueStatus(turnId: string): string | undefined {
+    return q.queueEntry(this.db, turnId)?.status;
+  }
+
+  /** Every recorded turn (optionally one kind) in the order it was committed, as export lines. Streams from disk. */
+  *exportLines(kind: 'main' | 'side' | null = null): Generator<ExportLine> {
+    for (const row of q.iterateTurns(this.db, kind)) yield rowToExportLine(row);
+  }
+
+  /**
+   * Deletes a session with every turn, next state and queue entry it has, then checkpoints the
+   * WAL so the deleted pages do not linger in it. Returns the number of turns deleted, or null
+   * when there is no such session.
+   */
+  deleteSession(sessionId: string): number | null {
+    const deleted = this.db.transaction(() => {
+      const turns = q.countSessionTurns(this.db, sessionId);
+      return q.deleteSessionRow(this.db, sessionId) ? turns : null;
+    })();
+    if (deleted !== null) this.db.pragma('wal_checkpoint(TRUNCATE)');
+    return deleted;
+  }
+
+  counts(): ReturnType<typeof q.tableCounts> {
+    return q.tableCounts(this.db);
+  }
+}
+
+export function openStore(opts: StoreOptions): Store {
+  return Store.open(opts);
+}
