@@ -12,10 +12,12 @@ import { loadChatBackend } from '../gateway/backend.js';
 import { configFromEnv, readConfigFile, redactedConfig, resolveConfig, type GatewayConfig } from '../gateway/config.js';
 import { jsonLogger } from '../gateway/log.js';
 import { Gateway } from '../gateway/server.js';
+import { resolveModel } from '../engine/local/hub/index.js';
+import { progressBar } from '../engine/local/hub/progress-bar.js';
 import { openStore } from '../store/store.js';
 import { CliError, numberFlag, parseFlags, stringFlag } from './args.js';
 
-const USAGE = `usage: openclaw-rl serve --model DIR [options]
+const USAGE = `usage: openclaw-rl serve --model DIR|OWNER/NAME[@REVISION] [options]
 
 options:
   --host ADDR             default 127.0.0.1 (off loopback needs API keys)
@@ -31,6 +33,10 @@ options:
   --log-content           include conversation text in the logs
   --threads N             BLAS threads
 
+--model takes a local model folder or a Hugging Face id (e.g. Qwen/Qwen3-0.6B), downloaded once
+into the Hugging Face cache (HF_HUB_CACHE, HF_HOME; HF_TOKEN for gated models; HF_ENDPOINT for a
+mirror; HF_HUB_OFFLINE=1 to use the cache only).
+
 environment: OPENCLAW_RL_API_KEYS, OPENCLAW_RL_ADMIN_KEYS (comma-separated keys)`;
 
 export async function runServe(argv: string[]): Promise<number> {
@@ -44,7 +50,7 @@ export async function runServe(argv: string[]): Promise<number> {
     console.log(USAGE);
     return 0;
   }
-  const modelDir = resolve(stringFlag(v, 'model', USAGE));
+  const modelSpec = stringFlag(v, 'model', USAGE);
   const flags: Partial<GatewayConfig> = {
     host: v.host as string | undefined,
     port: numberFlag(v, 'port', { integer: true, min: 0, max: 65535 }),
@@ -63,10 +69,19 @@ export async function runServe(argv: string[]): Promise<number> {
   } catch (e) {
     throw new CliError((e as Error).message);
   }
+  // A local folder, or a Hugging Face id (owner/name[@revision]) downloaded once into the cache.
+  const bar = progressBar();
+  let modelDir: string;
+  try {
+    modelDir = resolve(await resolveModel(modelSpec, { onProgress: (p) => bar.update(p) }));
+  } finally {
+    bar.done();
+  }
+  const fromHub = modelDir !== resolve(modelSpec);
   const logger = jsonLogger((line) => process.stdout.write(line), config.logContent);
   const store = openStore({ dir: config.dataDir, durability: config.durability });
   const threads = numberFlag(v, 'threads', { integer: true, min: 1 });
-  const backend = await loadChatBackend(modelDir, config.modelId ?? basename(modelDir), threads === undefined ? {} : { threads });
+  const backend = await loadChatBackend(modelDir, config.modelId ?? (fromHub ? modelSpec.split('@')[0]! : basename(modelDir)), threads === undefined ? {} : { threads });
   const gateway = new Gateway({ backend, store, config, logger });
   const address = await gateway.listen();
   logger.event('listening', { url: `http://${address.host.includes(':') ? `[${address.host}]` : address.host}:${address.port}/v1`, model: backend.modelId, store: store.path, config: redactedConfig(config) });
