@@ -8,26 +8,14 @@
 // Models are generated once into .cache/bench-models/. Ratios > 1 mean the engine is faster.
 
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { LocalEngine } from '../src/engine/local/engine.js';
-import { PRESETS, writeModelFolder } from '../src/engine/local/model/init.js';
+import { benchModel, PYTHON, ROOT, type BenchPreset } from './models.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const PYTHON = process.env.OPENCLAW_RL_PYTHON ?? '/usr/bin/python3';
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
 const PROMPT = 128;
 const DECODE = 32;
 
-function modelFor(preset: 'tiny' | 'qwen3-0.6b'): string {
-  const dir = join(ROOT, '.cache', 'bench-models', preset);
-  if (!existsSync(join(dir, 'config.json'))) {
-    console.log(`generating ${preset} model in ${dir} ...`);
-    writeModelFolder({ out: dir, shape: { family: 'qwen3', ...PRESETS[preset]! }, seed: 0, dtype: preset === 'tiny' ? 'F32' : 'BF16', shards: 1, tokenizerVocab: Math.min(PRESETS[preset]!.vocabSize, 4096), initStd: 0.02 });
-  }
-  return dir;
-}
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const promptIds = (n: number, salt: number) => Array.from({ length: n }, (_, i) => (i * 31 + salt * 17) % 400 + 10);
@@ -77,9 +65,9 @@ function measureTorch(dir: string) {
 
 async function main() {
   const which = process.argv.slice(2);
-  const presets = (which.length ? which : ['tiny', 'qwen3-0.6b']) as ('tiny' | 'qwen3-0.6b')[];
+  const presets = (which.length ? which : ['tiny', 'qwen3-0.6b']) as BenchPreset[];
   for (const preset of presets) {
-    const dir = modelFor(preset);
+    const dir = benchModel(preset);
     const reps = preset === 'tiny' ? 5 : 2;
     // Alternate engine and torch so both see the same machine conditions.
     const ours = await measureEngine(dir, reps);

@@ -9,33 +9,21 @@
 //   BENCH_MODES=lora npm run bench:train -- qwen3-0.6b
 
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
 import { LocalEngine } from '../src/engine/local/engine.js';
 import { loadKernels } from '../src/engine/local/kernels/index.js';
 import { LocalLearner } from '../src/engine/local/learner.js';
 import type { ModelConfig } from '../src/engine/local/model/config.js';
-import { PRESETS, writeModelFolder } from '../src/engine/local/model/init.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import type { TrainingSample } from '../src/engine/types.js';
+import { benchModel, PYTHON, ROOT, type BenchPreset } from './models.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const PYTHON = process.env.OPENCLAW_RL_PYTHON ?? '/usr/bin/python3';
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
 const SEQ = 512;
 const STEPS = Number(process.env.BENCH_STEPS ?? 3);
 const LORA = { rank: 16, alpha: 32 };
 
-function modelFor(preset: 'tiny' | 'qwen3-0.6b'): string {
-  const dir = join(ROOT, '.cache', 'bench-models', preset);
-  if (!existsSync(join(dir, 'config.json'))) {
-    console.log(`generating ${preset} model in ${dir} ...`);
-    writeModelFolder({ out: dir, shape: { family: 'qwen3', ...PRESETS[preset]! }, seed: 0, dtype: preset === 'tiny' ? 'F32' : 'BF16', shards: 1, tokenizerVocab: Math.min(PRESETS[preset]!.vocabSize, 4096), initStd: 0.02 });
-  }
-  return dir;
-}
 
 /** Matmul FLOPs of one step: forward 2PT, backward 2PT for inputs (+2PT for weights when full). */
 function stepFlops(cfg: ModelConfig, lora: boolean): number {
@@ -104,12 +92,12 @@ function measureTorch(dir: string, lora: boolean) {
 
 async function main() {
   const which = process.argv.slice(2);
-  const presets = (which.length ? which : ['tiny', 'qwen3-0.6b']) as ('tiny' | 'qwen3-0.6b')[];
+  const presets = (which.length ? which : ['tiny', 'qwen3-0.6b']) as BenchPreset[];
   const modes = (process.env.BENCH_MODES ?? 'lora,full').split(',');
   const peak = sgemmPeak();
   console.log(`sgemm peak in this run (1024^3, ${THREADS} threads): ${(peak / 1e9).toFixed(1)} GFLOP/s`);
   for (const preset of presets) {
-    const dir = modelFor(preset);
+    const dir = benchModel(preset);
     for (const mode of modes) {
       const lora = mode === 'lora';
       const ours = await measureOurs(dir, lora);

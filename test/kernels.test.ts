@@ -10,27 +10,8 @@ import { Worker } from 'node:worker_threads';
 import type { Kernels } from '../src/engine/local/kernels/kernels.js';
 import { loadNativeKernels } from '../src/engine/local/kernels/native.js';
 import { portableKernels } from '../src/engine/local/kernels/portable.js';
+import { native, skipNative } from './helpers/native.js';
 
-const portableOnly = process.env.OPENCLAW_RL_KERNELS === 'portable';
-const skipNative = portableOnly ? 'OPENCLAW_RL_KERNELS=portable: native kernels not tested' : false;
-
-let nativeLoad: { kernels?: Kernels; error?: Error } | undefined;
-
-/** The native kernels; throws (failing the test) with build instructions when the addon is missing. */
-function native(): Kernels {
-  if (!nativeLoad) {
-    try {
-      nativeLoad = { kernels: loadNativeKernels() };
-    } catch (err) {
-      nativeLoad = { error: err as Error };
-    }
-  }
-  if (nativeLoad.kernels) return nativeLoad.kernels;
-  throw new Error(
-    `${nativeLoad.error?.message}\nBuild it with \`node scripts/build-native.mjs\`, or run with ` +
-      `OPENCLAW_RL_KERNELS=portable to test only the portable kernels.`,
-  );
-}
 
 // ---- inputs -------------------------------------------------------------------------------
 
