@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import type { Kernels } from '../src/engine/local/kernels/kernels.js';
 import { portableKernels } from '../src/engine/local/kernels/portable.js';
 import { native, skipNative } from './helpers/native.js';
+import { randomArrayFrom, randomSource } from './helpers/random-arrays.js';
 
 
 /** The implementations the mathematical checks run on. */
@@ -17,25 +18,8 @@ function implementations(): Kernels[] {
 
 // ---- inputs -------------------------------------------------------------------------------
 
-/** Deterministic uniform numbers in [-1, 1) (mulberry32). */
-function randomSource(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (((t ^ (t >>> 14)) >>> 0) / 2 ** 32) * 2 - 1;
-  };
-}
-
 const random = randomSource(20261130);
-
-function randomArray(n: number, scale = 1): Float32Array {
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) out[i] = random() * scale;
-  return out;
-}
+const randomArray = (n: number, scale = 1): Float32Array => randomArrayFrom(random, n, scale);
 
 function randomIndex(n: number): number {
   return Math.min(n - 1, Math.floor(((random() + 1) / 2) * n));

@@ -11,29 +11,13 @@ import type { Kernels } from '../src/engine/local/kernels/kernels.js';
 import { loadNativeKernels } from '../src/engine/local/kernels/native.js';
 import { portableKernels } from '../src/engine/local/kernels/portable.js';
 import { native, skipNative } from './helpers/native.js';
+import { randomArrayFrom, randomSource } from './helpers/random-arrays.js';
 
 
 // ---- inputs -------------------------------------------------------------------------------
 
-/** Deterministic uniform numbers in [-1, 1) (mulberry32). */
-function randomSource(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (((t ^ (t >>> 14)) >>> 0) / 2 ** 32) * 2 - 1;
-  };
-}
-
 const random = randomSource(20261129);
-
-function randomArray(n: number, scale = 1): Float32Array {
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) out[i] = random() * scale;
-  return out;
-}
+const randomArray = (n: number, scale = 1): Float32Array => randomArrayFrom(random, n, scale);
 
 /** Row-major storage for rows x cols with row stride cols + pad (padding filled too). */
 function randomMatrix(rows: number, cols: number, pad: number): { data: Float32Array; ld: number } {
