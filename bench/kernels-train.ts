@@ -8,6 +8,7 @@
 import type { Kernels } from '../src/engine/local/kernels/kernels.js';
 import { loadNativeKernels } from '../src/engine/local/kernels/native.js';
 import { portableKernels } from '../src/engine/local/kernels/portable.js';
+import { secondsPerCall } from './timing.js';
 
 interface BenchCase {
   name: string;
@@ -108,20 +109,6 @@ function causalSoftmaxBackwardCase(n: number): BenchCase {
 function copyGigabytesPerSecond(n: number): number {
   const [from, to] = [randomArray(n), new Float32Array(n)];
   return (2 * n * F32) / secondsPerCall(() => to.set(from), 1) / 1e9;
-}
-
-/** Median seconds per call, after one warm-up call, over at least 3 calls and `minSeconds`. */
-function secondsPerCall(run: () => void, minSeconds: number): number {
-  run();
-  const times: number[] = [];
-  const begin = performance.now();
-  while (times.length < 3 || performance.now() - begin < minSeconds * 1000) {
-    const t0 = performance.now();
-    run();
-    times.push((performance.now() - t0) / 1000);
-  }
-  times.sort((a, b) => a - b);
-  return times[Math.floor(times.length / 2)];
 }
 
 function main(): void {

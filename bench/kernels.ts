@@ -5,6 +5,7 @@ import { availableParallelism } from 'node:os';
 import type { Kernels } from '../src/engine/local/kernels/kernels.js';
 import { loadNativeKernels } from '../src/engine/local/kernels/native.js';
 import { portableKernels } from '../src/engine/local/kernels/portable.js';
+import { secondsPerCall } from './timing.js';
 
 interface BenchCase {
   name: string;
@@ -52,20 +53,6 @@ function attentionCase(Tq: number, start: number): BenchCase {
     flops: 4 * headDim * nHeads * visibleKeys, // q.k and p.v, 2 flops per multiply-add each
     run: (kernels) => kernels.attention(out, q, k, v, Tq, start, nHeads, nKvHeads, headDim, kvStride, 1 / Math.sqrt(headDim)),
   };
-}
-
-/** Median seconds per call, after one warm-up call, over at least 3 calls and `minSeconds`. */
-function secondsPerCall(run: () => void, minSeconds: number): number {
-  run();
-  const times: number[] = [];
-  const begin = performance.now();
-  while (times.length < 3 || performance.now() - begin < minSeconds * 1000) {
-    const t0 = performance.now();
-    run();
-    times.push((performance.now() - t0) / 1000);
-  }
-  times.sort((a, b) => a - b);
-  return times[Math.floor(times.length / 2)];
 }
 
 function main(): void {
