@@ -123,3 +123,46 @@ export interface ClosedTurn {
 
 /** The learning queue's view of a closed turn (store table `closed_turns`). */
 export type QueueStatus = 'pending' | 'claimed' | 'done' | 'excluded';
+
+/**
+ * Where a training sample's advantage comes from (the combined dispatch of the reference, §5.6):
+ * - `rl`: the judge's decisive score alone (no accepted hint);
+ * - `opd`: the teacher term alone (a hint, but an abstaining or unused score);
+ * - `opd+rl`: both;
+ * - `rl-zero`: a score-0 turn kept as its session's only sample (the original's option; no gradient).
+ */
+export type SampleSource = 'rl' | 'opd' | 'opd+rl' | 'rl-zero';
+
+/** `queued` waits for a batch, `trained` was consumed by one step, `stale` was dropped as too old. */
+export type SampleStatus = 'queued' | 'trained' | 'stale';
+
+/** A training sample as the learning loop builds it from a judged turn, before the store numbers it. */
+export interface SampleDraft {
+  turnId: string;
+  source: SampleSource;
+  /** The policy version that sampled every completion token (Turn.policyVersion). */
+  policyVersion: number;
+  /** The judge's majority score. */
+  score: -1 | 0 | 1;
+  /** The constant part of every token's advantage: w_rl * score (0 without an RL term). */
+  rlAdvantage: number;
+  /** Weight of the per-token teacher term w_opd * (teacher_t - old_t); 0 without a teacher. */
+  opdWeight: number;
+  /** log p_teacher(completion_t | hinted prompt, completion_<t), one per completion token; null without a hint. */
+  teacherLogprobs: number[] | null;
+  /** The policy version that scored the teacher log-probs (0: the frozen base). */
+  teacherVersion: number | null;
+}
+
+/** A stored sample with the token data of its turn, ready for the learner. */
+export interface Sample extends SampleDraft {
+  /** Store-assigned, increasing in the order samples were committed. */
+  id: number;
+  sessionId: string | null;
+  promptIds: number[];
+  completionIds: number[];
+  /** The sampler's log-probs at temperature 1 (Turn.logprobs), for importance correction. */
+  rolloutLogprobs: number[];
+  status: SampleStatus;
+  createdAt: number;
+}

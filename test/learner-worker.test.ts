@@ -93,3 +93,39 @@ test('a checkpoint resumes steps, published version, consumed ids and the exact 
     await engine.close();
   }
 });
+
+test('a second learner on the same engine numbers its publications after the version being served', async () => {
+  const engine = await LocalEngine.open(dir);
+  const config = { mode: { kind: 'lora' as const, spec: { rank: 4, alpha: 8, targets: ['q' as const] } }, miniBatchSize: 1 };
+  try {
+    const first = await LocalLearner.open(engine, { config });
+    assert.equal((await first.publishTo(engine)).version, 1);
+    await first.close();
+    const second = await LocalLearner.open(engine, { config });
+    assert.equal(second.resumed.version, 1);
+    assert.equal((await second.publishTo(engine)).version, 2);
+    assert.equal(engine.version, 2);
+    await second.close();
+  } finally {
+    await engine.close();
+  }
+});
+
+test('versionAfter above the checkpoint\'s published version: the next publication follows it', async () => {
+  const checkpointDir = join(scratchDir('ocrl-ckpt-'), 'learner');
+  const engine = await LocalEngine.open(dir);
+  const config = { mode: { kind: 'lora' as const, spec: { rank: 4, alpha: 8, targets: ['v' as const] } }, miniBatchSize: 1 };
+  try {
+    const first = await LocalLearner.open(engine, { config, checkpointDir });
+    await first.publish();
+    await first.save([]);
+    await first.close();
+    const second = await LocalLearner.open(engine, { config, checkpointDir, versionAfter: 5 });
+    assert.equal(second.resumed.version, 5);
+    assert.equal((await second.publishTo(engine)).version, 6);
+    await second.close();
+    await assert.rejects(LocalLearner.open(engine, { config, versionAfter: -1 }), /versionAfter must be a non-negative integer/);
+  } finally {
+    await engine.close();
+  }
+});

@@ -1,74 +1,88 @@
-// openclaw-rl serve --model DIR [--host 127.0.0.1] [--port 30000] [--data DIR] [options]
+// openclaw-rl serve --model DIR|OWNER/NAME [options]
 //
 //   openclaw-rl serve --model models/tiny
-//   openclaw-rl serve --model models/qwen3 --data data --side-model side-model --config gateway.json
-//   OPENCLAW_RL_API_KEYS=k1 openclaw-rl serve --model models/qwen3 --host 0.0.0.0
+//   openclaw-rl serve --model Qwen/Qwen3-0.6B --side-model side-model --method combine --batch-size 16
+//   openclaw-rl serve --model models/qwen3 --judge-url http://127.0.0.1:8000/v1 --judge-model judge
 //
-// Starts the OpenAI-compatible gateway on a model folder and records every main-line turn in
-// DIR/openclaw-rl.sqlite. Secrets come from the config file or the environment, never from flags.
+// The whole product in one command: the OpenAI-compatible gateway records every main-line turn
+// in DATA/openclaw-rl.sqlite, the judge scores each closed turn (the model's own frozen base by
+// default), samples are built per method, and a background trainer publishes new versions while
+// serving goes on. Checkpoints go to DATA/checkpoints and are resumed on the next start.
 
-import { basename, resolve } from 'node:path';
-import { loadChatBackend } from '../gateway/backend.js';
-import { configFromEnv, readConfigFile, redactedConfig, resolveConfig, type GatewayConfig } from '../gateway/config.js';
+import { basename, join, resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { chatBackendOf } from '../gateway/backend.js';
+import { checkPartialConfig, ConfigError, configFromEnv, redactedConfig, resolveConfig, type GatewayConfig } from '../gateway/config.js';
 import { jsonLogger } from '../gateway/log.js';
 import { Gateway } from '../gateway/server.js';
+import { loadChatModel } from '../engine/local/chat-model.js';
 import { resolveModel } from '../engine/local/hub/index.js';
 import { progressBar } from '../engine/local/hub/progress-bar.js';
 import { openStore } from '../store/store.js';
 import { CliError, numberFlag, parseFlags, stringFlag } from './args.js';
+import { startupBanner } from './banner.js';
+import { startLearning, type RunningLearning } from './serve-learning.js';
+import { learningFromEnv, resolveServeLearning, splitConfigFile, type LearningLayer, type ServeLearning } from './serve-config.js';
 
 const USAGE = `usage: openclaw-rl serve --model DIR|OWNER/NAME[@REVISION] [options]
 
-options:
+serving:
   --host ADDR             default 127.0.0.1 (off loopback needs API keys)
   --port N                default 30000
-  --data DIR              store folder, default openclaw-rl-data
-  --config FILE           JSON config (apiKeys, adminKeys, sideModels, ...; see docs/gateway.md)
+  --data DIR              store and checkpoints, default openclaw-rl-data
+  --config FILE           JSON config: gateway settings plus "learning", "judge" and "training"
+                          sections (see docs/learning.md)
   --model-id ID           id listed by GET /v1/models, default the model folder's name
   --side-model ID         requests for this model id are side turns (repeatable)
   --main-model ID         requests for this model id are main turns (repeatable)
   --default-turn-kind K   main or side (default side) for requests nothing identifies
   --session-idle SECONDS  close a session's last turn after this idle time (default 3600)
   --durability MODE       normal (survives a crash, default) or full (also a power loss)
+  --admin-key KEY         enables /admin routes (GET /admin/status); prefer OPENCLAW_RL_ADMIN_KEYS
   --log-content           include conversation text in the logs
   --threads N             BLAS threads
+
+learning:
+  --method M              rl, opd or combine (default combine)
+  --batch-size N          samples per training batch and published version (default 16)
+  --judge self            the served model's frozen base judges (default)
+  --judge-url URL         an OpenAI-compatible judge endpoint instead, e.g. http://127.0.0.1:8000/v1
+  --judge-model NAME      the judge endpoint's model id (required with --judge-url)
+  --judge-key KEY         the judge endpoint's key; prefer OPENCLAW_RL_JUDGE_KEY
+  --judge-votes M         votes per turn, majority wins (default 3)
+  --lora-rank R           LoRA rank (default 16); 0 = full fine-tuning
+  --lr X                  learning rate (default 1e-4 LoRA, 1e-5 full)
+  --max-stale N           drop samples more than N versions old (default 4)
+  --checkpoint-every N    batches between checkpoints (default 1)
+  --progress-seconds S    progress line on stderr every S seconds (default 30; 0 = off)
+  --no-learning           record and serve only
 
 --model takes a local model folder or a Hugging Face id (e.g. Qwen/Qwen3-0.6B), downloaded once
 into the Hugging Face cache (HF_HUB_CACHE, HF_HOME; HF_TOKEN for gated models; HF_ENDPOINT for a
 mirror; HF_HUB_OFFLINE=1 to use the cache only).
 
-environment: OPENCLAW_RL_API_KEYS, OPENCLAW_RL_ADMIN_KEYS (comma-separated keys)`;
+environment: OPENCLAW_RL_API_KEYS, OPENCLAW_RL_ADMIN_KEYS (comma-separated), OPENCLAW_RL_JUDGE_KEY`;
+
+const FLAGS = {
+  model: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' }, data: { type: 'string' },
+  config: { type: 'string' }, 'model-id': { type: 'string' }, 'side-model': { type: 'string', multiple: true },
+  'main-model': { type: 'string', multiple: true }, 'default-turn-kind': { type: 'string' }, 'session-idle': { type: 'string' },
+  durability: { type: 'string' }, 'log-content': { type: 'boolean' }, threads: { type: 'string' }, 'admin-key': { type: 'string' },
+  method: { type: 'string' }, 'batch-size': { type: 'string' }, judge: { type: 'string' }, 'judge-url': { type: 'string' },
+  'judge-model': { type: 'string' }, 'judge-key': { type: 'string' }, 'judge-votes': { type: 'string' }, 'lora-rank': { type: 'string' },
+  lr: { type: 'string' }, 'max-stale': { type: 'string' }, 'checkpoint-every': { type: 'string' }, 'progress-seconds': { type: 'string' },
+  'no-learning': { type: 'boolean' },
+} as const;
 
 export async function runServe(argv: string[]): Promise<number> {
-  const v = parseFlags(argv, {
-    model: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' }, data: { type: 'string' },
-    config: { type: 'string' }, 'model-id': { type: 'string' }, 'side-model': { type: 'string', multiple: true },
-    'main-model': { type: 'string', multiple: true }, 'default-turn-kind': { type: 'string' }, 'session-idle': { type: 'string' },
-    durability: { type: 'string' }, 'log-content': { type: 'boolean' }, threads: { type: 'string' },
-  }, USAGE);
+  const v = parseFlags(argv, FLAGS, USAGE);
   if (v.help) {
     console.log(USAGE);
     return 0;
   }
   const modelSpec = stringFlag(v, 'model', USAGE);
-  const flags: Partial<GatewayConfig> = {
-    host: v.host as string | undefined,
-    port: numberFlag(v, 'port', { integer: true, min: 0, max: 65535 }),
-    dataDir: v.data as string | undefined,
-    modelId: v['model-id'] as string | undefined,
-    sideModels: v['side-model'] as unknown as string[] | undefined,
-    mainModels: v['main-model'] as unknown as string[] | undefined,
-    defaultTurnKind: v['default-turn-kind'] as GatewayConfig['defaultTurnKind'] | undefined,
-    sessionIdleSeconds: numberFlag(v, 'session-idle', { integer: true, min: 1 }),
-    durability: v.durability as GatewayConfig['durability'] | undefined,
-    logContent: v['log-content'] ? true : undefined,
-  };
-  let config: GatewayConfig;
-  try {
-    config = resolveConfig(v.config ? readConfigFile(v.config as string) : {}, configFromEnv(process.env), flags);
-  } catch (e) {
-    throw new CliError((e as Error).message);
-  }
+  const { gateway: config, learning } = serveSettings(v);
+
   // A local folder, or a Hugging Face id (owner/name[@revision]) downloaded once into the cache.
   const bar = progressBar();
   let modelDir: string;
@@ -81,10 +95,28 @@ export async function runServe(argv: string[]): Promise<number> {
   const logger = jsonLogger((line) => process.stdout.write(line), config.logContent);
   const store = openStore({ dir: config.dataDir, durability: config.durability });
   const threads = numberFlag(v, 'threads', { integer: true, min: 1 });
-  const backend = await loadChatBackend(modelDir, config.modelId ?? (fromHub ? modelSpec.split('@')[0]! : basename(modelDir)), threads === undefined ? {} : { threads });
-  const gateway = new Gateway({ backend, store, config, logger });
+  const model = await loadChatModel(modelDir, threads === undefined ? {} : { threads });
+  const backend = chatBackendOf(model, config.modelId ?? (fromHub ? modelSpec.split('@')[0]! : basename(modelDir)));
+  let running: RunningLearning | null = null;
+  try {
+    if (learning.enabled) running = await startLearning({ model, backend, store, settings: learning, checkpointDir: join(config.dataDir, 'checkpoints'), log: (e, f) => logger.event(e, f) });
+  } catch (e) {
+    store.close();
+    await backend.close();
+    throw e;
+  }
+  const status = () => (running ? running.loop.status() : { version: model.engine.version, steps: 0, learning: 'disabled' });
+  const gateway = new Gateway({ backend, store, config, logger, status });
   const address = await gateway.listen();
-  logger.event('listening', { url: `http://${address.host.includes(':') ? `[${address.host}]` : address.host}:${address.port}/v1`, model: backend.modelId, store: store.path, config: redactedConfig(config) });
+  const url = `http://${address.host.includes(':') ? `[${address.host}]` : address.host}:${address.port}/v1`;
+  logger.event('listening', { url, model: backend.modelId, store: store.path, config: redactedConfig(config), learning: running ? running.summary : 'disabled' });
+  process.stderr.write(startupBanner({
+    url, mainModel: backend.modelId, sideModel: config.sideModels[0] ?? null, apiKeyRequired: config.apiKeys.length > 0,
+    learning: running ? running.summary : 'off (--no-learning): turns are recorded, nothing is trained', store: store.path,
+  }));
+  const progress = running && learning.progressSeconds > 0
+    ? setInterval(() => process.stderr.write(running!.progressLine() + '\n'), learning.progressSeconds * 1000).unref()
+    : null;
 
   await new Promise<void>((done) => {
     const stop = (signal: string) => {
@@ -94,9 +126,67 @@ export async function runServe(argv: string[]): Promise<number> {
     };
     process.on('SIGINT', stop).on('SIGTERM', stop);
   });
+  if (progress) clearInterval(progress);
+  await running?.stopJudging();
   await gateway.close();
+  await running?.close();
   store.close();
   await backend.close();
   logger.event('stopped');
   return 0;
+}
+
+/** Defaults < config file < environment < flags, for the gateway and the learning loop alike. */
+export function serveSettings(v: Record<string, string | boolean | undefined>): { gateway: GatewayConfig; learning: ServeLearning } {
+  const num = (name: string, o: { integer?: boolean; min?: number; max?: number } = {}) => numberFlag(v, name, o);
+  const flags: Partial<GatewayConfig> = {
+    host: v.host as string | undefined,
+    port: num('port', { integer: true, min: 0, max: 65535 }),
+    dataDir: v.data as string | undefined,
+    modelId: v['model-id'] as string | undefined,
+    sideModels: v['side-model'] as unknown as string[] | undefined,
+    mainModels: v['main-model'] as unknown as string[] | undefined,
+    defaultTurnKind: v['default-turn-kind'] as GatewayConfig['defaultTurnKind'] | undefined,
+    sessionIdleSeconds: num('session-idle', { integer: true, min: 1 }),
+    durability: v.durability as GatewayConfig['durability'] | undefined,
+    logContent: v['log-content'] ? true : undefined,
+  };
+  if (v.judge !== undefined && v.judge !== 'self') throw new CliError(`--judge takes only "self" (the served model's frozen base); for another model use --judge-url URL --judge-model NAME`);
+  if (v.judge === 'self' && v['judge-url'] !== undefined) throw new CliError('--judge self and --judge-url contradict each other: choose one judge');
+  const learningFlags: LearningLayer = {
+    learning: {
+      enabled: v['no-learning'] ? false : undefined, method: v.method, batchSize: num('batch-size', { integer: true, min: 1 }),
+      maxStaleVersions: num('max-stale', { integer: true, min: 0 }), checkpointEvery: num('checkpoint-every', { integer: true, min: 1 }),
+      progressSeconds: num('progress-seconds', { min: 0 }),
+    },
+    judge: { url: v['judge-url'], model: v['judge-model'], key: v['judge-key'], votes: num('judge-votes', { integer: true, min: 1 }) },
+    training: { loraRank: num('lora-rank', { integer: true, min: 0 }), lr: num('lr', { min: 0 }) },
+  };
+  try {
+    const file = v.config ? readConfig(v.config as string) : { gateway: {}, learning: {} };
+    const env = configFromEnv(process.env);
+    const adminFlag: Partial<GatewayConfig> = v['admin-key'] ? { adminKeys: [...(env.adminKeys ?? (file.gateway.adminKeys as string[] | undefined) ?? []), v['admin-key'] as string] } : {};
+    const gateway = resolveConfig(checkPartialConfig(file.gateway, v.config as string), env, flags, adminFlag);
+    const learning = resolveServeLearning(file.learning, learningFromEnv(process.env), learningFlags);
+    return { gateway, learning };
+  } catch (e) {
+    if (e instanceof ConfigError) throw new CliError(e.message);
+    throw e;
+  }
+}
+
+function readConfig(path: string): ReturnType<typeof splitConfigFile> {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new ConfigError(`cannot read config file ${path}: ${(e as Error).message}`);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (e) {
+    throw new ConfigError(`${path} is not valid JSON: ${(e as Error).message}`);
+  }
+  return splitConfigFile(value, path);
 }

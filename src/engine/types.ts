@@ -88,6 +88,12 @@ export interface TrainingSample {
   oldLogprobs?: ArrayLike<number> | null;
   /** Teacher top-K per completion token, for the top-K distillation loss. */
   teacherTop?: { ids: readonly (readonly number[])[]; logprobs: readonly (readonly number[])[] };
+  /**
+   * On-policy distillation: the learner adds weight * (teacherLogprobs_t - old_t) to each
+   * advantage, with old its own log-probs before the batch (not the sampler's, which may lag).
+   * A token whose teacher value is not finite is masked.
+   */
+  opd?: { teacherLogprobs: readonly number[]; weight: number };
 }
 
 
@@ -105,8 +111,11 @@ export interface StepMetrics {
   entropy: number;
   tisMean: number;
   rolloutAbsDiff: number;
+  /** Wall time; the first step of a trainBatch includes computing the batch's old log-probs. */
   seconds: number;
   tokensPerSecond: number;
+  /** Of `seconds`, the ms spent waiting for the sampler to go idle (yielding to serving). */
+  yieldedMs: number;
 }
 
 

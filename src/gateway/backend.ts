@@ -4,7 +4,7 @@
 
 import { toTemplateMessage, type RenderedPrompt } from '../engine/chat/prompt.js';
 import type { ChatMessage, ToolSpec } from '../engine/chat/messages.js';
-import { loadChatModel } from '../engine/local/chat-model.js';
+import { loadChatModel, type ChatModel } from '../engine/local/chat-model.js';
 import type { LocalEngineOptions } from '../engine/local/engine.js';
 import type { GenerationDefaults } from '../engine/local/model/folder.js';
 import type { ChatTemplate } from '../engine/local/tokenizer/chat-template.js';
@@ -36,7 +36,12 @@ export interface RenderInput {
 
 export async function loadChatBackend(modelDir: string, modelId: string, opts: LocalEngineOptions & { encoder?: PromptEncoderOptions } = {}): Promise<ChatBackend> {
   const { encoder, ...engineOptions } = opts;
-  const model = await loadChatModel(modelDir, engineOptions);
+  return chatBackendOf(await loadChatModel(modelDir, engineOptions), modelId, encoder);
+}
+
+/** The backend over an already loaded chat model (serve keeps the model for its learner). */
+export function chatBackendOf(model: ChatModel, modelId: string, encoder?: PromptEncoderOptions): ChatBackend {
+  const modelDir = model.engine.folder.dir;
   return {
     sampler: model.engine,
     tokenizer: model.tokenizer,

@@ -4,10 +4,11 @@
 //   GET    /readyz                   model loaded and store open (no auth)
 //   GET    /v1/models                served model ids (no auth: OpenClaw calls it without a key)
 //   POST   /v1/chat/completions      API key; the recorded route (chat.ts)
+//   GET    /admin/status             admin key; serving version, training steps, queues (GatewayOptions.status)
 //   DELETE /admin/sessions/:id       admin key; deletes a session and all its data
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { TurnRecorder } from '../sessions/recorder.js';
 import type { Store } from '../store/store.js';
 import type { ChatBackend } from './backend.js';
@@ -29,6 +30,8 @@ export interface GatewayOptions {
   now?: () => number;
   /** Tool-call id factory (tests make ids deterministic). */
   newToolCallId?: () => string;
+  /** What GET /admin/status answers (serve: the serving version, the learning loop's summary). */
+  status?: () => object;
 }
 
 export class Gateway {
@@ -43,6 +46,8 @@ export class Gateway {
   private inflight = 0;
   private lastRequestAt = 0;
   private closing = false;
+  /** Open connections and how many requests each has in progress (for a prompt shutdown). */
+  private readonly sockets = new Map<Socket, number>();
 
   constructor(private readonly opts: GatewayOptions) {
     const { config, store, backend } = opts;
@@ -72,6 +77,7 @@ export class Gateway {
       .on('GET', '/v1/models', route([], (ctx) => sendJson(ctx, 200, { object: 'list', data: this.models() })))
       .on('GET', '/v1/models/:id', route([], (ctx) => this.model(ctx)))
       .on('POST', '/v1/chat/completions', route([api, this.limit(), jsonBody({ maxBytes: config.maxBodyBytes })], chat))
+      .on('GET', '/admin/status', route([this.adminEnabled(), admin], (ctx) => sendJson(ctx, 200, this.status())))
       .on('DELETE', '/admin/sessions/:id', route([this.adminEnabled(), admin], (ctx) => this.deleteSession(ctx)));
     this.handle = compose([requestId()], async (ctx) => {
       const { handler, params } = this.router.match(ctx.method, ctx.path);
@@ -79,6 +85,10 @@ export class Gateway {
       await handler(ctx);
     });
     this.server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => void this.dispatch(req, res));
+    this.server.on('connection', (socket: Socket) => {
+      this.sockets.set(socket, 0);
+      socket.once('close', () => this.sockets.delete(socket));
+    });
     const sweepEvery = Math.min(config.sessionIdleSeconds * 500, 30_000);
     this.sweeper = setInterval(() => this.recorder.sweep(this.now()), sweepEvery).unref();
   }
@@ -103,9 +113,14 @@ export class Gateway {
     this.closing = true;
     clearInterval(this.sweeper);
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
-    this.server.closeIdleConnections();
+    // Connections without a request in progress (kept alive, or opened and never used) are closed
+    // now and as they become so; the others get up to graceMs to finish.
+    const closeIdle = () => { for (const [socket, active] of this.sockets) if (active === 0) socket.destroy(); };
+    closeIdle();
+    const sweep = setInterval(closeIdle, 50);
     const timer = setTimeout(() => this.server.closeAllConnections(), graceMs).unref();
     await closed;
+    clearInterval(sweep);
     clearTimeout(timer);
     await this.settled();
   }
@@ -117,8 +132,12 @@ export class Gateway {
 
   private async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
     this.lastRequestAt = performance.now();
+    const socket = req.socket;
+    this.sockets.set(socket, (this.sockets.get(socket) ?? 0) + 1);
+    res.once('close', () => { if (this.sockets.has(socket)) this.sockets.set(socket, this.sockets.get(socket)! - 1); });
     const controller = new AbortController();
     res.on('close', () => { if (!res.writableFinished) controller.abort(); });
+    if (this.closing) res.shouldKeepAlive = false;
     const path = (req.url ?? '/').split('?')[0]!;
     const ctx: Context = { req, res, method: req.method ?? 'GET', path, params: {}, requestId: '', startedAt: performance.now(), signal: controller.signal, log: {} };
     try {
@@ -130,7 +149,12 @@ export class Gateway {
         requestId: ctx.requestId || undefined, method: ctx.method, path, ms: Math.round((performance.now() - ctx.startedAt) * 100) / 100,
         ...ctx.log, status: ctx.log.status ?? res.statusCode,
       });
-      if (!res.writableEnded && !res.headersSent && !res.destroyed) this.reply(ctx, new Error('handler returned without answering'));
+      if (!res.writableEnded && !res.destroyed) {
+        // A client that went away gets nothing more; its connection must not linger half-answered.
+        if (controller.signal.aborted) res.destroy();
+        else if (!res.headersSent) this.reply(ctx, new Error('handler returned without answering'));
+        else res.end();
+      }
     }
   }
 
@@ -184,6 +208,10 @@ export class Gateway {
     const found = this.models().find((m) => m.id === ctx.params.id);
     if (!found) throw new GatewayError(404, `model "${ctx.params.id}" is not listed; any id is accepted for chat, the listed ones are ${this.models().map((m) => m.id).join(', ')}`, { code: 'model_not_found' });
     sendJson(ctx, 200, found);
+  }
+
+  private status(): object {
+    return { inflight: this.inflight, sessions: this.recorder.sessionCount, ...this.opts.status?.() };
   }
 
   private adminEnabled(): Middleware {

@@ -50,6 +50,11 @@ export function excludeSessionFromQueue(db: SqliteDatabase, sessionId: string, n
     WHERE status IN ('pending', 'claimed') AND turn_id IN (SELECT id FROM turns WHERE session_id = ?)`).run(now, sessionId).changes;
 }
 
+/** Deletes a session's samples that were not trained yet (the session opted out of learning). */
+export function deleteQueuedSamplesOfSession(db: SqliteDatabase, sessionId: string): number {
+  return stmt(db, `DELETE FROM samples WHERE status = 'queued' AND turn_id IN (SELECT id FROM turns WHERE session_id = ?)`).run(sessionId).changes;
+}
+
 export function pendingQueueIds(db: SqliteDatabase, limit: number): string[] {
   return (stmt(db, `SELECT turn_id FROM closed_turns WHERE status = 'pending' ORDER BY rowid LIMIT ?`).all(limit) as { turn_id: string }[]).map((r) => r.turn_id);
 }

@@ -6,6 +6,7 @@ import Database from 'better-sqlite3';
 
 export interface RunResult {
   changes: number;
+  lastInsertRowid: number | bigint;
 }
 
 export interface SqliteStatement {

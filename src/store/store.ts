@@ -10,6 +10,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SessionUpsert, TurnClosure, TurnStore } from '../sessions/recorder.js';
 import type { ClosedTurn, ClosureReason, RetemplateCheck, Turn } from '../types.js';
+import { LearningTables } from './learning.js';
 import { migrateUp } from './migrations/index.js';
 import * as q from './queries.js';
 import { nextStateToRow, rowToClosedTurn, rowToExportLine, rowToTurn, turnToRow, type ExportLine } from './records.js';
@@ -29,11 +30,14 @@ export interface StoreOptions {
 
 export class Store implements TurnStore {
   readonly path: string;
+  /** Judgments, samples and training steps (the learning loop's tables). */
+  readonly learning: LearningTables;
   private readonly now: () => number;
 
   private constructor(readonly db: SqliteDatabase, path: string, now: () => number) {
     this.path = path;
     this.now = now;
+    this.learning = new LearningTables(db, now);
   }
 
   static open(opts: StoreOptions): Store {
@@ -68,7 +72,10 @@ export class Store implements TurnStore {
     this.db.transaction(() => {
       if (session) {
         q.upsertSession(this.db, { id: session.id, source: session.source, created_at: session.seenAt, last_seen_at: session.seenAt, learning: session.learning ? 1 : 0 });
-        if (!session.learning) q.excludeSessionFromQueue(this.db, session.id, this.now());
+        if (!session.learning) {
+          q.excludeSessionFromQueue(this.db, session.id, this.now());
+          q.deleteQueuedSamplesOfSession(this.db, session.id);
+        }
       }
       if (!turn) return;
       q.insertTurn(this.db, turnToRow(turn, closure));

@@ -1,9 +1,10 @@
 // TEST DOUBLE: a fake OpenAI-compatible judge endpoint on 127.0.0.1, for the judge tests only.
 // It answers deterministically from the prompt's content. A script tag anywhere in the prompt's
-// user message says what the k-th vote with that tag gets, in arrival order (cycling), and
+// user message (the last one, when several) says what the k-th vote with that tag gets, in arrival order (cycling), and
 // `a>b>c` what its successive attempts get (a retry is a request with a seed seen before):
 //   {{eval: 1|1|-1}}   {{hint: hint=Use metric units from the start.|nohint}}   {{eval: 500>1}}
 // Entries: 1, +1, -1, 0 (an answer ending in that box); hint=TEXT (\boxed{1} + TEXT as the hint);
+// hint#K (\boxed{1} + hints[K] of startJudgeDouble's options, so the hint need not appear in the prompt);
 // nohint (\boxed{-1}); think=V (a box inside <think>, then \boxed{V}); garbage (no box);
 // refuse (an OpenAI refusal); notjson (200 with HTML); close (the socket is destroyed);
 // hang (no answer until the client gives up); any 3-digit number (that HTTP status).
@@ -37,7 +38,7 @@ export interface JudgeDouble {
   close(): Promise<void>;
 }
 
-export async function startJudgeDouble(): Promise<JudgeDouble> {
+export async function startJudgeDouble(options: { hints?: string[] } = {}): Promise<JudgeDouble> {
   const scripts = new Map<string, { next: number; bySeed: Map<number, { alternative: number; attempt: number }> }>();
   const events = new EventEmitter();
   const requests: DoubleRequest[] = [];
@@ -68,14 +69,16 @@ export async function startJudgeDouble(): Promise<JudgeDouble> {
     const system = body.messages?.find((m) => m.role === 'system')?.content ?? '';
     const user = body.messages?.find((m) => m.role === 'user')?.content ?? '';
     const kind = system.includes('[HINT_START]') ? 'hint' : system.includes('\\boxed') ? 'eval' : 'other';
-    const action = double.force ?? scripted(kind, user, body.seed) ?? fallback(kind, user);
+    const chosen = double.force ?? scripted(kind, user, body.seed) ?? fallback(kind, user);
+    const action = chosen.startsWith('hint#') ? `hint=${options.hints?.[Number(chosen.slice(5))] ?? ''}` : chosen;
     requests.push({ kind, authorization: req.headers.authorization ?? null, body, action });
     events.emit('request');
     respond(res, action);
   }
 
   function scripted(kind: string, user: string, seed: number | undefined): string | null {
-    const tag = new RegExp(`\\{\\{${kind}:([^}]*)\\}\\}`).exec(user);
+    // The last tag wins: in a conversation, the request above the next state carries earlier tags.
+    const tag = [...user.matchAll(new RegExp(`\\{\\{${kind}:([^}]*)\\}\\}`, 'g'))].pop();
     if (!tag) return null;
     const alternatives = tag[1]!.split('|').map((e) => e.split('>').map((a) => a.trim()));
     const key = `${kind}\u0000${user}`;

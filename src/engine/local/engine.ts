@@ -21,6 +21,13 @@ interface Stream {
 }
 
 export class LocalEngine implements Sampler, Scorer {
+  /**
+   * Shared with the worker (SharedArrayBuffer): activity[0] is the number of generation and
+   * scoring jobs the scheduler has in flight, 0 when idle, stored every step and whenever a job
+   * is added or finishes, and Atomics.notify'd when it becomes 0. A learner reads it to yield
+   * the CPU to serving.
+   */
+  readonly activity: Int32Array;
   private nextId = 1;
   private readonly streams = new Map<number, Stream>();
   private readonly scores = new Map<number, { resolve(r: ScoredCompletion): void; reject(e: Error): void }>();
@@ -28,15 +35,20 @@ export class LocalEngine implements Sampler, Scorer {
   private servingVersion = 0;
   private closed = false;
 
-  private constructor(private readonly worker: Worker, readonly folder: ModelFolder, readonly info: WorkerInfo) {
+  private constructor(private readonly worker: Worker, readonly folder: ModelFolder, readonly info: WorkerInfo, activity: SharedArrayBuffer) {
+    this.activity = new Int32Array(activity);
     worker.on('message', (m: FromWorker) => this.onMessage(m));
     worker.on('error', (e) => this.failAll(e));
-    worker.on('exit', (code) => { if (!this.closed) this.failAll(new Error(`the engine worker exited (code ${code})`)); });
+    worker.on('exit', (code) => {
+      this.markIdle();
+      if (!this.closed) this.failAll(new Error(`the engine worker exited (code ${code})`));
+    });
   }
 
   static async open(modelDir: string, opts: LocalEngineOptions = {}): Promise<LocalEngine> {
     const folder = readModelFolder(modelDir); // fail fast, before any thread starts
-    const workerOptions: WorkerOptions = { modelDir, maxStepTokens: opts.maxStepTokens ?? 256, threads: opts.threads ?? 0 };
+    const activity = new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT);
+    const workerOptions: WorkerOptions = { modelDir, maxStepTokens: opts.maxStepTokens ?? 256, threads: opts.threads ?? 0, activity };
     const worker = new Worker(new URL('./runtime/worker.js', import.meta.url), { workerData: workerOptions });
     // Listeners are removed by name: removeAllListeners() would also drop the Worker's own
     // internal listener that starts its message port.
@@ -57,7 +69,7 @@ export class LocalEngine implements Sampler, Scorer {
     }).finally(() => {
       worker.off('message', onMessage).off('error', onError).off('exit', onExit);
     });
-    return new LocalEngine(worker, folder, info);
+    return new LocalEngine(worker, folder, info, activity);
   }
 
   generate(promptIds: readonly number[], params: SamplingParams = {}, signal?: AbortSignal): AsyncIterable<GenerationEvent> {
@@ -131,6 +143,13 @@ export class LocalEngine implements Sampler, Scorer {
     this.failAll(new Error('the engine was closed'));
     this.worker.postMessage({ type: 'shutdown' } satisfies ToWorker);
     await this.worker.terminate();
+    this.markIdle();
+  }
+
+  /** A stopped worker serves nothing; a learner waiting on the count must not wait for it. */
+  private markIdle(): void {
+    Atomics.store(this.activity, 0, 0);
+    Atomics.notify(this.activity, 0);
   }
 
   private resolve(p: SamplingParams, promptTokens: number): ResolvedSampling {

@@ -13,6 +13,15 @@ export interface LocalLearnerOptions {
   /** Checkpoints are written here, and the latest one is resumed on open. */
   checkpointDir?: string;
   threads?: number;
+  /** Wait at each layer boundary while the engine has requests in flight (default true). */
+  yieldToServing?: boolean;
+  /** Longest wait at one such point, so training progresses under continuous load (default 100). */
+  maxYieldMs?: number;
+  /**
+   * The next publication is max(versionAfter, the checkpoint's published version) + 1. Default:
+   * the engine's serving version, which the engine requires publications to exceed.
+   */
+  versionAfter?: number;
 }
 
 export interface Publication {
@@ -47,8 +56,12 @@ export class LocalLearner implements Learner {
   /** A learner on `engine`'s model and base weights. */
   static async open(engine: LocalEngine, opts: LocalLearnerOptions = {}): Promise<LocalLearner> {
     const config: LearnerConfig = { ...DEFAULT_LEARNER, ...opts.config };
+    const maxYieldMs = opts.maxYieldMs ?? 100, versionAfter = opts.versionAfter ?? engine.version;
+    if (!(maxYieldMs >= 0)) throw new RangeError(`maxYieldMs must be >= 0, got ${maxYieldMs}`);
+    if (!(Number.isInteger(versionAfter) && versionAfter >= 0)) throw new RangeError(`versionAfter must be a non-negative integer, got ${versionAfter}`);
     const workerOptions: LearnerWorkerOptions = {
       modelDir: engine.folder.dir, baseParams: engine.info.baseParams, config, checkpointDir: opts.checkpointDir ?? null, threads: opts.threads ?? 0,
+      activity: (opts.yieldToServing ?? true) ? engine.activity.buffer as SharedArrayBuffer : null, maxYieldMs, versionAfter,
     };
     const worker = new Worker(new URL('./runtime/learner-worker.js', import.meta.url), { workerData: workerOptions });
     let onMessage: (m: FromLearner) => void = () => {};

@@ -3,6 +3,7 @@
 
 import type { SqliteDatabase } from '../sqlite.js';
 import { migration001 } from './001-initial.js';
+import { migration002 } from './002-learning.js';
 
 export interface Migration {
   version: number;
@@ -11,7 +12,7 @@ export interface Migration {
   down: string;
 }
 
-export const MIGRATIONS: readonly Migration[] = [migration001];
+export const MIGRATIONS: readonly Migration[] = [migration001, migration002];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 

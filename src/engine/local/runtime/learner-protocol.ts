@@ -11,6 +11,12 @@ export interface LearnerWorkerOptions {
   /** Where checkpoints go; the latest one there is resumed from. */
   checkpointDir: string | null;
   threads: number;
+  /** The engine's activity count (LocalEngine.activity) to yield to; null: never yield. */
+  activity: SharedArrayBuffer | null;
+  /** Longest wait for serving to go idle at one yield point. */
+  maxYieldMs: number;
+  /** The next publication is max(this, the checkpoint's published version) + 1. */
+  versionAfter: number;
 }
 
 export type LearnerRequest =
@@ -24,6 +30,7 @@ export type LearnerReply = ForwardBackwardResult | OptimStepResult | StepMetrics
 
 export interface LearnerStatus {
   steps: number;
+  /** The version the next publication follows. */
   version: number;
   consumedSampleIds: string[];
   kernels: 'native' | 'portable';

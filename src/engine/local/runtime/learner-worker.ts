@@ -10,6 +10,7 @@ import { paramStoreOver, tensorSpecs } from '../model/weights.js';
 import { loadCheckpoint, saveCheckpoint } from '../train/checkpoint.js';
 import { LearnerCore } from '../train/learner.js';
 import { Lora } from '../train/lora.js';
+import { servingYield } from './serving-yield.js';
 import type { FromLearner, LearnerReply, LearnerRequest, LearnerWorkerOptions } from './learner-protocol.js';
 
 const port = parentPort!;
@@ -29,8 +30,9 @@ function start(): void {
   if (restored && restored.configHash !== configHash) {
     throw new Error(`the checkpoint in ${options.checkpointDir} belongs to another model or training mode; move it away or choose another data folder`);
   }
-  const learner = new LearnerCore(cfg, base, options.config, kernels, restored ? { values: restored.trainable, optimizer: restored } : undefined);
-  let version = restored?.publishedVersion ?? 0;
+  const pause = options.activity ? servingYield(new Int32Array(options.activity), options.maxYieldMs) : undefined;
+  const learner = new LearnerCore(cfg, base, options.config, kernels, restored ? { values: restored.trainable, optimizer: restored } : undefined, pause);
+  let version = Math.max(options.versionAfter, restored?.publishedVersion ?? 0);
   let consumed = restored?.consumedSampleIds ?? [];
 
   const handle = (r: LearnerRequest): LearnerReply => {

@@ -24,6 +24,8 @@ export interface WorkerOptions {
   maxStepTokens: number;
   /** BLAS threads; 0 leaves the library default. */
   threads: number;
+  /** One Int32 the scheduler keeps equal to its jobs in flight (LocalEngine.activity). */
+  activity: SharedArrayBuffer;
 }
 
 export type ToWorker =

@@ -73,6 +73,8 @@ export class Scheduler {
     private readonly eosIds: readonly number[],
     private readonly newDecoder: () => StreamDecoder,
     private readonly maxStepTokens: number,
+    /** activity[0] = jobs in flight, for a learner that yields to serving; notified when it becomes 0. */
+    private readonly activity: Int32Array | null = null,
   ) {
     this.versions.set(base.version, base);
     this.current = base;
@@ -119,6 +121,7 @@ export class Scheduler {
       pending: promptIds.slice(), promptTokens: promptIds.length, sampling, rng: createRng(sampling.seed),
       stopIds: new Set([...this.eosIds, ...sampling.stopTokenIds]), decoder: this.newDecoder(), text: '', generated: 0,
     });
+    this.reportActivity();
   }
 
   addScore(id: number, promptIds: number[], completionIds: number[], topK: number, version: number): void {
@@ -134,6 +137,7 @@ export class Scheduler {
       kind: 'score', id, policy, cache: createKvCache(this.cfg, tokens.length), tokens, promptTokens: promptIds.length,
       fed: 0, topK, logprobs: [], top: [],
     });
+    this.reportActivity();
   }
 
   /** Drops every job (after a failed step) and returns their ids, so each caller gets the error. */
@@ -141,6 +145,7 @@ export class Scheduler {
     const ids = this.jobs.map((j) => j.id);
     this.jobs.length = 0;
     this.cancelled.clear();
+    this.reportActivity();
     return ids;
   }
 
@@ -150,6 +155,18 @@ export class Scheduler {
 
   /** One forward pass over the work that is ready. */
   step(): StepOutput {
+    const out = this.runStep();
+    this.reportActivity();
+    return out;
+  }
+
+  private reportActivity(): void {
+    if (!this.activity) return;
+    const n = this.jobs.length;
+    if (Atomics.exchange(this.activity, 0, n) !== 0 && n === 0) Atomics.notify(this.activity, 0);
+  }
+
+  private runStep(): StepOutput {
     const out: StepOutput = { events: [], scored: [] };
     this.dropCancelled(out);
     if (this.jobs.length === 0) return out;

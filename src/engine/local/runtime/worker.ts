@@ -24,7 +24,7 @@ async function start(): Promise<void> {
   const tokenizer = await TextTokenizer.fromModelDir(options.modelDir);
   const params = loadWeights(options.modelDir, folder.config);
   const base: PolicyWeights = { version: 0, model: new Transformer(folder.config, params, kernels), lora: null };
-  const scheduler = new Scheduler(base, folder.config, folder.eosTokenIds, () => tokenizer.createStreamDecoder(), options.maxStepTokens);
+  const scheduler = new Scheduler(base, folder.config, folder.eosTokenIds, () => tokenizer.createStreamDecoder(), options.maxStepTokens, new Int32Array(options.activity));
   const policyOf = (u: PolicyUpdate): PolicyWeights => u.kind === 'lora'
     ? { version: u.version, model: base.model, lora: new Lora(folder.config, u.spec, u.data) }
     : { version: u.version, model: new Transformer(folder.config, paramStoreOver(params.specs, new Float32Array(u.params)), kernels), lora: null };

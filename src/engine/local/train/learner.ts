@@ -10,7 +10,7 @@
 import type { Kernels } from '../kernels/kernels.js';
 import type { ModelConfig } from '../model/config.js';
 import { allocateParams, type ParamStore } from '../model/weights.js';
-import { DEFAULT_POLICY_LOSS, policyLoss, topKDistillationLoss, type PolicyLossConfig } from './losses.js';
+import { combineAdvantages, DEFAULT_POLICY_LOSS, policyLoss, topKDistillationLoss, type PolicyLossConfig } from './losses.js';
 import { Lora, type LoraSpec } from './lora.js';
 import { TrainModel, type TrainSequence } from './model.js';
 import type { ForwardBackwardResult, StepMetrics, TrainingSample } from '../../types.js';
@@ -51,8 +51,14 @@ export class LearnerCore {
   /** The frozen base, for the KL term's reference log-probs. */
   private readonly reference: TrainModel;
   private readonly optimizer: AdamW;
+  /** Total ms the pause hook has waited. */
+  private yieldedMs = 0;
 
-  constructor(readonly cfg: ModelConfig, base: ParamStore, readonly config: LearnerConfig, kernels: Kernels, restore?: { values: Float32Array; optimizer: OptimizerState }) {
+  /** pause: the yield hook for TrainModel; returns the ms it waited (StepMetrics.yieldedMs). */
+  constructor(
+    readonly cfg: ModelConfig, base: ParamStore, readonly config: LearnerConfig, kernels: Kernels,
+    restore?: { values: Float32Array; optimizer: OptimizerState }, pause?: () => number,
+  ) {
     if (config.mode.kind === 'lora') {
       this.params = base;
       this.grads = null;
@@ -66,8 +72,9 @@ export class LearnerCore {
       this.lora = null;
       this.optimizer = new AdamW(this.params.data, this.grads.data, paramSegments(base.specs), config.optimizer, kernels, restore?.optimizer);
     }
-    this.model = new TrainModel(cfg, this.params, this.grads, this.lora, kernels);
-    this.reference = new TrainModel(cfg, base, null, null, kernels);
+    const hook = pause ? () => { this.yieldedMs += pause(); } : undefined;
+    this.model = new TrainModel(cfg, this.params, this.grads, this.lora, kernels, hook);
+    this.reference = new TrainModel(cfg, base, null, null, kernels, hook);
   }
 
   get steps(): number {
@@ -110,6 +117,8 @@ export class LearnerCore {
   /** The whole PPO procedure over one batch; returns one record per optimizer step. */
   trainBatch(samples: readonly TrainingSample[]): StepMetrics[] {
     samples.forEach(checkSample);
+    // The first step's time (and time yielded) includes computing the anchor.
+    let since: StepStart | undefined = { t0: performance.now(), yielded0: this.yieldedMs };
     // The PPO ratio is taken against the policy as it was before this batch's first step.
     const anchored = this.config.loss.kind === 'policy'
       ? this.logprobs(samples).map((old, i) => ({ ...samples[i]!, oldLogprobs: old }))
@@ -117,14 +126,14 @@ export class LearnerCore {
     const metrics: StepMetrics[] = [];
     for (let epoch = 0; epoch < this.config.epochs; epoch++) {
       for (let start = 0; start < anchored.length; start += this.config.miniBatchSize) {
-        metrics.push(this.step(anchored.slice(start, Math.min(anchored.length, start + this.config.miniBatchSize))));
+        metrics.push(this.step(anchored.slice(start, Math.min(anchored.length, start + this.config.miniBatchSize)), since));
+        since = undefined;
       }
     }
     return metrics;
   }
 
-  private step(samples: readonly TrainingSample[]): StepMetrics {
-    const t0 = performance.now();
+  private step(samples: readonly TrainingSample[], { t0, yielded0 }: StepStart = { t0: performance.now(), yielded0: this.yieldedMs }): StepMetrics {
     this.zeroGrad();
     const acc = { loss: 0, tokens: 0, clip: 0, kl: 0, entropy: 0, tis: 0, rollout: 0 };
     for (const micro of this.microBatches(samples)) {
@@ -144,14 +153,14 @@ export class LearnerCore {
     return {
       step: r.step, samples: samples.length, tokens, loss: acc.loss, gradNorm: r.gradNorm, applied: r.applied, lr: r.lr,
       clipFraction: per(acc.clip), approxKl: per(acc.kl), entropy: per(acc.entropy), tisMean: per(acc.tis), rolloutAbsDiff: per(acc.rollout),
-      seconds, tokensPerSecond: tokens / seconds,
+      seconds, tokensPerSecond: tokens / seconds, yieldedMs: this.yieldedMs - yielded0,
     };
   }
 
   /**
    * Forward, loss and backward of one micro-batch, adding into the gradients; the loss is
    * divided by batchSize samples (the whole mini-batch). A sample without oldLogprobs takes the
-   * current ones (ratio 1).
+   * current ones (ratio 1), also as the anchor of its OPD term.
    */
   forwardBackward(samples: readonly TrainingSample[], batchSize = samples.length): ForwardBackwardResult {
     samples.forEach(checkSample);
@@ -170,6 +179,7 @@ export class LearnerCore {
     };
     const mask = concat((s) => s.mask ?? new Float64Array(s.completionIds.length).fill(1));
     if (loss.kind === 'topk') {
+      if (samples.some((s) => s.opd)) throw new Error('OPD samples need the policy loss, not top-k distillation');
       const K = samples[0]?.teacherTop?.ids[0]?.length ?? 0;
       const ids = new Int32Array(R * K), teacher = new Float64Array(R * K);
       samples.forEach((s, i) => {
@@ -188,10 +198,18 @@ export class LearnerCore {
     const ref = loss.klCoef > 0 ? this.logprobs(samples, this.reference) : null;
     const fwd = this.model.forward(samples.map(toSequence));
     const hasRollout = samples.every((s) => s.rolloutLogprobs);
-    const current = (i: number) => fwd.logprobs.subarray(offsets[i]!, offsets[i]! + lengths[i]!);
+    const old = samples.map((s, i) => s.oldLogprobs ?? fwd.logprobs.slice(offsets[i]!, offsets[i]! + lengths[i]!));
+    const advantages = concat((s) => s.advantages);
+    samples.forEach((s, i) => {
+      if (!s.opd) return;
+      const o = offsets[i]!, n = lengths[i]!;
+      const opd = combineAdvantages('combine', { score: 0, teacherLogprobs: s.opd.teacherLogprobs, oldLogprobs: old[i]!, mask: mask.subarray(o, o + n) }, { wRl: 0, wOpd: s.opd.weight });
+      for (let t = 0; t < n; t++) advantages[o + t] = advantages[o + t]! + opd.advantages[t]!;
+      mask.set(opd.mask, o);
+    });
     const r = policyLoss({
-      logprobs: fwd.logprobs, oldLogprobs: concat((s, i) => s.oldLogprobs ?? current(i)), rolloutLogprobs: hasRollout ? concat((s) => s.rolloutLogprobs!) : null,
-      advantages: concat((s) => s.advantages), mask, refLogprobs: ref ? concat((_, i) => ref[i]!) : null, entropy: fwd.entropy, offsets, lengths, batchSize,
+      logprobs: fwd.logprobs, oldLogprobs: concat((_, i) => old[i]!), rolloutLogprobs: hasRollout ? concat((s) => s.rolloutLogprobs!) : null,
+      advantages, mask, refLogprobs: ref ? concat((_, i) => ref[i]!) : null, entropy: fwd.entropy, offsets, lengths, batchSize,
     }, loss);
     this.model.backward(r.dLogprobs, r.dEntropy);
     const m = r.metrics;
@@ -215,6 +233,11 @@ export class LearnerCore {
   }
 }
 
+interface StepStart {
+  t0: number;
+  yielded0: number;
+}
+
 function toSequence(s: TrainingSample): TrainSequence {
   return { tokens: [...s.promptIds, ...s.completionIds], promptLength: s.promptIds.length };
 }
@@ -229,6 +252,8 @@ export function checkSample(s: TrainingSample, index: number): void {
   if (s.rolloutLogprobs && s.rolloutLogprobs.length !== n) problems.push(`rolloutLogprobs has ${s.rolloutLogprobs.length}`);
   if (s.oldLogprobs && s.oldLogprobs.length !== n) problems.push(`oldLogprobs has ${s.oldLogprobs.length}`);
   if (s.mask && s.mask.length !== n) problems.push(`mask has ${s.mask.length}`);
+  if (s.opd && s.opd.teacherLogprobs.length !== n) problems.push(`opd.teacherLogprobs has ${s.opd.teacherLogprobs.length}`);
   if (s.teacherTop && (s.teacherTop.ids.length !== n || s.teacherTop.logprobs.length !== n)) problems.push(`teacherTop has ${s.teacherTop.ids.length} id rows and ${s.teacherTop.logprobs.length} log-prob rows`);
   if (problems.length > 0) throw new RangeError(`sample ${index}: ${problems.join(', ')}, but completionIds has ${n} tokens`);
+  if (s.opd && !Number.isFinite(s.opd.weight)) throw new RangeError(`sample ${index}: opd.weight must be finite, got ${s.opd.weight}`);
 }

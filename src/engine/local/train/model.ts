@@ -72,8 +72,15 @@ export class TrainModel {
   private readonly buffers = new Map<string, Float32Array>();
   private readonly maxRank: number;
 
-  /** grads: a buffer shaped like params for full fine-tuning; null with LoRA (base frozen). */
-  constructor(readonly cfg: ModelConfig, params: ParamStore, grads: ParamStore | null, lora: Lora | null, private readonly k: Kernels) {
+  /**
+   * grads: a buffer shaped like params for full fine-tuning; null with LoRA (base frozen).
+   * pause: called at every layer boundary of forward and backward (the first one also falls
+   * between micro-batches), where the caller may block to let other work have the CPU.
+   */
+  constructor(
+    readonly cfg: ModelConfig, params: ParamStore, grads: ParamStore | null, lora: Lora | null, private readonly k: Kernels,
+    private readonly pause?: () => void,
+  ) {
     const g = (name: string) => (grads ? grads.get(name) : null);
     const opt = (store: ParamStore | null, name: string) => (store && store.has(name) ? store.get(name) : null);
     const D = cfg.hiddenSize, F = cfg.intermediateSize, qDim = cfg.numHeads * cfg.headDim, kvDim = cfg.numKvHeads * cfg.headDim;
@@ -153,6 +160,7 @@ export class TrainModel {
     const layers: LayerTape[] = [];
     const shape = { nHeads: H, nKvHeads: KV, headDim: hd };
     for (const [l, w] of this.layers.entries()) {
+      this.pause?.();
       const b = (name: string, size: number) => this.buf(`${name}.${l}`, size);
       const lt: LayerTape = {
         x, h1: b('h1', T * D), q0: null, k0: null, q: b('q', T * qDim), k: b('k', T * kvDim), v: b('v', T * kvDim),
@@ -191,6 +199,7 @@ export class TrainModel {
       layers.push(lt);
       x = next;
     }
+    this.pause?.();
     // Final norm and LM head only on the rows that predict completion tokens.
     const xFinal = this.buf('xFinal', R * D);
     for (let i = 0; i < R; i++) xFinal.set(x.subarray(rowIndex[i]! * D, (rowIndex[i]! + 1) * D), i * D);
@@ -256,6 +265,7 @@ export class TrainModel {
     const dq0 = this.buf('d.q0', T * qDim), dk0 = this.buf('d.k0', T * kvDim);
     const attScratch = this.buf('d.attScratch', Math.max(...tape.seqs.map((s) => s.length * s.length)));
     for (let l = cfg.numLayers - 1; l >= 0; l--) {
+      this.pause?.();
       const w = this.layers[l]!, lt = tape.layers[l]!;
       const lin = w.lin;
       // MLP: dx is d loss / d (layer output) = d / d xMid through the residual, plus the MLP path.

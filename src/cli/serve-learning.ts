@@ -1,0 +1,95 @@
+// serve's learning half, wired from its parts: the learner on the served engine (resumed from the
+// last checkpoint, which the store is reconciled against and which is published at once), the
+// judge client, the teacher, and the loop that drives them.
+
+import type { ChatModel } from '../engine/local/chat-model.js';
+import { LocalLearner } from '../engine/local/learner.js';
+import type { LearnerConfig } from '../engine/local/train/learner.js';
+import { DEFAULT_LEARNER } from '../engine/local/train/learner.js';
+import { renderRequest, type ChatBackend } from '../gateway/backend.js';
+import { LocalJudgeClient, OpenAIJudgeClient, type JudgeClient, type JudgeLog } from '../judge/index.js';
+import { LearningLoop } from '../learn/loop.js';
+import { progressLine } from '../learn/status.js';
+import type { Store } from '../store/store.js';
+import type { ServeLearning } from './serve-config.js';
+
+export interface RunningLearning {
+  loop: LearningLoop;
+  learner: LocalLearner;
+  /** One line for the banner and the startup log: method, judge, batch, training mode. */
+  summary: string;
+  progressLine(): string;
+  /** Stops taking turns to the judge (before the gateway drains). */
+  stopJudging(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startLearning(a: { model: ChatModel; backend: ChatBackend; store: Store; settings: ServeLearning; checkpointDir: string; log: JudgeLog }): Promise<RunningLearning> {
+  const { model, backend, store, settings } = a;
+  const engine = model.engine;
+  const learner = await LocalLearner.open(engine, {
+    config: learnerConfig(settings),
+    checkpointDir: a.checkpointDir,
+    maxYieldMs: settings.training.maxYieldMs,
+    // Never reuse a version number a turn or step already carries, even one the checkpoint lacks.
+    versionAfter: Math.max(engine.version, store.learning.maxVersion()),
+  });
+  try {
+    const requeued = store.learning.reconcileWithCheckpoint(learner.resumed.steps);
+    // Serve the checkpoint's weights from the first request on.
+    const p = learner.resumed.steps > 0 ? await learner.publishTo(engine) : null;
+    a.log('resumed', { steps: learner.resumed.steps, version: engine.version, requeuedSamples: requeued, ...(p ? { snapshotMs: p.snapshotMs, swapMs: p.swapMs } : {}) });
+  } catch (e) {
+    await learner.close();
+    throw e;
+  }
+  const judgeClient: JudgeClient = settings.judge.kind === 'self'
+    ? new LocalJudgeClient({ engine, tokenizer: model.tokenizer, renderPrompt: (messages, o) => model.renderPrompt(messages, o) })
+    : new OpenAIJudgeClient({ baseUrl: settings.judge.url!, model: settings.judge.model!, ...(settings.judge.key ? { apiKey: settings.judge.key } : {}) });
+  const j = settings.judge;
+  const loop = new LearningLoop({
+    store,
+    config: settings.learn,
+    judgeClient,
+    judge: { votes: j.votes, temperature: j.temperature, maxTokens: j.maxTokens, timeoutMs: j.timeoutMs, retries: j.retries },
+    teacher: {
+      render: (messages, tools, enableThinking) => renderRequest(backend, { messages, tools, enableThinking }).ids,
+      scorer: engine,
+      contextLength: backend.contextLength,
+    },
+    policy: {
+      trainBatch: (samples) => learner.trainBatch(samples),
+      publish: () => learner.publishTo(engine),
+      checkpoint: () => learner.save([]),
+      servingVersion: () => engine.version,
+    },
+    log: a.log,
+  });
+  loop.start();
+  const t = settings.training;
+  const mode = t.loraRank === 0 ? 'full fine-tuning' : `LoRA rank ${t.loraRank}`;
+  return {
+    loop,
+    learner,
+    summary: `${settings.learn.method}, judge ${judgeClient.name} (${j.votes} votes), batch ${settings.learn.batchSize}, ${mode}, resumed at step ${learner.resumed.steps}`,
+    progressLine: () => progressLine(loop.status()),
+    stopJudging: () => loop.feed.close(),
+    async close() {
+      await loop.close();
+      await learner.close();
+    },
+  };
+}
+
+export function learnerConfig(s: ServeLearning): Partial<LearnerConfig> {
+  const t = s.training;
+  const mode: LearnerConfig['mode'] = t.loraRank === 0
+    ? { kind: 'full' }
+    : { kind: 'lora', spec: { rank: t.loraRank, alpha: t.loraAlpha ?? 2 * t.loraRank, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } };
+  return {
+    mode,
+    optimizer: { ...DEFAULT_LEARNER.optimizer, lr: t.lr ?? (t.loraRank === 0 ? 1e-5 : 1e-4) },
+    miniBatchSize: t.miniBatchSize ?? s.learn.batchSize,
+    epochs: t.epochs,
+  };
+}

@@ -1,0 +1,70 @@
+// The learning loop's settings: one typed record with named defaults, checked once at startup so
+// a bad value fails with a message instead of on every batch.
+
+export type Method = 'rl' | 'opd' | 'combine';
+
+export const METHODS: readonly Method[] = ['rl', 'opd', 'combine'];
+
+export interface LearnConfig {
+  /** `rl`: advantage = judge score; `opd`: teacher minus current log-prob; `combine`: the weighted sum. */
+  method: Method;
+  /** Samples per training batch; a batch is trained, then published as one new version. */
+  batchSize: number;
+  /** Weight of the judge score in the advantage (rl and combine). */
+  wRl: number;
+  /** Weight of the per-token teacher term (opd and combine). */
+  wOpd: number;
+  /** Samples sampled more than this many versions before the serving one are dropped (counted). */
+  maxStaleVersions: number;
+  /** Keep a score-0 turn as its session's only sample when the session has none (the original's option; it adds no gradient). */
+  keepZeroScorePerSession: boolean;
+  /** The policy version that scores teacher log-probs: 0 is the frozen base model. */
+  teacherVersion: number;
+  /** Write a checkpoint every N batches (1: after each; a crash then retrains at most N-1 batches). */
+  checkpointEvery: number;
+  /** Closed turns judged at once. */
+  judgeConcurrency: number;
+  /** A closed turn whose judgment fails to commit this many times leaves the queue. */
+  maxJudgeAttempts: number;
+  /** How often the loop looks for new closed turns and ready batches when nothing woke it. */
+  pollMs: number;
+}
+
+export const DEFAULT_LEARN: LearnConfig = {
+  method: 'combine',
+  batchSize: 16,
+  wRl: 1,
+  wOpd: 1,
+  maxStaleVersions: 4,
+  keepZeroScorePerSession: false,
+  teacherVersion: 0,
+  checkpointEvery: 1,
+  judgeConcurrency: 2,
+  maxJudgeAttempts: 3,
+  pollMs: 250,
+};
+
+/** Defaults filled in and every value checked; throws RangeError naming the setting. */
+export function resolveLearnConfig(partial: Partial<LearnConfig> = {}): LearnConfig {
+  const c: LearnConfig = { ...DEFAULT_LEARN };
+  for (const [k, v] of Object.entries(partial)) if (v !== undefined) (c as unknown as Record<string, unknown>)[k] = v;
+  const check = (ok: boolean, what: string) => { if (!ok) throw new RangeError(`learning: ${what}`); };
+  const int = (v: number, min: number) => Number.isSafeInteger(v) && v >= min;
+  check(METHODS.includes(c.method), `method must be one of ${METHODS.join(', ')}, got ${JSON.stringify(c.method)}`);
+  check(int(c.batchSize, 1), `batchSize must be an integer >= 1, got ${c.batchSize}`);
+  check(Number.isFinite(c.wRl) && Number.isFinite(c.wOpd), `wRl and wOpd must be finite numbers, got ${c.wRl} and ${c.wOpd}`);
+  check(c.method !== 'combine' || c.wRl !== 0 || c.wOpd !== 0, 'combine needs wRl or wOpd above 0');
+  check(int(c.maxStaleVersions, 0), `maxStaleVersions must be an integer >= 0, got ${c.maxStaleVersions}`);
+  check(typeof c.keepZeroScorePerSession === 'boolean', 'keepZeroScorePerSession must be true or false');
+  check(int(c.teacherVersion, 0), `teacherVersion must be an integer >= 0, got ${c.teacherVersion}`);
+  check(int(c.checkpointEvery, 1), `checkpointEvery must be an integer >= 1, got ${c.checkpointEvery}`);
+  check(int(c.judgeConcurrency, 1), `judgeConcurrency must be an integer >= 1, got ${c.judgeConcurrency}`);
+  check(int(c.maxJudgeAttempts, 1), `maxJudgeAttempts must be an integer >= 1, got ${c.maxJudgeAttempts}`);
+  check(int(c.pollMs, 1), `pollMs must be an integer >= 1, got ${c.pollMs}`);
+  return c;
+}
+
+/** Which judge prompts a method needs: hints feed the teacher, scores feed the RL term. */
+export function judgeNeeds(method: Method): { hints: boolean } {
+  return { hints: method !== 'rl' };
+}

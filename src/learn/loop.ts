@@ -1,0 +1,57 @@
+// The learning loop as `serve` runs it: the judging feed (closed turns -> judgments + samples)
+// and the trainer (samples -> batches -> published versions), woken by new samples and a poll
+// timer, with a status summary for GET /admin/status and the progress line.
+
+import type { JudgeClient, JudgeLog, JudgeTurnOptions } from '../judge/index.js';
+import type { Store } from '../store/store.js';
+import type { LearnConfig } from './config.js';
+import { JudgingFeed } from './judging.js';
+import { learningStatus, type LearningStatus } from './status.js';
+import type { TeacherModel } from './teacher.js';
+import { Trainer, type PolicyBackend } from './trainer.js';
+
+export interface LearningLoopOptions {
+  store: Store;
+  config: LearnConfig;
+  judgeClient: JudgeClient;
+  judge: Partial<Omit<JudgeTurnOptions, 'signal'>>;
+  teacher: TeacherModel;
+  policy: PolicyBackend;
+  log: JudgeLog;
+}
+
+export class LearningLoop {
+  readonly feed: JudgingFeed;
+  readonly trainer: Trainer;
+  private timer: NodeJS.Timeout | null = null;
+  private readonly startedAt = Date.now();
+
+  constructor(private readonly opts: LearningLoopOptions) {
+    this.trainer = new Trainer(opts.store.learning, opts.policy, opts.config, opts.log);
+    this.feed = new JudgingFeed({ store: opts.store, client: opts.judgeClient, judge: opts.judge, config: opts.config, teacher: opts.teacher, log: opts.log, onSample: () => this.trainer.notify() });
+  }
+
+  start(): void {
+    this.trainer.start();
+    this.feed.pump();
+    this.timer = setInterval(() => this.pump(), this.opts.config.pollMs);
+    this.timer.unref();
+  }
+
+  /** Offers newly closed turns to the judge now (the gateway calls it when it closes one). */
+  pump(): void {
+    if (this.opts.store.isOpen) this.feed.pump();
+  }
+
+  status(): LearningStatus {
+    return learningStatus({ store: this.opts.store, config: this.opts.config, feed: this.feed, trainer: this.trainer, servingVersion: this.opts.policy.servingVersion(), judge: this.opts.judgeClient.name, startedAt: this.startedAt });
+  }
+
+  /** Stops judging and training; what was not committed stays queued for the next start. */
+  async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.feed.close();
+    await this.trainer.close();
+  }
+}

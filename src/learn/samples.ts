@@ -1,0 +1,61 @@
+// From a judged turn to at most one training sample: the per-method dispatch. Pure functions.
+//
+//   method   hint accepted   score +1/-1   sample
+//   rl       -               yes           rl      A = wRl * score
+//   opd      yes             -             opd     A_t = wOpd * (teacher_t - old_t)
+//   combine  yes             yes           opd+rl  A_t = wRl * score + wOpd * (teacher_t - old_t)
+//   combine  yes             no (0)        opd     A_t = wOpd * (teacher_t - old_t)
+//   combine  no              yes           rl      A = wRl * score   (no fake teacher term, unlike the original)
+//   any      otherwise                     nothing (or rl-zero, when kept as the session's only sample)
+//
+// old_t is the learner's own log-prob when the batch is trained, so the teacher term is only
+// finished there (TrainingSample.opd); the sample carries the teacher log-probs and the weight.
+
+import type { Score } from '../judge/types.js';
+import type { SampleDraft, Turn } from '../types.js';
+import type { LearnConfig, Method } from './config.js';
+
+/** Why a judged turn produced no sample (counted in the status). */
+export type NoSampleReason = 'no_next_state' | 'abstained' | 'no_hint' | 'teacher_failed';
+
+export interface SampleInput {
+  turn: Pick<Turn, 'id' | 'policyVersion' | 'completionIds'>;
+  score: Score;
+  /** Whether the judgment was skipped (no next state). */
+  skipped: boolean;
+  /** Teacher log-probs of the completion under the hinted prompt; null without an accepted hint (or when scoring it failed). */
+  teacher: { logprobs: number[]; version: number } | null;
+  /** An accepted hint whose teacher scoring failed. */
+  teacherFailed: boolean;
+  /** The session has no sample yet (for keepZeroScorePerSession). */
+  firstOfSession: boolean;
+}
+
+export function sampleFor(input: SampleInput, config: Pick<LearnConfig, 'method' | 'wRl' | 'wOpd' | 'keepZeroScorePerSession'>): { sample: SampleDraft } | { sample: null; reason: NoSampleReason } {
+  if (input.skipped) return { sample: null, reason: 'no_next_state' };
+  const { method } = config;
+  const decisive = input.score !== 0;
+  const teacher = usesTeacher(method) ? input.teacher : null;
+  if (teacher && teacher.logprobs.length !== input.turn.completionIds.length) {
+    throw new RangeError(`turn ${input.turn.id}: ${teacher.logprobs.length} teacher log-probs for ${input.turn.completionIds.length} completion tokens`);
+  }
+  const base = { turnId: input.turn.id, policyVersion: input.turn.policyVersion, score: input.score };
+  const rl = usesScore(method) && decisive;
+  if (teacher) {
+    return { sample: { ...base, source: rl ? 'opd+rl' : 'opd', rlAdvantage: rl ? config.wRl * input.score : 0, opdWeight: config.wOpd, teacherLogprobs: teacher.logprobs, teacherVersion: teacher.version } };
+  }
+  if (rl) return { sample: { ...base, source: 'rl', rlAdvantage: config.wRl * input.score, opdWeight: 0, teacherLogprobs: null, teacherVersion: null } };
+  if (method === 'rl' && !decisive && config.keepZeroScorePerSession && input.firstOfSession) {
+    return { sample: { ...base, source: 'rl-zero', rlAdvantage: 0, opdWeight: 0, teacherLogprobs: null, teacherVersion: null } };
+  }
+  if (input.teacherFailed && usesTeacher(method)) return { sample: null, reason: 'teacher_failed' };
+  return { sample: null, reason: method === 'opd' ? 'no_hint' : 'abstained' };
+}
+
+export function usesTeacher(method: Method): boolean {
+  return method !== 'rl';
+}
+
+export function usesScore(method: Method): boolean {
+  return method !== 'opd';
+}

@@ -1,0 +1,142 @@
+// The background trainer: when a batch of fresh samples is queued, train it (PPO-clip with
+// truncated importance weights against the sampler's log-probs), publish the result as a new
+// serving version, commit the batch to the store, then checkpoint. The store is written before
+// the checkpoint, and reconciled against it on restart, so a crash anywhere retrains exactly the
+// batches the checkpoint lacks and never one twice.
+
+import type { JudgeLog } from '../judge/index.js';
+import type { LearningTables, TrainedStep } from '../store/learning.js';
+import type { StepMetrics, TrainingSample } from '../engine/types.js';
+import type { Sample } from '../types.js';
+import type { LearnConfig } from './config.js';
+
+/** The policy side the trainer drives (LocalLearner + LocalEngine in `serve`; doubles in tests). */
+export interface PolicyBackend {
+  trainBatch(samples: TrainingSample[]): Promise<StepMetrics[]>;
+  /** Makes the trained weights the serving version; resolves with it. */
+  publish(): Promise<{ version: number; snapshotMs: number; swapMs: number }>;
+  /** Writes a checkpoint of the trained weights and optimizer (atomically). */
+  checkpoint(): Promise<void>;
+  /** The version new requests are served with. */
+  servingVersion(): number;
+}
+
+export type TrainerState = 'waiting' | 'training' | 'failed' | 'closed';
+
+export interface BatchReport {
+  batch: number;
+  version: number;
+  steps: TrainedStep[];
+  publishMs: number;
+  checkpointMs: number | null;
+}
+
+export class Trainer {
+  state: TrainerState = 'waiting';
+  error: string | null = null;
+  staleDropped = 0;
+  lastBatch: BatchReport | null = null;
+  private wake: (() => void) | null = null;
+  private running: Promise<void> | null = null;
+
+  constructor(private readonly tables: LearningTables, private readonly backend: PolicyBackend, private readonly config: LearnConfig, private readonly log: JudgeLog) {}
+
+  /** Starts the loop; it runs until close() or a failure (which stops learning, never serving). */
+  start(): void {
+    this.running ??= this.loop();
+  }
+
+  /** A sample arrived: look for a batch now rather than at the next poll. */
+  notify(): void {
+    this.wake?.();
+  }
+
+  async close(): Promise<void> {
+    if (this.state !== 'failed') this.state = 'closed';
+    this.notify();
+    await this.running;
+  }
+
+  /** Trains one batch if one is ready; false when not enough fresh samples are queued. */
+  async trainOnce(): Promise<boolean> {
+    const minVersion = this.backend.servingVersion() - this.config.maxStaleVersions;
+    const dropped = this.tables.dropStale(minVersion);
+    if (dropped > 0) {
+      this.staleDropped += dropped;
+      this.log('samples_stale', { dropped, minVersion });
+    }
+    if (this.tables.queuedCount() < this.config.batchSize) return false;
+    const samples = this.tables.queuedSamples(this.config.batchSize);
+    this.state = 'training';
+    const metrics = await this.backend.trainBatch(samples.map(trainingSampleOf));
+    if (this.closed()) return false;
+    const t0 = performance.now();
+    const published = await this.backend.publish();
+    const publishMs = performance.now() - t0;
+    const batch = this.tables.lastBatch() + 1;
+    const rewardMean = samples.reduce((a, s) => a + s.score, 0) / samples.length;
+    const hints = samples.filter((s) => s.teacherLogprobs !== null).length;
+    const steps = metrics.map((m, i) => ({ ...m, rewardMean, hints, staleDropped: i === 0 ? dropped : 0 }));
+    this.tables.recordBatch(samples.map((s) => s.id), steps, batch, published.version);
+    let checkpointMs: number | null = null;
+    if (batch % this.config.checkpointEvery === 0) {
+      const c0 = performance.now();
+      await this.backend.checkpoint();
+      checkpointMs = performance.now() - c0;
+    }
+    this.lastBatch = { batch, version: published.version, steps, publishMs, checkpointMs };
+    const last = steps[steps.length - 1]!;
+    this.log('batch_trained', {
+      batch, step: last.step, version: published.version, samples: samples.length, sources: countBy(samples.map((s) => s.source)),
+      rewardMean, hints, loss: last.loss, gradNorm: last.gradNorm, clipFraction: last.clipFraction, approxKl: last.approxKl, tisMean: last.tisMean,
+      tokensPerSecond: last.tokensPerSecond, trainSeconds: steps.reduce((a, s) => a + s.seconds, 0), yieldedMs: steps.reduce((a, s) => a + (s.yieldedMs ?? 0), 0),
+      snapshotMs: published.snapshotMs, swapMs: published.swapMs, publishMs, checkpointMs,
+    });
+    return true;
+  }
+
+  private closed(): boolean {
+    return this.state === 'closed';
+  }
+
+  private async loop(): Promise<void> {
+    while (this.state !== 'closed') {
+      let trained = false;
+      try {
+        trained = await this.trainOnce();
+        if (this.state === 'training') this.state = 'waiting';
+      } catch (e) {
+        if (this.closed()) return;
+        // The learner's weights may be ahead of the store now; stop learning (serving goes on)
+        // and let a restart resume from the last checkpoint.
+        this.state = 'failed';
+        this.error = e instanceof Error ? e.message : String(e);
+        this.log('trainer_failed', { message: this.error });
+        return;
+      }
+      if (!trained && !this.closed()) await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, this.config.pollMs);
+        function done() { clearTimeout(timer); resolve(); }
+        this.wake = done;
+      });
+      this.wake = null;
+    }
+  }
+}
+
+/** A stored sample as the learner takes it: the RL part in `advantages`, the teacher term in `opd`. */
+export function trainingSampleOf(s: Sample): TrainingSample {
+  return {
+    promptIds: s.promptIds,
+    completionIds: s.completionIds,
+    advantages: new Array<number>(s.completionIds.length).fill(s.rlAdvantage),
+    rolloutLogprobs: s.rolloutLogprobs,
+    ...(s.teacherLogprobs && s.opdWeight !== 0 ? { opd: { teacherLogprobs: s.teacherLogprobs, weight: s.opdWeight } } : {}),
+  };
+}
+
+function countBy(values: string[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const v of values) out[v] = (out[v] ?? 0) + 1;
+  return out;
+}
