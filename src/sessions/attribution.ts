@@ -3,7 +3,7 @@
 // store, no throwing; every outcome is a value that says why.
 
 import type { ChatMessage } from '../engine/chat/messages.js';
-import type { CanonicalHistory } from './canonical.js';
+import { hashStep, type CanonicalHistory } from './canonical.js';
 
 /** What the tracker remembers of a session's last main turn: hashes, never text. */
 export interface LiveTurn {
@@ -16,6 +16,10 @@ export interface LiveTurn {
   retryHash: string;
   traceId: string | null;
   completedAt: number;
+  /** Hash of the response's canonical key (responseHash), to find it again after a compaction. */
+  responseHash?: string;
+  /** OpenClaw's compaction count when the turn was answered (the `:n` of its session key). */
+  compaction?: number | null;
 }
 
 export type Attribution =
@@ -25,7 +29,7 @@ export type Attribution =
   | { type: 'next_state'; turnId: string; messages: ChatMessage[] }
   /** The request repeats the live turn's prompt (OpenClaw retry or a regenerate): not a next state. */
   | { type: 'superseded'; turnId: string; sameTrace: boolean }
-  /** The request does not continue the live turn (compaction, an edit, a branch). */
+  /** The request does not continue the live turn (an edit, a branch, a compaction that dropped our answer). */
   | { type: 'diverged'; turnId: string; why: 'not_an_extension' | 'nothing_new' };
 
 export function attribute(
@@ -33,6 +37,7 @@ export function attribute(
   history: CanonicalHistory,
   messages: readonly ChatMessage[],
   traceId: string | null,
+  compaction: number | null = null,
 ): Attribution {
   if (!live) return { type: 'none' };
   const end = live.promptLength + 1;
@@ -44,7 +49,25 @@ export function attribute(
   if (history.retryHash === live.retryHash) {
     return { type: 'superseded', turnId: live.turnId, sameTrace: traceId !== null && traceId === live.traceId };
   }
+  // OpenClaw compacted the session since the turn (its count went up): the history before our
+  // answer became a summary, but when the answer is kept as the last assistant message, what
+  // follows it is still the reply to it.
+  if (compaction !== null && live.compaction != null && compaction > live.compaction && live.responseHash) {
+    for (let k = history.entries.length - 1; k >= 0; k--) {
+      const entry = history.entries[k]!;
+      if (messages[entry.index]?.role !== 'assistant') continue;
+      if (responseHash(entry.key) !== live.responseHash) break;
+      const next = nextStateMessages(history, messages, k + 1);
+      if (next.length > 0) return { type: 'next_state', turnId: live.turnId, messages: next };
+      break;
+    }
+  }
   return { type: 'diverged', turnId: live.turnId, why: 'not_an_extension' };
+}
+
+/** LiveTurn.responseHash of a response with this canonical key (messageKey). */
+export function responseHash(key: string): string {
+  return hashStep('', `response\u0000${key}`);
 }
 
 /**

@@ -10,8 +10,8 @@
 import { randomBytes } from 'node:crypto';
 import type { ChatMessage, ToolSpec } from '../engine/chat/messages.js';
 import type { ClosureReason, NextState, SessionSource, Turn, TurnKind } from '../types.js';
-import { attribute, type Attribution, type LiveTurn } from './attribution.js';
-import { canonicalize, extendChain, type CanonicalHistory } from './canonical.js';
+import { attribute, responseHash, type Attribution, type LiveTurn } from './attribution.js';
+import { canonicalize, extendChain, messageKey, type CanonicalHistory } from './canonical.js';
 import type { ExplicitIdentity } from './identity.js';
 import { classifyTurn, type KindConfig } from './kind.js';
 import { runtimeSessionId } from './openclaw.js';
@@ -123,7 +123,7 @@ export class TurnRecorder {
       if (turn.sessionId === null) continue;
       const state = this.session(turn.sessionId, turn.sessionSource, turn.completedAt);
       if (state.live) this.close(state, 'diverged', turn.completedAt, null);
-      this.setLive(state, turn.id, canonicalize(turn.messages), turn.response, turn.traceId, turn.completedAt);
+      this.setLive(state, turn.id, canonicalize(turn.messages), turn.response, turn.traceId, turn.completedAt, turn.compaction);
       restored++;
     }
     this.sweep(now);
@@ -145,7 +145,7 @@ export class TurnRecorder {
       if (req.optOut) state.learning = false;
       learning = state.learning;
       if (decision.kind === 'main') {
-        attribution = attribute(state.live, history, req.messages, req.traceId);
+        attribution = attribute(state.live, history, req.messages, req.traceId, req.identity?.compaction ?? null);
         if (attribution.type !== 'none') {
           const nextState = attribution.type === 'next_state'
             ? { messages: attribution.messages, nextTurnId: req.turnId, arrivedAt: req.receivedAt }
@@ -187,7 +187,7 @@ export class TurnRecorder {
     if (turn.kind === 'main' && !cancelled) {
       // A concurrent request of the same session committed first: this later one is the branch kept.
       if (state.live) this.close(state, 'diverged', turn.completedAt, null);
-      this.setLive(state, turn.id, plan.history, turn.response, turn.traceId, turn.completedAt);
+      this.setLive(state, turn.id, plan.history, turn.response, turn.traceId, turn.completedAt, plan.compaction);
     }
     this.evictBeyondLimit(turn.completedAt);
   }
@@ -243,10 +243,10 @@ export class TurnRecorder {
     return state;
   }
 
-  private setLive(state: SessionState, turnId: string, history: CanonicalHistory, response: ChatMessage, traceId: string | null, completedAt: number): void {
+  private setLive(state: SessionState, turnId: string, history: CanonicalHistory, response: ChatMessage, traceId: string | null, completedAt: number, compaction: number | null): void {
     state.live = {
       turnId, promptLength: history.entries.length, extensionHash: extendChain(history.chain[history.chain.length - 1]!, response),
-      retryHash: history.retryHash, traceId, completedAt,
+      retryHash: history.retryHash, traceId, completedAt, responseHash: responseHash(messageKey(response)), compaction,
     };
     state.lastActive = Math.max(state.lastActive, completedAt);
     this.byExtension.set(state.live.extensionHash, state.id);
