@@ -89,3 +89,18 @@ test('serve records across a restart; export writes the turns as JSONL', async (
   assert.equal(missing.status, 2);
   assert.match(missing.stderr, /no store in .*nope/);
 });
+
+test('serve exits with a clear message when its port is taken, instead of hanging without one', async () => {
+  const { createServer } = await import('node:net');
+  const blocker = createServer();
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+  const port = (blocker.address() as { port: number }).port;
+  try {
+    const run = spawnSync(process.execPath, [CLI, 'serve', '--model', tinyModel(), '--port', String(port), '--data', freshDir('port-'), '--threads', '1', '--progress-seconds', '0'], { encoding: 'utf8', timeout: 60_000 });
+    assert.equal(run.signal, null, 'serve did not exit by itself');
+    assert.equal(run.status, 2);
+    assert.match(run.stderr, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port}: the port is in use`));
+  } finally {
+    blocker.close();
+  }
+});

@@ -107,7 +107,19 @@ export async function runServe(argv: string[]): Promise<number> {
   }
   const status = () => (running ? running.loop.status() : { version: model.engine.version, steps: 0, learning: 'disabled' });
   const gateway = new Gateway({ backend, store, config, logger, status });
-  const address = await gateway.listen();
+  let address: { host: string; port: number };
+  try {
+    address = await gateway.listen();
+  } catch (e) {
+    // Release the engine and learner workers too, or the process would stay alive without a port.
+    await running?.close();
+    store.close();
+    await backend.close();
+    const err = e as NodeJS.ErrnoException;
+    const hint = err.code === 'EADDRINUSE' ? ': the port is in use (another serve?); stop it or choose another --port'
+      : err.code === 'EADDRNOTAVAIL' ? ': this machine has no such address; check --host' : '';
+    throw new CliError(`cannot listen on ${config.host}:${config.port}${hint} (${err.message})`);
+  }
   const url = `http://${address.host.includes(':') ? `[${address.host}]` : address.host}:${address.port}/v1`;
   logger.event('listening', { url, model: backend.modelId, store: store.path, config: redactedConfig(config), learning: running ? running.summary : 'disabled' });
   process.stderr.write(startupBanner({
