@@ -18,16 +18,19 @@ const KEY = 'sk-test-123';
 const ADMIN = 'admin-key-456';
 
 test('health, readiness and models need no key; chat does', async () => {
-  const gw = await startGateway(backend, { apiKeys: [KEY], sideModels: ['side-model'], mainModels: ['main-model'] });
+  const gw = await startGateway(backend, { apiKeys: [KEY], sideModels: ['side-model', 'org/side'], mainModels: ['main-model'] });
   try {
     assert.deepEqual(await (await fetch(`${gw.url}/healthz`)).json(), { status: 'ok' });
     const ready = await fetch(`${gw.url}/readyz`);
     assert.equal(ready.status, 200);
     assert.equal(((await ready.json()) as any).status, 'ready');
     const models = (await (await fetch(`${gw.url}/v1/models`)).json()) as any;
-    assert.deepEqual(models.data.map((m: { id: string }) => m.id), ['tiny', 'main-model', 'side-model']);
+    assert.deepEqual(models.data.map((m: { id: string }) => m.id), ['tiny', 'main-model', 'side-model', 'org/side']);
     assert.equal((await fetch(`${gw.url}/v1/models/side-model`)).status, 200);
     assert.equal((await fetch(`${gw.url}/v1/models/nope`)).status, 404);
+    // Hub-style ids contain a slash: found escaped or not, and an unknown one is model_not_found, not an unknown route.
+    for (const path of ['org/side', 'org%2Fside']) assert.equal(((await (await fetch(`${gw.url}/v1/models/${path}`)).json()) as any).id, 'org/side');
+    assert.equal(((await (await fetch(`${gw.url}/v1/models/org/nope`)).json()) as any).error.code, 'model_not_found');
 
     const missing = await post(`${gw.url}/v1/chat/completions`, { messages: [{ role: 'user', content: 'x' }] });
     assert.equal(missing.status, 401);

@@ -50,7 +50,10 @@ interface Route {
   handler: Handler;
 }
 
-/** Exact paths plus `:name` segments; a known path with the wrong method is a 405. */
+/**
+ * Exact paths plus `:name` segments, and a last `:name*` segment that takes the rest of the path
+ * (model ids like Qwen/Qwen3-0.6B contain a slash); a known path with the wrong method is a 405.
+ */
 export class Router {
   private readonly routes: Route[] = [];
 
@@ -74,13 +77,15 @@ export class Router {
 }
 
 function matchSegments(pattern: string[], parts: string[]): Record<string, string> | undefined {
-  if (pattern.length !== parts.length) return undefined;
+  const rest = pattern.length > 0 && pattern[pattern.length - 1]!.startsWith(':') && pattern[pattern.length - 1]!.endsWith('*');
+  if (rest ? parts.length < pattern.length : pattern.length !== parts.length) return undefined;
   const params: Record<string, string> = {};
   for (let i = 0; i < pattern.length; i++) {
     const p = pattern[i]!;
     if (p.startsWith(':')) {
+      const last = rest && i === pattern.length - 1;
       try {
-        params[p.slice(1)] = decodeURIComponent(parts[i]!);
+        params[p.slice(1, last ? -1 : undefined)] = (last ? parts.slice(i) : [parts[i]!]).map(decodeURIComponent).join('/');
       } catch {
         return undefined;
       }

@@ -3,6 +3,7 @@
 //   GET    /healthz                  alive (no auth)
 //   GET    /readyz                   model loaded and store open (no auth)
 //   GET    /v1/models                served model ids (no auth: OpenClaw calls it without a key)
+//   GET    /v1/models/:id*           one of them; the id may contain slashes (Qwen/Qwen3-0.6B)
 //   POST   /v1/chat/completions      API key; the recorded route (chat.ts)
 //   GET    /admin/status             admin key; serving version, training steps, queues (GatewayOptions.status)
 //   DELETE /admin/sessions/:id       admin key; deletes a session and all its data
@@ -75,7 +76,7 @@ export class Gateway {
       .on('GET', '/healthz', route([], (ctx) => sendJson(ctx, 200, { status: 'ok' })))
       .on('GET', '/readyz', route([], (ctx) => this.ready(ctx)))
       .on('GET', '/v1/models', route([], (ctx) => sendJson(ctx, 200, { object: 'list', data: this.models() })))
-      .on('GET', '/v1/models/:id', route([], (ctx) => this.model(ctx)))
+      .on('GET', '/v1/models/:id*', route([], (ctx) => this.model(ctx)))
       .on('POST', '/v1/chat/completions', route([api, this.limit(), jsonBody({ maxBytes: config.maxBodyBytes })], chat))
       .on('GET', '/admin/status', route([this.adminEnabled(), admin], (ctx) => sendJson(ctx, 200, this.status())))
       .on('DELETE', '/admin/sessions/:id', route([this.adminEnabled(), admin], (ctx) => this.deleteSession(ctx)));
