@@ -32,7 +32,7 @@ export function builtinCorpus(opts: CorpusOptions = {}): string[] {
 type Random = () => number;
 
 /** mulberry32: a tiny 32-bit PRNG, so the corpus does not depend on Math.random. */
-function seededRandom(seed: number): Random {
+export function seededRandom(seed: number): Random {
   let state = seed >>> 0;
   return () => {
     state = (state + 0x6d2b79f5) >>> 0;
