@@ -13,6 +13,7 @@ import { runMergeExport } from './export-merged.js';
 import { runGenerate } from './generate.js';
 import { runModelInit } from './model-init.js';
 import { runServe } from './serve.js';
+import { runSim } from './sim.js';
 import { runTrain } from './train.js';
 import { CliError } from './args.js';
 
@@ -24,6 +25,7 @@ commands:
   train        train a LoRA adapter or all weights offline from a JSONL file of samples
   serve        run the OpenAI-compatible gateway that records every main-line turn
   export       write the recorded turns as JSONL; with --merge, fold a LoRA adapter into a model folder
+  sim          the personalization benchmark: simulated users teach the agent (pretrain, run, bench, demo)
 
 Run "openclaw-rl <command> --help" for the options of a command.`;
 
@@ -33,6 +35,7 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'generate') return runGenerate(rest);
   if (command === 'train') return runTrain(rest);
   if (command === 'serve') return runServe(rest);
+  if (command === 'sim') return runSim(rest);
   if (command === 'export') return rest.includes('--merge') ? runMergeExport(rest) : runExport(rest);
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
     console.log(USAGE);

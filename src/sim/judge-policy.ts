@@ -1,0 +1,76 @@
+// What the simulated judge answers, as pure functions of the prompt the real judge module sends
+// (src/judge/prompts.ts). It reads the next state, the way a judge model would: a correction is
+// -1 and its hint names what to change; approval, thanks or a save request is +1; anything else 0.
+// With probability errorRate a vote is wrong (a flipped score, a missed hint or an invented
+// one), so that majority voting has something to do.
+
+import type { ChatMessage } from '../engine/chat/messages.js';
+import { contentToText } from '../engine/chat/messages.js';
+import { hintFor, VAGUE_HINTS } from './hints.js';
+import { pick, type Rng } from './random.js';
+import type { Violation } from './rubrics.js';
+
+export type PromptKind = 'eval' | 'hint';
+
+export interface ReadPrompt {
+  kind: PromptKind;
+  reply: string;
+  nextState: string;
+}
+
+/** The lessons a next-state message asks for, by the words the users' corrections use. */
+const LESSON_WORDS: [Violation, RegExp][] = [
+  ['bold', /\bbold\b/i],
+  ['list', /numbered list|number the steps|not a list/i],
+  ['heading', /\bheadings?\b/i],
+  ['marker', /final answer|'answer:'/i],
+  ['chatbot', /chatbot phrases|'sure!'/i],
+  ['no_steps', /skipped the steps|every step shown/i],
+  ['formatted', /score boxes|labels|formatting/i],
+  ['short', /too short|more detail/i],
+  ['cold', /sounds cold|warmer|encouraging/i],
+];
+const COMPLAINT = /\b(robotic|ai written|a bot|chatbot|doesn't sound like me|not quite)\b/i;
+const APPROVAL = /\b(thanks|thank you|perfect|great|nice|lovely|good|append|save|add (it|them) to)\b/i;
+
+/** Finds the judge prompt's kind, the assistant reply and the next state; null when the prompt is not one. */
+export function readPrompt(messages: readonly ChatMessage[]): ReadPrompt | null {
+  const system = contentToText(messages.find((m) => m.role === 'system')?.content);
+  const user = contentToText(messages.find((m) => m.role === 'user')?.content);
+  const kind: PromptKind | null = system.includes('[HINT_START]') ? 'hint' : system.includes('\\boxed') ? 'eval' : null;
+  const replyAt = user.indexOf('## Assistant reply\n');
+  const nextAt = user.lastIndexOf('## Next state');
+  if (kind === null || replyAt < 0 || nextAt < replyAt) return null;
+  const reply = user.slice(replyAt + '## Assistant reply\n'.length, nextAt).trim();
+  // The next state runs to the closing question, the prompt's last paragraph.
+  const body = user.slice(user.indexOf('\n', nextAt) + 1);
+  const end = body.lastIndexOf('\n\n');
+  const nextState = (end >= 0 ? body.slice(0, end) : body).replace(/^\[[A-Z ]+\]\n/gm, '').trim();
+  return { kind, reply, nextState };
+}
+
+export interface Reading {
+  score: 1 | -1 | 0;
+  lessons: Violation[];
+}
+
+export function readNextState(nextState: string): Reading {
+  const lessons = LESSON_WORDS.filter(([, re]) => re.test(nextState)).map(([v]) => v);
+  if (lessons.length > 0 || COMPLAINT.test(nextState)) return { score: -1, lessons };
+  return { score: APPROVAL.test(nextState) ? 1 : 0, lessons: [] };
+}
+
+/** One vote's answer text in the format the judge module parses. */
+export function answer(prompt: ReadPrompt, errorRate: number, r: Rng): string {
+  const reading = readNextState(prompt.nextState);
+  const wrong = r.next() < errorRate;
+  if (prompt.kind === 'eval') {
+    const truth = reading.score;
+    const score = !wrong ? truth : truth === 0 ? pick(r, [1, -1]) : -truth;
+    const why = score === 1 ? '(a) the user moves on or approves' : score === -1 ? '(b) the user asks for a change' : '(c) unclear';
+    return `The next state is ${why}.\n\\boxed{${score}}`;
+  }
+  const lesson = reading.lessons.length > 0 ? hintFor(reading.lessons) : null;
+  const hint = wrong ? (lesson ? null : pick(r, VAGUE_HINTS)) : lesson;
+  return hint ? `The user asked for a different style.\n\\boxed{1}\n[HINT_START]${hint}[HINT_END]` : 'Nothing to learn here.\n\\boxed{-1}';
+}
