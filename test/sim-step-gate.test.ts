@@ -18,6 +18,13 @@ const status = (steps: number, samples: number, judging = 0, training = false): 
 
 const settle = (ms = 60) => new Promise((r) => setTimeout(r, ms));
 
+/** Waits for a condition (a busy machine may delay the gate's polls), failing after 10 s. */
+async function until(condition: () => boolean, what: string): Promise<void> {
+  for (const started = Date.now(); !condition(); await settle(10)) {
+    if (Date.now() - started > 10_000) assert.fail(`timed out waiting: ${what}`);
+  }
+}
+
 test('next states stop at the batch the target needs, and resume as the pipeline turns out smaller', async () => {
   const { state, client } = fakeServe(status(0, 0));
   const gate = new StepGate(client, 4, undefined, 5);
@@ -31,8 +38,7 @@ test('next states stop at the batch the target needs, and resume as the pipeline
   assert.equal(fifth, false, 'four unanswered next states can already fill the batch');
   for (const release of releases) release();
   state.status = status(0, 1, 1); // two of the four were dropped by the judge
-  await settle();
-  assert.equal(fifth, true, 'two more may go: the pipeline holds only two');
+  await until(() => fifth, 'two more may go: the pipeline holds only two');
   (await pending)();
   gate.stop();
 });

@@ -26,15 +26,7 @@ export interface ConversationOptions {
   onEvent?: (e: ConversationEvent) => void;
 }
 
-export interface ConversationResult {
-  /** Replies to the task (rewrites included), not confirmations. */
-  attempts: number;
-  firstAccepted: boolean;
-  accepted: boolean;
-  saved: boolean;
-}
-
-export async function converse(client: ServeClient, user: SimUser, task: Task, sessionId: string, r: Rng, o: ConversationOptions): Promise<ConversationResult> {
+export async function converse(client: ServeClient, user: SimUser, task: Task, sessionId: string, r: Rng, o: ConversationOptions): Promise<void> {
   const messages: { role: 'user' | 'assistant'; content: string }[] = [];
   const emit = (role: 'user' | 'assistant', text: string, verdict?: Verdict) => o.onEvent?.({ sessionId, user: user.name, role, text, ...(verdict ? { verdict } : {}) });
   const send = async (text: string, gated: boolean): Promise<string> => {
@@ -50,18 +42,14 @@ export async function converse(client: ServeClient, user: SimUser, task: Task, s
     }
   };
 
-  const result: ConversationResult = { attempts: 0, firstAccepted: false, accepted: false, saved: false };
   let reply = await send(task.opener, false);
-  for (;;) {
-    result.attempts++;
+  for (let attempts = 1; ; attempts++) {
     const verdict = user.rubric.judge(reply);
     emit('assistant', reply, verdict);
     if (verdict.accepted) break;
-    if (result.attempts >= o.maxReplies) return result;
+    if (attempts >= o.maxReplies) return; // gives up: this last reply gets no next state
     reply = await send(user.correction(verdict.violations, r), true);
   }
-  result.accepted = true;
-  result.firstAccepted = result.attempts === 1;
   const saveNow = r.next() < 0.7;
   reply = await send(user.acceptance(task, saveNow, r), true);
   emit('assistant', reply);
@@ -69,6 +57,4 @@ export async function converse(client: ServeClient, user: SimUser, task: Task, s
     reply = await send(user.saveRequest(task, r), true);
     emit('assistant', reply);
   }
-  result.saved = true;
-  return result;
 }

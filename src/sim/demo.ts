@@ -44,7 +44,7 @@ export async function runDemo(o: ExperimentOptions): Promise<number> {
     onVote: (v) => {
       if (v.hint === null || v.hint === lastHint) return;
       lastHint = v.hint;
-      ui.line(c.dim(`${'judge'.padEnd(21)} · hint: ${flat(v.hint, 100)}`));
+      ui.line(c.dim(`${'judge'.padEnd(21)} · hint: ${flat(v.hint, 100)}${v.wrong ? ' (a judge error: nothing asked for this)' : ''}`));
     },
     onServeLog: (line: LogLine) => {
       if (line.event === 'turn_judged' && !line.skipped) {

@@ -14,7 +14,6 @@ export type PromptKind = 'eval' | 'hint';
 
 export interface ReadPrompt {
   kind: PromptKind;
-  reply: string;
   nextState: string;
 }
 
@@ -33,7 +32,7 @@ const LESSON_WORDS: [Violation, RegExp][] = [
 const COMPLAINT = /\b(robotic|ai written|a bot|chatbot|doesn't sound like me|not quite)\b/i;
 const APPROVAL = /\b(thanks|thank you|perfect|great|nice|lovely|good|append|save|add (it|them) to)\b/i;
 
-/** Finds the judge prompt's kind, the assistant reply and the next state; null when the prompt is not one. */
+/** Finds the judge prompt's kind and its next state; null when the prompt is not a judge prompt (no reply and next state sections). */
 export function readPrompt(messages: readonly ChatMessage[]): ReadPrompt | null {
   const system = contentToText(messages.find((m) => m.role === 'system')?.content);
   const user = contentToText(messages.find((m) => m.role === 'user')?.content);
@@ -41,12 +40,11 @@ export function readPrompt(messages: readonly ChatMessage[]): ReadPrompt | null 
   const replyAt = user.indexOf('## Assistant reply\n');
   const nextAt = user.lastIndexOf('## Next state');
   if (kind === null || replyAt < 0 || nextAt < replyAt) return null;
-  const reply = user.slice(replyAt + '## Assistant reply\n'.length, nextAt).trim();
   // The next state runs to the closing question, the prompt's last paragraph.
   const body = user.slice(user.indexOf('\n', nextAt) + 1);
   const end = body.lastIndexOf('\n\n');
   const nextState = (end >= 0 ? body.slice(0, end) : body).replace(/^\[[A-Z ]+\]\n/gm, '').trim();
-  return { kind, reply, nextState };
+  return { kind, nextState };
 }
 
 export interface Reading {

@@ -21,10 +21,8 @@ export interface SimJudgeOptions {
 
 export interface VoteEvent {
   kind: PromptKind;
-  /** What a faultless judge would say: -1, 0 or 1. */
-  truth: number;
-  /** What this vote said (the boxed value). */
-  said: number;
+  /** This vote differs from what a faultless judge would say. */
+  wrong: boolean;
   hint: string | null;
 }
 
@@ -78,7 +76,7 @@ export async function startSimJudge(o: SimJudgeOptions = {}): Promise<SimJudge> 
       const reading = readNextState(prompt.nextState);
       const truth = prompt.kind === 'eval' ? reading.score : reading.lessons.length > 0 ? 1 : -1;
       if (said !== truth) votes.wrong++;
-      o.onVote?.({ kind: prompt.kind, truth, said, hint: /\[HINT_START\](.*)\[HINT_END\]/s.exec(content)?.[1] ?? null });
+      o.onVote?.({ kind: prompt.kind, wrong: said !== truth, hint: /\[HINT_START\](.*)\[HINT_END\]/s.exec(content)?.[1] ?? null });
     }
     send(res, 200, {
       id: `chatcmpl-sim-${Date.now().toString(36)}`, object: 'chat.completion', created: Math.floor(Date.now() / 1000), model: SIM_JUDGE_MODEL,

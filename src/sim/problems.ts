@@ -15,8 +15,8 @@ export interface Problem {
 
 export const EVAL_COUNT = 32;
 
-/** The shared copy: ../shared/data next to the repository (the repository root is four levels up from dist/src/sim). */
-export const DEFAULT_GSM8K_PATH = fileURLToPath(new URL('../../../../shared/data/gsm8k-test.json', import.meta.url));
+/** The copy in the repository (src/sim/data, see its README), found from dist/src/sim. */
+export const DEFAULT_GSM8K_PATH = fileURLToPath(new URL('../../../src/sim/data/gsm8k-test.json', import.meta.url));
 
 export interface ProblemSplit {
   train: Problem[];

@@ -17,6 +17,8 @@ export interface MethodSummary {
   /** Score spread at each measured step. */
   byStep: Record<number, Spread>;
   byUser: Record<number, { student: number; teacher: number }>;
+  /** Simulated-user conversations a run needed to fill its batches (absent for the base row). */
+  conversations?: Spread;
 }
 
 export interface BenchmarkSummary {
@@ -39,9 +41,13 @@ export function spread(values: readonly number[]): Spread {
 
 export function summarize(results: readonly ExperimentResult[]): BenchmarkSummary {
   const methods: MethodSummary[] = [];
-  // Every run starts from the same base model: its step-0 measurements are the base row.
-  const base = results.flatMap((r) => r.points.filter((p) => p.step === 0));
-  if (base.length > 0) methods.push({ method: 'base', byStep: { 0: spread(base.map((p) => p.score)) }, byUser: { 0: meanByUser(base) } });
+  // Every run starts from the same base model: the step-0 measurements are the base row, one per
+  // seed (the runs of a seed measure the same probes with the same seeds).
+  const base = [...new Set(results.map((r) => r.seed))].map((seed) => {
+    const points = results.filter((r) => r.seed === seed).flatMap((r) => r.points.filter((p) => p.step === 0));
+    return { score: points.reduce((a, p) => a + p.score, 0) / points.length, byUser: meanByUser(points) };
+  }).filter((b) => Number.isFinite(b.score));
+  if (base.length > 0) methods.push({ method: 'base', byStep: { 0: spread(base.map((b) => b.score)) }, byUser: { 0: meanByUser(base) } });
   for (const method of [...new Set(results.map((r) => r.method))]) {
     const runs = results.filter((r) => r.method === method);
     const steps = [...new Set(runs.flatMap((r) => r.points.map((p) => p.step)))].sort((a, b) => a - b);
@@ -51,7 +57,7 @@ export function summarize(results: readonly ExperimentResult[]): BenchmarkSummar
       byStep[step] = spread(points.map((p) => p.score));
       byUser[step] = meanByUser(points);
     }
-    methods.push({ method, byStep, byUser });
+    methods.push({ method, byStep, byUser, conversations: spread(runs.map((r) => r.conversations)) });
   }
   const stepCount = results.reduce((a, r) => a + r.steps.length, 0);
   const wall = results.reduce((a, r) => a + r.trainingWallSeconds, 0);
@@ -85,7 +91,7 @@ export function markdownReport(summary: BenchmarkSummary, headline: readonly num
     `| --- | ${headline.map(() => '---').join(' | ')} |`,
     ...summary.methods.map((m) => `| ${LABEL[m.method]} | ${headline.map((s) => cell(m.method === 'base' ? m.byStep[0] : m.byStep[s])).join(' | ')} |`),
     '',
-    'Mean ± sample standard deviation across seeds (min–max). Base: the step-0 measurement of every run.',
+    'Mean ± sample standard deviation across seeds (min–max). Base: the step-0 measurement, one per seed.',
     '',
     '## Every measurement (mean; student / teacher)',
     '',
@@ -98,6 +104,7 @@ export function markdownReport(summary: BenchmarkSummary, headline: readonly num
     `- wall time per training step (users talking, judging, training; measurements excluded): ${summary.wallSecondsPerStep.toFixed(1)} s`,
     `- learner time per step: ${summary.trainSecondsPerStep.toFixed(1)} s`,
     `- trained samples per hour: ${summary.samplesPerHour.toFixed(0)}`,
+    ...summary.methods.filter((m) => m.conversations).map((m) => `- ${LABEL[m.method]}: ${m.conversations!.mean.toFixed(0)} simulated-user conversations per run (${m.conversations!.min}–${m.conversations!.max}); a method that turns fewer turns into samples needs more of them for the same steps`),
     `- total wall time of all runs: ${(summary.totalWallSeconds / 60).toFixed(1)} min`,
     '',
   ];
