@@ -132,6 +132,17 @@ test('chooseHint: positive votes only; longer than 10 characters; the longest wi
   assert.deepEqual(chooseHint([], next), { hint: null, vote: null, rejections: [] });
 });
 
+test('chooseHint: the positive hint votes must be a majority of the valid ones; quorum any is the reference', () => {
+  const next = 'No, I wanted the temperature in Celsius, not Fahrenheit. Please redo it.';
+  const hint = 'Report temperatures in Celsius by default.';
+  assert.deepEqual(chooseHint([vote(1, hint), vote(-1, null), vote(-1, null)], next), { hint: null, vote: null, rejections: [{ vote: 0, reason: 'outvoted' }] });
+  assert.equal(chooseHint([vote(1, hint), vote(-1, null), vote(-1, null)], next, { quorum: 'any' }).hint, hint);
+  const two = chooseHint([vote(-1, null), vote(1, null), vote(1, hint)], next);
+  assert.deepEqual([two.hint, two.vote, two.rejections], [hint, 2, [{ vote: 1, reason: 'missing' }]], 'two positive votes of three carry it, even when one has no hint');
+  assert.equal(chooseHint([vote(1, hint), vote(null, null), vote(-1, null)], next).hint, null, 'one of two valid votes is a tie');
+  assert.equal(chooseHint([vote(1, hint), vote(null, null), vote(null, null)], next).hint, hint, 'failed votes do not count against it');
+});
+
 test('copy test: word-trigram containment in the next state, case and punctuation blind', () => {
   const tool = 'Error: ENOENT: no such file or directory, open \'/home/u/notes.txt\'';
   const cases: [string, string, boolean][] = [

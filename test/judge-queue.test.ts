@@ -100,7 +100,7 @@ test('through the double: persistence failures are counted and logged, and logs 
   });
   try {
     const script = (s: string) => makeClosedTurn({ request: `secret request ${s}`, next: [{ role: 'user', content: 'private reply' }] });
-    queue.offer(script('{{eval: 1|1|garbage}} {{hint: hint=Always state the units you used.|nohint|nohint}}'));
+    queue.offer(script('{{eval: 1|1|garbage}} {{hint: hint=Always state the units you used.|hint=State the units.|nohint}}'));
     queue.offer(script('{{eval: 500|1|-1}} {{hint: hint=short|nohint|nohint}}'));
     queue.offer(makeClosedTurn({ next: null }));
     await queue.drain();

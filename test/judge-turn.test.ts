@@ -142,7 +142,7 @@ test('bad settings are refused with the setting named', async () => {
   const closed = makeClosedTurn({ next: [{ role: 'user', content: 'hm' }] });
   await assert.rejects(judgeTurn(client, closed, { votes: 0 }), /votes must be an integer >= 1, got 0/);
   await assert.rejects(judgeTurn(client, closed, { timeoutMs: 0 }), /timeoutMs must be > 0/);
-  await assert.rejects(judgeTurn(client, closed, { hintChoice: { minChars: 50, maxChars: 20, copyThreshold: 0.8 } }), /minChars \(50\) must be below maxChars \(20\)/);
+  await assert.rejects(judgeTurn(client, closed, { hintChoice: { minChars: 50, maxChars: 20, copyThreshold: 0.8, quorum: 'majority' } }), /minChars \(50\) must be below maxChars \(20\)/);
   const votes = (await judgeTurn(client, closed, { votes: 5 }));
   assert.equal(votes.evalVotes.length, 5);
   assert.equal(votes.hintVotes.length, 5, 'hint votes follow votes unless set');

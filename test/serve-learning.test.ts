@@ -54,13 +54,13 @@ test('serve judges closed turns, builds samples per the combine table, trains a 
 
   await conversation(serve.url, 'sess-a', [
     'What is 2 plus 2?',
-    'Thanks, that helps. {{eval: 1|1|-1}} {{hint: hint#0|nohint|nohint}}', // turn 1: opd+rl, +1
+    'Thanks, that helps. {{eval: 1|1|-1}} {{hint: hint#0|hint#0|nohint}}', // turn 1: opd+rl, +1
     'No, that is wrong. {{eval: -1|-1|1}} {{hint: nohint}}', // turn 2: rl, -1
     'Hmm. {{eval: 0|0|1}} {{hint: nohint}}', // turn 3: abstains, no hint: nothing
   ]);
   await conversation(serve.url, 'sess-b', [
     'How many legs has a cat?',
-    'Okay. {{eval: 0|1|-1}} {{hint: nohint|hint#1|nohint}}', // turn 1: opd, score 0
+    'Okay. {{eval: 0|1|-1}} {{hint: nohint|hint#1|hint#1}}', // turn 1: opd, score 0
     'Great, thanks! {{eval: 1|1|1}} {{hint: nohint}}', // turn 2: rl, +1
   ]);
 

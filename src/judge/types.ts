@@ -53,11 +53,12 @@ export interface HintVote {
  * - `missing`: `\boxed{1}` without a closed [HINT_START]...[HINT_END] block;
  * - `too_short`: not longer than minChars (the reference's "> 10 characters");
  * - `too_long`: longer than maxChars (a 1-3 sentence hint is short; a long one is off-format);
- * - `copies_next_state`: mostly the next state's own words, which teaches nothing the teacher prompt would not.
+ * - `copies_next_state`: mostly the next state's own words, which teaches nothing the teacher prompt would not;
+ * - `outvoted`: the hint that would have been chosen, when the positive hint votes were not a majority.
  */
-export type HintRejectionReason = 'missing' | 'too_short' | 'too_long' | 'copies_next_state';
+export type HintRejectionReason = 'missing' | 'too_short' | 'too_long' | 'copies_next_state' | 'outvoted';
 
-export const HINT_REJECTION_REASONS: readonly HintRejectionReason[] = ['missing', 'too_short', 'too_long', 'copies_next_state'];
+export const HINT_REJECTION_REASONS: readonly HintRejectionReason[] = ['missing', 'too_short', 'too_long', 'copies_next_state', 'outvoted'];
 
 export interface HintRejection {
   /** Index into JudgedTurn.hintVotes. */

@@ -38,9 +38,16 @@ export interface HintChoiceOptions {
   maxChars: number;
   /** copiesText threshold: the share of the hint's word trigrams found in the next state. */
   copyThreshold: number;
+  /**
+   * `majority`: a hint is taught only when more than half of the valid hint votes are positive.
+   * `any`: one positive vote suffices (the reference, its defect 13): with 3 votes of which 20% err,
+   * half of the turns with nothing to learn would get an invented hint, and the OPD term then pulls
+   * the policy back toward the teacher's unhinted (base) behaviour.
+   */
+  quorum: 'majority' | 'any';
 }
 
-export const DEFAULT_HINT_CHOICE: HintChoiceOptions = { minChars: 10, maxChars: 600, copyThreshold: 0.8 };
+export const DEFAULT_HINT_CHOICE: HintChoiceOptions = { minChars: 10, maxChars: 600, copyThreshold: 0.8, quorum: 'majority' };
 
 export interface HintChoice {
   hint: string | null;
@@ -50,9 +57,9 @@ export interface HintChoice {
 }
 
 /**
- * The hint to teach with: among positive votes, the longest acceptable hint (the first on ties).
- * A single positive vote suffices, as in the reference: hints are extra information, and the
- * rejections below are what keeps bad ones out. `nextStateText` is the next state in full.
+ * The hint to teach with: among positive votes, the longest acceptable hint (the first on ties),
+ * provided the positive votes are the majority (see `quorum`). `nextStateText` is the next state
+ * in full.
  */
 export function chooseHint(votes: readonly HintVote[], nextStateText: string, opts: Partial<HintChoiceOptions> = {}): HintChoice {
   const o = { ...DEFAULT_HINT_CHOICE, ...opts };
@@ -68,6 +75,13 @@ export function chooseHint(votes: readonly HintVote[], nextStateText: string, op
     if (reason) choice.rejections.push({ vote: i, reason });
     else if (choice.hint === null || hint.length > choice.hint.length) { choice.hint = hint; choice.vote = i; }
   });
+  const valid = votes.filter((v) => v.score !== null).length;
+  const positive = votes.filter((v) => v.score === 1).length;
+  if (choice.vote !== null && o.quorum === 'majority' && positive * 2 <= valid) {
+    choice.rejections.push({ vote: choice.vote, reason: 'outvoted' });
+    choice.hint = null;
+    choice.vote = null;
+  }
   return choice;
 }
 
