@@ -1,9 +1,10 @@
 // POST /v1/chat/completions against a ScriptedSampler (exact completions on demand): the SSE and
 // JSON wire formats, tool calls, reasoning, stop strings, sampling defaults, log-probs, validation,
-// a client leaving mid-stream, and failures of the model or the store.
+// a client leaving mid-stream or reading slowly, and failures of the model or the store.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createConnection } from 'node:net';
 import { renderRequest } from '../src/gateway/backend.js';
 import { post, scriptedBackend, sseEvents, startGateway, type TestGateway } from './helpers/gateway.js';
 import { replyIds, type ScriptedSampler } from './helpers/scripted-sampler.js';
@@ -204,6 +205,34 @@ test('a client that disconnects mid-stream stops the generation; the turn is kep
   sampler.push(replyIds(tok, { content: 'fine' }));
   assert.equal((await post(`${gw.url}/v1/chat/completions`, ask(), MAIN)).status, 200);
 }));
+
+test('a client that reads slowly still gets the whole stream, in order (backpressure)', { timeout: 30_000 }, async () => {
+  // Megabytes of events at once: the writes outrun the socket, and the stream waits for it to drain.
+  const tokens = 40_000;
+  const id = tok.encode('word')[0]!;
+  const flood = {
+    async *generate(promptIds: readonly number[]) {
+      for (let i = 0; i < tokens; i++) yield { type: 'token' as const, token: { id, logprob: -1, sampledLogprob: -1 } };
+      yield { type: 'finish' as const, reason: 'length' as const, version: 0, promptTokens: promptIds.length, completionTokens: tokens };
+    },
+  };
+  const gw = await startGateway({ ...backend, sampler: flood, contextLength: 1_000_000 });
+  try {
+    const body = JSON.stringify(ask({ stream: true, max_tokens: tokens }));
+    const socket = createConnection({ port: Number(new URL(gw.url).port) });
+    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    socket.pause();
+    await new Promise((r) => setTimeout(r, 500));
+    let text = '';
+    socket.setEncoding('utf8').on('data', (d: string) => { text += d; }).resume();
+    await new Promise((resolve) => socket.on('end', resolve));
+    assert.equal(text.split('"delta":{"content":').length - 1, tokens);
+    assert.ok(text.trimEnd().endsWith('data: [DONE]\n\n\r\n0'), text.slice(-80));
+    assert.equal(gw.store.counts().turns, 1);
+  } finally {
+    await gw.close();
+  }
+});
 
 test('a model failure mid-stream ends with an error event and records nothing', () => withGateway(async (gw) => {
   sampler.push({ ids: tok.encode('half'), error: 'the worker died' });

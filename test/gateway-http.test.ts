@@ -1,5 +1,5 @@
 // Routes other than chat, authentication, the admin delete, config rules, logs, and the small
-// middleware pieces (compose, bearer parsing, constant-time key check, SSE field safety).
+// middleware pieces (compose, bearer parsing, constant-time key check, SSE field safety, chunk templates).
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -7,6 +7,7 @@ import type { ServerResponse } from 'node:http';
 import { checkBind, configFromEnv, ConfigError, DEFAULT_CONFIG, redactedConfig, resolveConfig } from '../src/gateway/config.js';
 import { compose, Router, type Context } from '../src/gateway/http.js';
 import { bearerToken, keyMatches } from '../src/gateway/middleware/auth.js';
+import { ChunkTemplate, chunkObject } from '../src/gateway/openai-format.js';
 import { PARAMETERS } from '../src/gateway/params.js';
 import { SseWriter } from '../src/gateway/sse.js';
 import { createHash } from 'node:crypto';
@@ -144,9 +145,25 @@ test('middleware pieces: compose, router, bearer parsing, constant-time key chec
   const res = { writableEnded: false, destroyed: false, write: (t: string) => { written.push(t); return true; } } as unknown as ServerResponse;
   const sse = new SseWriter(res);
   await sse.data({ a: 'line\nbreak' }, { event: 'x' });
-  assert.deepEqual(written, ['event: x\ndata: {"a":"line\\nbreak"}\n\n']);
+  sse.send('{"b":1}');
+  assert.deepEqual(written, []); // events of one tick leave together, after it
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(written, ['event: x\ndata: {"a":"line\\nbreak"}\n\ndata: {"b":1}\n\n']);
   await assert.rejects(sse.data({}, { event: 'bad\nevent' }), /must not contain a line break/);
   await assert.rejects(sse.data({}, { id: 'bad\rid' }), /must not contain a line break/);
+});
+
+test('chunk templates serialise exactly what the chunk objects do', () => {
+  const hostile = ['tiny', 'x","delta":{}', 'q\\"delta":{}\u2028', '"delta":{}'];
+  for (const model of hostile) {
+    for (const includeUsage of [false, true]) {
+      const ids = { id: `chatcmpl-${model}`, created: 1764460000, model };
+      const template = new ChunkTemplate(ids, includeUsage);
+      for (const delta of [{ role: 'assistant', content: '' }, { content: 'a "quoted"\nline \u0000' }, { reasoning_content: '' }, { tool_calls: [{ index: 0, function: { arguments: '{"a":1}' } }] }]) {
+        assert.equal(template.chunk(delta), JSON.stringify(chunkObject(ids, delta, { logprobs: null, finishReason: null, includeUsage })));
+      }
+    }
+  }
 });
 
 test('one list says how each OpenAI parameter is treated', () => {

@@ -12,11 +12,14 @@ import type { TextTokenizer } from '../engine/local/tokenizer/tokenizer.js';
 import type { Sampler } from '../engine/types.js';
 import type { RetemplateCheck } from '../types.js';
 import { PromptEncoder, type PromptEncoderOptions } from './prompt-encoder.js';
+import { PromptRenderer } from './prompt-renderer.js';
 
 export interface ChatBackend {
   sampler: Sampler;
   tokenizer: TextTokenizer;
   template: ChatTemplate;
+  /** Renders prompts: openclaw-rl's own template directly, any other through `template`. */
+  renderer: PromptRenderer;
   /** Tokenizes rendered prompts (with a cache of repeated pieces). */
   encoder: PromptEncoder;
   /** max_position_embeddings: prompt + completion never exceed it. */
@@ -46,6 +49,7 @@ export function chatBackendOf(model: ChatModel, modelId: string, encoder?: Promp
     sampler: model.engine,
     tokenizer: model.tokenizer,
     template: model.template,
+    renderer: new PromptRenderer(model.template),
     encoder: PromptEncoder.forModelDir(modelDir, model.tokenizer, encoder),
     contextLength: model.engine.folder.config.maxPositionEmbeddings,
     generationDefaults: model.engine.folder.generationDefaults,
@@ -54,9 +58,9 @@ export function chatBackendOf(model: ChatModel, modelId: string, encoder?: Promp
   };
 }
 
-/** Like engine/chat/prompt.ts renderPrompt, but tokenized by the backend's caching encoder. */
+/** Like engine/chat/prompt.ts renderPrompt, but with the backend's renderer and caching encoder. */
 export function renderRequest(backend: ChatBackend, input: RenderInput, addGenerationPrompt = true): RenderedPrompt {
-  const text = backend.template.render(input.messages.map(toTemplateMessage), {
+  const text = backend.renderer.render(input.messages.map(toTemplateMessage), {
     ...(input.tools ? { tools: input.tools } : {}),
     addGenerationPrompt,
     ...(input.enableThinking !== undefined ? { enableThinking: input.enableThinking } : {}),

@@ -6,18 +6,18 @@
 //   5. commit the turn to the store                      (before the finish chunk or the JSON reply)
 //   6. send the end; check token-exactness in the background
 
-import { randomBytes } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { RenderedPrompt } from '../engine/chat/prompt.js';
 import { randomSeed } from '../engine/local/sampling/random.js';
 import type { GenerationEvent, SamplingParams } from '../engine/types.js';
 import type { TurnPlan, TurnRecorder } from '../sessions/recorder.js';
 import type { SamplingUsed, Turn } from '../types.js';
-import { CompletionAssembler } from './assembler.js';
+import { CompletionAssembler, type AnswerDelta } from './assembler.js';
 import { checkRetemplate, renderRequest, type ChatBackend } from './backend.js';
 import { GatewayError, invalid } from './errors.js';
 import { sendJson, type Context, type Handler } from './http.js';
 import type { Logger } from './log.js';
-import { chunkObject, completionObject, deltasOf, usageChunk, usageOf, type CompletionIds } from './openai-format.js';
+import { ChunkTemplate, chunkObject, completionObject, deltasOf, usageChunk, usageOf, type CompletionIds } from './openai-format.js';
 import { parseChatRequest, type ChatRequest } from './params.js';
 import { requestMeta } from './request-meta.js';
 import { SseWriter } from './sse.js';
@@ -34,9 +34,13 @@ export interface ChatDeps {
 
 type Finish = Extract<GenerationEvent, { type: 'finish' }>;
 
-/** `turn_` + 12 hex digits of the time + 12 random: ids sort by arrival, so store inserts append. */
+/**
+ * `turn_` + 12 hex digits of the time + 12 random: ids sort by arrival, so store inserts append.
+ * The random part is a UUID's last 12 digits (all random): randomUUID draws from a pool, where
+ * randomBytes costs a system call per id.
+ */
 export function newTurnId(now: number): string {
-  return `turn_${Math.floor(now).toString(16).padStart(12, '0').slice(-12)}${randomBytes(6).toString('hex')}`;
+  return `turn_${Math.floor(now).toString(16).padStart(12, '0').slice(-12)}${randomUUID().slice(-12)}`;
 }
 
 export function chatCompletions(deps: ChatDeps): Handler {
@@ -107,8 +111,17 @@ async function answer(
   if (plan.sessionId !== null) headers['x-session-id'] = plan.sessionId;
   if (req.ignored.length > 0) headers['x-openclaw-rl-ignored'] = req.ignored.join(',');
   const asm = new CompletionAssembler(deps.backend.tokenizer, { thinkingOpen: prompt.thinkingOpen, stop: req.stop, logprobs: req.logprobs, ...(deps.newToolCallId ? { newToolCallId: deps.newToolCallId } : {}) });
-  const chunk = (delta: Record<string, unknown>, finishReason: string | null = null) =>
-    chunkObject(ids, delta, { logprobs: req.logprobs ? asm.takeLogprobs() : null, finishReason, includeUsage: req.includeUsage });
+  // Token chunks come from the response's template; those with log-probs or the finish are built whole.
+  const template = new ChunkTemplate(ids, req.includeUsage);
+  const chunk = (delta: Record<string, unknown>, finishReason: string | null = null) => req.logprobs || finishReason !== null
+    ? JSON.stringify(chunkObject(ids, delta, { logprobs: req.logprobs ? asm.takeLogprobs() : null, finishReason, includeUsage: req.includeUsage }))
+    : template.chunk(delta);
+  /** Writes the pieces' chunks; false when the socket is full (then await sse.drained()). */
+  const send = (out: SseWriter, pieces: readonly AnswerDelta[]): boolean => {
+    let room = true;
+    for (const d of deltasOf(pieces)) room = out.send(chunk(d)) && room;
+    return room;
+  };
 
   let events: AsyncIterable<GenerationEvent>;
   try {
@@ -119,7 +132,7 @@ async function answer(
   const sse = req.stream ? new SseWriter(ctx.res) : null;
   if (sse) {
     sse.start(headers);
-    await sse.data(chunk({ role: 'assistant', content: '' }));
+    sse.send(chunk({ role: 'assistant', content: '' }));
   }
   let finish: Finish | undefined;
   let firstTokenAt: number | null = null;
@@ -131,14 +144,14 @@ async function answer(
       }
       firstTokenAt ??= deps.now();
       const pieces = asm.token(e.token);
-      if (sse && pieces.length > 0) for (const d of deltasOf(pieces)) await sse.data(chunk(d));
+      if (sse && pieces.length > 0 && !send(sse, pieces)) await sse.drained();
     }
     if (!finish) throw new Error('the sampler ended without a finish event');
   } catch (e) {
     return fail(deps, ctx, sse, `the model failed while generating: ${(e as Error).message}`, e);
   }
   const tail = asm.finish();
-  if (sse && finish.reason !== 'cancelled') for (const d of deltasOf(tail)) await sse.data(chunk(d));
+  if (sse && finish.reason !== 'cancelled' && !send(sse, tail)) await sse.drained();
 
   const turn: Turn = {
     id: plan.turnId, sessionId: plan.sessionId, sessionSource: plan.sessionSource, kind: plan.kind, kindReason: plan.kindReason,
@@ -159,8 +172,8 @@ async function answer(
     const usage = usageOf(prompt.ids.length, asm.ids.length);
     const finishReason = asm.finishReason(finish.reason);
     if (sse) {
-      await sse.data(chunk({}, finishReason));
-      if (req.includeUsage) await sse.data(usageChunk(ids, usage));
+      sse.send(chunk({}, finishReason));
+      if (req.includeUsage) sse.send(JSON.stringify(usageChunk(ids, usage)));
       sse.done();
     } else {
       sendJson(ctx, 200, completionObject(ids, turn.response, finishReason, usage, req.logprobs ? asm.allLogprobEntries : null), headers);

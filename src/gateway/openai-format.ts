@@ -57,6 +57,28 @@ export function chunkObject(ids: CompletionIds, delta: Record<string, unknown>, 
   };
 }
 
+/**
+ * Streamed chunks without log-probs or a finish reason, serialised from a template: the parts
+ * every chunk of a response shares are serialised once, so a token costs one JSON.stringify of its
+ * delta. The text is exactly JSON.stringify(chunkObject(ids, delta, ...)) (a test compares them).
+ */
+export class ChunkTemplate {
+  private readonly head: string;
+  private readonly tail: string;
+
+  constructor(ids: CompletionIds, includeUsage: boolean) {
+    const whole = JSON.stringify(chunkObject(ids, {}, { includeUsage }));
+    // The last match is the key: an id or model with the same text is escaped (\") inside its string.
+    const at = whole.lastIndexOf('"delta":{}') + '"delta":'.length;
+    this.head = whole.slice(0, at);
+    this.tail = whole.slice(at + '{}'.length);
+  }
+
+  chunk(delta: Record<string, unknown>): string {
+    return this.head + JSON.stringify(delta) + this.tail;
+  }
+}
+
 export function usageChunk(ids: CompletionIds, usage: Usage) {
   return { id: ids.id, object: 'chat.completion.chunk', created: ids.created, model: ids.model, choices: [], usage };
 }

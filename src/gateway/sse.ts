@@ -1,13 +1,18 @@
 // Server-sent events for streamed completions. Data is always one line of JSON (JSON.stringify
 // never emits a raw newline); event names and ids are refused if they contain CR or LF, which
 // would let a value start a new field. Writes respect backpressure, and events written in the
-// same tick are sent together.
+// same turn of the event loop are sent together, as one HTTP chunk: one write per tick and stream
+// however many tokens the engine delivered, and still one event per write when they come one by one.
 
 import type { ServerResponse } from 'node:http';
 
+/** Pending text that is written at once rather than at the end of the tick (the socket's high-water mark). */
+const FLUSH_CHARS = 16 * 1024;
+
 export class SseWriter {
   private started = false;
-  private corked = false;
+  /** Events written in this turn of the event loop, not yet handed to the socket. */
+  private pending = '';
 
   constructor(private readonly res: ServerResponse) {}
 
@@ -36,30 +41,20 @@ export class SseWriter {
       text += `${name}: ${v}\n`;
     }
     text += `data: ${JSON.stringify(value)}\n\n`;
-    await this.write(text);
+    if (!this.write(text)) await this.drained();
   }
 
-  /** The OpenAI terminator `data: [DONE]`, then the end of the response. */
-  done(): void {
-    if (this.isOpen) this.res.end('data: [DONE]\n\n');
+  /**
+   * Writes `data: <json>` for JSON already serialised by JSON.stringify (one line). Returns false
+   * when the socket is full: the caller then awaits drained(). No promise per event on the hot path.
+   */
+  send(json: string): boolean {
+    return this.write(`data: ${json}\n\n`);
   }
 
-  end(): void {
-    if (this.isOpen) this.res.end();
-  }
-
-  /** Events written in one turn of the event loop leave together: cork now, uncork after it. */
-  private write(text: string): Promise<void> {
-    if (!this.isOpen) return Promise.resolve();
-    if (!this.corked && typeof this.res.cork === 'function') {
-      this.corked = true;
-      this.res.cork();
-      setImmediate(() => {
-        this.corked = false;
-        this.res.uncork();
-      });
-    }
-    if (this.res.write(text)) return Promise.resolve();
+  /** Resolves once the socket can take more, or the response is gone. */
+  drained(): Promise<void> {
+    if (!this.isOpen || !this.res.writableNeedDrain) return Promise.resolve();
     return new Promise((resolve) => {
       const done = () => {
         this.res.off('drain', done);
@@ -69,5 +64,35 @@ export class SseWriter {
       this.res.on('drain', done);
       this.res.on('close', done);
     });
+  }
+
+  /** The OpenAI terminator `data: [DONE]`, then the end of the response. */
+  done(): void {
+    if (this.isOpen) this.res.end(`${this.take()}data: [DONE]\n\n`);
+  }
+
+  end(): void {
+    if (this.isOpen) this.res.end(this.take());
+  }
+
+  /** Queues the text for the end of this turn of the event loop; false when the socket is full. */
+  private write(text: string): boolean {
+    if (!this.isOpen) return true;
+    if (this.pending === '') setImmediate(() => this.flush());
+    this.pending += text;
+    // A tick that produces a lot (a sampler that answers at once) is not held whole in memory.
+    if (this.pending.length >= FLUSH_CHARS) this.flush();
+    return !this.res.writableNeedDrain;
+  }
+
+  private flush(): void {
+    const text = this.take();
+    if (text !== '' && this.isOpen) this.res.write(text);
+  }
+
+  private take(): string {
+    const text = this.pending;
+    this.pending = '';
+    return text;
   }
 }

@@ -77,8 +77,12 @@ export function canonicalize(messages: readonly ChatMessage[]): CanonicalHistory
   });
   const chain = [EMPTY];
   for (const e of entries) chain.push(hashStep(chain[chain.length - 1]!, e.key));
-  let retryHash = EMPTY;
-  for (const e of entries) if (!e.turnAborted) retryHash = hashStep(retryHash, e.key);
+  // Without turn-aborted messages the retry hash is the chain's last: one hash per message, not two.
+  let retryHash = chain[chain.length - 1]!;
+  if (entries.some((e) => e.turnAborted)) {
+    retryHash = EMPTY;
+    for (const e of entries) if (!e.turnAborted) retryHash = hashStep(retryHash, e.key);
+  }
   return { entries, chain, retryHash };
 }
 

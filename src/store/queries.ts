@@ -22,9 +22,10 @@ export function findSession(db: SqliteDatabase, id: string): SessionRow | undefi
   return stmt(db, 'SELECT * FROM sessions WHERE id = ?').get(id) as SessionRow | undefined;
 }
 
+const INSERT_TURN = `INSERT INTO turns (${TURN_COLUMNS}) VALUES (${TURN_COLUMNS.split(',').map((c) => '@' + c.trim()).join(', ')})`;
+
 export function insertTurn(db: SqliteDatabase, row: TurnRow): void {
-  const names = TURN_COLUMNS.split(',').map((c) => '@' + c.trim()).join(', ');
-  stmt(db, `INSERT INTO turns (${TURN_COLUMNS}) VALUES (${names})`).run(row);
+  stmt(db, INSERT_TURN).run(row);
 }
 
 /** Sets the closure of an open turn; returns false when there is no such open turn. */

@@ -34,10 +34,19 @@ export class Store implements TurnStore {
   readonly learning: LearningTables;
   private readonly now: () => number;
 
+  // The request path's transactions, built once: db.transaction() builds its wrappers anew on every
+  // call, a fifth of a turn's commit.
+  private readonly recordTx: Store['recordTurn'];
+  private readonly closeTx: Store['closeTurn'];
+  private readonly retemplateTx: Store['setRetemplates'];
+
   private constructor(readonly db: SqliteDatabase, path: string, now: () => number) {
     this.path = path;
     this.now = now;
     this.learning = new LearningTables(db, now);
+    this.recordTx = db.transaction(this.recordRows.bind(this));
+    this.closeTx = db.transaction(this.closeRows.bind(this));
+    this.retemplateTx = db.transaction(this.retemplateRows.bind(this));
   }
 
   static open(opts: StoreOptions): Store {
@@ -69,27 +78,31 @@ export class Store implements TurnStore {
   }
 
   recordTurn(session: SessionUpsert | null, turn: Turn | null, closure?: { reason: ClosureReason; closedAt: number }): void {
-    this.db.transaction(() => {
-      if (session) {
-        q.upsertSession(this.db, { id: session.id, source: session.source, created_at: session.seenAt, last_seen_at: session.seenAt, learning: session.learning ? 1 : 0 });
-        if (!session.learning) {
-          q.excludeSessionFromQueue(this.db, session.id, this.now());
-          q.deleteQueuedSamplesOfSession(this.db, session.id);
-        }
-      }
-      if (!turn) return;
-      q.insertTurn(this.db, turnToRow(turn, closure));
-      if (closure) q.enqueueClosedTurn(this.db, turn.id, session?.learning === false ? 'excluded' : 'pending', closure.closedAt);
-    })();
+    this.recordTx(session, turn, closure);
   }
 
   closeTurn(close: TurnClosure): void {
-    this.db.transaction(() => {
-      // A turn that was never stored (opted out) or was deleted has nothing to close.
-      if (!q.setClosure(this.db, close.turnId, close.reason, close.closedAt)) return;
-      if (close.nextState) q.insertNextState(this.db, nextStateToRow(close.turnId, close.nextState));
-      q.enqueueClosedTurn(this.db, close.turnId, close.learning ? 'pending' : 'excluded', close.closedAt);
-    })();
+    this.closeTx(close);
+  }
+
+  private recordRows(session: SessionUpsert | null, turn: Turn | null, closure?: { reason: ClosureReason; closedAt: number }): void {
+    if (session) {
+      q.upsertSession(this.db, { id: session.id, source: session.source, created_at: session.seenAt, last_seen_at: session.seenAt, learning: session.learning ? 1 : 0 });
+      if (!session.learning) {
+        q.excludeSessionFromQueue(this.db, session.id, this.now());
+        q.deleteQueuedSamplesOfSession(this.db, session.id);
+      }
+    }
+    if (!turn) return;
+    q.insertTurn(this.db, turnToRow(turn, closure));
+    if (closure) q.enqueueClosedTurn(this.db, turn.id, session?.learning === false ? 'excluded' : 'pending', closure.closedAt);
+  }
+
+  private closeRows(close: TurnClosure): void {
+    // A turn that was never stored (opted out) or was deleted has nothing to close.
+    if (!q.setClosure(this.db, close.turnId, close.reason, close.closedAt)) return;
+    if (close.nextState) q.insertNextState(this.db, nextStateToRow(close.turnId, close.nextState));
+    q.enqueueClosedTurn(this.db, close.turnId, close.learning ? 'pending' : 'excluded', close.closedAt);
   }
 
   openMainTurns(): Turn[] {
@@ -98,9 +111,11 @@ export class Store implements TurnStore {
 
   /** Saves token-exactness results, many at once in one transaction. */
   setRetemplates(results: readonly [string, RetemplateCheck][]): void {
-    this.db.transaction(() => {
-      for (const [turnId, check] of results) q.setRetemplate(this.db, turnId, JSON.stringify(check));
-    })();
+    this.retemplateTx(results);
+  }
+
+  private retemplateRows(results: readonly [string, RetemplateCheck][]): void {
+    for (const [turnId, check] of results) q.setRetemplate(this.db, turnId, JSON.stringify(check));
   }
 
   getTurn(turnId: string): { turn: Turn; closedTurn: ClosedTurn | null } | undefined {

@@ -9,6 +9,7 @@ import { DEFAULT_CONFIG, type GatewayConfig } from '../../src/gateway/config.js'
 import { memoryLogger } from '../../src/gateway/log.js';
 import { Gateway } from '../../src/gateway/server.js';
 import { PromptEncoder } from '../../src/gateway/prompt-encoder.js';
+import { PromptRenderer } from '../../src/gateway/prompt-renderer.js';
 import { readModelFolder } from '../../src/engine/local/model/folder.js';
 import { ChatTemplate } from '../../src/engine/local/tokenizer/chat-template.js';
 import { TextTokenizer } from '../../src/engine/local/tokenizer/tokenizer.js';
@@ -38,7 +39,7 @@ export async function scriptedBackend(modelDir = tinyModel()): Promise<{ backend
   const template = await ChatTemplate.fromModelDir(modelDir);
   const sampler = new ScriptedSampler({ stopIds: folder.eosTokenIds });
   const backend: ChatBackend = {
-    sampler, tokenizer, template, encoder: PromptEncoder.forModelDir(modelDir, tokenizer), contextLength: folder.config.maxPositionEmbeddings,
+    sampler, tokenizer, template, renderer: new PromptRenderer(template), encoder: PromptEncoder.forModelDir(modelDir, tokenizer), contextLength: folder.config.maxPositionEmbeddings,
     generationDefaults: folder.generationDefaults, modelId: 'tiny', close: async () => {},
   };
   return { backend, sampler };
