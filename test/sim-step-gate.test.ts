@@ -43,6 +43,25 @@ test('next states stop at the batch the target needs, and resume as the pipeline
   gate.stop();
 });
 
+test('with several steps to go, the pipeline still holds one batch at most: users do not run ahead of the learner', async () => {
+  const { state, client } = fakeServe(status(0, 0));
+  const gate = new StepGate(client, 4, undefined, 5);
+  gate.start();
+  gate.advance(3);
+  const releases = [];
+  for (let i = 0; i < 4; i++) releases.push(await gate.acquire());
+  let fifth = false;
+  const pending = gate.acquire().then((release) => { fifth = true; return release; });
+  for (const release of releases) release();
+  state.status = status(0, 4); // four samples queued: the next batch is full
+  await settle();
+  assert.equal(fifth, false, 'the next batch is full; the two steps after it must wait for it');
+  state.status = status(1, 0, 0, true); // the learner took the batch and trains it
+  await until(() => fifth, 'the batch after it may fill while the learner trains');
+  (await pending)();
+  gate.stop();
+});
+
 test('at the target the users wait, and the measurement waits for the trainer to finish', async () => {
   const { state, client } = fakeServe(status(0, 3));
   const gate = new StepGate(client, 4, undefined, 5);

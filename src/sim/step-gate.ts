@@ -1,9 +1,14 @@
-// Holds the simulated users' next-state messages so that training stops exactly at a chosen step.
-// Each next state closes one turn, which yields at most one sample; a message may go only while
-// the samples that closed turns could still become (queued, being judged, closed but unclaimed,
-// plus messages sent since the last status poll) fit in the batches left before the target step.
-// So the learner reaches the target and then finds less than a batch: the score is measured on
-// exactly that version.
+// Holds the simulated users' next-state messages, for two reasons. Each next state closes one
+// turn, which yields at most one sample; a message may go only while the samples that closed turns
+// could still become (queued, being judged, closed but unclaimed, plus messages sent since the last
+// status poll) fit in one batch, and only before the target step.
+// - One batch at a time: the users are slower than the learner, as people are and as in the
+//   reference's loop (collect a batch, then train it while the next is collected), so every sample
+//   comes from the newest version or the one before. Before, users could run ahead by up to the
+//   64 samples of four steps, so most of a step's samples could come from a version several steps
+//   old. (Measured on Combined at step 8, the change was within the spread of three seeds.)
+// - The target step: the learner reaches it and then finds less than a batch, so the score is
+//   measured on exactly that version.
 
 import type { AdminStatus, ServeClient } from './client.js';
 
@@ -89,7 +94,7 @@ export class StepGate {
     if (!s || s.steps >= this.target) return false;
     const q = s.queues ?? { closedTurns: 0, judging: 0, samples: 0 };
     const unseen = this.sent - this.accounted;
-    return q.closedTurns + q.judging + q.samples + unseen < this.batchSize * (this.target - s.steps);
+    return q.closedTurns + q.judging + q.samples + unseen < this.batchSize;
   }
 
   private wakeAll(): void {
