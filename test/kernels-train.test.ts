@@ -385,6 +385,28 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
     }
   });
 
+  test('sumSquares and scale (n = 0, 1, 7, 1000, 4099; a NaN or an infinity in the sum)', () => {
+    const k = native();
+    for (const n of [0, 1, 7, 1000, 4099]) {
+      const x = randomArray(n, 3);
+      // Squares are exact in float64 and every term is positive: the sums differ only by the
+      // order of the float64 additions.
+      const sum = portableKernels.sumSquares(x, n);
+      assert.ok(Math.abs(k.sumSquares(x, n) - sum) <= 1e-14 * sum, `sumSquares n=${n}: ${k.sumSquares(x, n)} vs ${sum}`);
+      for (const alpha of [0.37, 1e-3, 0]) {
+        const [fromNative, fromPortable] = both([x], (kk, [xc]) => kk.scale(xc, n, alpha));
+        assert.deepEqual(fromNative[0], fromPortable[0], `scale n=${n} alpha=${alpha}: one rounding of the float64 product`);
+      }
+    }
+    const x = randomArray(1000);
+    x[999] = NaN;
+    assert.ok(Number.isFinite(k.sumSquares(x, 999)), 'reads only the first n values');
+    x[500] = Infinity;
+    assert.equal(k.sumSquares(x, 999), Infinity);
+    x[501] = NaN;
+    assert.ok(Number.isNaN(k.sumSquares(x, 999)), 'NaN propagates');
+  });
+
   test('rmsnormBackward (rows 1 to 4099, odd dims; accumulate true/false; dw null/given)', () => {
     for (const [rows, dim] of [[1, 1], [1, 1024], [3, 7], [5, 1027], [17, 128], [4099, 16]]) {
       const x = randomArray(rows * dim, 3);
@@ -571,6 +593,12 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
     expectError('adamw', /beta1 = 1 must be in \[0, 1\)/, () => adamw(4, f(4), 1e-3, 1, 0.001));
     expectError('adamw', /expected 12 arguments, got 11/, () => untyped.adamw(p, f(4), f(4), f(4), 4, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0.1));
     assert.deepEqual([...p], [7, 7, 7, 7], 'p untouched after refused calls');
+
+    expectError('sumSquares', /x has 3 elements but needs n = 4/, () => k.sumSquares(f(3), 4));
+    const g = f(4).fill(2);
+    expectError('scale', /x has 4 elements but needs n = 5/, () => k.scale(g, 5, 0.5));
+    expectError('scale', /expected 3 arguments, got 2/, () => untyped.scale(g, 4));
+    assert.deepEqual([...g], [2, 2, 2, 2], 'x untouched after refused calls');
 
     expectError('rmsnormBackward', /dw has 3 elements but needs dim = 4/, () => k.rmsnormBackward(f(8), f(3), f(8), f(8), f(4), 2, 4, 1e-6, false));
     expectError('rmsnormBackward', /argument 1 \(dw\) must be a Float32Array or null/, () =>

@@ -7,7 +7,7 @@
 
 // Bumped whenever an export changes meaning, so that a stale build is refused with a
 // "rebuild" message instead of being called with the wrong arguments.
-#define ADDON_API_VERSION 2
+#define ADDON_API_VERSION 3
 
 NAPI_MODULE_INIT() {
   napi_value version;
@@ -21,6 +21,8 @@ NAPI_MODULE_INIT() {
       {"rope", NULL, op_rope, NULL, NULL, NULL, napi_enumerable, NULL},
       {"attention", NULL, op_attention, NULL, NULL, NULL, napi_enumerable, NULL},
       {"adamw", NULL, op_adamw, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"sumSquares", NULL, op_sum_squares, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"scale", NULL, op_scale, NULL, NULL, NULL, napi_enumerable, NULL},
       {"rmsnormBackward", NULL, op_rmsnorm_backward, NULL, NULL, NULL, napi_enumerable, NULL},
       {"siluMulBackward", NULL, op_silu_mul_backward, NULL, NULL, NULL, napi_enumerable, NULL},
       {"logitsStats", NULL, op_logits_stats, NULL, NULL, NULL, napi_enumerable, NULL},

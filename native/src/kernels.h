@@ -50,6 +50,12 @@ AdamWStep adamw_step(double lr, double beta1, double beta2, double eps, double w
 // In place over n values; p, g, m, v are distinct arrays.
 void adamw_f32(float* p, const float* g, float* m, float* v, size_t n, const AdamWStep* step);
 
+// Sum of x[i]^2, accumulated in double.
+double sum_squares_f32(const float* x, size_t n);
+
+// In place, x[i] = x[i] * alpha rounded once to float.
+void scale_f32(float* x, size_t n, double alpha);
+
 // dx written (or added to, when accumulate) for rows x dim; dw (may be NULL) += the sum over rows.
 // dx may alias dy or x. Returns false when scratch memory is unavailable.
 bool rmsnorm_backward_f32(float* dx, float* dw, const float* dy, const float* x, const float* w, size_t rows,

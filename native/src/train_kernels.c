@@ -1,9 +1,10 @@
-// The training kernels: AdamW, the backward of rmsnorm and of SwiGLU's silu(gate) * up, the
-// statistics of logits rows and their backward, and the causal softmax of an attention score
-// block with its backward. Single-threaded like every C kernel here. Each is one streaming pass
-// (or one pass per row held in L1), so the loops are written for the auto-vectoriser, one clone
-// per instruction set (dispatch.h), with reductions on f32x8 (vec_math.h) and in double where
-// a sum runs over more than a few thousand terms.
+// The training kernels: AdamW with the sum of squares and the rescaling of gradient clipping,
+// the backward of rmsnorm and of SwiGLU's silu(gate) * up, the statistics of logits rows and
+// their backward, and the causal softmax of an attention score block with its backward.
+// Single-threaded like every C kernel here. Each is one streaming pass (or one pass per row
+// held in L1), so the loops are written for the auto-vectoriser, one clone per instruction set
+// (dispatch.h), with reductions on f32x8 (vec_math.h) and in double where a sum runs over more
+// than a few thousand terms.
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -57,6 +58,37 @@ void adamw_f32(float* p, const float* g, float* m, float* v, size_t n, const Ada
     // (lr / bc1) m / (sqrt(v / bc2) + eps) = lr (m / bc1) / (sqrt(v / bc2) + eps).
     p[i] = pi - (lr_bc1 * mi / (sqrtf(vi * inv_bc2) + eps) + decay * pi);
   }
+}
+
+// ---- gradient clipping --------------------------------------------------------------------
+
+typedef float f32x4 __attribute__((vector_size(16)));
+typedef double f64x4 __attribute__((vector_size(32)));
+
+SIMD_CLONES
+double sum_squares_f32(const float* x, size_t n) {
+  // The square of a float is exact in double, so only the additions round, and those in
+  // double: a full model's gradient is hundreds of millions of terms.
+  f64x4 acc0 = {0}, acc1 = {0};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    f32x4 a, b;
+    memcpy(&a, x + i, sizeof a);
+    memcpy(&b, x + i + 4, sizeof b);
+    f64x4 da = __builtin_convertvector(a, f64x4), db = __builtin_convertvector(b, f64x4);
+    acc0 += da * da;
+    acc1 += db * db;
+  }
+  f64x4 acc = acc0 + acc1;
+  double sum = (acc[0] + acc[2]) + (acc[1] + acc[3]);
+  for (; i < n; i++) sum += (double)x[i] * (double)x[i];
+  return sum;
+}
+
+SIMD_CLONES
+void scale_f32(float* x, size_t n, double alpha) {
+  // The product in double, rounded once: the same value as x[i] * alpha in JavaScript.
+  for (size_t i = 0; i < n; i++) x[i] = (float)((double)x[i] * alpha);
 }
 
 // ---- rmsnorm backward ---------------------------------------------------------------------

@@ -1,6 +1,6 @@
-// The training kernels' entry points (adamw, rmsnormBackward, siluMulBackward, logitsStats,
-// logitsBackward, causalSoftmax, causalSoftmaxBackward): argument checks, then the plain-C
-// kernels in train_kernels.c.
+// The training kernels' entry points (adamw, sumSquares, scale, rmsnormBackward,
+// siluMulBackward, logitsStats, logitsBackward, causalSoftmax, causalSoftmaxBackward):
+// argument checks, then the plain-C kernels in train_kernels.c.
 #include <math.h>
 #include <stdio.h>
 
@@ -52,6 +52,34 @@ napi_value op_adamw(napi_env env, napi_callback_info info) {
     return NULL;
   AdamWStep step = adamw_step(lr, beta1, beta2, eps, weight_decay, bc1, bc2);
   adamw_f32(p.data, g.data, m.data, v.data, n, &step);
+  return NULL;
+}
+
+// sumSquares(x, n) -> number
+napi_value op_sum_squares(napi_env env, napi_callback_info info) {
+  OpCall call;
+  F32Array x;
+  size_t n;
+  if (!op_begin(env, info, "sumSquares", 2, &call) || !op_f32_array(&call, 0, "x", &x) ||
+      !op_size(&call, 1, "n", 0, &n))
+    return NULL;
+  if (!op_check_length(&call, "x", x.length, n, 1, 1, "n")) return NULL;
+  napi_value result;
+  if (napi_create_double(env, sum_squares_f32(x.data, n), &result) != napi_ok) return NULL;
+  return result;
+}
+
+// scale(x, n, alpha)
+napi_value op_scale(napi_env env, napi_callback_info info) {
+  OpCall call;
+  F32Array x;
+  size_t n;
+  double alpha;
+  if (!op_begin(env, info, "scale", 3, &call) || !op_f32_array(&call, 0, "x", &x) ||
+      !op_size(&call, 1, "n", 0, &n) || !op_double(&call, 2, "alpha", &alpha))
+    return NULL;
+  if (!op_check_length(&call, "x", x.length, n, 1, 1, "n")) return NULL;
+  scale_f32(x.data, n, alpha);
   return NULL;
 }
 

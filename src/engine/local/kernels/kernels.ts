@@ -60,6 +60,12 @@ export interface Kernels {
     lr: number, beta1: number, beta2: number, eps: number, weightDecay: number, bc1: number, bc2: number,
   ): void;
 
+  /** Sum of x[i]^2 for i < n, accumulated in float64 (the global gradient norm). */
+  sumSquares(x: Float32Array, n: number): number;
+
+  /** In place, x[i] = x[i] * alpha for i < n, the product rounded once to float32 (gradient clipping). */
+  scale(x: Float32Array, n: number, alpha: number): void;
+
   /**
    * Backward of rmsnorm (y = x * rstd * w, rstd recomputed from x): dx = rstd * w * dy - x * rstd^3 / dim * sum(w * dy * x),
    * written (accumulate false) or added (true) into dx; dw (when not null) += sum over rows of dy * x * rstd.

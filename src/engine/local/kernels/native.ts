@@ -16,7 +16,7 @@ export const NATIVE_BUILD_HINT =
   'apt-get install libopenblas-dev (macOS: Xcode command line tools), then npm rebuild openclaw-rl';
 
 // Must equal ADDON_API_VERSION in native/src/addon.c.
-const ADDON_API_VERSION = 2;
+const ADDON_API_VERSION = 3;
 
 type NativeAddon = Omit<Kernels, 'name'> & { readonly apiVersion: number };
 
@@ -45,6 +45,8 @@ export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernel
     rope: addon.rope,
     attention: addon.attention,
     adamw: addon.adamw,
+    sumSquares: addon.sumSquares,
+    scale: addon.scale,
     rmsnormBackward: addon.rmsnormBackward,
     siluMulBackward: addon.siluMulBackward,
     logitsStats: addon.logitsStats,

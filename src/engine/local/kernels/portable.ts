@@ -178,6 +178,16 @@ function adamw(
   }
 }
 
+function sumSquares(x: Float32Array, n: number): number {
+  let sum = 0;
+  for (let i = 0; i < n; i++) sum += x[i] * x[i];
+  return sum;
+}
+
+function scale(x: Float32Array, n: number, alpha: number): void {
+  for (let i = 0; i < n; i++) x[i] *= alpha;
+}
+
 function rmsnormBackward(
   dx: Float32Array, dw: Float32Array | null, dy: Float32Array, x: Float32Array, w: Float32Array,
   rows: number, dim: number, eps: number, accumulate: boolean,
@@ -291,6 +301,8 @@ export const portableKernels: Kernels = {
   rope,
   attention,
   adamw,
+  sumSquares,
+  scale,
   rmsnormBackward,
   siluMulBackward,
   logitsStats,

@@ -24,9 +24,14 @@ export interface TrainLinear {
   lora: LoraPair | null;
 }
 
-/** y[T, out] = x[T, in] W^T (+ b) (+ LoRA); u[T, r] receives x A^T for the backward. */
-export function linearForward(k: Kernels, y: Float32Array, x: Float32Array, T: number, L: TrainLinear, u: Float32Array | null): void {
-  k.sgemm(false, true, T, L.outDim, L.inDim, 1, x, L.inDim, L.W, L.inDim, 0, y, L.outDim);
+/**
+ * y[T, out] = x[T, in] W^T (+ b) (+ LoRA), written (beta 0) or added (beta 1, a residual
+ * connection); u[T, r] receives x A^T for the backward.
+ */
+export function linearForward(
+  k: Kernels, y: Float32Array, x: Float32Array, T: number, L: TrainLinear, u: Float32Array | null, beta: 0 | 1 = 0,
+): void {
+  k.sgemm(false, true, T, L.outDim, L.inDim, 1, x, L.inDim, L.W, L.inDim, beta, y, L.outDim);
   if (L.bias) addRowVector(y, L.bias, T, L.outDim);
   if (L.lora && u) {
     const { A, B, rank, scale } = L.lora;

@@ -167,10 +167,10 @@ export class TrainModel {
         probs: b('probs', probsSize(seqs, H)), att: b('att', T * qDim), xMid: b('xMid', T * D),
         h2: b('h2', T * D), gate: b('gate', T * F), up: b('up', T * F), act: b('act', T * F), u: {},
       };
-      const lin = (name: LinearName, y: Float32Array, input: Float32Array) => {
+      const lin = (name: LinearName, y: Float32Array, input: Float32Array, beta: 0 | 1 = 0) => {
         const L = w.lin[name];
         const u = L.lora ? (lt.u[name] = b(`u.${name}`, T * L.lora.rank)) : null;
-        linearForward(k, y, input, T, L, u);
+        linearForward(k, y, input, T, L, u, beta);
       };
       k.rmsnorm(lt.h1, x, w.norm1, T, D, eps);
       lin('q', lt.q, lt.h1);
@@ -187,15 +187,16 @@ export class TrainModel {
       k.rope(lt.q, T, H, hd, positions, this.invFreq);
       k.rope(lt.k, T, KV, hd, positions, this.invFreq);
       attentionForward(k, lt.att, lt.probs, lt.q, lt.k, lt.v, seqs, shape);
-      lin('o', lt.xMid, lt.att);
-      for (let i = 0; i < T * D; i++) lt.xMid[i] = lt.xMid[i]! + x[i]!;
+      // The residual connections: the block's input copied in, the projection added onto it.
+      lt.xMid.set(x);
+      lin('o', lt.xMid, lt.att, 1);
       k.rmsnorm(lt.h2, lt.xMid, w.norm2, T, D, eps);
       lin('gate', lt.gate, lt.h2);
       lin('up', lt.up, lt.h2);
       k.siluMul(lt.act, lt.gate, lt.up, T * F);
       const next = this.buf(`x.${l + 1}`, T * D);
-      lin('down', next, lt.act);
-      for (let i = 0; i < T * D; i++) next[i] = next[i]! + lt.xMid[i]!;
+      next.set(lt.xMid);
+      lin('down', next, lt.act, 1);
       layers.push(lt);
       x = next;
     }
@@ -286,10 +287,13 @@ export class TrainModel {
         dqIn = dq0;
         dkIn = dk0;
       }
-      linearBackward(k, dh, dqIn, lt.h1, lt.u.q ?? null, T, lin.q, 0, scratch);
-      linearBackward(k, dh, dkIn, lt.h1, lt.u.k ?? null, T, lin.k, 1, scratch);
-      linearBackward(k, dh, dv, lt.h1, lt.u.v ?? null, T, lin.v, 1, scratch);
-      k.rmsnormBackward(dx, w.dNorm1, dh, lt.x, w.norm1, T, D, eps, true);
+      // Below layer 0's q/k/v inputs only the embedding is left: with it frozen (LoRA) and no
+      // norm weight to train, nothing needs d loss / d h1 there, so those GEMMs are skipped.
+      const dh1 = l > 0 || this.dEmbed || w.dNorm1 ? dh : null;
+      linearBackward(k, dh1, dqIn, lt.h1, lt.u.q ?? null, T, lin.q, 0, scratch);
+      linearBackward(k, dh1, dkIn, lt.h1, lt.u.k ?? null, T, lin.k, 1, scratch);
+      linearBackward(k, dh1, dv, lt.h1, lt.u.v ?? null, T, lin.v, 1, scratch);
+      if (dh1) k.rmsnormBackward(dx, w.dNorm1, dh1, lt.x, w.norm1, T, D, eps, true);
     }
     if (this.dEmbed) {
       for (let t = 0; t < T; t++) {

@@ -139,18 +139,14 @@ export class AdamW {
   step(gradScale = 1): StepResult {
     const { params, grads, m, v, cfg } = this;
     let sumSq = 0;
-    for (const s of this.segments) {
-      for (let i = s.offset; i < s.offset + s.size; i++) sumSq += grads[i]! * grads[i]!;
-    }
+    for (const s of this.segments) sumSq += this.kernels.sumSquares(grads.subarray(s.offset, s.offset + s.size), s.size);
     const gradNorm = Math.abs(gradScale) * Math.sqrt(sumSq);
     if (!Number.isFinite(gradNorm)) return { gradNorm, applied: false, lr: 0, step: this.stepCount };
     // Same clip coefficient as torch.nn.utils.clip_grad_norm_.
     const clip = cfg.maxGradNorm === null ? 1 : Math.min(1, cfg.maxGradNorm / (gradNorm + 1e-6));
     const factor = gradScale * clip;
     if (factor !== 1) {
-      for (const s of this.segments) {
-        for (let i = s.offset; i < s.offset + s.size; i++) grads[i] = grads[i]! * factor;
-      }
+      for (const s of this.segments) this.kernels.scale(grads.subarray(s.offset, s.offset + s.size), s.size, factor);
     }
     const step = ++this.stepCount;
     const lr = this.lrAt(step);
