@@ -9,7 +9,9 @@
 // whether "rejected -> accepted" outnumbers "accepted -> rejected" beyond chance (one-sided
 // binomial p < 0.001). Runs differ even for one seed (conversations finish in a different order,
 // so batches differ). Measured with these settings (seeds 1, 2, 3): the score went from about 0.2
-// to 0.59-0.72, with 176-209 probes gained against 19-27 lost (p < 1e-25 in every run). Two steps
+// to 0.59-0.72, with 176-209 probes gained against 19-27 lost (p < 1e-25 in every run); with
+// users held to one batch ahead of the learner (step-gate.ts), a clean-clone CI run went from 0.21
+// to 0.50, 137 gained against 26 lost (p = 1e-19). Two steps
 // of 16 samples with 192 probes were not enough: one CI run gained 42 against 23 (p = 0.012), and
 // 48 samples still gave runs as weak as 56 against 23 (p = 1e-4).
 
