@@ -96,7 +96,11 @@ export async function runServe(argv: string[]): Promise<number> {
   const store = openStore({ dir: config.dataDir, durability: config.durability });
   const threads = numberFlag(v, 'threads', { integer: true, min: 1 });
   const model = await loadChatModel(modelDir, threads === undefined ? {} : { threads });
-  const backend = chatBackendOf(model, config.modelId ?? (fromHub ? modelSpec.split('@')[0]! : basename(modelDir)));
+  // A fast path (prompt-piece cache, direct template rendering) that disagreed with the exact path
+  // turns itself off; say so, with positions and lengths only, never text.
+  const backend = chatBackendOf(model, config.modelId ?? (fromHub ? modelSpec.split('@')[0]! : basename(modelDir)), {
+    onMismatch: (detail) => logger.event('prompt_fast_path_off', { detail }),
+  });
   let running: RunningLearning | null = null;
   try {
     if (learning.enabled) running = await startLearning({ model, backend, store, settings: learning, checkpointDir: join(config.dataDir, 'checkpoints'), log: (e, f) => logger.event(e, f) });

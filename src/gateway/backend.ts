@@ -42,14 +42,17 @@ export async function loadChatBackend(modelDir: string, modelId: string, opts: L
   return chatBackendOf(await loadChatModel(modelDir, engineOptions), modelId, encoder);
 }
 
-/** The backend over an already loaded chat model (serve keeps the model for its learner). */
+/**
+ * The backend over an already loaded chat model (serve keeps the model for its learner).
+ * `encoder.onMismatch` also hears when the direct template renderer turns itself off.
+ */
 export function chatBackendOf(model: ChatModel, modelId: string, encoder?: PromptEncoderOptions): ChatBackend {
   const modelDir = model.engine.folder.dir;
   return {
     sampler: model.engine,
     tokenizer: model.tokenizer,
     template: model.template,
-    renderer: new PromptRenderer(model.template),
+    renderer: new PromptRenderer(model.template, encoder?.onMismatch ? { onMismatch: encoder.onMismatch } : {}),
     encoder: PromptEncoder.forModelDir(modelDir, model.tokenizer, encoder),
     contextLength: model.engine.folder.config.maxPositionEmbeddings,
     generationDefaults: model.engine.folder.generationDefaults,
