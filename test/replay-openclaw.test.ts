@@ -28,6 +28,7 @@ async function runReplay(file: string, backend: ChatBackend, sampler: ScriptedSa
   });
   await gw.gateway.settled();
   gw.gateway.recorder.sweep(clock + IDLE_S * 1000 + 1); // the sessions go quiet: their last turns close
+  await gw.gateway.settled();
   const lines = [...gw.store.exportLines()];
   return { gw, entries, answers, lines };
 }

@@ -47,12 +47,11 @@ test('compaction: diverged when our answer was summarized away, is not the last 
   }
 });
 
-test('compaction: the recorder closes the live turn with the next state, by session key count', () => {
+test('compaction: the recorder closes the live turn with the next state, by session key count', async () => {
   const closures: TurnClosure[] = [];
   const store: TurnStore = {
     sessionLearning: () => undefined,
-    recordTurn: () => {},
-    closeTurn: (c) => { closures.push(c); },
+    writeTurns: (writes) => { for (const w of writes) if (w.type === 'close') closures.push(w.close); },
     openMainTurns: () => [],
   };
   const recorder = new TurnRecorder(store, { kind: { sideModels: [], mainModels: ['main-model'], defaultKind: 'side' }, idleMs: 3_600_000, maxSessions: 100 });
@@ -69,10 +68,11 @@ test('compaction: the recorder closes the live turn with the next state, by sess
   });
   const r1 = request([sys, u1, a1, u2], 0, 'turn_2');
   const p1 = recorder.begin(r1);
-  recorder.commit(p1, answer(p1, r1, a2));
+  await recorder.commit(p1, answer(p1, r1, a2));
   const r2 = request([sys, summary, a2, u3], 1, 'turn_3');
   const p2 = recorder.begin(r2);
   assert.equal(p2.attribution.type, 'next_state');
+  await recorder.flushed();
   assert.equal(closures.length, 1);
   assert.equal(closures[0]!.turnId, 'turn_2');
   assert.equal(closures[0]!.reason, 'next_state');

@@ -1,9 +1,10 @@
 // POST /v1/chat/completions. The main path, in order:
 //   1. validate the body and the session headers        (400, nothing written)
 //   2. render the prompt; check it fits the context      (400 "prompt is N tokens, the model's context is M")
-//   3. sessions: identify, classify, attribute           (closes the previous main turn durably)
+//   3. sessions: identify, classify, attribute           (queues the previous main turn's closure)
 //   4. sample token by token; stream deltas as they settle; a client that leaves cancels sampling
-//   5. commit the turn to the store                      (before the finish chunk or the JSON reply)
+//   5. commit the turn to the store                      (durable before the finish chunk or the JSON reply;
+//                                                         turns finishing together share one transaction)
 //   6. send the end; check token-exactness in the background
 
 import { randomUUID } from 'node:crypto';
@@ -162,7 +163,7 @@ async function answer(
   };
   progress.settled = true;
   try {
-    deps.recorder.commit(plan, turn);
+    await deps.recorder.commit(plan, turn);
   } catch (e) {
     return fail(deps, ctx, sse, 'the turn could not be recorded, so it is not acknowledged: retry the request', e);
   }

@@ -126,9 +126,10 @@ export class Gateway {
     await this.settled();
   }
 
-  /** Resolves when background work (token-exactness checks) has finished. */
-  settled(): Promise<void> {
-    return this.checks.settled();
+  /** Resolves when background work (queued closures, token-exactness checks) has finished. */
+  async settled(): Promise<void> {
+    await this.recorder.flushed();
+    await this.checks.settled();
   }
 
   private async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {

@@ -1,10 +1,13 @@
 // The stateful side of sessions: which sessions are live, the last main turn of each (as hashes),
-// and the closures that follow from each new request. Every method is synchronous, so a request's
-// attribution and its state change happen without interleaving; the store calls are synchronous too
-// (SQLite), which makes each closure durable before the request goes on.
+// and the closures that follow from each new request. State changes are synchronous, so a request's
+// attribution and its state change happen without interleaving. Store writes go through a group
+// commit (one SQLite transaction per turn of the event loop): commit() resolves once the turn is
+// durable, and a closure is written while the engine works on the request that caused it. A closure
+// the store refuses is kept and written again with the next write, so a full disk loses nothing
+// that a later write can still save.
 //
-//   begin(request)  identify the session and the kind; attribute the live turn (closes it durably)
-//   commit(turn)    record the answered turn; a main turn becomes the session's live turn
+//   begin(request)  identify the session and the kind; attribute the live turn (queues its closure)
+//   commit(turn)    record the answered turn (resolves when durable); a main turn becomes live
 //   sweep(now)      close turns of sessions idle past the limit; release their memory
 
 import { randomBytes } from 'node:crypto';
@@ -13,17 +16,25 @@ import type { ClosureReason, NextState, SessionSource, Turn, TurnKind } from '..
 import { attribute, responseHash, type Attribution, type LiveTurn } from './attribution.js';
 import { canonicalize, extendChain, messageKey, type CanonicalHistory } from './canonical.js';
 import type { ExplicitIdentity } from './identity.js';
+import { GroupCommit } from './group-commit.js';
 import { classifyTurn, type KindConfig } from './kind.js';
 import { runtimeSessionId } from './openclaw.js';
+
+/** One write of the recorder: an answered turn (with its session row), or a closure. */
+export type TurnWrite =
+  | { type: 'record'; session: SessionUpsert | null; turn: Turn | null; closure?: { reason: ClosureReason; closedAt: number } }
+  | { type: 'close'; close: TurnClosure };
 
 /** What the recorder needs from the store (store/store.ts implements it). */
 export interface TurnStore {
   /** Whether the session may be learned from; undefined for an unknown session. */
   sessionLearning(sessionId: string): boolean | undefined;
-  /** Inserts or updates the session row and, when given, inserts the turn, in one transaction. */
-  recordTurn(session: SessionUpsert | null, turn: Turn | null, closure?: { reason: ClosureReason; closedAt: number }): void;
-  /** Closes an open main turn: reason, next state and a learning-queue entry, in one transaction. */
-  closeTurn(close: TurnClosure): void;
+  /**
+   * All the writes in one transaction, in order: a record inserts or updates the session row and,
+   * when given, inserts the turn; a close sets an open main turn's reason, next state and
+   * learning-queue entry. All land or none (then it throws).
+   */
+  writeTurns(writes: readonly TurnWrite[]): void;
   /** Open main turns (no closure yet), oldest first, for restoring state after a restart. */
   openMainTurns(): Turn[];
 }
@@ -83,7 +94,8 @@ export interface TurnPlan {
 
 export type RecorderEvent =
   | { event: 'turn_closed'; turnId: string; sessionId: string; reason: ClosureReason; nextStateMessages: number }
-  | { event: 'session_released'; sessionId: string; idleMs: number };
+  | { event: 'session_released'; sessionId: string; idleMs: number }
+  | { event: 'closure_unwritten'; turnId: string; sessionId: string; reason: ClosureReason; message: string; kept: boolean };
 
 interface SessionState {
   id: string;
@@ -99,18 +111,29 @@ interface SessionState {
 
 /** last_seen_at in the store is refreshed at most this often. */
 const SEEN_RESOLUTION_MS = 60_000;
+/** Closures the store refused, kept for the next write; beyond this the oldest are given up. */
+const MAX_UNWRITTEN = 10_000;
 
 export class TurnRecorder {
   /** Insertion order is recency order: touching a session moves it to the end. */
   private readonly sessions = new Map<string, SessionState>();
   private readonly byExtension = new Map<string, string>();
   private readonly byRetry = new Map<string, string>();
+  private readonly writes: GroupCommit<TurnWrite>;
+  private readonly unwritten: { close: TurnClosure; sessionId: string }[] = [];
 
   constructor(
     private readonly store: TurnStore,
     private readonly config: RecorderConfig,
     private readonly log: (e: RecorderEvent) => void = () => {},
-  ) {}
+  ) {
+    this.writes = new GroupCommit((writes) => store.writeTurns(writes));
+  }
+
+  /** Resolves when every write queued so far has reached the store (or failed). */
+  flushed(): Promise<void> {
+    return this.writes.flushed();
+  }
 
   get sessionCount(): number {
     return this.sessions.size;
@@ -162,26 +185,27 @@ export class TurnRecorder {
   }
 
   /**
-   * Records an answered (or cancelled) turn. A completed main turn becomes the session's live turn;
-   * a cancelled one is stored already closed. Throws when the store fails (the caller answers 500).
+   * Records an answered (or cancelled) turn; resolves once it is durable, rejects when the store
+   * fails (the caller answers 500, and the turn is not live). A completed main turn becomes the
+   * session's live turn; a cancelled one is stored already closed.
    */
-  commit(plan: TurnPlan, turn: Turn): void {
+  commit(plan: TurnPlan, turn: Turn): Promise<void> {
     // A session deleted while this request was in flight comes back: new traffic is new data.
     const state = plan.sessionId === null ? undefined : this.sessions.get(plan.sessionId) ?? this.session(plan.sessionId, plan.sessionSource, turn.completedAt);
     const cancelled = turn.finishReason === 'cancelled';
     const rowStale = state !== undefined && (state.row === null || state.row.learning !== plan.learning || turn.completedAt - state.row.seenAt > SEEN_RESOLUTION_MS);
     const upsert = state && rowStale ? { id: state.id, source: plan.sessionSource, seenAt: turn.completedAt, learning: plan.learning } : null;
-    try {
+    let written = Promise.resolve();
+    if (upsert || plan.learning) {
+      this.retryUnwritten();
       const closure = cancelled && turn.kind === 'main' ? { reason: 'cancelled' as const, closedAt: turn.completedAt } : undefined;
-      if (upsert || plan.learning) this.store.recordTurn(upsert, plan.learning ? turn : null, closure);
-      if (state && upsert) state.row = { seenAt: upsert.seenAt, learning: upsert.learning };
-    } finally {
-      if (state) {
-        state.pending = Math.max(0, state.pending - 1);
-        state.lastActive = Math.max(state.lastActive, turn.completedAt);
-      }
+      written = this.writes.submit({ type: 'record', session: upsert, turn: plan.learning ? turn : null, ...(closure ? { closure } : {}) });
     }
-    if (!state) return;
+    if (!state) return written;
+    const row = upsert ? { seenAt: upsert.seenAt, learning: upsert.learning } : state.row;
+    state.row = row;
+    state.pending = Math.max(0, state.pending - 1);
+    state.lastActive = Math.max(state.lastActive, turn.completedAt);
     this.sessions.delete(state.id); // most recently active last
     this.sessions.set(state.id, state);
     if (turn.kind === 'main' && !cancelled) {
@@ -190,6 +214,15 @@ export class TurnRecorder {
       this.setLive(state, turn.id, plan.history, turn.response, turn.traceId, turn.completedAt, plan.compaction);
     }
     this.evictBeyondLimit(turn.completedAt);
+    return written.catch((e: unknown) => {
+      // Not stored, so not live, and the session row is written again next time.
+      if (state.live?.turnId === turn.id) {
+        this.unindex(state);
+        state.live = undefined;
+      }
+      if (state.row === row) state.row = null;
+      throw e;
+    });
   }
 
   /** The request failed before producing a turn: only the in-flight count changes. */
@@ -256,10 +289,27 @@ export class TurnRecorder {
   private close(state: SessionState, reason: ClosureReason, closedAt: number, nextState: NextState | null): void {
     const live = state.live;
     if (!live) return;
-    this.store.closeTurn({ turnId: live.turnId, reason, closedAt, nextState, learning: state.learning }); // may throw: state unchanged
     this.unindex(state);
     state.live = undefined;
-    this.log({ event: 'turn_closed', turnId: live.turnId, sessionId: state.id, reason, nextStateMessages: nextState?.messages.length ?? 0 });
+    this.retryUnwritten();
+    this.writeClosure({ turnId: live.turnId, reason, closedAt, nextState, learning: state.learning }, state.id);
+  }
+
+  private writeClosure(close: TurnClosure, sessionId: string): void {
+    this.writes.submit({ type: 'close', close }).then(
+      () => this.log({ event: 'turn_closed', turnId: close.turnId, sessionId, reason: close.reason, nextStateMessages: close.nextState?.messages.length ?? 0 }),
+      (e: unknown) => {
+        const kept = this.unwritten.length < MAX_UNWRITTEN;
+        if (kept) this.unwritten.push({ close, sessionId });
+        this.log({ event: 'closure_unwritten', turnId: close.turnId, sessionId, reason: close.reason, message: (e as Error)?.message ?? String(e), kept });
+      },
+    );
+  }
+
+  /** Queues the closures the store refused before, ahead of a new write. */
+  private retryUnwritten(): void {
+    if (this.unwritten.length === 0) return;
+    for (const { close, sessionId } of this.unwritten.splice(0)) this.writeClosure(close, sessionId);
   }
 
   private unindex(state: SessionState): void {

@@ -8,8 +8,9 @@
 
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { SessionUpsert, TurnClosure, TurnStore } from '../sessions/recorder.js';
+import type { SessionUpsert, TurnClosure, TurnStore, TurnWrite } from '../sessions/recorder.js';
 import type { ClosedTurn, ClosureReason, RetemplateCheck, Turn } from '../types.js';
+import { BackgroundCheckpointer } from './checkpointer.js';
 import { LearningTables } from './learning.js';
 import { migrateUp } from './migrations/index.js';
 import * as q from './queries.js';
@@ -25,6 +26,13 @@ export interface StoreOptions {
   durability?: Durability;
   /** Put claimed queue entries back to pending (default true; false for readers such as export). */
   recoverQueue?: boolean;
+  /**
+   * `inline` (default): SQLite checkpoints the WAL inside a commit now and then. `background`: a
+   * worker thread does, so commits on the serving thread never pay for it (long-running servers).
+   */
+  checkpoints?: 'inline' | 'background';
+  /** Called when the background checkpointer fails and the store goes back to inline checkpoints. */
+  onCheckpointFailure?: (message: string) => void;
   now?: () => number;
 }
 
@@ -36,16 +44,15 @@ export class Store implements TurnStore {
 
   // The request path's transactions, built once: db.transaction() builds its wrappers anew on every
   // call, a fifth of a turn's commit.
-  private readonly recordTx: Store['recordTurn'];
-  private readonly closeTx: Store['closeTurn'];
+  private readonly writeTx: Store['writeTurns'];
+  private checkpointer: BackgroundCheckpointer | null = null;
   private readonly retemplateTx: Store['setRetemplates'];
 
   private constructor(readonly db: SqliteDatabase, path: string, now: () => number) {
     this.path = path;
     this.now = now;
     this.learning = new LearningTables(db, now);
-    this.recordTx = db.transaction(this.recordRows.bind(this));
-    this.closeTx = db.transaction(this.closeRows.bind(this));
+    this.writeTx = db.transaction(this.writeRows.bind(this));
     this.retemplateTx = db.transaction(this.retemplateRows.bind(this));
   }
 
@@ -57,6 +64,7 @@ export class Store implements TurnStore {
       migrateUp(db, path);
       const store = new Store(db, path, opts.now ?? Date.now);
       if (opts.recoverQueue ?? true) q.releaseClaimed(db, store.now());
+      if (opts.checkpoints === 'background') store.checkpointer = new BackgroundCheckpointer(db, path, opts.onCheckpointFailure);
       return store;
     } catch (e) {
       db.close();
@@ -68,7 +76,14 @@ export class Store implements TurnStore {
     return this.db.open;
   }
 
+  /** Where WAL checkpoints run now (`background` falls back to `inline` if its thread fails), and what it did. */
+  get checkpoints(): { mode: 'inline' | 'background'; pages: number; failure: string | null } {
+    const c = this.checkpointer;
+    return { mode: c?.running ? 'background' : 'inline', pages: c?.pages ?? 0, failure: c?.failure ?? null };
+  }
+
   close(): void {
+    this.checkpointer?.stop();
     if (this.db.open) this.db.close();
   }
 
@@ -77,12 +92,26 @@ export class Store implements TurnStore {
     return row === undefined ? undefined : row.learning === 1;
   }
 
-  recordTurn(session: SessionUpsert | null, turn: Turn | null, closure?: { reason: ClosureReason; closedAt: number }): void {
-    this.recordTx(session, turn, closure);
+  /** The recorder's writes, many in one transaction (its group commit). */
+  writeTurns(writes: readonly TurnWrite[]): void {
+    this.writeTx(writes);
   }
 
+  /** Inserts or updates the session row and, when given, inserts the turn, in one transaction. */
+  recordTurn(session: SessionUpsert | null, turn: Turn | null, closure?: { reason: ClosureReason; closedAt: number }): void {
+    this.writeTx([{ type: 'record', session, turn, ...(closure ? { closure } : {}) }]);
+  }
+
+  /** Closes an open main turn: reason, next state and a learning-queue entry, in one transaction. */
   closeTurn(close: TurnClosure): void {
-    this.closeTx(close);
+    this.writeTx([{ type: 'close', close }]);
+  }
+
+  private writeRows(writes: readonly TurnWrite[]): void {
+    for (const w of writes) {
+      if (w.type === 'record') this.recordRows(w.session, w.turn, w.closure);
+      else this.closeRows(w.close);
+    }
   }
 
   private recordRows(session: SessionUpsert | null, turn: Turn | null, closure?: { reason: ClosureReason; closedAt: number }): void {
