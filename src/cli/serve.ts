@@ -93,7 +93,10 @@ export async function runServe(argv: string[]): Promise<number> {
   }
   const fromHub = modelDir !== resolve(modelSpec);
   const logger = jsonLogger((line) => process.stdout.write(line), config.logContent);
-  const store = openStore({ dir: config.dataDir, durability: config.durability });
+  const store = openStore({
+    dir: config.dataDir, durability: config.durability, checkpoints: 'background',
+    onCheckpointFailure: (message) => logger.event('error', { message: `background WAL checkpoints failed, checkpointing inline from now on: ${message}` }),
+  });
   const threads = numberFlag(v, 'threads', { integer: true, min: 1 });
   const model = await loadChatModel(modelDir, threads === undefined ? {} : { threads });
   // A fast path (prompt-piece cache, direct template rendering) that disagreed with the exact path

@@ -1,0 +1,56 @@
+// Commit cost of one realistic turn (a 1500-token prompt, 128 completion tokens, 5 kB of
+// messages) on the serving thread, with SQLite's inline WAL checkpoints against the background
+// checkpoint thread `openclaw-rl serve` uses. Alternating rounds, same process.
+//
+//   npm run bench:store
+
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openStore } from '../src/store/store.js';
+import type { Turn } from '../src/types.js';
+
+const N = Number(process.env.BENCH_TURNS ?? 4000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+const prompt = Array.from({ length: 1500 }, (_, i) => i);
+const completion = Array.from({ length: 128 }, (_, i) => i);
+const messages = [{ role: 'system' as const, content: 'x'.repeat(2000) }, { role: 'user' as const, content: 'y'.repeat(3000) }];
+
+function turnOf(i: number): Turn {
+  return {
+    id: `turn_${String(i).padStart(12, '0')}`, sessionId: `s${i % 64}`, sessionSource: 'x-session-id', kind: 'main', kindReason: 'header',
+    compaction: null, traceId: null, model: 'm', messages, tools: null,
+    sampling: { temperature: 1, topP: 1, topK: 0, maxTokens: 128, stop: [], seed: i, topLogprobs: 0, defaultsFrom: 'openai' },
+    promptIds: prompt, completionIds: completion, logprobs: completion.map(() => -1), sampledLogprobs: completion.map(() => -1),
+    response: { role: 'assistant', content: 'z'.repeat(500) }, finishReason: 'stop_token', policyVersion: 0,
+    receivedAt: i, firstTokenAt: i, completedAt: i, toolCallErrors: [], retemplate: null,
+  };
+}
+
+async function run(checkpoints: 'inline' | 'background'): Promise<number[]> {
+  const dir = mkdtempSync(join(tmpdir(), 'ocrl-bench-store-'));
+  const store = openStore({ dir, checkpoints });
+  const ms: number[] = [];
+  for (let i = 0; i < N; i++) {
+    const t = performance.now();
+    store.recordTurn({ id: `s${i % 64}`, source: 'x-session-id', seenAt: i, learning: true }, turnOf(i));
+    ms.push(performance.now() - t);
+    // Let the checkpoint thread's messages in now and then, as a server's event loop would.
+    if (i % 64 === 63) await new Promise((resolve) => setImmediate(resolve));
+  }
+  store.close();
+  rmSync(dir, { recursive: true, force: true });
+  return ms;
+}
+
+const q = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))]!;
+const us = (x: number) => `${(x * 1000).toFixed(0)} us`.padStart(9);
+console.log(`store commit of one turn on the serving thread, ${N} turns per round, ${ROUNDS} alternating rounds`);
+console.log('   checkpoints        mean       p50       p99      p999       max');
+const all: Record<string, number[]> = { inline: [], background: [] };
+for (let r = 0; r < ROUNDS; r++) for (const mode of ['inline', 'background'] as const) all[mode]!.push(...await run(mode));
+for (const [mode, ms] of Object.entries(all)) {
+  console.log(`   ${mode.padEnd(12)} ${us(ms.reduce((a, b) => a + b, 0) / ms.length)} ${us(q(ms, 0.5))} ${us(q(ms, 0.99))} ${us(q(ms, 0.999))} ${us(Math.max(...ms))}`);
+}
+const mean = (ms: number[]) => ms.reduce((a, b) => a + b, 0) / ms.length;
+console.log(`   background / inline: mean ${(mean(all.background!) / mean(all.inline!)).toFixed(2)}, p99 ${(q(all.background!, 0.99) / q(all.inline!, 0.99)).toFixed(2)}`);
