@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { seededRandom } from '../src/engine/local/tokenizer/corpus.js';
 import {
   builtinCorpus,
   DEFAULT_ADDED_TOKENS,
@@ -10,7 +11,8 @@ import {
   trainByteLevelBpe,
   type TokenizerFiles,
 } from '../src/engine/local/tokenizer/train-bpe.js';
-import { TextTokenizer } from '../src/engine/local/tokenizer/tokenizer.js';
+import { TextTokenizer, WindowStreamDecoder } from '../src/engine/local/tokenizer/tokenizer.js';
+import { ByteLevelStreamDecoder } from '../src/engine/local/tokenizer/byte-level-decoder.js';
 
 const TOKENS = { specialTokens: DEFAULT_SPECIAL_TOKENS, addedTokens: DEFAULT_ADDED_TOKENS };
 const files = trainByteLevelBpe(builtinCorpus({ targetChars: 100_000 }), { vocabSize: 1500, ...TOKENS });
@@ -35,15 +37,20 @@ function mergesOf(json: Record<string, unknown>): [string, string][] {
   return (json.model as { merges: string[] }).merges.map((merge) => merge.split(' ') as [string, string]);
 }
 
-/** Byte-level spelling of text as in GPT-2: each UTF-8 byte becomes one visible character. */
-function byteLevel(text: string): string {
+/** GPT-2's bytes_to_unicode: each byte's visible character in byte-level tokens. */
+const BYTE_CHARS: readonly string[] = (() => {
   const table: string[] = [];
   let next = 256;
   for (let b = 0; b < 256; b++) {
     const visible = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
     table.push(String.fromCharCode(visible ? b : next++));
   }
-  return Array.from(Buffer.from(text, 'utf8'), (b) => table[b]).join('');
+  return table;
+})();
+
+/** Byte-level spelling of text as in GPT-2: each UTF-8 byte becomes one visible character. */
+function byteLevel(text: string): string {
+  return Array.from(Buffer.from(text, 'utf8'), (b) => BYTE_CHARS[b]).join('');
 }
 
 /** Textbook BPE on one pre-token: repeatedly apply the best-ranked merge present. */
@@ -193,6 +200,119 @@ test('the stream decoder does not hold invalid bytes forever', () => {
   let out = '';
   for (let i = 0; i < 40; i++) out += stream.push(leadByte);
   assert.ok(out.length > 0);
+});
+
+/**
+ * Our tokenizer plus cases real ones have: holes in the ids, a token with characters outside the
+ * byte table, a U+FEFF token, added tokens with multi-byte content or spelled like a vocabulary
+ * token, and additional_special_tokens naming a non-special added token.
+ */
+function oddTokenizer(): TextTokenizer {
+  const json = structuredClone(files.tokenizerJson) as Record<string, unknown> & { added_tokens: object[] };
+  const top = files.vocabSize;
+  vocabOf(json)['€x😀'] = top + 2;
+  vocabOf(json)[byteLevel('\uFEFF')] = top + 6;
+  const added = (id: number, content: string, special: boolean) =>
+    ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special });
+  json.added_tokens.push(added(top + 3, '<|🦜|>', true), added(top + 4, 'ü', false), added(top + 5, byteLevel(' the'), false));
+  const config = { ...files.tokenizerConfig, additional_special_tokens: ['<|endoftext|>', '<|im_start|>', '<|im_end|>', '<tool_call>'] };
+  return TextTokenizer.fromJson(json, config);
+}
+
+/** Random ids mixing arbitrary bytes (so invalid UTF-8), U+FEFF, split multi-byte text, added and unknown ids. */
+function randomIds(tok: TextTokenizer, next: () => number): number[] {
+  const byteIds = BYTE_CHARS.map((char) => tok.tokenToId(char)!);
+  const oddIds = [...Object.values(files.addedTokenIds), ...[2, 3, 4, 5, 6].map((i) => files.vocabSize + i)];
+  const unknownIds = [files.vocabSize, files.vocabSize + 1, tok.vocabSize, tok.vocabSize + 100, -1];
+  const pick = <T>(items: readonly T[]) => items[Math.floor(next() * items.length)];
+  const ids: number[] = [];
+  const length = 1 + Math.floor(next() * 40);
+  while (ids.length < length) {
+    const r = next();
+    if (r < 0.03) ids.push(...Array.from(Buffer.from('\uFEFF'), (b) => byteIds[b])); // text, not a byte order mark
+    else if (r < 0.25) ids.push(pick(byteIds));
+    else if (r < 0.35) ids.push(byteIds[0xc2 + Math.floor(next() * (0xf5 - 0xc2))]);
+    else if (r < 0.6) {
+      const encoded = tokenizer.encode(pick(SAMPLES));
+      const start = Math.floor(next() * encoded.length);
+      ids.push(...encoded.slice(start, start + 1 + Math.floor(next() * 8)));
+    } else if (r < 0.75) ids.push(Math.floor(next() * tok.vocabSize));
+    else if (r < 0.9) ids.push(pick(oddIds));
+    else ids.push(pick(unknownIds));
+  }
+  return ids;
+}
+
+test('the ByteLevel stream decoder equals the library decode on random ids, invalid bytes included', () => {
+  const next = seededRandom(1);
+  for (const tok of [tokenizer, oddTokenizer()]) {
+    assert.ok(tok.createStreamDecoder() instanceof ByteLevelStreamDecoder);
+    for (let trial = 0; trial < 1500; trial++) {
+      const ids = randomIds(tok, next);
+      for (const skipSpecialTokens of [false, true]) {
+        const full = tok.decode(ids, { skipSpecialTokens });
+        const stream = tok.createStreamDecoder({ skipSpecialTokens });
+        let emitted = '';
+        for (const id of ids) {
+          const piece = stream.push(id);
+          assert.ok(!/[\uD800-\uDBFF]$/.test(piece), 'a piece ends inside a surrogate pair');
+          emitted += piece;
+        }
+        assert.ok(full.startsWith(emitted), `ids ${JSON.stringify(ids)} skip=${skipSpecialTokens}: streamed text departs from decode`);
+        emitted += stream.flush();
+        assert.equal(emitted, full, `ids ${JSON.stringify(ids)} skip=${skipSpecialTokens}`);
+      }
+    }
+  }
+});
+
+test('ByteLevel decode: unmapped characters, added tokens verbatim, bytes decoded apart around them', () => {
+  const odd = oddTokenizer();
+  const top = files.vocabSize;
+  // A character outside the byte table becomes byte 0; added tokens are verbatim, matched by spelling.
+  assert.equal(odd.decode([top + 2]), '\0x\0');
+  assert.equal(odd.decode([top + 3, top + 4, top + 5]), `<|🦜|>ü${byteLevel(' the')}`);
+  assert.equal(odd.decode([top + 6, top + 6]), '\uFEFF\uFEFF');
+  assert.equal(odd.decode([top + 3, top + 4], { skipSpecialTokens: true }), 'ü');
+  assert.equal(odd.decode(odd.encode('<tool_call>x'), { skipSpecialTokens: true }), 'x');
+  // Bytes on either side of an added token are decoded apart, unless a skipped special token sits there.
+  const [lead, ...rest] = tokenizer.encode('€');
+  assert.ok(rest.length > 0, '€ must span several tokens for this to mean anything');
+  const imEnd = files.addedTokenIds['<|im_end|>'];
+  assert.equal(odd.decode([lead, imEnd, ...rest], { skipSpecialTokens: true }), '€');
+  assert.ok(odd.decode([lead, imEnd, ...rest]).startsWith('\uFFFD<|im_end|>'));
+});
+
+test('the fast stream decoder is used exactly for a plain ByteLevel decoder', () => {
+  assert.ok(tokenizer.createStreamDecoder() instanceof ByteLevelStreamDecoder);
+  const json = structuredClone(files.tokenizerJson) as Record<string, unknown>;
+  json.decoder = { type: 'Sequence', decoders: [json.decoder] };
+  const sequence = TextTokenizer.fromJson(json, files.tokenizerConfig);
+  assert.ok(sequence.createStreamDecoder() instanceof WindowStreamDecoder);
+  const ids = sequence.encode(SAMPLES[3]);
+  const stream = sequence.createStreamDecoder();
+  assert.equal(ids.map((id) => stream.push(id)).join('') + stream.flush(), SAMPLES[3]);
+});
+
+test('a Metaspace tokenizer streams through the window decoder without its leading space', () => {
+  const vocab = Object.fromEntries(['</s>', '▁', 'H', 'e', 'l', 'o', 'w', 'r', 'd', '▁Hello', '▁world'].map((token, id) => [token, id]));
+  const metaspace = { type: 'Metaspace', replacement: '▁', prepend_scheme: 'always', split: true };
+  const sentencePiece = TextTokenizer.fromJson({
+    added_tokens: [{ id: 0, content: '</s>', single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }],
+    normalizer: null,
+    pre_tokenizer: metaspace,
+    post_processor: null,
+    decoder: metaspace,
+    model: { type: 'BPE', unk_token: null, fuse_unk: false, byte_fallback: false, vocab, merges: [] },
+  }, {});
+  const ids = [vocab['▁Hello'], vocab['▁world'], vocab['▁'], vocab['H'], vocab['e'], 0];
+  for (const skipSpecialTokens of [false, true]) {
+    const stream = sentencePiece.createStreamDecoder({ skipSpecialTokens });
+    assert.ok(stream instanceof WindowStreamDecoder);
+    const full = sentencePiece.decode(ids, { skipSpecialTokens });
+    assert.equal(full, skipSpecialTokens ? 'Hello world He' : 'Hello world He</s>');
+    assert.equal(ids.map((id) => stream.push(id)).join('') + stream.flush(), full);
+  }
 });
 
 test('fromModelDir loads files and reports missing or malformed ones by name', async () => {

@@ -2,6 +2,7 @@
 // @huggingface/tokenizers, plus an incremental detokenizer for streaming.
 
 import { Tokenizer } from '@huggingface/tokenizers';
+import { ByteLevelPieces, ByteLevelStreamDecoder } from './byte-level-decoder.js';
 import { errorMessage, readModelJson } from './model-files.js';
 
 export interface DecodeOptions {
@@ -30,6 +31,8 @@ export class TextTokenizer {
   /** Largest id + 1: every id this tokenizer produces or knows is below it. */
   readonly vocabSize: number;
   readonly specialIds: ReadonlySet<number>;
+  /** Set where the decoder is plain ByteLevel, which allows a much cheaper stream decoder. */
+  private readonly byteLevel: ByteLevelPieces | undefined;
 
   private constructor(private readonly inner: Tokenizer) {
     let largestId = -1;
@@ -38,6 +41,7 @@ export class TextTokenizer {
     const special = new Set<number>();
     for (const [id, token] of inner.get_added_tokens_decoder()) if (token.special) special.add(id);
     this.specialIds = special;
+    this.byteLevel = ByteLevelPieces.forTokenizer(inner, this.vocabSize);
   }
 
   /** Loads tokenizer.json and tokenizer_config.json from a model folder. */
@@ -102,6 +106,7 @@ export class TextTokenizer {
    * so text is only released once it no longer ends in an incomplete character.
    */
   createStreamDecoder(opts: DecodeOptions = {}): StreamDecoder {
+    if (this.byteLevel) return new ByteLevelStreamDecoder(this.byteLevel, opts.skipSpecialTokens ?? false);
     return new WindowStreamDecoder((ids) => this.decode(ids, opts));
   }
 }
@@ -113,7 +118,7 @@ export class TextTokenizer {
  * window[0..readStart) were emitted before the last advance (their text is `prefixTextLength`
  * long); `emittedPastRead` characters after that have been emitted since.
  */
-class WindowStreamDecoder implements StreamDecoder {
+export class WindowStreamDecoder implements StreamDecoder {
   private window: number[] = [];
   private readStart = 0;
   private prefixTextLength = 0;
