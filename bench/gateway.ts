@@ -14,7 +14,7 @@
 // The HTTP client runs in a child process, as a real agent would, over raw keep-alive sockets and
 // parsing as little as it can (node:http's client cost as much CPU per token as the gateway, taken
 // from the engine on a small machine); its CPU per token is reported. Machines shared with other
-// work are noisy: measurement 2 alternates the modes for BENCH_ROUNDS rounds (default 3).
+// work are noisy: measurement 2 alternates the modes for BENCH_ROUNDS rounds (default 5).
 // Engine: one BLAS thread.
 
 import { spawn } from 'node:child_process';
@@ -62,8 +62,8 @@ const q = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor(p * s.length))]!;
 };
-const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 48);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 96);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const requestsFor = (c: number) => Math.max(2, Math.ceil(REQUESTS / c));
 const seedOf = (worker: number, i: number) => worker * 1000 + i;
 
@@ -185,7 +185,7 @@ function serverMs(logs: ReturnType<typeof memoryLogger>): number[] {
 
 async function serve(backend: ChatBackend): Promise<{ url: string; logs: ReturnType<typeof memoryLogger>; close(): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), 'ocrl-bench-'));
-  const store = openStore({ dir });
+  const store = openStore({ dir, checkpoints: 'background' }); // as `openclaw-rl serve` opens it
   const logs = memoryLogger();
   const gateway = new Gateway({ backend, store, logger: logs, config: { ...DEFAULT_CONFIG, port: 0, dataDir: dir, maxConcurrentRequests: 1024 } });
   const { port } = await gateway.listen();
@@ -229,7 +229,7 @@ async function main(): Promise<void> {
   console.log('\n1. added latency, instant sampler (in-process cost ~0), streamed requests');
   console.log('   streams  requests   server ms/request     client ms/request     client ms/token    amortised');
   console.log('                         p50       p99         p50       p99         p50       p99    ms/request');
-  await runClient(instant.url, 4, 4); // warm-up
+  await runClient(instant.url, 8, 50); // warm-up: a server runs for hours, measure it with its code compiled
   serverMs(instant.logs);
   for (const c of CONCURRENCY) {
     const cpu0 = process.cpuUsage();
@@ -253,8 +253,8 @@ async function main(): Promise<void> {
 
   // 2. The real engine, in-process vs through the gateway.
   const gw = await serve(backend);
-  await inProcess(backend.sampler, promptIds, 4, 2);
-  await runClient(gw.url, 4, 2);
+  await inProcess(backend.sampler, promptIds, 8, 8);
+  await runClient(gw.url, 8, 8);
   console.log(`\n2. real engine (${ROUNDS} alternating rounds; latencies pooled, loss the median of the rounds)`);
   console.log('                                 request ms (p50 / p99)      token gap ms (p50 / p99)    throughput tok/s');
   console.log('   streams  mode                                                                                       loss');
