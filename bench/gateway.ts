@@ -9,8 +9,9 @@
 //   1. An instant sampler (emits its tokens at once): in-process cost ~0, so the HTTP time is the
 //      added latency itself, per request and per streamed token.
 //   2. The real engine: the same requests (same prompt ids, seeds, settings, hence the same tokens)
-//      in-process and through the gateway; request latency, gap between streamed tokens, and
-//      aggregate throughput, whose drop is the streaming throughput loss.
+//      in-process and through the gateway, once writing every token as it comes and once with the
+//      default stream interval (streamIntervalMs); request latency, gap between streamed tokens,
+//      and aggregate throughput, whose drop is the streaming throughput loss.
 // The HTTP client runs in a child process, as a real agent would, over raw keep-alive sockets and
 // parsing as little as it can (node:http's client cost as much CPU per token as the gateway, taken
 // from the engine on a small machine); its CPU per token is reported. Machines shared with other
@@ -183,11 +184,11 @@ function serverMs(logs: ReturnType<typeof memoryLogger>): number[] {
   return ms;
 }
 
-async function serve(backend: ChatBackend): Promise<{ url: string; logs: ReturnType<typeof memoryLogger>; close(): Promise<void> }> {
+async function serve(backend: ChatBackend, streamIntervalMs = DEFAULT_CONFIG.streamIntervalMs): Promise<{ url: string; logs: ReturnType<typeof memoryLogger>; close(): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), 'ocrl-bench-'));
   const store = openStore({ dir, checkpoints: 'background' }); // as `openclaw-rl serve` opens it
   const logs = memoryLogger();
-  const gateway = new Gateway({ backend, store, logger: logs, config: { ...DEFAULT_CONFIG, port: 0, dataDir: dir, maxConcurrentRequests: 1024 } });
+  const gateway = new Gateway({ backend, store, logger: logs, config: { ...DEFAULT_CONFIG, port: 0, dataDir: dir, maxConcurrentRequests: 1024, streamIntervalMs } });
   const { port } = await gateway.listen();
   return {
     url: `http://127.0.0.1:${port}`,
@@ -251,33 +252,46 @@ async function main(): Promise<void> {
   console.log(`   CPU cost model: ${one.toFixed(2)} ms per request + ${(((many - one) / 128) * 1000).toFixed(1)} us per streamed token`);
   await instant.close();
 
-  // 2. The real engine, in-process vs through the gateway.
-  const gw = await serve(backend);
+  // 2. The real engine, in-process vs through the gateway: writing every token as it comes
+  // (streamIntervalMs 0) and with the default stream interval.
+  const every = await serve(backend, 0);
+  const paced = await serve(backend);
   await inProcess(backend.sampler, promptIds, 8, 8);
-  await runClient(gw.url, 8, 8);
+  for (const gw of [every, paced]) await runClient(gw.url, 8, 8);
+  const modes: [string, (c: number, n: number) => Promise<Run>][] = [
+    ['in-process', (c, n) => inProcess(backend.sampler, promptIds, c, n)],
+    ['gateway, every token', (c, n) => runClient(every.url, c, n)],
+    [`gateway, ${DEFAULT_CONFIG.streamIntervalMs} ms interval`, (c, n) => runClient(paced.url, c, n)],
+  ];
   console.log(`\n2. real engine (${ROUNDS} alternating rounds; latencies pooled, loss the median of the rounds)`);
-  console.log('                                 request ms (p50 / p99)      token gap ms (p50 / p99)    throughput tok/s');
-  console.log('   streams  mode                                                                                       loss');
+  console.log('                                             request ms (p50 / p99)    token gap ms (p50 / p99)    throughput tok/s');
+  console.log('   streams  mode                                                                                                  loss');
   for (const c of CONCURRENCY) {
     const n = requestsFor(c);
-    const runs: [Run, Run][] = [];
-    // Alternate the two modes so both see the same machine conditions.
-    for (let round = 0; round < ROUNDS; round++) runs.push([await inProcess(backend.sampler, promptIds, c, n), await runClient(gw.url, c, n)]);
+    const runs: Run[][] = [];
+    // Alternate the modes so all see the same machine conditions.
+    for (let round = 0; round < ROUNDS; round++) {
+      const results: Run[] = [];
+      for (const [, run] of modes) results.push(await run(c, n));
+      runs.push(results);
+    }
     const tputOf = (r: Run) => tokensOf(r) / (r.wallMs / 1000);
-    const losses = runs.map(([base, http]) => ((tputOf(base) - tputOf(http)) / tputOf(base)) * 100);
-    const pooled = (i: 0 | 1): Run => ({ timings: runs.flatMap((r) => r[i].timings), wallMs: runs.reduce((a, r) => a + r[i].wallMs, 0) });
-    const [base, http] = [pooled(0), pooled(1)];
-    ([['in-process', base], ['gateway', http]] as const).forEach(([name, r], i) => {
+    const pooled = (i: number): Run => ({ timings: runs.flatMap((r) => r[i]!.timings), wallMs: runs.reduce((a, r) => a + r[i]!.wallMs, 0) });
+    const base = pooled(0);
+    modes.forEach(([name], i) => {
+      const r = pooled(i);
       const totals = r.timings.map((t) => t.total);
-      const gaps = gapsOf(r);
+      const losses = runs.map((round) => ((tputOf(round[0]!) - tputOf(round[i]!)) / tputOf(round[0]!)) * 100);
       const loss = i === 0 ? '' : `${q(losses, 0.5).toFixed(1).padStart(6)}%`;
-      console.log(`   ${String(c).padStart(7)}  ${name.padEnd(10)}  ${f(q(totals, 0.5))} ${f(q(totals, 0.99))}      ${f(q(gaps, 0.5), 3)} ${f(q(gaps, 0.99), 3)}       ${f(tputOf(r), 1)}  ${loss}`);
+      console.log(`   ${String(c).padStart(7)}  ${name.padEnd(24)}  ${f(q(totals, 0.5))} ${f(q(totals, 0.99))}      ${f(q(gapsOf(r), 0.5), 3)} ${f(q(gapsOf(r), 0.99), 3)}       ${f(tputOf(r), 1)}  ${loss}`);
+      if (i === 0) return;
+      const added = q(totals, 0.5) - q(base.timings.map((t) => t.total), 0.5);
+      const clientUs = (runs.reduce((a, round) => a + round[i]!.clientCpuMs!, 0) / tokensOf(r)) * 1000;
+      console.log(`            added: p50 request ${added.toFixed(2)} ms; loss per round ${losses.map((l) => `${l.toFixed(1)}%`).join(' ')}; client CPU ${clientUs.toFixed(0)} us/token; tokens ${tokensOf(base)} vs ${tokensOf(r)} (same seeds)`);
     });
-    const added = q(http.timings.map((t) => t.total), 0.5) - q(base.timings.map((t) => t.total), 0.5);
-    const clientUs = (runs.reduce((a, r) => a + r[1].clientCpuMs!, 0) / tokensOf(http)) * 1000;
-    console.log(`            added: p50 request ${added.toFixed(2)} ms, per token ${(added / TOKENS).toFixed(3)} ms; loss per round ${losses.map((l) => `${l.toFixed(1)}%`).join(' ')}; client CPU ${clientUs.toFixed(0)} us/token; tokens ${tokensOf(base)} vs ${tokensOf(http)} (same seeds)`);
   }
-  await gw.close();
+  await every.close();
+  await paced.close();
   await backend.close();
 }
 

@@ -153,6 +153,27 @@ test('middleware pieces: compose, router, bearer parsing, constant-time key chec
   await assert.rejects(sse.data({}, { id: 'bad\rid' }), /must not contain a line break/);
 });
 
+test('with a stream interval, events after the first write wait for it; the end never waits', async () => {
+  const written: string[] = [];
+  const res = {
+    writableEnded: false, destroyed: false, writableNeedDrain: false,
+    write: (t: string) => { written.push(t); return true; },
+    end(t: string) { written.push(`end:${t}`); this.writableEnded = true; },
+  };
+  const sse = new SseWriter(res as unknown as ServerResponse, 60_000); // an interval no test run outlasts
+  const tick = () => new Promise((resolve) => setImmediate(resolve));
+  sse.send('{"n":1}');
+  await tick();
+  assert.deepEqual(written, ['data: {"n":1}\n\n'], 'the first write goes at the end of its tick');
+  sse.send('{"n":2}');
+  await tick();
+  sse.send('{"n":3}');
+  await tick();
+  assert.equal(written.length, 1, 'later events wait for the interval');
+  sse.done();
+  assert.deepEqual(written.slice(1), ['end:data: {"n":2}\n\ndata: {"n":3}\n\ndata: [DONE]\n\n']);
+});
+
 test('chunk templates serialise exactly what the chunk objects do', () => {
   const hostile = ['tiny', 'x","delta":{}', 'q\\"delta":{}\u2028', '"delta":{}'];
   for (const model of hostile) {

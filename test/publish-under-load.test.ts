@@ -302,7 +302,9 @@ test('ten publications under continuous streaming load: no failure, no stall, ea
   const model = await loadChatModel(modelDir, { threads: 1 });
   const engine = model.engine;
   const generations = new Map<number, GenerationRecord>();
-  const gw = await startGateway({ ...chatBackendOf(model, 'tiny'), sampler: timedSampler(engine, generations) });
+  // Every token written as it comes: a stream interval would hold tokens back on purpose and blur
+  // the client-side gaps this test reads stalls from.
+  const gw = await startGateway({ ...chatBackendOf(model, 'tiny'), sampler: timedSampler(engine, generations) }, { streamIntervalMs: 0 });
   // A large learning rate so that consecutive versions are far apart in log-prob (see the re-scoring).
   const learner = await LocalLearner.open(engine, {
     config: { mode: { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } }, optimizer: { ...DEFAULT_ADAMW, lr: 2e-2 }, miniBatchSize: TURNS_PER_VERSION },

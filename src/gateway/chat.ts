@@ -30,6 +30,8 @@ export interface ChatDeps {
   checkLater: (turnId: string, compute: () => NonNullable<Turn['retemplate']>) => void;
   logger: Logger;
   now: () => number;
+  /** See GatewayConfig.streamIntervalMs. */
+  streamIntervalMs?: number;
   newToolCallId?: () => string;
 }
 
@@ -130,7 +132,7 @@ async function answer(
   } catch (e) {
     throw e instanceof RangeError ? invalid(null, e.message) : e;
   }
-  const sse = req.stream ? new SseWriter(ctx.res) : null;
+  const sse = req.stream ? new SseWriter(ctx.res, deps.streamIntervalMs ?? 0) : null;
   if (sse) {
     sse.start(headers);
     sse.send(chunk({ role: 'assistant', content: '' }));

@@ -31,6 +31,12 @@ export interface GatewayConfig {
   maxBodyBytes: number;
   /** Chat requests served at once; more get 503 with retry-after. */
   maxConcurrentRequests: number;
+  /**
+   * A stream's SSE events are written at most once per this many ms (0: each as it is produced).
+   * Tokens that come faster than that leave together, still one event each: fewer writes and
+   * reads per token when many streams run on a small machine. The first and last always go at once.
+   */
+  streamIntervalMs: number;
   /** Put conversation text in the logs (off by default). */
   logContent: boolean;
   durability: Durability;
@@ -50,6 +56,7 @@ export const DEFAULT_CONFIG: GatewayConfig = {
   maxSessions: 10_000,
   maxBodyBytes: 16 * 1024 * 1024,
   maxConcurrentRequests: 256,
+  streamIntervalMs: 16,
   logContent: false,
   durability: 'normal',
 };
@@ -79,6 +86,7 @@ const FIELDS: Field[] = [
   { key: 'maxSessions', check: positiveInt, want: 'a positive integer' },
   { key: 'maxBodyBytes', check: positiveInt, want: 'a positive integer' },
   { key: 'maxConcurrentRequests', check: positiveInt, want: 'a positive integer' },
+  { key: 'streamIntervalMs', check: (v) => typeof v === 'number' && v >= 0 && v <= 1000, want: 'a number of ms from 0 to 1000' },
   { key: 'logContent', check: (v) => typeof v === 'boolean', want: 'true or false' },
   { key: 'durability', check: (v) => v === 'normal' || v === 'full', want: '"normal" or "full"' },
 ];

@@ -67,7 +67,7 @@ export class Gateway {
       () => this.inflight > 0 || performance.now() - this.lastRequestAt < 20,
     );
     const chat = chatCompletions({
-      backend, recorder: this.recorder, logger: this.logger, now: this.now,
+      backend, recorder: this.recorder, logger: this.logger, now: this.now, streamIntervalMs: config.streamIntervalMs,
       checkLater: (id, compute) => this.checks.push(id, compute),
       ...(opts.newToolCallId ? { newToolCallId: opts.newToolCallId } : {}),
     });
