@@ -1,7 +1,7 @@
 // The stateful side of sessions: which sessions are live, the last main turn of each (as hashes),
 // and the closures that follow from each new request. State changes are synchronous, so a request's
 // attribution and its state change happen without interleaving. Store writes go through a group
-// commit (one SQLite transaction per turn of the event loop): commit() resolves once the turn is
+// commit (the writes one event causes share one SQLite transaction): commit() resolves once the turn is
 // durable, and a closure is written while the engine works on the request that caused it. A closure
 // the store refuses is kept and written again with the next write, so a full disk loses nothing
 // that a later write can still save.
