@@ -1,6 +1,8 @@
 // Commit cost of one realistic turn (a 1500-token prompt, 128 completion tokens, 5 kB of
 // messages) on the serving thread, with SQLite's inline WAL checkpoints against the background
-// checkpoint thread `openclaw-rl serve` uses. Alternating rounds, same process.
+// checkpoint thread `openclaw-rl serve` uses, and with the request side encoded ahead of the
+// commit (Store.prepareInputs, as the gateway does while the engine generates). Alternating
+// rounds, same process. BENCH_MESSAGES_KB (default 5) sets the conversation's size.
 //
 //   npm run bench:store
 
@@ -12,9 +14,11 @@ import type { Turn } from '../src/types.js';
 
 const N = Number(process.env.BENCH_TURNS ?? 4000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
-const prompt = Array.from({ length: 1500 }, (_, i) => i);
+const KB = Number(process.env.BENCH_MESSAGES_KB ?? 5);
+// About 4 bytes of text per token, as in English prose.
+const prompt = Array.from({ length: Math.round(KB * 300) }, (_, i) => i);
 const completion = Array.from({ length: 128 }, (_, i) => i);
-const messages = [{ role: 'system' as const, content: 'x'.repeat(2000) }, { role: 'user' as const, content: 'y'.repeat(3000) }];
+const messages = [{ role: 'system' as const, content: 'x'.repeat(KB * 400) }, { role: 'user' as const, content: 'y'.repeat(KB * 600) }];
 
 function turnOf(i: number): Turn {
   return {
@@ -27,13 +31,17 @@ function turnOf(i: number): Turn {
   };
 }
 
-async function run(checkpoints: 'inline' | 'background'): Promise<number[]> {
+type Mode = 'inline' | 'background' | 'background, prepared';
+
+async function run(mode: Mode): Promise<number[]> {
   const dir = mkdtempSync(join(tmpdir(), 'ocrl-bench-store-'));
-  const store = openStore({ dir, checkpoints });
+  const store = openStore({ dir, checkpoints: mode === 'inline' ? 'inline' : 'background' });
   const ms: number[] = [];
   for (let i = 0; i < N; i++) {
+    const turn = turnOf(i);
+    if (mode === 'background, prepared') store.prepareInputs(turn.messages, turn.tools, turn.promptIds);
     const t = performance.now();
-    store.recordTurn({ id: `s${i % 64}`, source: 'x-session-id', seenAt: i, learning: true }, turnOf(i));
+    store.recordTurn({ id: `s${i % 64}`, source: 'x-session-id', seenAt: i, learning: true }, turn);
     ms.push(performance.now() - t);
     // Let the checkpoint thread's messages in now and then, as a server's event loop would.
     if (i % 64 === 63) await new Promise((resolve) => setImmediate(resolve));
@@ -45,12 +53,14 @@ async function run(checkpoints: 'inline' | 'background'): Promise<number[]> {
 
 const q = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))]!;
 const us = (x: number) => `${(x * 1000).toFixed(0)} us`.padStart(9);
-console.log(`store commit of one turn on the serving thread, ${N} turns per round, ${ROUNDS} alternating rounds`);
-console.log('   checkpoints        mean       p50       p99      p999       max');
-const all: Record<string, number[]> = { inline: [], background: [] };
-for (let r = 0; r < ROUNDS; r++) for (const mode of ['inline', 'background'] as const) all[mode]!.push(...await run(mode));
-for (const [mode, ms] of Object.entries(all)) {
-  console.log(`   ${mode.padEnd(12)} ${us(ms.reduce((a, b) => a + b, 0) / ms.length)} ${us(q(ms, 0.5))} ${us(q(ms, 0.99))} ${us(q(ms, 0.999))} ${us(Math.max(...ms))}`);
-}
+console.log(`store commit of one turn on the serving thread (${KB} kB of messages, ${prompt.length} prompt tokens), ${N} turns per round, ${ROUNDS} alternating rounds`);
+console.log('   checkpoints, inputs        mean       p50       p99      p999       max');
+const modes: Mode[] = ['inline', 'background', 'background, prepared'];
+const all = new Map<Mode, number[]>(modes.map((m) => [m, []]));
+for (let r = 0; r < ROUNDS; r++) for (const mode of modes) all.get(mode)!.push(...await run(mode));
 const mean = (ms: number[]) => ms.reduce((a, b) => a + b, 0) / ms.length;
-console.log(`   background / inline: mean ${(mean(all.background!) / mean(all.inline!)).toFixed(2)}, p99 ${(q(all.background!, 0.99) / q(all.inline!, 0.99)).toFixed(2)}`);
+for (const [mode, ms] of all) {
+  console.log(`   ${mode.padEnd(20)} ${us(mean(ms))} ${us(q(ms, 0.5))} ${us(q(ms, 0.99))} ${us(q(ms, 0.999))} ${us(Math.max(...ms))}`);
+}
+const [inline, background, prepared] = modes.map((m) => all.get(m)!) as [number[], number[], number[]];
+console.log(`   background / inline: mean ${(mean(background) / mean(inline)).toFixed(2)}, p99 ${(q(background, 0.99) / q(inline, 0.99)).toFixed(2)}; prepared / background: mean ${(mean(prepared) / mean(background)).toFixed(2)}`);

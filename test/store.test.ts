@@ -61,12 +61,35 @@ test('a store written by a newer build is refused with what to do', () => {
 test('token ids and log-probs round-trip bit for bit', () => {
   const ids = [0, 1, 151935, 2 ** 31 - 1, -1];
   assert.deepEqual(decodeIds(encodeIds(ids)), ids);
+  assert.deepEqual([...encodeIds([1, -2])], [1, 0, 0, 0, 0xfe, 0xff, 0xff, 0xff], 'int32 little-endian');
+  for (const bad of [2 ** 31, -(2 ** 31) - 1, 1.5, NaN]) assert.throws(() => encodeIds([3, bad]), /token id .* at 1 is not a 32-bit integer/);
   const floats = [-0.123456789012345, -1e-300, -Infinity, 0, -0, 5e-324, Math.E];
   assert.deepEqual(decodeFloats(encodeFloats(floats)), floats);
+  // Blobs need not start at an aligned offset of their buffer.
+  const odd = (b: Buffer) => Buffer.concat([Buffer.from([7]), b]).subarray(1);
+  assert.deepEqual(decodeIds(odd(encodeIds(ids))), ids);
+  assert.deepEqual(decodeFloats(odd(encodeFloats(floats))), floats);
   const store = openStore({ dir: freshDir('store-') });
   const t = turn('turn_a');
   store.recordTurn(session(), t);
   assert.deepEqual(store.getTurn('turn_a')!.turn, t);
+  store.close();
+});
+
+test('a request side encoded ahead of its commit is stored as encoded then; other arrays are encoded afresh', () => {
+  const store = openStore({ dir: freshDir('store-') });
+  const early = turn('turn_early');
+  store.prepareInputs(early.messages, early.tools, early.promptIds);
+  // The same arrays (by identity) change after preparing: the commit uses the encoding made then.
+  const prepared = structuredClone(early.messages);
+  early.messages.push({ role: 'user', content: 'added after prepareInputs' });
+  store.recordTurn(session(), early);
+  assert.deepEqual(store.getTurn('turn_early')!.turn.messages, prepared);
+  // Other prompt ids than prepared: nothing reused, the turn is stored as it is.
+  const other = turn('turn_other');
+  store.prepareInputs(other.messages, other.tools, [...other.promptIds, 99]);
+  store.recordTurn(session(), other);
+  assert.deepEqual(store.getTurn('turn_other')!.turn, other);
   store.close();
 });
 

@@ -132,6 +132,8 @@ async function answer(
   } catch (e) {
     throw e instanceof RangeError ? invalid(null, e.message) : e;
   }
+  // The engine is prefilling: encode what the commit will store of the request now, not after the last token.
+  deps.recorder.prepareInputs(plan, req.messages, req.tools ?? null, prompt.ids);
   const sse = req.stream ? new SseWriter(ctx.res, deps.streamIntervalMs ?? 0) : null;
   if (sse) {
     sse.start(headers);

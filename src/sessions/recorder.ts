@@ -35,6 +35,8 @@ export interface TurnStore {
    * learning-queue entry. All land or none (then it throws).
    */
   writeTurns(writes: readonly TurnWrite[]): void;
+  /** Optional: encode a request's big columns ahead of the turn's commit (same arrays by identity). */
+  prepareInputs?(messages: Turn['messages'], tools: Turn['tools'], promptIds: readonly number[]): void;
   /** Open main turns (no closure yet), oldest first, for restoring state after a restart. */
   openMainTurns(): Turn[];
 }
@@ -223,6 +225,14 @@ export class TurnRecorder {
       if (state.row === row) state.row = null;
       throw e;
     });
+  }
+
+  /**
+   * Lets the store encode what the turn's commit will write of the request (messages, tools,
+   * prompt ids) now, while the engine generates, instead of after the last token.
+   */
+  prepareInputs(plan: TurnPlan, messages: Turn['messages'], tools: Turn['tools'], promptIds: readonly number[]): void {
+    if (plan.learning) this.store.prepareInputs?.(messages, tools, promptIds);
   }
 
   /** The request failed before producing a turn: only the in-flight count changes. */

@@ -14,7 +14,7 @@ import { BackgroundCheckpointer } from './checkpointer.js';
 import { LearningTables } from './learning.js';
 import { migrateUp } from './migrations/index.js';
 import * as q from './queries.js';
-import { nextStateToRow, rowToClosedTurn, rowToExportLine, rowToTurn, turnToRow, type ExportLine } from './records.js';
+import { encodeInputs, nextStateToRow, rowToClosedTurn, rowToExportLine, rowToTurn, turnToRow, type EncodedInputs, type ExportLine } from './records.js';
 import { openSqlite, type Durability, type SqliteDatabase } from './sqlite.js';
 
 export const STORE_FILE = 'openclaw-rl.sqlite';
@@ -46,6 +46,8 @@ export class Store implements TurnStore {
   // call, a fifth of a turn's commit.
   private readonly writeTx: Store['writeTurns'];
   private checkpointer: BackgroundCheckpointer | null = null;
+  /** Request sides encoded ahead of their commit, by the messages array they were encoded from. */
+  private readonly prepared = new WeakMap<object, { tools: Turn['tools']; promptIds: readonly number[]; encoded: EncodedInputs }>();
   private readonly retemplateTx: Store['setRetemplates'];
 
   private constructor(readonly db: SqliteDatabase, path: string, now: () => number) {
@@ -97,6 +99,15 @@ export class Store implements TurnStore {
     this.writeTx(writes);
   }
 
+  /**
+   * Encodes a request's messages, tools and prompt ids now, while the engine generates; the commit
+   * of a turn that carries these same arrays (by identity) then skips that work. For a long agent
+   * session (100 kB of messages, 25k prompt tokens) it is 0.3 ms of the commit the response waits for.
+   */
+  prepareInputs(messages: Turn['messages'], tools: Turn['tools'], promptIds: readonly number[]): void {
+    this.prepared.set(messages, { tools, promptIds, encoded: encodeInputs(messages, tools, promptIds) });
+  }
+
   /** Inserts or updates the session row and, when given, inserts the turn, in one transaction. */
   recordTurn(session: SessionUpsert | null, turn: Turn | null, closure?: { reason: ClosureReason; closedAt: number }): void {
     this.writeTx([{ type: 'record', session, turn, ...(closure ? { closure } : {}) }]);
@@ -123,7 +134,9 @@ export class Store implements TurnStore {
       }
     }
     if (!turn) return;
-    q.insertTurn(this.db, turnToRow(turn, closure));
+    const early = this.prepared.get(turn.messages);
+    const inputs = early && early.tools === turn.tools && early.promptIds === turn.promptIds ? early.encoded : undefined;
+    q.insertTurn(this.db, turnToRow(turn, closure, inputs));
     if (closure) q.enqueueClosedTurn(this.db, turn.id, session?.learning === false ? 'excluded' : 'pending', closure.closedAt);
   }
 
