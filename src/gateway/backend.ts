@@ -11,6 +11,7 @@ import type { ChatTemplate } from '../engine/local/tokenizer/chat-template.js';
 import type { TextTokenizer } from '../engine/local/tokenizer/tokenizer.js';
 import type { Sampler } from '../engine/types.js';
 import type { RetemplateCheck } from '../types.js';
+import { EncodeChecker, type WholeEncodeCheck } from './encode-checker.js';
 import { PromptEncoder, type PromptEncoderOptions } from './prompt-encoder.js';
 import { PromptRenderer } from './prompt-renderer.js';
 
@@ -48,16 +49,22 @@ export async function loadChatBackend(modelDir: string, modelId: string, opts: L
  */
 export function chatBackendOf(model: ChatModel, modelId: string, encoder?: PromptEncoderOptions): ChatBackend {
   const modelDir = model.engine.folder.dir;
+  // The prompt encoder's full-encode checks run on a thread of their own, started by the first one.
+  let checker: EncodeChecker | null = null;
+  const check: WholeEncodeCheck = (text, ids) => (checker ??= EncodeChecker.start(modelDir)).check(text, ids);
   return {
     sampler: model.engine,
     tokenizer: model.tokenizer,
     template: model.template,
     renderer: new PromptRenderer(model.template, encoder?.onMismatch ? { onMismatch: encoder.onMismatch } : {}),
-    encoder: PromptEncoder.forModelDir(modelDir, model.tokenizer, encoder),
+    encoder: PromptEncoder.forModelDir(modelDir, model.tokenizer, { check, ...encoder }),
     contextLength: model.engine.folder.config.maxPositionEmbeddings,
     generationDefaults: model.engine.folder.generationDefaults,
     modelId,
-    close: () => model.engine.close(),
+    async close() {
+      await checker?.close();
+      await model.engine.close();
+    },
   };
 }
 
