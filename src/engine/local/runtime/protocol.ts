@@ -29,8 +29,9 @@ export interface WorkerOptions {
 }
 
 export type ToWorker =
-  | { type: 'generate'; id: number; promptIds: number[]; sampling: ResolvedSampling }
-  | { type: 'score'; id: number; promptIds: number[]; completionIds: number[]; topK: number; version: number }
+  // Ids travel as a transferred Int32Array (plain arrays only when some id is no int32).
+  | { type: 'generate'; id: number; promptIds: Int32Array | number[]; sampling: ResolvedSampling }
+  | { type: 'score'; id: number; promptIds: Int32Array | number[]; completionIds: Int32Array | number[]; topK: number; version: number }
   | { type: 'publish'; update: PolicyUpdate }
   | { type: 'cancel'; id: number }
   | { type: 'shutdown' };

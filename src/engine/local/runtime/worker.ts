@@ -33,8 +33,8 @@ async function start(): Promise<void> {
   let running = true;
   port.on('message', (m: ToWorker) => {
     try {
-      if (m.type === 'generate') scheduler.addGeneration(m.id, m.promptIds, m.sampling);
-      else if (m.type === 'score') scheduler.addScore(m.id, m.promptIds, m.completionIds, m.topK, m.version);
+      if (m.type === 'generate') scheduler.addGeneration(m.id, Array.from(m.promptIds), m.sampling);
+      else if (m.type === 'score') scheduler.addScore(m.id, Array.from(m.promptIds), Array.from(m.completionIds), m.topK, m.version);
       else if (m.type === 'publish') publish(m.update);
       else if (m.type === 'cancel') scheduler.cancel(m.id);
       else if (m.type === 'shutdown') running = false;
