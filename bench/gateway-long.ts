@@ -2,7 +2,8 @@
 // whole history every turn): streamed requests with 2, 20 and 100 kB of messages against an
 // instant sampler, so the time is the gateway's (validation, rendering, tokenization with the
 // piece cache, sessions, the store commit, SSE). Each size first serves 40 requests, past the
-// prompt encoder's 32 checked ones, then 60 measured; server-side ms from the access log.
+// prompt encoder's 32 checked ones, then 60 measured; server-side ms from the access log. Then
+// the time the engine's generate() takes on the serving thread to hand a 50k-token prompt over.
 //
 //   npm run build && node dist/bench/gateway-long.js
 
@@ -73,6 +74,18 @@ for (const kb of [2, 20, 100]) {
   const ms = requests.map((l) => l.ms as number);
   console.log(`   ${`${kb} kB`.padStart(8)}    ${String(requests[0]!.promptTokens).padStart(13)}    ${q(ms, 0.5).toFixed(2).padStart(6)}    ${q(ms, 0.99).toFixed(2).padStart(6)}`);
 }
+// Handing a long prompt to the engine's worker, on the serving thread (the generation is cancelled at once).
+const longPrompt = Array.from({ length: 50_000 }, (_, i) => (i * 7) % 500);
+const handOff: number[] = [];
+for (let i = 0; i < 12; i++) {
+  const stop = new AbortController();
+  const t = performance.now();
+  const events = backend.sampler.generate(longPrompt, { maxTokens: 1, seed: i }, stop.signal);
+  handOff.push(performance.now() - t);
+  stop.abort();
+  for await (const e of events) void e;
+}
+console.log(`engine generate() on the serving thread for a 50k-token prompt: p50 ${q(handOff, 0.5).toFixed(2)} ms`);
 await gateway.close(1000);
 store.close();
 await backend.close();
