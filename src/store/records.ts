@@ -9,7 +9,7 @@ import type { NextStateRow, TurnRow, TurnWithNextStateRow } from './tables.js';
 const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 
 // Through typed arrays, not Buffer.writeInt32LE per element: a 25,000-token prompt (a long agent
-// session) encoded in 0.05 ms instead of 0.5 ms, and the turn's commit waits for it.
+// session) encodes in about 0.1 ms instead of 0.45 ms, and the turn's commit waits for it.
 export function encodeIds(ids: readonly number[]): Buffer {
   for (let i = 0; i < ids.length; i++) {
     const id = ids[i]!;
