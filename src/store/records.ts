@@ -5,7 +5,6 @@ import type { FinishReason } from '../engine/types.js';
 import type { ClosedTurn, ClosureReason, NextState, SessionSource, Turn } from '../types.js';
 import type { NextStateRow, TurnRow, TurnWithNextStateRow } from './tables.js';
 
-/** Every supported host is little-endian; the typed-array copies below rely on it. */
 const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 
 // Through typed arrays, not Buffer.writeInt32LE per element: a 25,000-token prompt (a long agent
@@ -15,45 +14,38 @@ export function encodeIds(ids: readonly number[]): Buffer {
     const id = ids[i]!;
     if (!Number.isInteger(id) || id < -0x80000000 || id > 0x7fffffff) throw new RangeError(`token id ${id} at ${i} is not a 32-bit integer`);
   }
-  if (!LITTLE_ENDIAN) {
-    const out = Buffer.allocUnsafe(ids.length * 4);
-    for (let i = 0; i < ids.length; i++) out.writeInt32LE(ids[i]!, i * 4);
-    return out;
-  }
-  const typed = Int32Array.from(ids);
-  return Buffer.from(typed.buffer, typed.byteOffset, typed.byteLength);
+  return toBlob(Int32Array.from(ids));
 }
 
 export function decodeIds(bytes: Uint8Array): number[] {
-  if (!LITTLE_ENDIAN) {
-    const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    return Array.from({ length: buf.length / 4 }, (_, i) => buf.readInt32LE(i * 4));
-  }
-  return Array.from(new Int32Array(...alignedView(bytes, 4)));
+  return Array.from(new Int32Array(...hostOrder(bytes, 4)));
 }
 
 export function encodeFloats(values: readonly number[]): Buffer {
-  if (!LITTLE_ENDIAN) {
-    const out = Buffer.allocUnsafe(values.length * 8);
-    for (let i = 0; i < values.length; i++) out.writeDoubleLE(values[i]!, i * 8);
-    return out;
-  }
-  const typed = Float64Array.from(values);
-  return Buffer.from(typed.buffer, typed.byteOffset, typed.byteLength);
+  return toBlob(Float64Array.from(values));
 }
 
 export function decodeFloats(bytes: Uint8Array): number[] {
-  if (!LITTLE_ENDIAN) {
-    const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    return Array.from({ length: buf.length / 8 }, (_, i) => buf.readDoubleLE(i * 8));
-  }
-  return Array.from(new Float64Array(...alignedView(bytes, 8)));
+  return Array.from(new Float64Array(...hostOrder(bytes, 8)));
 }
 
-/** (buffer, offset, length) of the blob for a typed array of `size`-byte elements; copied when misaligned. */
-function alignedView(bytes: Uint8Array, size: number): [ArrayBufferLike, number, number] {
-  const aligned = bytes.byteOffset % size === 0 ? bytes : new Uint8Array(bytes); // new Uint8Array(view) copies
-  return [aligned.buffer, aligned.byteOffset, bytes.byteLength / size];
+/** The typed array's bytes as a little-endian blob (swapped in place on a big-endian host). */
+function toBlob(typed: Int32Array | Float64Array): Buffer {
+  const blob = Buffer.from(typed.buffer, typed.byteOffset, typed.byteLength);
+  if (LITTLE_ENDIAN) return blob;
+  return typed.BYTES_PER_ELEMENT === 4 ? blob.swap32() : blob.swap64();
+}
+
+/**
+ * (buffer, offset, length) over a little-endian blob of `size`-byte elements in the host's byte
+ * order: a view when it already is and is aligned, else a copy (swapped on a big-endian host).
+ */
+function hostOrder(bytes: Uint8Array, size: 4 | 8): [ArrayBufferLike, number, number] {
+  let host = bytes;
+  if (!LITTLE_ENDIAN) host = size === 4 ? Buffer.from(bytes).swap32() : Buffer.from(bytes).swap64();
+  else if (bytes.byteOffset % size !== 0) host = new Uint8Array(bytes); // new Uint8Array(view) copies
+  if (host.byteOffset % size !== 0) host = new Uint8Array(host);
+  return [host.buffer, host.byteOffset, bytes.byteLength / size];
 }
 
 /** A turn's request side as stored: the columns that grow with the conversation. */
