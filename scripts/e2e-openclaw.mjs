@@ -94,6 +94,22 @@ function descendants(pid) {
   return out;
 }
 
+/** Live processes other than this one whose command line or environment names `dir` (ours, by HOME or --data). */
+function leftovers(dir) {
+  const out = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${name}/cmdline`, 'utf8').replaceAll('\0', ' ');
+      const environ = readFileSync(`/proc/${name}/environ`, 'utf8');
+      const state = readFileSync(`/proc/${name}/stat`, 'utf8');
+      if (state.slice(state.lastIndexOf(')') + 2).startsWith('Z')) continue; // a zombie has released everything
+      if (cmdline.includes(dir) || environ.includes(dir)) out.push({ pid: Number(name), cmdline });
+    } catch { /* exited meanwhile, or not ours to read */ }
+  }
+  return out;
+}
+
 function sameProcess({ pid, start }) {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -385,25 +401,31 @@ async function main() {
   if (jobId) {
     const hb = await oc(['cron', 'run', jobId, '--wait', '--wait-timeout', '2m'], 180000);
     writeFileSync(join(logs, 'heartbeat.json'), `${hb.stdout}\n--- stderr ---\n${hb.stderr}`);
-    heartbeatOk = hb.code === 0;
-    say(`heartbeat ${jobId}: exit ${hb.code}`);
+    let hbResult = null;
+    try { hbResult = JSON.parse(hb.stdout); } catch { /* reported below */ }
+    heartbeatOk = hb.code === 0 && hbResult?.ok === true && hbResult?.completionStatus === 'succeeded';
+    say(`heartbeat ${jobId}: exit ${hb.code}, ${hbResult ? `status ${hbResult.status}, ${hbResult.completionStatus}` : 'output is not JSON'}`);
   } else {
     say(`no heartbeat job in \`openclaw cron list\`: ${cron.stdout.slice(0, 300)} ${cron.stderr.slice(-300)}`);
   }
 
-  // Keep talking until a training step has been published (or the budget runs out), then a few more
-  // turns that must be served by the new version.
+  // Keep talking in both sessions at once until a new version has been published while a chat
+  // request was in flight (or the budget runs out), then a few more turns that must be served by
+  // the new version.
   const extraBudget = Math.min(DEADLINE - 60000, Date.now() + 300000);
-  let i = 0;
   let published = null;
-  while (Date.now() < extraBudget) {
+  let extra = 0;
+  const learned = async () => {
     const s = await status();
-    if (s && s.version >= 1 && (s.steps ?? 0) >= 1) { published = s; break; }
-    if (!learningFlags && i >= 2) break;
-    await agentTurn(i % 2 === 0 ? B : A, `Extra turn ${i + 1} while the server learns.`);
-    i++;
-  }
-  say(published ? `published: serving version ${published.version} after ${published.steps} step(s)` : 'no publication seen');
+    if (s && s.version >= 1 && (s.steps ?? 0) >= 1 && spanningRequests(readServeLog(logs)).length > 0) published = s;
+    return published !== null;
+  };
+  await Promise.all([B, A].map(async (session) => {
+    while (Date.now() < extraBudget && !(await learned()) && (learningFlags || extra < 2)) {
+      await agentTurn(session, `Extra turn ${++extra} while the server learns.`);
+    }
+  }));
+  say(published ? `published: serving version ${published.version} after ${published.steps} step(s), ${extra} extra turns` : 'no publication seen during a request');
   // Compaction: OpenClaw summarizes session B (a side request) and rewrites its history; the next
   // B turn must still work, land in session B (compaction count 1) and not take a wrong next state.
   const compact = await oc(['sessions', 'compact', `agent:main:explicit:${B}`, '--json'], 180000);
@@ -441,11 +463,11 @@ async function main() {
   check('every HTTP front-door turn succeeded (200, a reply, no provider error)', httpTurns.length === 2 && httpTurns.every((t) => t.ok), httpTurns.map((t) => t.error ?? 'ok').join('; '));
   check('the forced heartbeat ran', heartbeatOk, jobId ? `job ${jobId}` : 'no heartbeat job found');
 
-  const serveLog = readFileSync(join(logs, 'serve.log'), 'utf8').split('\n').filter((l) => l.startsWith('{')).map((l) => { try { return JSON.parse(l); } catch { return null; } }).filter(Boolean);
+  const serveLog = readServeLog(logs);
   const chatRequests = serveLog.filter((e) => e.event === 'request' && e.path === '/v1/chat/completions');
-  const failed = chatRequests.filter((e) => e.status !== 200);
-  check('the server answered every chat request with 200 (no retries hidden by OpenClaw)', chatRequests.length > 0 && failed.length === 0,
-    `${chatRequests.length} requests${failed.length ? `; ${failed.map((e) => `${e.status} ${e.error ?? ''}`).join(', ')}` : ''}`);
+  const failed = chatRequests.filter((e) => e.status !== 200 || e.clientGone);
+  check('the server answered every chat request with 200 and OpenClaw waited for each (no retries hidden by OpenClaw)', chatRequests.length > 0 && failed.length === 0,
+    `${chatRequests.length} requests${failed.length ? `; ${failed.map((e) => `${e.status}${e.clientGone ? ' client gone' : ''} ${e.error ?? ''}`).join(', ')}` : ''}`);
   const errors = serveLog.filter((e) => /error|fatal|crash/i.test(e.event ?? '') && e.event !== 'request');
   check('no error events in the server log', errors.length === 0, errors.slice(0, 3).map((e) => JSON.stringify(e).slice(0, 200)).join(' | '));
 
@@ -462,7 +484,7 @@ async function main() {
 
   const heartbeatTurns = all.filter((t) => t.messages.some((m) => m.role === 'user' && /heartbeat/i.test(text(m.content))) && !t.messages.some((m) => m.role === 'user' && /\[OpenClaw heartbeat poll\]/.test(text(m.content))) && t.model === 'side-model');
   check('the heartbeat was recorded as a side turn', heartbeatTurns.length >= 1 && heartbeatTurns.every((t) => t.kind === 'side'), `${heartbeatTurns.length} heartbeat request(s)`);
-  check('side turns exist (heartbeat, recaps) and none is a main turn', side.length >= 1, `${side.length} side turns: ${[...new Set(side.map((t) => t.kind_reason))].join(', ')}`);
+  check('side turns were recorded (heartbeat, recaps)', side.length >= 1, `${side.length} side turns: ${[...new Set(side.map((t) => t.kind_reason))].join(', ')}`);
 
   // Tool calls: the marker turn made the model call read; OpenClaw ran it; its result is the next state.
   const toolTurns = main.filter((t) => t.response.tool_calls?.length > 0);
@@ -475,9 +497,15 @@ async function main() {
   check('only tool-call turns have tool results as next state', strayTool.length === 0, strayTool.map((t) => t.id).join(', '));
   const toolErrors = all.filter((t) => t.tool_call_errors && JSON.parse(t.tool_call_errors).length > 0);
   if (toolErrors.length) say(`note: ${toolErrors.length} turn(s) with malformed tool-call markup from the model (recorded as tool_call_errors)`);
-  const closedMain = main.filter((t) => t.closure_reason);
-  check('main turns with a following main request closed with a next state', closedMain.filter((t) => t.closure_reason === 'next_state').length >= 5,
-    Object.entries(closedMain.reduce((a, t) => ({ ...a, [t.closure_reason]: (a[t.closure_reason] ?? 0) + 1 }), {})).map(([k, v]) => `${k} ${v}`).join(', '));
+  // Every main turn that a later main request of its session followed closed with that request's
+  // messages as its next state; the turn before the compaction is checked on its own below.
+  const followed = main.filter((t) => t.session_id && main.some((u) => u.session_id === t.session_id && u.received_at > t.received_at));
+  const compactedB = main.find((t) => t.session_id === B && t.compaction === 1);
+  const lostNext = followed.filter((t) => t.closure_reason !== 'next_state' && !(compactedB && t.session_id === B && t.received_at < compactedB.received_at && !main.some((u) => u.session_id === B && u.received_at > t.received_at && u.received_at < compactedB.received_at)));
+  check('every main turn followed by another main request of its session closed with a next state', followed.length >= 5 && lostNext.length === 0,
+    `${followed.length} followed turns${lostNext.length ? `; without a next state: ${lostNext.map((t) => `${t.id} (${t.closure_reason})`).join(', ')}` : ''}`);
+  const retryPrompts = main.filter((t) => t.messages.some((m) => m.role === 'user' && /\[Queued user message|<turn_aborted>/.test(text(m.content))));
+  check('no recorded prompt carries an OpenClaw retry rewrite ([Queued user message], <turn_aborted>)', retryPrompts.length === 0, retryPrompts.map((t) => t.id).join(', '));
 
   // Learning.
   check('the server has the learning loop (serve --judge-url, --batch-size)', learningFlags);
@@ -496,13 +524,17 @@ async function main() {
     `${servedNew.length} main turns on version >= 1; last main turn v${main.at(-1)?.policy_version}`);
   const trainedOnHint = samples.some((s) => s.source.includes('opd'));
   check(`OPD hints reached samples (judge hint "${JUDGE_HINT.slice(0, 30)}...")`, trainedOnHint, `${samples.filter((s) => s.source.includes('opd')).length} OPD samples`);
-  const duringPublication = turns.filter((t) => t.version !== null && t.version >= 1);
-  check('no OpenClaw turn failed while training and publication were going on', turns.every((t) => t.ok), `${duringPublication.length} turns finished on a new version`);
+  const spanning = spanningRequests(serveLog);
+  check('chat requests were in flight while a new version was published, and each succeeded on the version it started with', spanning.length >= 1
+    && spanning.every(({ request, publication }) => request.status === 200 && !request.clientGone && request.policyVersion < publication.version),
+    spanning.map(({ request, publication }) => `${request.kind} v${request.policyVersion} ${request.status} across v${publication.version}`).join(', ') || 'none');
 
   // Compaction.
   const summarizer = all.filter((t) => text(t.messages[0]?.content).startsWith('You are a context summarization assistant'));
-  check('compaction ran, and its summarizer request is a side turn', compact.code === 0 && summarizer.length >= 1 && summarizer.every((t) => t.kind === 'side'),
-    `exit ${compact.code}; ${summarizer.length} summarizer request(s)`);
+  let compacted = null;
+  try { compacted = JSON.parse(compact.stdout); } catch { /* reported below */ }
+  check('compaction ran (OpenClaw says compacted), and its summarizer request is a side turn', compact.code === 0 && compacted?.compacted === true && summarizer.length >= 1 && summarizer.every((t) => t.kind === 'side'),
+    `exit ${compact.code}, compacted ${compacted?.compacted}; ${summarizer.length} summarizer request(s)`);
   const bMain = main.filter((t) => t.session_id === B);
   const afterCompactionTurn = bMain.find((t) => t.messages.some((m) => m.role === 'user' && text(m.content).includes('After the compaction.')));
   check(`the turn after compaction succeeded and is a main turn of ${B} with compaction count 1`, afterCompaction.ok && afterCompactionTurn?.compaction === 1,
@@ -513,7 +545,9 @@ async function main() {
     && (bcNext ? bcNext.every((m) => !text(m.content).includes('compacted into the following summary')) && bcNext.some((m) => m.role === 'user' && text(m.content).includes('After the compaction.')) : beforeCompaction.closure_reason !== 'next_state'),
     beforeCompaction ? `closure ${beforeCompaction.closure_reason}${bcNext ? `, next state ${JSON.stringify(bcNext).slice(0, 120)}` : ''}` : 'none');
 
-  check('every process this run started has stopped', gatewayStopped && serveStopped);
+  const left = leftovers(work);
+  check('every process this run started has stopped (none left with the run folder in its command line or environment)', gatewayStopped && serveStopped && left.length === 0,
+    left.map((p) => `${p.pid} ${p.cmdline.slice(0, 80)}`).join('; '));
   db.close();
 }
 
@@ -526,6 +560,26 @@ function providerError(reply) {
   const notices = reply.replace(/⚠️ Reply truncated at the model's output token limit\.[^\n]*/g, '');
   if (/request failed|provider (internal )?error|LLM request failed|rejected the request|Request failed after repeated|compaction required but failed|⚠️/i.test(notices)) return `provider error in the reply: ${reply.slice(0, 200)}`;
   return null;
+}
+
+function readServeLog(logs) {
+  return readFileSync(join(logs, 'serve.log'), 'utf8').split('\n').filter((l) => l.startsWith('{')).map((l) => { try { return JSON.parse(l); } catch { return null; } }).filter(Boolean);
+}
+
+/**
+ * Chat requests in flight across a publication: started before it began, ended after it ended. A
+ * request's log line is written at its end (ts) with its duration (ms); batch_trained gives when
+ * the publication ended (publishedAt) and how long it took (publishMs).
+ */
+function spanningRequests(serveLog) {
+  const at = (e) => Date.parse(e.ts);
+  const requests = serveLog.filter((e) => e.event === 'request' && e.path === '/v1/chat/completions');
+  const publications = serveLog.filter((e) => e.event === 'batch_trained').map((e) => ({ version: e.version, end: e.publishedAt, start: e.publishedAt - e.publishMs }));
+  const out = [];
+  for (const publication of publications) {
+    for (const request of requests) if (at(request) - request.ms < publication.start && at(request) > publication.end) out.push({ request, publication });
+  }
+  return out;
 }
 
 let exitCode = 1;

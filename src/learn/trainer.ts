@@ -73,6 +73,7 @@ export class Trainer {
     const t0 = performance.now();
     const published = await this.backend.publish();
     const publishMs = performance.now() - t0;
+    const publishedAt = Date.now();
     const batch = this.tables.lastBatch() + 1;
     const rewardMean = samples.reduce((a, s) => a + s.score, 0) / samples.length;
     const hints = samples.filter((s) => s.teacherLogprobs !== null).length;
@@ -90,7 +91,7 @@ export class Trainer {
       batch, step: last.step, version: published.version, samples: samples.length, sources: countBy(samples.map((s) => s.source)),
       rewardMean, hints, loss: last.loss, gradNorm: last.gradNorm, clipFraction: last.clipFraction, approxKl: last.approxKl, tisMean: last.tisMean,
       tokensPerSecond: last.tokensPerSecond, trainSeconds: steps.reduce((a, s) => a + s.seconds, 0), yieldedMs: steps.reduce((a, s) => a + (s.yieldedMs ?? 0), 0),
-      snapshotMs: published.snapshotMs, swapMs: published.swapMs, publishMs, checkpointMs,
+      snapshotMs: published.snapshotMs, swapMs: published.swapMs, publishMs, publishedAt, checkpointMs,
     });
     return true;
   }
