@@ -154,6 +154,7 @@ test('resolveLearnConfig: defaults, overrides, undefined keeps the default', () 
   assert.equal(c.pollMs, DEFAULT_LEARN.pollMs);
   assert.equal(resolveLearnConfig({ method: 'combine', wRl: 0, wOpd: 1 }).wRl, 0, 'one weight may be 0');
   assert.equal(resolveLearnConfig({ maxStaleVersions: 0, teacherVersion: 0 }).maxStaleVersions, 0);
+  assert.equal(resolveLearnConfig({ teacherVersion: 'current' }).teacherVersion, 'current');
   assert.deepEqual(judgeNeeds('rl'), { hints: false });
   assert.deepEqual(judgeNeeds('opd'), { hints: true });
   assert.deepEqual(judgeNeeds('combine'), { hints: true });
@@ -169,7 +170,10 @@ test('resolveLearnConfig: each bad value is a RangeError naming the setting', ()
     [{ method: 'combine', wRl: 0, wOpd: 0 }, /^learning: combine needs wRl or wOpd above 0$/],
     [{ maxStaleVersions: -1 }, /^learning: maxStaleVersions must be an integer >= 0, got -1$/],
     [{ keepZeroScorePerSession: 'yes' as unknown as boolean }, /^learning: keepZeroScorePerSession must be true or false$/],
-    [{ teacherVersion: -1 }, /^learning: teacherVersion must be an integer >= 0, got -1$/],
+    [{ method: 'rl', wRl: 0 }, /^learning: rl needs wRl above 0 \(it would train nothing\)$/],
+    [{ method: 'opd', wOpd: 0 }, /^learning: opd needs wOpd above 0 \(it would train nothing\)$/],
+    [{ teacherVersion: -1 as 0 }, /^learning: teacherVersion must be 0 \(the frozen base\) or "current" \(the serving version\), got -1$/],
+    [{ teacherVersion: 3 as 0 }, /^learning: teacherVersion must be 0 \(the frozen base\) or "current" \(the serving version\), got 3$/],
     [{ checkpointEvery: 0 }, /^learning: checkpointEvery must be an integer >= 1, got 0$/],
     [{ judgeConcurrency: 0 }, /^learning: judgeConcurrency must be an integer >= 1, got 0$/],
     [{ maxJudgeAttempts: 0 }, /^learning: maxJudgeAttempts must be an integer >= 1, got 0$/],

@@ -288,15 +288,17 @@ function closedTurn(store: Store, render: (m: readonly ChatMessage[]) => number[
   return t;
 }
 
+/** The feed with the serving version at 3 and the current policy as teacher (unless `over` says otherwise). */
 function feedSetup(over: Partial<LearnConfig> = {}) {
   const store = tempStore();
   const client = new JudgeClientDouble();
   const teacher = teacherDouble();
   const log = new LogRecorder();
   let samples = 0;
-  const config = resolveLearnConfig({ method: 'combine', judgeConcurrency: 2, maxJudgeAttempts: 2, wRl: 0.5, wOpd: 2, teacherVersion: 3, ...over });
-  const feed = new JudgingFeed({ store, client, judge: { votes: 1, retries: 0, timeoutMs: 30_000 }, config, teacher: teacher.model, log: log.log, onSample: () => { samples++; } });
-  return { store, client, teacher, log, feed, config, onSampleCalls: () => samples };
+  const serving = { version: 3 };
+  const config = resolveLearnConfig({ method: 'combine', judgeConcurrency: 2, maxJudgeAttempts: 2, wRl: 0.5, wOpd: 2, teacherVersion: 'current', ...over });
+  const feed = new JudgingFeed({ store, client, judge: { votes: 1, retries: 0, timeoutMs: 30_000 }, config, teacher: teacher.model, servingVersion: () => serving.version, log: log.log, onSample: () => { samples++; } });
+  return { store, client, teacher, log, feed, config, serving, onSampleCalls: () => samples };
 }
 
 test('feed: pump claims at most its capacity (2 x judgeConcurrency) and no more until the queue has room', async () => {
@@ -352,6 +354,36 @@ test('feed (combine): committed judgments produce the samples of the dispatch ta
     assert.ok(String.fromCodePoint(...c.promptIds.filter((id) => id !== 600)).endsWith('How far is it?\n\n[hindsight hint for this request]\nhint text here'));
   }
   assert.deepEqual([client.requests.filter((r) => r.kind === 'eval').length, client.requests.filter((r) => r.kind === 'hint').length], [4, 4], 'one vote of each kind; none for the skipped turn');
+  await feed.close();
+  store.close();
+});
+
+test('feed: teacherVersion 0 scores with the frozen base whatever version serves', async () => {
+  const { store, teacher, feed } = feedSetup({ teacherVersion: 0 });
+  const t = closedTurn(store, teacher.render, 'Right, thanks. score:+1 hint:yes');
+  while (feed.pump() > 0) await feed.queue.drain();
+  assert.deepEqual(teacher.calls.map((c) => c.version), [0]);
+  assert.equal(store.learning.sampleOfTurn(t.id)!.teacherVersion, 0);
+  await feed.close();
+  store.close();
+});
+
+test('feed: teacherVersion current scores once more on the new version when a publication released the one it read', async () => {
+  const { store, teacher, feed, serving } = feedSetup();
+  const t = closedTurn(store, teacher.render, 'Right, thanks. score:+1 hint:yes');
+  const scoreOnce = teacher.model.scorer.logprobs.bind(teacher.model.scorer);
+  teacher.model.scorer.logprobs = async (p, c, o) => {
+    if (o?.version === 3) {
+      serving.version = 4;
+      await scoreOnce(p, c, o);
+      throw new Error('policy version 3 is not loaded (live versions: 0, 4)');
+    }
+    return scoreOnce(p, c, o);
+  };
+  while (feed.pump() > 0) await feed.queue.drain();
+  assert.deepEqual(teacher.calls.map((c) => c.version), [3, 4]);
+  assert.equal(store.learning.sampleOfTurn(t.id)!.teacherVersion, 4);
+  assert.deepEqual(feed.counters, { ...zeroCounters(), samples: 1 });
   await feed.close();
   store.close();
 });

@@ -2,8 +2,12 @@
 // ready-to-paste OpenClaw provider config whose side tasks go to the side model id (so they are
 // answered but never trained).
 
+import type { NetworkInterfaceInfo } from 'node:os';
+
 export interface BannerInput {
   url: string;
+  /** The model's context (max_position_embeddings): OpenClaw compacts before a prompt outgrows it. */
+  contextLength: number;
   mainModel: string;
   /** The first side model id, or null when none is configured. */
   sideModel: string | null;
@@ -21,15 +25,28 @@ export function startupBanner(b: BannerInput): string {
     '',
     'Point OpenClaw at it (openclaw.json, under "models.providers", and the agent defaults):',
     '',
-    ...openclawProviderSnippet({ url: b.url, mainModel: b.mainModel, sideModel: side, apiKey: b.apiKeyRequired ? '<one of your OPENCLAW_RL_API_KEYS>' : 'local' }).split('\n').map((l) => `  ${l}`),
+    ...openclawProviderSnippet({ url: b.url, contextLength: b.contextLength, mainModel: b.mainModel, sideModel: side, apiKey: b.apiKeyRequired ? '<one of your OPENCLAW_RL_API_KEYS>' : 'local' }).split('\n').map((l) => `  ${l}`),
   ];
   if (b.sideModel === null) lines.push('', `  (start serve with --side-model ${side} so OpenClaw's side tasks are recorded as side turns and not trained)`);
   return lines.join('\n') + '\n';
 }
 
-export function openclawProviderSnippet(o: { url: string; mainModel: string; sideModel: string; apiKey: string }): string {
+/**
+ * The base URL a client uses: the bound address, except that a wildcard bind (0.0.0.0, ::) is
+ * reached through one of the machine's external addresses (loopback when it has none).
+ */
+export function advertisedUrl(host: string, port: number, interfaces: Record<string, NetworkInterfaceInfo[] | undefined>): string {
+  let address = host;
+  if (host === '0.0.0.0' || host === '::') {
+    const external = Object.values(interfaces).flat().find((i) => i !== undefined && !i.internal && i.family === 'IPv4');
+    address = external?.address ?? '127.0.0.1';
+  }
+  return `http://${address.includes(':') ? `[${address}]` : address}:${port}/v1`;
+}
+
+export function openclawProviderSnippet(o: { url: string; contextLength: number; mainModel: string; sideModel: string; apiKey: string }): string {
   const model = (id: string, name: string) => ({
-    id, name, reasoning: false, input: ['text'], contextWindow: 32768, maxTokens: 1024,
+    id, name, reasoning: false, input: ['text'], contextWindow: o.contextLength, maxTokens: Math.min(1024, Math.floor(o.contextLength / 4)),
     compat: { sendSessionAffinityHeaders: true, supportsPromptCacheKey: true },
   });
   const config = {

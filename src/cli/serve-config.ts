@@ -23,6 +23,11 @@ export interface JudgeSetting {
   maxTokens: number;
   timeoutMs: number;
   retries: number;
+  /**
+   * `majority` (default): a hint needs most valid hint votes to be +1; `any`: one +1 vote with a
+   * hint is enough (the original's rule; see docs/learning.md).
+   */
+  hintQuorum: 'majority' | 'any';
 }
 
 export interface TrainingSetting {
@@ -50,7 +55,7 @@ export interface ServeLearning {
   progressSeconds: number;
 }
 
-export const DEFAULT_JUDGE: JudgeSetting = { kind: 'self', url: null, model: null, key: null, votes: 3, temperature: 0.6, maxTokens: 512, timeoutMs: 60_000, retries: 2 };
+export const DEFAULT_JUDGE: JudgeSetting = { kind: 'self', url: null, model: null, key: null, votes: 3, temperature: 0.6, maxTokens: 512, timeoutMs: 60_000, retries: 2, hintQuorum: 'majority' };
 export const DEFAULT_TRAINING: TrainingSetting = { loraRank: 16, loraAlpha: null, lr: null, epochs: 1, miniBatchSize: null, maxYieldMs: 100 };
 
 type Section = Record<string, unknown>;
@@ -120,6 +125,7 @@ function judgeSetting(s: Section): JudgeSetting {
   if (!(Number.isInteger(j.maxTokens) && j.maxTokens >= 1)) throw bad('maxTokens must be an integer >= 1', j.maxTokens);
   if (!(typeof j.timeoutMs === 'number' && j.timeoutMs > 0)) throw bad('timeoutMs must be a number > 0', j.timeoutMs);
   if (!(Number.isInteger(j.retries) && j.retries >= 0)) throw bad('retries must be an integer >= 0', j.retries);
+  if (j.hintQuorum !== 'majority' && j.hintQuorum !== 'any') throw bad('hintQuorum must be "majority" or "any"', j.hintQuorum);
   return j;
 }
 

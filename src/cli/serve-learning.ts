@@ -7,7 +7,7 @@ import { LocalLearner } from '../engine/local/learner.js';
 import type { LearnerConfig } from '../engine/local/train/learner.js';
 import { DEFAULT_LEARNER } from '../engine/local/train/learner.js';
 import { renderRequest, type ChatBackend } from '../gateway/backend.js';
-import { LocalJudgeClient, OpenAIJudgeClient, type JudgeClient, type JudgeLog } from '../judge/index.js';
+import { DEFAULT_HINT_CHOICE, LocalJudgeClient, OpenAIJudgeClient, type JudgeClient, type JudgeLog } from '../judge/index.js';
 import { LearningLoop } from '../learn/loop.js';
 import { progressLine } from '../learn/status.js';
 import type { Store } from '../store/store.js';
@@ -51,7 +51,7 @@ export async function startLearning(a: { model: ChatModel; backend: ChatBackend;
     store,
     config: settings.learn,
     judgeClient,
-    judge: { votes: j.votes, temperature: j.temperature, maxTokens: j.maxTokens, timeoutMs: j.timeoutMs, retries: j.retries },
+    judge: { votes: j.votes, temperature: j.temperature, maxTokens: j.maxTokens, timeoutMs: j.timeoutMs, retries: j.retries, hintChoice: { ...DEFAULT_HINT_CHOICE, quorum: j.hintQuorum } },
     teacher: {
       render: (messages, tools, enableThinking) => renderRequest(backend, { messages, tools, enableThinking }).ids,
       scorer: engine,

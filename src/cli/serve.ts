@@ -11,6 +11,7 @@
 
 import { basename, join, resolve } from 'node:path';
 import { readFileSync } from 'node:fs';
+import { networkInterfaces } from 'node:os';
 import { chatBackendOf } from '../gateway/backend.js';
 import { checkPartialConfig, ConfigError, configFromEnv, redactedConfig, resolveConfig, type GatewayConfig } from '../gateway/config.js';
 import { jsonLogger } from '../gateway/log.js';
@@ -20,7 +21,7 @@ import { resolveModel } from '../engine/local/hub/index.js';
 import { progressBar } from '../engine/local/hub/progress-bar.js';
 import { openStore } from '../store/store.js';
 import { CliError, numberFlag, parseFlags, stringFlag } from './args.js';
-import { startupBanner } from './banner.js';
+import { advertisedUrl, startupBanner } from './banner.js';
 import { startLearning, type RunningLearning } from './serve-learning.js';
 import { learningFromEnv, resolveServeLearning, splitConfigFile, type LearningLayer, type ServeLearning } from './serve-config.js';
 
@@ -45,6 +46,8 @@ serving:
 learning:
   --method M              rl, opd or combine (default combine)
   --batch-size N          samples per training batch and published version (default 16)
+  --rl-weight X           weight of the judge's score in the advantage (default 1)
+  --opd-weight X          weight of the teacher-minus-policy log-prob term (default 1)
   --judge self            the served model's frozen base judges (default)
   --judge-url URL         an OpenAI-compatible judge endpoint instead, e.g. http://127.0.0.1:8000/v1
   --judge-model NAME      the judge endpoint's model id (required with --judge-url)
@@ -71,7 +74,7 @@ const FLAGS = {
   method: { type: 'string' }, 'batch-size': { type: 'string' }, judge: { type: 'string' }, 'judge-url': { type: 'string' },
   'judge-model': { type: 'string' }, 'judge-key': { type: 'string' }, 'judge-votes': { type: 'string' }, 'lora-rank': { type: 'string' },
   lr: { type: 'string' }, 'max-stale': { type: 'string' }, 'checkpoint-every': { type: 'string' }, 'progress-seconds': { type: 'string' },
-  'no-learning': { type: 'boolean' },
+  'no-learning': { type: 'boolean' }, 'rl-weight': { type: 'string' }, 'opd-weight': { type: 'string' },
 } as const;
 
 export async function runServe(argv: string[]): Promise<number> {
@@ -127,10 +130,10 @@ export async function runServe(argv: string[]): Promise<number> {
       : err.code === 'EADDRNOTAVAIL' ? ': this machine has no such address; check --host' : '';
     throw new CliError(`cannot listen on ${config.host}:${config.port}${hint} (${err.message})`);
   }
-  const url = `http://${address.host.includes(':') ? `[${address.host}]` : address.host}:${address.port}/v1`;
+  const url = advertisedUrl(address.host, address.port, networkInterfaces());
   logger.event('listening', { url, model: backend.modelId, store: store.path, config: redactedConfig(config), learning: running ? running.summary : 'disabled' });
   process.stderr.write(startupBanner({
-    url, mainModel: backend.modelId, sideModel: config.sideModels[0] ?? null, apiKeyRequired: config.apiKeys.length > 0,
+    url, contextLength: backend.contextLength, mainModel: backend.modelId, sideModel: config.sideModels[0] ?? null, apiKeyRequired: config.apiKeys.length > 0,
     learning: running ? running.summary : 'off (--no-learning): turns are recorded, nothing is trained', store: store.path,
   }));
   const progress = running && learning.progressSeconds > 0
@@ -175,10 +178,15 @@ export function serveSettings(v: Record<string, string | boolean | undefined>): 
   const learningFlags: LearningLayer = {
     learning: {
       enabled: v['no-learning'] ? false : undefined, method: v.method, batchSize: num('batch-size', { integer: true, min: 1 }),
+      wRl: num('rl-weight', { min: 0 }), wOpd: num('opd-weight', { min: 0 }),
       maxStaleVersions: num('max-stale', { integer: true, min: 0 }), checkpointEvery: num('checkpoint-every', { integer: true, min: 1 }),
       progressSeconds: num('progress-seconds', { min: 0 }),
     },
-    judge: { url: v['judge-url'], model: v['judge-model'], key: v['judge-key'], votes: num('judge-votes', { integer: true, min: 1 }) },
+    // --judge self overrides a judge endpoint from the config file.
+    judge: {
+      url: v.judge === 'self' ? null : v['judge-url'], model: v.judge === 'self' ? null : v['judge-model'], key: v['judge-key'],
+      votes: num('judge-votes', { integer: true, min: 1 }),
+    },
     training: { loraRank: num('lora-rank', { integer: true, min: 0 }), lr: num('lr', { min: 0 }) },
   };
   try {

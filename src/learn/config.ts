@@ -18,8 +18,12 @@ export interface LearnConfig {
   maxStaleVersions: number;
   /** Keep a score-0 turn as its session's only sample when the session has none (the original's option; it adds no gradient). */
   keepZeroScorePerSession: boolean;
-  /** The policy version that scores teacher log-probs: 0 is the frozen base model. */
-  teacherVersion: number;
+  /**
+   * The policy that scores teacher log-probs: 0, the frozen base model (the original's teacher), or
+   * `current`, the version serving when the turn is judged. A numbered version is not offered: it
+   * would be released after the next publication and is not kept across restarts.
+   */
+  teacherVersion: 0 | 'current';
   /** Write a checkpoint every N batches (1: after each; a crash then retrains at most N-1 batches). */
   checkpointEvery: number;
   /** Closed turns judged at once. */
@@ -54,9 +58,11 @@ export function resolveLearnConfig(partial: Partial<LearnConfig> = {}): LearnCon
   check(int(c.batchSize, 1), `batchSize must be an integer >= 1, got ${c.batchSize}`);
   check(Number.isFinite(c.wRl) && Number.isFinite(c.wOpd), `wRl and wOpd must be finite numbers, got ${c.wRl} and ${c.wOpd}`);
   check(c.method !== 'combine' || c.wRl !== 0 || c.wOpd !== 0, 'combine needs wRl or wOpd above 0');
+  check(c.method !== 'rl' || c.wRl !== 0, 'rl needs wRl above 0 (it would train nothing)');
+  check(c.method !== 'opd' || c.wOpd !== 0, 'opd needs wOpd above 0 (it would train nothing)');
   check(int(c.maxStaleVersions, 0), `maxStaleVersions must be an integer >= 0, got ${c.maxStaleVersions}`);
   check(typeof c.keepZeroScorePerSession === 'boolean', 'keepZeroScorePerSession must be true or false');
-  check(int(c.teacherVersion, 0), `teacherVersion must be an integer >= 0, got ${c.teacherVersion}`);
+  check(c.teacherVersion === 0 || c.teacherVersion === 'current', `teacherVersion must be 0 (the frozen base) or "current" (the serving version), got ${JSON.stringify(c.teacherVersion)}`);
   check(int(c.checkpointEvery, 1), `checkpointEvery must be an integer >= 1, got ${c.checkpointEvery}`);
   check(int(c.judgeConcurrency, 1), `judgeConcurrency must be an integer >= 1, got ${c.judgeConcurrency}`);
   check(int(c.maxJudgeAttempts, 1), `maxJudgeAttempts must be an integer >= 1, got ${c.maxJudgeAttempts}`);

@@ -18,6 +18,8 @@ export interface JudgingFeedOptions {
   judge: Partial<Omit<JudgeTurnOptions, 'signal'>>;
   config: LearnConfig;
   teacher: TeacherModel;
+  /** The version serving now (the teacher when `teacherVersion` is `current`). */
+  servingVersion(): number;
   log: JudgeLog;
   /** Called after a sample is committed (wakes the trainer). */
   onSample(): void;
@@ -68,7 +70,10 @@ export class JudgingFeed {
       let teacher: { logprobs: number[]; version: number } | null = null;
       let teacherFailed = false;
       if (usesTeacher(config.method) && judged.hint !== null) {
-        const r = await teacherLogprobs(this.opts.teacher, closed.turn, judged.hint, config.teacherVersion);
+        const version = () => (config.teacherVersion === 'current' ? this.opts.servingVersion() : 0);
+        let r = await teacherLogprobs(this.opts.teacher, closed.turn, judged.hint, version());
+        // The serving version can be replaced (and released) between reading it and scoring: once more on the new one.
+        if (!r.ok && r.reason === 'scoring_failed' && config.teacherVersion === 'current') r = await teacherLogprobs(this.opts.teacher, closed.turn, judged.hint, version());
         if (r.ok) teacher = { logprobs: r.logprobs, version: r.version };
         else {
           teacherFailed = true;

@@ -28,7 +28,7 @@ export class LearningLoop {
 
   constructor(private readonly opts: LearningLoopOptions) {
     this.trainer = new Trainer(opts.store.learning, opts.policy, opts.config, opts.log);
-    this.feed = new JudgingFeed({ store: opts.store, client: opts.judgeClient, judge: opts.judge, config: opts.config, teacher: opts.teacher, log: opts.log, onSample: () => this.trainer.notify() });
+    this.feed = new JudgingFeed({ store: opts.store, client: opts.judgeClient, judge: opts.judge, config: opts.config, teacher: opts.teacher, servingVersion: opts.policy.servingVersion, log: opts.log, onSample: () => this.trainer.notify() });
   }
 
   start(): void {
