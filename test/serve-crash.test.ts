@@ -17,6 +17,8 @@ import { startServe, stopServe, type ServeProcess } from './helpers/serve-proces
 interface Snapshot {
   turns: Set<string>;
   judgments: Set<string>;
+  /** turn id/kind/index of every stored judge vote */
+  votes: Set<string>;
   /** sample id -> [turn id, status, trained step] */
   samples: Map<number, [string, string, number | null]>;
   maxVersion: number;
@@ -32,7 +34,10 @@ function snapshot(dir: string): Snapshot {
       samples.set(r.id, [r.turn_id, r.status, r.trained_step]);
     }
     const steps = (store.db.prepare('SELECT coalesce(max(step), 0) AS s FROM train_steps').get() as { s: number }).s;
-    return { turns: ids('SELECT id FROM turns'), judgments: ids('SELECT turn_id AS id FROM judgments'), samples, maxVersion: store.learning.maxVersion(), steps };
+    return {
+      turns: ids('SELECT id FROM turns'), judgments: ids('SELECT turn_id AS id FROM judgments'),
+      votes: ids(`SELECT turn_id || '/' || kind || '/' || idx AS id FROM judge_votes`), samples, maxVersion: store.learning.maxVersion(), steps,
+    };
   } finally {
     store.close();
   }
@@ -74,6 +79,7 @@ test('SIGKILL at random moments under load loses no committed turn, vote or samp
   let previous = null as Snapshot | null;
   let previousCheckpoint = 0;
   let kills = 0;
+  let killsAfterTraining = 0;
   for (let cycle = 0; cycle < 5; cycle++) {
     const serve: ServeProcess = await startServe(args);
     t.after(() => { serve.child.kill('SIGKILL'); });
@@ -85,6 +91,7 @@ test('SIGKILL at random moments under load loses no committed turn, vote or samp
       const now = snapshot(data);
       for (const id of previous.turns) assert.ok(now.turns.has(id), `turn ${id} was lost`);
       for (const id of previous.judgments) assert.ok(now.judgments.has(id), `the judgment of ${id} was lost`);
+      for (const id of previous.votes) assert.ok(now.votes.has(id), `judge vote ${id} was lost`);
       for (const [id, [turn, status, step]] of previous.samples) {
         const after = now.samples.get(id);
         assert.ok(after && after[0] === turn, `sample ${id} was lost`);
@@ -96,14 +103,17 @@ test('SIGKILL at random moments under load loses no committed turn, vote or samp
     const stop = new AbortController();
     const load = startLoad(serve.url, 3, stop.signal);
     if (cycle < 4) {
-      // Long enough that some cycles reach training and checkpointing, short enough that others do not.
-      await new Promise((r) => setTimeout(r, 800 + Math.floor(rng.next() * 3500)));
+      // Long enough that some cycles reach training and checkpointing, short enough that others do
+      // not; cycle 2 is killed just after a batch was trained, published and checkpointed.
+      if (cycle === 2) await serve.waitForLog((l) => l.event === 'batch_trained', 120_000);
+      await new Promise((r) => setTimeout(r, cycle === 2 ? Math.floor(rng.next() * 300) : 800 + Math.floor(rng.next() * 3500)));
       serve.child.kill('SIGKILL');
       await serve.exited;
       kills++;
       stop.abort();
       const acknowledged = await load;
       previous = snapshot(data);
+      if (previous.steps > checkpointStep) killsAfterTraining++;
       for (const id of acknowledged) assert.ok(previous.turns.has(id), `acknowledged turn ${id} is not in the store`);
     } else {
       // The last run: training continues past the checkpoint it resumed from.
@@ -113,9 +123,11 @@ test('SIGKILL at random moments under load loses no committed turn, vote or samp
       assert.equal(await stopServe(serve), 0, `serve did not stop cleanly: ${serve.stderr().slice(-3000)} ${JSON.stringify(serve.lines.slice(-5))}`);
       const final = snapshot(data);
       assert.ok(final.steps > checkpointStep);
+      assert.ok(final.votes.size >= final.samples.size && final.samples.size > 0, `every sample's turn has its stored votes (${final.votes.size} votes, ${final.samples.size} samples)`);
       const trainedSteps = [...final.samples.values()].filter(([, s]) => s === 'trained').map(([, , step]) => step!);
       assert.equal(trainedSteps.length, 2 * final.steps, 'every step trained exactly one batch of 2 samples');
     }
   }
   assert.equal(kills, 4);
+  assert.ok(killsAfterTraining >= 1, 'at least one kill came after a training step of its run');
 });
