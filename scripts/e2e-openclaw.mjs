@@ -449,7 +449,7 @@ async function main() {
   const Database = require('better-sqlite3');
   const db = new Database(join(work, 'data/openclaw-rl.sqlite'), { readonly: true });
   const tables = new Set(db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all().map((r) => r.name));
-  const all = db.prepare('SELECT * FROM turns ORDER BY received_at').all().map((r) => ({ ...r, messages: JSON.parse(r.messages), response: JSON.parse(r.response) }));
+  const all = db.prepare('SELECT t.*, p.* FROM turns t JOIN turn_payloads p ON p.turn_id = t.id ORDER BY t.received_at').all().map((r) => ({ ...r, messages: JSON.parse(r.messages), response: JSON.parse(r.response) }));
   const main = all.filter((t) => t.kind === 'main');
   const side = all.filter((t) => t.kind === 'side');
   const nextStates = new Map(db.prepare('SELECT * FROM next_states').all().map((r) => [r.turn_id, JSON.parse(r.messages)]));

@@ -1,6 +1,6 @@
 // The learning tables against a real SQLite store in a temp folder: judgments commit atomically
 // with their votes, sample and `done` mark; the sample queue (stale, order, bit-exact token data,
-// batches, reconciliation with a checkpoint); opting out and deleting; migrating 2 -> 1 -> 2.
+// batches, reconciliation with a checkpoint); opting out and deleting; migrating 3 -> 1 -> 3.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -163,7 +163,13 @@ test('queuedSamples: oldest first by commit order, limited, with the turn\'s tok
 test('recordBatch marks the samples trained with the steps; a sample that is not queued fails the whole batch', () => {
   const store = tempStore(() => 4242);
   const [s1, s2, s3, s4] = [1, 2, 3, 4].map(() => queueSample(store, learnTurn())) as [number, number, number, number];
-  store.learning.recordBatch([s1, s2], [step(1, { staleDropped: 3 }), step(2)], 1, 5);
+  const waiting = learnTurn();
+  addClosedTurn(store, waiting); // closed, not judged yet
+  assert.deepEqual(store.learning.recordBatch([s1, s2], [step(1, { staleDropped: 3 }), step(2)], 1, 5), { samplesQueued: 2, turnsWaiting: 1 });
+  assert.deepEqual(store.db.prepare('SELECT step, samples_queued, turns_waiting FROM train_steps ORDER BY step').all(), [
+    { step: 1, samples_queued: 2, turns_waiting: 1 },
+    { step: 2, samples_queued: 2, turns_waiting: 1 },
+  ], 'the queues the batch left behind, on each of its steps');
   assert.deepEqual(store.db.prepare('SELECT id, status, trained_step, trained_at FROM samples ORDER BY id').all(), [
     { id: s1, status: 'trained', trained_step: 2, trained_at: 4242 },
     { id: s2, status: 'trained', trained_step: 2, trained_at: 4242 },
@@ -186,7 +192,7 @@ test('recordBatch marks the samples trained with the steps; a sample that is not
   assert.throws(() => store.learning.recordBatch([s3], [], 2, 6), /at least one step/);
   assert.deepEqual({ rows: rows(store), samples: store.db.prepare('SELECT * FROM samples ORDER BY id').all() }, before);
   assert.equal(store.learning.queuedCount(), 2);
-  store.learning.recordBatch([s3, s4], [step(3)], 2, 6);
+  assert.deepEqual(store.learning.recordBatch([s3, s4], [step(3)], 2, 6), { samplesQueued: 0, turnsWaiting: 1 });
   assert.equal(store.learning.queuedCount(), 0);
   assert.equal(store.learning.lastBatch(), 2);
   store.close();
@@ -271,25 +277,26 @@ test('deleting a session removes its judgments, votes and samples; other session
   store.close();
 });
 
-test('migrating down from 2 to 1 drops only the learning tables; up again restores them empty and usable', () => {
-  assert.equal(LATEST_VERSION, 2);
+test('migrating down to 1 drops only the learning tables and the turn payloads table; up again restores them empty and usable', () => {
+  assert.equal(LATEST_VERSION, 4);
   const dir = freshDir('learn-migrate-');
   const store = openStore({ dir });
   const t = learnTurn();
   queueSample(store, t);
   const tables = () => (store.db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`).all() as { name: string }[]).map((r) => r.name);
   const all = tables();
-  for (const name of ['judgments', 'judge_votes', 'samples', 'train_steps']) assert.ok(all.includes(name), name);
+  for (const name of ['judgments', 'judge_votes', 'samples', 'train_steps', 'turn_payloads']) assert.ok(all.includes(name), name);
 
   migrateDown(store.db, 1);
   assert.equal(schemaVersion(store.db), 1);
-  assert.deepEqual(tables(), all.filter((n) => !['judgments', 'judge_votes', 'samples', 'train_steps'].includes(n)));
-  assert.deepEqual(store.getTurn(t.id)!.turn, t, 'schema-1 data untouched');
+  assert.deepEqual(tables(), all.filter((n) => !['judgments', 'judge_votes', 'samples', 'train_steps', 'turn_payloads'].includes(n)));
+  assert.deepEqual(store.db.prepare('SELECT id, messages FROM turns').all(), [{ id: t.id, messages: JSON.stringify(t.messages) }], 'schema-1 data untouched');
   assert.equal(store.queueStatus(t.id), 'done');
 
-  assert.deepEqual(migrateUp(store.db, dir), [2]);
-  assert.equal(schemaVersion(store.db), 2);
+  assert.deepEqual(migrateUp(store.db, dir), [2, 3, 4]);
+  assert.equal(schemaVersion(store.db), 4);
   assert.deepEqual(tables(), all);
+  assert.deepEqual(store.getTurn(t.id)!.turn, t);
   assert.deepEqual(rows(store), { judgments: 0, judge_votes: 0, samples: 0, train_steps: 0 });
   assert.deepEqual(store.db.prepare('SELECT name FROM sqlite_master WHERE type = \'index\' AND name = \'samples_by_status\'').all(), [{ name: 'samples_by_status' }]);
   const again = queueSample(store, learnTurn());

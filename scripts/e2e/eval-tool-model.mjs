@@ -25,7 +25,7 @@ const { ChatTemplate } = await import(dist('engine/local/tokenizer/chat-template
 const { renderPrompt } = await import(dist('engine/chat/prompt.js'));
 const Database = createRequire(import.meta.url)('better-sqlite3');
 const db = new Database(storePath, { readonly: true });
-const rows = db.prepare('SELECT * FROM turns ORDER BY received_at').all();
+const rows = db.prepare('SELECT t.*, p.* FROM turns t JOIN turn_payloads p ON p.turn_id = t.id ORDER BY t.received_at').all();
 const text = (c) => (typeof c === 'string' ? c : Array.isArray(c) ? c.map((p) => p?.text ?? '').join('') : '');
 const tokenizer = await TextTokenizer.fromModelDir(modelDir);
 const template = await ChatTemplate.fromModelDir(modelDir);

@@ -141,7 +141,8 @@ function promptFixture() {
 function capture(storePath) {
   const Database = createRequire(import.meta.url)('better-sqlite3');
   const db = new Database(storePath, { readonly: true });
-  const rows = db.prepare("SELECT messages, tools FROM turns WHERE kind = 'main' AND tools IS NOT NULL ORDER BY received_at").all();
+  const rows = db.prepare(`SELECT p.messages, p.tools FROM turns t JOIN turn_payloads p ON p.turn_id = t.id
+    WHERE t.kind = 'main' AND p.tools IS NOT NULL ORDER BY t.received_at`).all();
   const cache = resolve(dirname(storePath), '../..');
   const generic = (s) => s.replaceAll(cache, '__CACHE__').replaceAll(ROOT, '__REPO__').replace(/\b20\d\d-\d\d-\d\d\b/g, '__DATE__');
   const systems = [...new Set(rows.map((r) => JSON.parse(r.messages)[0]).filter((m) => m?.role === 'system').map((m) => generic(m.content)))];

@@ -78,7 +78,7 @@ export class Trainer {
     const rewardMean = samples.reduce((a, s) => a + s.score, 0) / samples.length;
     const hints = samples.filter((s) => s.teacherLogprobs !== null).length;
     const steps = metrics.map((m, i) => ({ ...m, rewardMean, hints, staleDropped: i === 0 ? dropped : 0 }));
-    this.tables.recordBatch(samples.map((s) => s.id), steps, batch, published.version);
+    const queues = this.tables.recordBatch(samples.map((s) => s.id), steps, batch, published.version);
     let checkpointMs: number | null = null;
     if (batch % this.config.checkpointEvery === 0) {
       const c0 = performance.now();
@@ -91,7 +91,7 @@ export class Trainer {
       batch, step: last.step, version: published.version, samples: samples.length, sources: countBy(samples.map((s) => s.source)),
       rewardMean, hints, loss: last.loss, gradNorm: last.gradNorm, clipFraction: last.clipFraction, approxKl: last.approxKl, tisMean: last.tisMean,
       tokensPerSecond: last.tokensPerSecond, trainSeconds: steps.reduce((a, s) => a + s.seconds, 0), yieldedMs: steps.reduce((a, s) => a + (s.yieldedMs ?? 0), 0),
-      snapshotMs: published.snapshotMs, swapMs: published.swapMs, publishMs, publishedAt, checkpointMs,
+      snapshotMs: published.snapshotMs, swapMs: published.swapMs, publishMs, publishedAt, checkpointMs, queues,
     });
     return true;
   }

@@ -52,6 +52,18 @@ interface SampleRow {
   logprobs: Uint8Array;
 }
 
+/** The learning queues a trained batch left behind. */
+export interface StepQueues {
+  /** Samples still waiting for a batch. */
+  samplesQueued: number;
+  /** Closed turns not judged yet (waiting or being judged). */
+  turnsWaiting: number;
+}
+
+/** Samples with their turns' session and token data (SampleRow). */
+const SAMPLE_WITH_TOKENS = `SELECT s.*, t.session_id, p.prompt_ids, p.completion_ids, p.logprobs
+  FROM samples s JOIN turns t ON t.id = s.turn_id JOIN turn_payloads p ON p.turn_id = s.turn_id`;
+
 export class LearningTables {
   constructor(private readonly db: SqliteDatabase, private readonly now: () => number) {}
 
@@ -107,33 +119,43 @@ export class LearningTables {
 
   /** The oldest `limit` queued samples with their turns' token data. */
   queuedSamples(limit: number): Sample[] {
-    const rows = stmt(this.db, `SELECT s.*, t.session_id, t.prompt_ids, t.completion_ids, t.logprobs FROM samples s JOIN turns t ON t.id = s.turn_id
+    const rows = stmt(this.db, `${SAMPLE_WITH_TOKENS}
       WHERE s.status = 'queued' ORDER BY s.id LIMIT ?`).all(limit) as SampleRow[];
     return rows.map(rowToSample);
   }
 
   /** Marks a batch's samples trained at `lastStep` and records its steps, in one transaction. */
-  recordBatch(sampleIds: readonly number[], steps: readonly TrainedStep[], batch: number, version: number): void {
+  /**
+   * Marks the batch's samples trained and records its steps, with the queues the batch left behind:
+   * samples still queued and closed turns not judged yet (returned too, for the log).
+   */
+  recordBatch(sampleIds: readonly number[], steps: readonly TrainedStep[], batch: number, version: number): StepQueues {
     if (steps.length === 0) throw new Error('a trained batch has at least one step');
     const lastStep = steps[steps.length - 1]!.step;
-    this.db.transaction(() => {
+    return this.db.transaction(() => {
       const now = this.now();
       const mark = stmt(this.db, `UPDATE samples SET status = 'trained', trained_step = ?, trained_at = ? WHERE id = ? AND status = 'queued'`);
       for (const id of sampleIds) {
         if (mark.run(lastStep, now, id).changes !== 1) throw new Error(`sample ${id} is not queued: it was trained, dropped or deleted meanwhile`);
       }
+      const n = (sql: string) => (stmt(this.db, sql).get() as { n: number }).n;
+      const queues: StepQueues = {
+        samplesQueued: n(`SELECT count(*) AS n FROM samples WHERE status = 'queued'`),
+        turnsWaiting: n(`SELECT count(*) AS n FROM closed_turns WHERE status IN ('pending', 'claimed')`),
+      };
       const insert = stmt(this.db, `INSERT INTO train_steps (step, batch, version, samples, tokens, loss, grad_norm, applied, lr, clip_fraction, approx_kl, entropy,
-        tis_mean, rollout_abs_diff, reward_mean, hints, stale_dropped, seconds, yielded_ms, tokens_per_second, created_at)
+        tis_mean, rollout_abs_diff, reward_mean, hints, stale_dropped, seconds, yielded_ms, tokens_per_second, created_at, samples_queued, turns_waiting)
         VALUES (@step, @batch, @version, @samples, @tokens, @loss, @grad_norm, @applied, @lr, @clip_fraction, @approx_kl, @entropy,
-        @tis_mean, @rollout_abs_diff, @reward_mean, @hints, @stale_dropped, @seconds, @yielded_ms, @tokens_per_second, @created_at)`);
+        @tis_mean, @rollout_abs_diff, @reward_mean, @hints, @stale_dropped, @seconds, @yielded_ms, @tokens_per_second, @created_at, @samples_queued, @turns_waiting)`);
       for (const s of steps) {
         insert.run({
           step: s.step, batch, version, samples: s.samples, tokens: s.tokens, loss: s.loss, grad_norm: s.gradNorm, applied: s.applied ? 1 : 0, lr: s.lr,
           clip_fraction: s.clipFraction, approx_kl: s.approxKl, entropy: s.entropy, tis_mean: s.tisMean, rollout_abs_diff: s.rolloutAbsDiff,
           reward_mean: s.rewardMean, hints: s.hints, stale_dropped: s.staleDropped, seconds: s.seconds, yielded_ms: s.yieldedMs ?? 0,
-          tokens_per_second: s.tokensPerSecond, created_at: now,
+          tokens_per_second: s.tokensPerSecond, created_at: now, samples_queued: queues.samplesQueued, turns_waiting: queues.turnsWaiting,
         });
       }
+      return queues;
     })();
   }
 
@@ -193,12 +215,12 @@ export class LearningTables {
 
   /** Samples by id (tests and audits). */
   sample(id: number): Sample | undefined {
-    const row = stmt(this.db, `SELECT s.*, t.session_id, t.prompt_ids, t.completion_ids, t.logprobs FROM samples s JOIN turns t ON t.id = s.turn_id WHERE s.id = ?`).get(id) as SampleRow | undefined;
+    const row = stmt(this.db, `${SAMPLE_WITH_TOKENS} WHERE s.id = ?`).get(id) as SampleRow | undefined;
     return row && rowToSample(row);
   }
 
   sampleOfTurn(turnId: string): (Sample & { trainedStep: number | null }) | undefined {
-    const row = stmt(this.db, `SELECT s.*, t.session_id, t.prompt_ids, t.completion_ids, t.logprobs FROM samples s JOIN turns t ON t.id = s.turn_id WHERE s.turn_id = ?`).get(turnId) as (SampleRow & { trained_step: number | null }) | undefined;
+    const row = stmt(this.db, `${SAMPLE_WITH_TOKENS} WHERE s.turn_id = ?`).get(turnId) as (SampleRow & { trained_step: number | null }) | undefined;
     return row && { ...rowToSample(row), trainedStep: row.trained_step };
   }
 }

@@ -3,15 +3,21 @@
 
 import type { QueueStatus } from '../types.js';
 import { stmt, type SqliteDatabase } from './sqlite.js';
-import type { ClosedTurnRow, NextStateRow, SessionRow, TurnRow, TurnWithNextStateRow } from './tables.js';
+import type { ClosedTurnRow, FullTurnRow, NextStateRow, SessionRow, TurnWithNextStateRow } from './tables.js';
 
-const TURN_COLUMNS = `id, session_id, session_source, kind, kind_reason, compaction, trace_id, model, messages, tools,
-  sampling, prompt_ids, completion_ids, logprobs, sampled_logprobs, response, finish_reason, policy_version,
-  prompt_tokens, completion_tokens, received_at, first_token_at, completed_at, tool_call_errors, retemplate,
+const TURN_COLUMNS = `id, session_id, session_source, kind, kind_reason, compaction, trace_id, model, sampling, finish_reason,
+  policy_version, prompt_tokens, completion_tokens, received_at, first_token_at, completed_at, tool_call_errors, retemplate,
   closure_reason, closed_at`;
+const PAYLOAD_COLUMNS = 'messages, tools, prompt_ids, completion_ids, logprobs, sampled_logprobs, response';
 
-const WITH_NEXT_STATE = `SELECT t.*, n.next_turn_id AS ns_next_turn_id, n.messages AS ns_messages, n.arrived_at AS ns_arrived_at
-  FROM turns t LEFT JOIN next_states n ON n.turn_id = t.id`;
+const names = (columns: string) => columns.split(',').map((c) => c.trim());
+const params = (columns: string) => names(columns).map((c) => '@' + c).join(', ');
+
+// A turn with its payload (FullTurnRow), and with its next state too (TurnWithNextStateRow).
+const PAYLOAD = names(PAYLOAD_COLUMNS).map((c) => 'p.' + c).join(', ');
+const FULL_TURN = `SELECT t.*, ${PAYLOAD} FROM turns t JOIN turn_payloads p ON p.turn_id = t.id`;
+const WITH_NEXT_STATE = `SELECT t.*, ${PAYLOAD}, n.next_turn_id AS ns_next_turn_id, n.messages AS ns_messages, n.arrived_at AS ns_arrived_at
+  FROM turns t JOIN turn_payloads p ON p.turn_id = t.id LEFT JOIN next_states n ON n.turn_id = t.id`;
 
 export function upsertSession(db: SqliteDatabase, row: SessionRow): void {
   stmt(db, `INSERT INTO sessions (id, source, created_at, last_seen_at, learning) VALUES (@id, @source, @created_at, @last_seen_at, @learning)
@@ -22,11 +28,18 @@ export function findSession(db: SqliteDatabase, id: string): SessionRow | undefi
   return stmt(db, 'SELECT * FROM sessions WHERE id = ?').get(id) as SessionRow | undefined;
 }
 
-const INSERT_TURN = `INSERT INTO turns (${TURN_COLUMNS}) VALUES (${TURN_COLUMNS.split(',').map((c) => '@' + c.trim()).join(', ')})`;
+const INSERT_TURN = `INSERT INTO turns (${TURN_COLUMNS}) VALUES (${params(TURN_COLUMNS)})`;
+const INSERT_PAYLOAD = `INSERT INTO turn_payloads (turn_id, ${PAYLOAD_COLUMNS}) VALUES (@id, ${params(PAYLOAD_COLUMNS)})`;
 
-export function insertTurn(db: SqliteDatabase, row: TurnRow): void {
+/** Inserts a turn and its payload, both or neither. */
+export function insertTurn(db: SqliteDatabase, row: FullTurnRow): void {
+  // In the caller's transaction when there is one: a savepoint would add a tenth to a turn's commit.
+  if (!db.inTransaction) return db.transaction(insertTurn)(db, row);
   stmt(db, INSERT_TURN).run(row);
+  stmt(db, INSERT_PAYLOAD).run(row);
 }
+
+// The updates below touch only the small turns row: the payload, in its own table, is not rewritten.
 
 /** Sets the closure of an open turn; returns false when there is no such open turn. */
 export function setClosure(db: SqliteDatabase, turnId: string, reason: string, closedAt: number): boolean {
@@ -77,8 +90,8 @@ export function turnWithNextState(db: SqliteDatabase, turnId: string): TurnWithN
   return stmt(db, `${WITH_NEXT_STATE} WHERE t.id = ?`).get(turnId) as TurnWithNextStateRow | undefined;
 }
 
-export function openMainTurnRows(db: SqliteDatabase): TurnRow[] {
-  return stmt(db, `SELECT * FROM turns WHERE kind = 'main' AND closure_reason IS NULL ORDER BY completed_at, rowid`).all() as TurnRow[];
+export function openMainTurnRows(db: SqliteDatabase): FullTurnRow[] {
+  return stmt(db, `${FULL_TURN} WHERE t.kind = 'main' AND t.closure_reason IS NULL ORDER BY t.completed_at, t.rowid`).all() as FullTurnRow[];
 }
 
 export function iterateTurns(db: SqliteDatabase, kind: 'main' | 'side' | null): IterableIterator<TurnWithNextStateRow> {

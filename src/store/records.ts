@@ -3,7 +3,7 @@
 
 import type { FinishReason } from '../engine/types.js';
 import type { ClosedTurn, ClosureReason, NextState, SessionSource, Turn } from '../types.js';
-import type { NextStateRow, TurnRow, TurnWithNextStateRow } from './tables.js';
+import type { FullTurnRow, NextStateRow, TurnWithNextStateRow } from './tables.js';
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 
@@ -62,7 +62,7 @@ export function encodeInputs(messages: Turn['messages'], tools: Turn['tools'], p
 export function turnToRow(
   turn: Turn, closure?: { reason: ClosureReason; closedAt: number },
   inputs: EncodedInputs = encodeInputs(turn.messages, turn.tools, turn.promptIds),
-): TurnRow {
+): FullTurnRow {
   if (turn.logprobs.length !== turn.completionIds.length || turn.sampledLogprobs.length !== turn.completionIds.length) {
     throw new Error(`turn ${turn.id}: ${turn.completionIds.length} completion ids but ${turn.logprobs.length} logprobs and ${turn.sampledLogprobs.length} sampled logprobs`);
   }
@@ -97,7 +97,7 @@ export function turnToRow(
   };
 }
 
-export function rowToTurn(row: TurnRow): Turn {
+export function rowToTurn(row: FullTurnRow): Turn {
   return {
     id: row.id,
     sessionId: row.session_id,

@@ -23,6 +23,7 @@ export interface SqliteDatabase {
   transaction<A extends unknown[], R>(fn: (...args: A) => R): (...args: A) => R;
   close(): void;
   readonly open: boolean;
+  readonly inTransaction: boolean;
 }
 
 /** How hard each commit waits for the disk. `normal` survives a crash of the process, `full` also a power loss. */

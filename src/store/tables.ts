@@ -9,6 +9,7 @@ export interface SessionRow {
   learning: 0 | 1;
 }
 
+/** The small, mutable part of a turn: what scans and updates (closure, re-template check) touch. */
 export interface TurnRow {
   id: string;
   session_id: string | null;
@@ -18,20 +19,8 @@ export interface TurnRow {
   compaction: number | null;
   trace_id: string | null;
   model: string;
-  /** JSON ChatMessage[] */
-  messages: string;
-  /** JSON ToolSpec[] or null */
-  tools: string | null;
   /** JSON SamplingUsed */
   sampling: string;
-  /** int32 little-endian */
-  prompt_ids: Uint8Array;
-  completion_ids: Uint8Array;
-  /** float64 little-endian */
-  logprobs: Uint8Array;
-  sampled_logprobs: Uint8Array;
-  /** JSON ChatMessage */
-  response: string;
   finish_reason: string;
   policy_version: number;
   prompt_tokens: number;
@@ -46,6 +35,26 @@ export interface TurnRow {
   closure_reason: string | null;
   closed_at: number | null;
 }
+
+/** A turn's write-once payload, the part that grows with the conversation (turn_payloads). */
+export interface TurnPayloadRow {
+  turn_id: string;
+  /** JSON ChatMessage[] */
+  messages: string;
+  /** JSON ToolSpec[] or null */
+  tools: string | null;
+  /** int32 little-endian */
+  prompt_ids: Uint8Array;
+  completion_ids: Uint8Array;
+  /** float64 little-endian */
+  logprobs: Uint8Array;
+  sampled_logprobs: Uint8Array;
+  /** JSON ChatMessage */
+  response: string;
+}
+
+/** A whole turn: its row with its payload's columns (inserts, and reads that join the two). */
+export type FullTurnRow = TurnRow & Omit<TurnPayloadRow, 'turn_id'>;
 
 export interface NextStateRow {
   turn_id: string;
@@ -64,7 +73,7 @@ export interface ClosedTurnRow {
 }
 
 /** A turn joined with its next state (the shape of export and queue reads). */
-export type TurnWithNextStateRow = TurnRow & {
+export type TurnWithNextStateRow = FullTurnRow & {
   ns_next_turn_id: string | null;
   ns_messages: string | null;
   ns_arrived_at: number | null;

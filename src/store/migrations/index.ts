@@ -4,15 +4,23 @@
 import type { SqliteDatabase } from '../sqlite.js';
 import { migration001 } from './001-initial.js';
 import { migration002 } from './002-learning.js';
+import { migration003 } from './003-turn-payloads.js';
+import { migration004 } from './004-step-queues.js';
 
 export interface Migration {
   version: number;
   name: string;
   up: string;
   down: string;
+  /**
+   * It drops and recreates a table others reference (SQLite's 12-step rebuild). It then runs with
+   * foreign keys off, or dropping the parent would delete its children by cascade, and commits
+   * only when PRAGMA foreign_key_check finds no row without its parent.
+   */
+  rebuildsTables?: boolean;
 }
 
-export const MIGRATIONS: readonly Migration[] = [migration001, migration002];
+export const MIGRATIONS: readonly Migration[] = [migration001, migration002, migration003, migration004];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 
@@ -36,10 +44,7 @@ export function migrateUp(db: SqliteDatabase, where: string): number[] {
   const applied: number[] = [];
   for (const m of MIGRATIONS) {
     if (m.version <= current) continue;
-    db.transaction(() => {
-      db.exec(m.up);
-      db.pragma(`user_version = ${m.version}`);
-    })();
+    apply(db, m, m.up, m.version);
     applied.push(m.version);
   }
   return applied;
@@ -49,9 +54,32 @@ export function migrateUp(db: SqliteDatabase, where: string): number[] {
 export function migrateDown(db: SqliteDatabase, target: number): void {
   for (const m of [...MIGRATIONS].reverse()) {
     if (m.version <= target || m.version > schemaVersion(db)) continue;
-    db.transaction(() => {
-      db.exec(m.down);
-      db.pragma(`user_version = ${m.version - 1}`);
-    })();
+    apply(db, m, m.down, m.version - 1);
   }
+}
+
+/** Runs one direction of a migration in its own transaction, leaving the schema at `version`. */
+function apply(db: SqliteDatabase, m: Migration, sql: string, version: number): void {
+  const run = db.transaction(() => {
+    db.exec(sql);
+    if (m.rebuildsTables) assertNoOrphans(db, m);
+    db.pragma(`user_version = ${version}`);
+  });
+  if (!m.rebuildsTables) return run();
+  const foreignKeys = db.pragma('foreign_keys', { simple: true }) as number;
+  db.pragma('foreign_keys = OFF');
+  try {
+    // PRAGMA foreign_keys is a silent no-op inside a transaction.
+    if (db.pragma('foreign_keys', { simple: true }) !== 0) throw new Error(`migration ${m.version} (${m.name}) rebuilds tables and cannot run inside a transaction`);
+    run();
+  } finally {
+    db.pragma(`foreign_keys = ${foreignKeys}`);
+  }
+}
+
+function assertNoOrphans(db: SqliteDatabase, m: Migration): void {
+  const orphans = db.pragma('foreign_key_check') as { table: string; rowid: number | null; parent: string }[];
+  if (orphans.length === 0) return;
+  const some = orphans.slice(0, 5).map((o) => `${o.table} rowid ${o.rowid} (no row in ${o.parent})`).join(', ');
+  throw new Error(`migration ${m.version} (${m.name}) rolled back: PRAGMA foreign_key_check finds ${orphans.length} rows without their parent row, e.g. ${some}`);
 }
