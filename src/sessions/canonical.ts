@@ -69,14 +69,33 @@ export function hashStep(previous: string, key: string): string {
 
 const EMPTY = hashStep('', 'history');
 
-export function canonicalize(messages: readonly ChatMessage[]): CanonicalHistory {
-  const entries: CanonicalEntry[] = [];
-  messages.forEach((m, index) => {
-    if (isInternalContext(m) || isRetryContinuation(m)) return;
-    entries.push({ index, key: messageKey(m), turnAborted: isTurnAborted(m), heartbeatPoll: isHeartbeatPoll(m) });
-  });
-  const chain = [EMPTY];
-  for (const e of entries) chain.push(hashStep(chain[chain.length - 1]!, e.key));
+/** A request's messages with their canonical history, kept so the session's next request can reuse it. */
+export interface CanonicalizedRequest {
+  messages: readonly ChatMessage[];
+  history: CanonicalHistory;
+}
+
+/**
+ * The canonical history of `messages`. With `previous` (the same session's last request), the
+ * messages both share from the start keep their entries and chain hashes: an agent resends its
+ * whole history each turn, and keying and hashing hundreds of messages cost about 1 ms per request.
+ */
+export function canonicalize(messages: readonly ChatMessage[], previous?: CanonicalizedRequest): CanonicalHistory {
+  let same = 0;
+  if (previous) {
+    const n = Math.min(messages.length, previous.messages.length);
+    while (same < n && sameMessage(messages[same]!, previous.messages[same]!)) same++;
+  }
+  const reused = previous ? countBelow(previous.history.entries, same) : 0;
+  const entries: CanonicalEntry[] = previous ? previous.history.entries.slice(0, reused) : [];
+  const chain = previous ? previous.history.chain.slice(0, reused + 1) : [EMPTY];
+  for (let index = same; index < messages.length; index++) {
+    const m = messages[index]!;
+    if (isInternalContext(m) || isRetryContinuation(m)) continue;
+    const e = { index, key: messageKey(m), turnAborted: isTurnAborted(m), heartbeatPoll: isHeartbeatPoll(m) };
+    entries.push(e);
+    chain.push(hashStep(chain[chain.length - 1]!, e.key));
+  }
   // Without turn-aborted messages the retry hash is the chain's last: one hash per message, not two.
   let retryHash = chain[chain.length - 1]!;
   if (entries.some((e) => e.turnAborted)) {
@@ -84,6 +103,22 @@ export function canonicalize(messages: readonly ChatMessage[]): CanonicalHistory
     for (const e of entries) if (!e.turnAborted) retryHash = hashStep(retryHash, e.key);
   }
   return { entries, chain, retryHash };
+}
+
+/** Entries (sorted by index) of messages before `index`. */
+function countBelow(entries: readonly CanonicalEntry[], index: number): number {
+  let k = 0;
+  while (k < entries.length && entries[k]!.index < index) k++;
+  return k;
+}
+
+/** Equal in everything a canonical entry reads (role, content, tool calls, tool-call id) and the name. */
+function sameMessage(a: ChatMessage, b: ChatMessage): boolean {
+  return a === b || (a.role === b.role && a.tool_call_id === b.tool_call_id && a.name === b.name && sameValue(a.content, b.content) && sameValue(a.tool_calls, b.tool_calls));
+}
+
+function sameValue(a: unknown, b: unknown): boolean {
+  return a === b || (typeof a === 'object' && typeof b === 'object' && a !== null && b !== null && JSON.stringify(a) === JSON.stringify(b));
 }
 
 /** Hash of a history followed by one more message (a turn's prompt + its response). */

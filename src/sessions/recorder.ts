@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import type { ChatMessage, ToolSpec } from '../engine/chat/messages.js';
 import type { ClosureReason, NextState, SessionSource, Turn, TurnKind } from '../types.js';
 import { attribute, responseHash, type Attribution, type LiveTurn } from './attribution.js';
-import { canonicalize, extendChain, messageKey, type CanonicalHistory } from './canonical.js';
+import { canonicalize, extendChain, messageKey, type CanonicalHistory, type CanonicalizedRequest } from './canonical.js';
 import type { ExplicitIdentity } from './identity.js';
 import { GroupCommit } from './group-commit.js';
 import { classifyTurn, type KindConfig } from './kind.js';
@@ -113,6 +113,8 @@ interface SessionState {
 
 /** last_seen_at in the store is refreshed at most this often. */
 const SEEN_RESOLUTION_MS = 60_000;
+/** Last requests kept for canonicalize's reuse (each holds its messages: 100 kB for a long agent session). */
+const MAX_REMEMBERED_REQUESTS = 64;
 /** Closures the store refused, kept for the next write; beyond this the oldest are given up. */
 const MAX_UNWRITTEN = 10_000;
 
@@ -123,6 +125,8 @@ export class TurnRecorder {
   private readonly byRetry = new Map<string, string>();
   private readonly writes: GroupCommit<TurnWrite>;
   private readonly unwritten: { close: TurnClosure; sessionId: string }[] = [];
+  /** The last main request of recently active identified sessions (recency order), for canonicalize's reuse. */
+  private readonly lastRequests = new Map<string, CanonicalizedRequest>();
 
   constructor(
     private readonly store: TurnStore,
@@ -156,7 +160,8 @@ export class TurnRecorder {
   }
 
   begin(req: IncomingRequest): TurnPlan {
-    const history = canonicalize(req.messages);
+    const key = req.identity?.sessionId;
+    const history = canonicalize(req.messages, key === undefined ? undefined : this.lastRequests.get(key));
     const decision = classifyTurn({
       ...(req.turnType ? { turnType: req.turnType } : {}),
       model: req.model, messages: req.messages, tools: req.tools,
@@ -170,6 +175,7 @@ export class TurnRecorder {
       if (req.optOut) state.learning = false;
       learning = state.learning;
       if (decision.kind === 'main') {
+        if (key !== undefined) this.rememberRequest(key, { messages: req.messages, history });
         attribution = attribute(state.live, history, req.messages, req.traceId, req.identity?.compaction ?? null);
         if (attribution.type !== 'none') {
           const nextState = attribution.type === 'next_state'
@@ -253,6 +259,7 @@ export class TurnRecorder {
 
   /** Drops a session from memory without closing anything (its rows are being deleted). */
   forget(sessionId: string): void {
+    this.lastRequests.delete(sessionId);
     const state = this.sessions.get(sessionId);
     if (!state) return;
     this.unindex(state);
@@ -329,8 +336,15 @@ export class TurnRecorder {
     if (this.byRetry.get(live.retryHash) === state.id) this.byRetry.delete(live.retryHash);
   }
 
+  private rememberRequest(sessionId: string, request: CanonicalizedRequest): void {
+    this.lastRequests.delete(sessionId); // most recent last
+    this.lastRequests.set(sessionId, request);
+    if (this.lastRequests.size > MAX_REMEMBERED_REQUESTS) this.lastRequests.delete(this.lastRequests.keys().next().value!);
+  }
+
   private release(state: SessionState, now: number): void {
     this.close(state, 'no_next_state', now, null);
+    this.lastRequests.delete(state.id);
     this.sessions.delete(state.id);
     this.log({ event: 'session_released', sessionId: state.id, idleMs: now - state.lastActive });
   }
