@@ -7,6 +7,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { loadChatModel } from '../src/engine/local/chat-model.js';
 import type { ChatMessage } from '../src/engine/chat/messages.js';
 import { hintedMessages } from '../src/learn/teacher.js';
@@ -128,6 +130,38 @@ test('serve judges closed turns, builds samples per the combine table, trains a 
   } finally {
     await model.engine.close();
   }
+});
+
+test('a judge that never answers does not hold up serving: its votes time out, are retried, and the turns abstain', async (t) => {
+  const judge = await startJudgeDouble();
+  judge.force = 'hang';
+  const data = freshDir('learn-hang-');
+  const config = join(data, 'config.json');
+  writeFileSync(config, JSON.stringify({ judge: { timeoutMs: 300, retries: 1 } }));
+  const serve = await startServe(['--model', tinyModel(), '--data', data, '--threads', '1', '--main-model', 'main-model', '--method', 'rl', '--batch-size', '2',
+    '--judge-url', judge.url, '--judge-model', 'judge-double', '--judge-votes', '2', '--admin-key', ADMIN, '--progress-seconds', '0', '--config', config]);
+  t.after(async () => { await stopServe(serve); await judge.close(); });
+
+  // Three sessions of three turns: six closed turns go to the judge while the talk goes on.
+  await Promise.all(['h1', 'h2', 'h3'].map((s) => conversation(serve.url, s, ['How far is Lisbon?', 'Thanks.', 'And Porto?'])));
+  const deadline = Date.now() + 60_000;
+  let status = await adminStatus(serve.root);
+  while (status.judge.judged < 6 && Date.now() < deadline) {
+    await serve.waitForLog((l) => l.event === 'turn_judged', 1_000).catch(() => {});
+    status = await adminStatus(serve.root);
+  }
+  assert.equal(status.judge.judged, 6);
+  assert.deepEqual([status.steps, status.queues.samples], [0, 0], 'abstentions make no samples');
+  await conversation(serve.url, 'h4', ['Still there?']);
+  assert.equal(await stopServe(serve), 0);
+
+  const store = openStore({ dir: data, recoverQueue: false });
+  t.after(() => store.close());
+  assert.deepEqual(store.db.prepare('SELECT score, count(*) AS n FROM judgments GROUP BY score').all(), [{ score: 0, n: 6 }]);
+  assert.deepEqual(store.db.prepare('SELECT kind, failure, attempts, count(*) AS n FROM judge_votes GROUP BY kind, failure, attempts').all(),
+    [{ kind: 'eval', failure: 'timeout', attempts: 2, n: 12 }], 'two votes per turn, each tried twice');
+  assert.equal(judge.requests.length, 24);
+  assert.equal([...store.exportLines('main')].length, 10, 'every turn recorded');
 });
 
 test('serve rejects contradictory or invalid learning settings with a message naming the setting', () => {
