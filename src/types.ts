@@ -133,8 +133,17 @@ export type QueueStatus = 'pending' | 'claimed' | 'done' | 'excluded';
  */
 export type SampleSource = 'rl' | 'opd' | 'opd+rl' | 'rl-zero';
 
-/** `queued` waits for a batch, `trained` was consumed by one step, `stale` was dropped as too old. */
-export type SampleStatus = 'queued' | 'trained' | 'stale';
+/**
+ * `queued` waits for a batch, `trained` was consumed by one step, `stale` was dropped as too old,
+ * `too_long` was dropped as longer than the learner's bound (a bound lowered since it was queued).
+ */
+export type SampleStatus = 'queued' | 'trained' | 'stale' | 'too_long';
+
+/**
+ * Why a judged turn produced no sample: no next state, the judge abstained, no accepted hint (opd),
+ * the teacher could not score the hint, or prompt + completion exceed the learner's bound.
+ */
+export type NoSampleReason = 'no_next_state' | 'abstained' | 'no_hint' | 'teacher_failed' | 'too_long';
 
 /** A training sample as the learning loop builds it from a judged turn, before the store numbers it. */
 export interface SampleDraft {

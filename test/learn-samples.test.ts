@@ -186,13 +186,14 @@ test('resolveLearnConfig: each bad value is a RangeError naming the setting', ()
 });
 
 function status(over: Partial<LearningStatus> = {}): LearningStatus {
-  const feed = { samples: 0, no_next_state: 0, abstained: 0, no_hint: 0, teacher_failed: 0, 'teacher/prompt_not_reproducible': 0, 'teacher/too_long': 0, 'teacher/scoring_failed': 0, commit_failed: 0, excluded_after_failures: 0 };
+  const feed = { samples: 0, no_next_state: 0, abstained: 0, no_hint: 0, teacher_failed: 0, too_long: 0, 'teacher/prompt_not_reproducible': 0, 'teacher/too_long': 0, 'teacher/scoring_failed': 0, commit_failed: 0, excluded_after_failures: 0 };
   return {
     method: 'combine', version: 4, steps: 12, batches: 6, batchSize: 16,
     trainer: { state: 'waiting', error: null },
     turns: { main: 40, side: 9, open: 2 },
     queues: { closedTurns: 3, judging: 2, samples: 5 },
-    samples: { queued: 5, trained: 96, stale: 1 },
+    samples: { queued: 5, trained: 96, stale: 1, too_long: 0 },
+    tooLong: { maxTrainTokens: 8192, turns: 0 },
     judge: { name: 'double', judged: 35, skipped: 2, recent: { turns: 35, scoreMean: 0.4285714, agreementMean: 0.9, hints: 10 }, counters: {} },
     feed, lastBatch: null, uptimeSeconds: 60,
     ...over,
@@ -210,4 +211,6 @@ test('progressLine: turns, judged with waiting, samples, step, version, signed r
   assert.match(progressLine(status({ trainer: { state: 'failed', error: 'boom' } })), / reward \+0\.43 · TRAINER FAILED \(see log\)$/);
   assert.doesNotMatch(progressLine(status({ trainer: { state: 'failed', error: 'secret detail' } })), /secret detail/, 'the error text stays in the log');
   assert.match(progressLine(status({ trainer: { state: 'closed', error: null } })), / reward \+0\.43$/);
+  const tooLong = status({ tooLong: { maxTrainTokens: 8192, turns: 2 }, samples: { queued: 5, trained: 96, stale: 1, too_long: 1 } });
+  assert.match(progressLine(tooLong), / 96 trained, 3 too long \(> 8192 tokens\) · step 12 /);
 });

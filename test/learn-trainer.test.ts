@@ -106,7 +106,7 @@ test('trainer: samples older than serving - maxStaleVersions are dropped before 
   assert.deepEqual(ids.map((id) => store.learning.sample(id)!.status), ['stale', 'trained', 'stale', 'trained', 'trained', 'stale']);
   assert.deepEqual(backend.batches[0]!.map(tag), [turns[1]!, turns[3]!, turns[4]!].map(tag), 'only fresh samples, oldest first');
   assert.deepEqual(store.learning.steps().map((s) => s.staleDropped), [3, 0], 'counted once, on the batch\'s first step');
-  assert.deepEqual(store.learning.counts().samples, { queued: 0, trained: 3, stale: 3 });
+  assert.deepEqual(store.learning.counts().samples, { queued: 0, trained: 3, stale: 3, too_long: 0 });
 
   // Dropping can leave too few: no batch, but the drop is still counted.
   queueSample(store, learnTurn({ policyVersion: 6 }));
@@ -186,7 +186,7 @@ test('trainer: many batches in the background, samples arriving meanwhile: each 
   assert.equal(new Set(trained).size, trained.length, 'no sample passed twice');
   assert.deepEqual(trained, turns.map(tag), 'every sample, oldest first');
   assert.ok(backend.batches.every((b) => b.length === config.batchSize));
-  assert.deepEqual(store.learning.counts().samples, { queued: 0, trained: 30, stale: 0 });
+  assert.deepEqual(store.learning.counts().samples, { queued: 0, trained: 30, stale: 0, too_long: 0 });
   assert.deepEqual(store.learning.steps().map((s) => s.version), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
   assert.deepEqual(store.db.prepare('SELECT trained_step AS s, count(*) AS n FROM samples GROUP BY trained_step ORDER BY trained_step').all(),
     Array.from({ length: 10 }, (_, i) => ({ s: i + 1, n: 3 })));
@@ -212,6 +212,54 @@ test('trainer: close() during a batch returns promptly and publishes nothing', a
   assert.ok(performance.now() - t0 < 5_000, `close took ${performance.now() - t0} ms (the poll interval is 10 s)`);
   assert.deepEqual(backend.calls, ['train'], 'the batch is not published after close');
   assert.equal(store.learning.queuedCount(), 1, 'it stays queued for the next start');
+  store.close();
+});
+
+test('trainer: close() during a batch that would run for minutes stops it through stopTraining; nothing is committed', async () => {
+  const backend = new PolicyBackendDouble();
+  const { store, trainer, log } = trainerSetup({ batchSize: 1, pollMs: 10_000 }, backend);
+  let stop!: (e: Error) => void;
+  backend.gate = new Promise((_, reject) => { stop = reject; });
+  let stopCalls = 0;
+  backend.stopTraining = async () => { stopCalls++; stop(new Error('the learner was closed')); };
+  let training!: () => void;
+  const started = new Promise<void>((r) => { training = r; });
+  backend.onCall = (call) => { if (call === 'train') training(); };
+  queueSample(store, learnTurn());
+  trainer.start();
+  await started;
+  assert.deepEqual(log.named('batch_started').map((f) => [f.batch, f.samples, f.tokens]), [[1, 1, 7]]);
+  await trainer.close(); // the gate never opens by itself: only stopTraining ends the batch
+  assert.equal(stopCalls, 1);
+  assert.equal(trainer.state, 'closed');
+  assert.deepEqual(backend.calls, ['train']);
+  assert.deepEqual(log.named('trainer_failed'), [], 'a stop is not a failure');
+  assert.equal(store.learning.queuedCount(), 1, 'the sample stays queued for the next start');
+  assert.equal(store.learning.steps().length, 0);
+  store.close();
+});
+
+test('trainer: close() while waiting does not call stopTraining', async () => {
+  const backend = new PolicyBackendDouble();
+  const { store, trainer } = trainerSetup({ batchSize: 2, pollMs: 10_000 }, backend);
+  let stopCalls = 0;
+  backend.stopTraining = async () => { stopCalls++; };
+  trainer.start();
+  await trainer.close();
+  assert.equal(stopCalls, 0);
+  store.close();
+});
+
+test('trainer: queued samples longer than maxTrainTokens leave the queue as too_long before a batch; the rest train', async () => {
+  const { store, trainer, backend, log } = trainerSetup({ batchSize: 2, maxTrainTokens: 10 });
+  const long = learnTurn({ promptIds: [1, 2, 3, 4, 5, 6, 7, 8] }); // 8 + 3 = 11 tokens
+  const fits = [learnTurn({ promptIds: [1, 2, 3, 4, 5, 6, 7] }), learnTurn()]; // 10 and 7 tokens
+  const ids = [long, ...fits].map((t) => queueSample(store, t));
+  assert.equal(await trainer.trainOnce(), true);
+  assert.deepEqual(backend.batches[0]!.map(tag), fits.map(tag));
+  assert.deepEqual(ids.map((id) => store.learning.sample(id)!.status), ['too_long', 'trained', 'trained']);
+  assert.deepEqual(log.named('samples_too_long').map((f) => [f.dropped, f.maxTrainTokens]), [[1, 10]]);
+  assert.equal(store.learning.counts().samples.too_long, 1);
   store.close();
 });
 
@@ -319,7 +367,7 @@ test('feed: pump claims at most its capacity (2 x judgeConcurrency) and no more 
   assert.equal(feed.pump(), 3);
   await feed.queue.drain();
   assert.equal(feed.pump(), 0);
-  assert.deepEqual(store.learning.counts(), { judgments: 7, skipped: 0, samples: { queued: 7, trained: 0, stale: 0 }, steps: 0, closedPending: 0, closedClaimed: 0 });
+  assert.deepEqual(store.learning.counts(), { judgments: 7, skipped: 0, samples: { queued: 7, trained: 0, stale: 0, too_long: 0 }, tooLongTurns: 0, steps: 0, closedPending: 0, closedClaimed: 0 });
   await feed.close();
   store.close();
 });
@@ -422,6 +470,28 @@ test('feed: teacher failures are counted by reason; the rl part survives when th
   store.close();
 });
 
+test('feed: a turn longer than maxTrainTokens is judged, never scored by the teacher, and recorded as too_long', async () => {
+  const { store, teacher, feed, log } = feedSetup({ maxTrainTokens: 30 });
+  const completion = (first: number, n: number) => ({
+    completionIds: Array.from({ length: n }, (_, i) => first + i), logprobs: new Array<number>(n).fill(-1), sampledLogprobs: new Array<number>(n).fill(-1),
+  });
+  const long = closedTurn(store, teacher.render, 'Right. score:+1 hint:yes', completion(700, 40));
+  const fits = closedTurn(store, teacher.render, 'Right. score:+1 hint:yes', completion(800, 2));
+  const skipped = closedTurn(store, teacher.render, null, completion(900, 40));
+  while (feed.pump() > 0) await feed.queue.drain();
+  assert.ok(long.promptIds.length + 40 > 30 && fits.promptIds.length + 2 <= 30, 'fixture lengths');
+  assert.equal(store.learning.sampleOfTurn(long.id), undefined);
+  assert.equal(store.learning.sampleOfTurn(fits.id)!.source, 'opd+rl');
+  assert.deepEqual(teacher.calls.map((c) => c.completionIds[0]), [800], 'only the turn that fits is scored');
+  const noSample = (id: string) => (store.db.prepare('SELECT no_sample FROM judgments WHERE turn_id = ?').get(id) as { no_sample: string | null }).no_sample;
+  assert.deepEqual([noSample(long.id), noSample(fits.id), noSample(skipped.id)], ['too_long', null, 'no_next_state']);
+  assert.deepEqual(feed.counters, { ...zeroCounters(), samples: 1, too_long: 1, no_next_state: 1 });
+  assert.deepEqual(log.named('sample_too_long').map((f) => [f.turnId, f.tokens, f.maxTrainTokens]), [[long.id, long.promptIds.length + 40, 30]]);
+  assert.equal(store.learning.counts().tooLongTurns, 1);
+  await feed.close();
+  store.close();
+});
+
 test('feed: a commit failure returns the turn to pending, then excludes it after maxJudgeAttempts; other turns commit', async () => {
   const { store, teacher, feed, log } = feedSetup({ maxJudgeAttempts: 2 });
   const bad = closedTurn(store, teacher.render, 'Thanks. score:+1 hint:yes');
@@ -453,5 +523,5 @@ function pick(s: Sample) {
 }
 
 function zeroCounters() {
-  return { samples: 0, no_next_state: 0, abstained: 0, no_hint: 0, teacher_failed: 0, 'teacher/prompt_not_reproducible': 0, 'teacher/too_long': 0, 'teacher/scoring_failed': 0, commit_failed: 0, excluded_after_failures: 0 };
+  return { samples: 0, no_next_state: 0, abstained: 0, no_hint: 0, teacher_failed: 0, too_long: 0, 'teacher/prompt_not_reproducible': 0, 'teacher/too_long': 0, 'teacher/scoring_failed': 0, commit_failed: 0, excluded_after_failures: 0 };
 }

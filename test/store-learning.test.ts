@@ -30,7 +30,7 @@ test('recordJudgment commits the judgment, every vote, the sample and the closed
   const jr = store.db.prepare('SELECT * FROM judgments').get() as Record<string, unknown>;
   assert.deepEqual(jr, {
     turn_id: t.id, next_turn_id: `${t.id}_next`, judge: 'double', skipped: null, score: 1, agreement: 1, hint: 'Say the unit first.', hint_vote: 0,
-    hint_rejections: '[{"vote":1,"reason":"too_short"}]', started_at: 5000, finished_at: 5100,
+    hint_rejections: '[{"vote":1,"reason":"too_short"}]', started_at: 5000, finished_at: 5100, no_sample: null,
   });
   const votes = store.db.prepare('SELECT kind, idx, score, hint, raw, failure, detail, attempts, ms FROM judge_votes ORDER BY kind, idx').all();
   assert.deepEqual(votes, [
@@ -52,7 +52,7 @@ test('recordJudgment commits the judgment, every vote, the sample and the closed
   assert.equal(store.learning.recordJudgment(judgedFixture(t2.id, { skipped: 'no_next_state', nextTurnId: null, evalVotes: [], hintVotes: [], score: 0, agreement: null, hint: null, hintVote: null, hintRejections: [] }), null), null);
   assert.deepEqual(rows(store), { judgments: 2, judge_votes: 3, samples: 1, train_steps: 0 });
   assert.equal(store.queueStatus(t2.id), 'done');
-  assert.deepEqual(store.learning.counts(), { judgments: 2, skipped: 1, samples: { queued: 1, trained: 0, stale: 0 }, steps: 0, closedPending: 0, closedClaimed: 0 });
+  assert.deepEqual(store.learning.counts(), { judgments: 2, skipped: 1, samples: { queued: 1, trained: 0, stale: 0, too_long: 0 }, tooLongTurns: 0, steps: 0, closedPending: 0, closedClaimed: 0 });
   store.close();
 });
 
@@ -127,7 +127,7 @@ test('dropStale marks only queued samples below the version stale, once', () => 
   assert.equal(store.learning.dropStale(2), 0);
   assert.equal(store.learning.queuedCount(), 2);
   assert.deepEqual(store.learning.queuedSamples(10).map((s) => s.id), ids.slice(2));
-  assert.deepEqual(store.learning.counts().samples, { queued: 2, trained: 1, stale: 2 });
+  assert.deepEqual(store.learning.counts().samples, { queued: 2, trained: 1, stale: 2, too_long: 0 });
   assert.equal(store.learning.dropStale(0), 0);
   store.close();
 });
@@ -278,7 +278,7 @@ test('deleting a session removes its judgments, votes and samples; other session
 });
 
 test('migrating down to 1 drops only the learning tables and the turn payloads table; up again restores them empty and usable', () => {
-  assert.equal(LATEST_VERSION, 4);
+  assert.equal(LATEST_VERSION, 5);
   const dir = freshDir('learn-migrate-');
   const store = openStore({ dir });
   const t = learnTurn();
@@ -293,8 +293,8 @@ test('migrating down to 1 drops only the learning tables and the turn payloads t
   assert.deepEqual(store.db.prepare('SELECT id, messages FROM turns').all(), [{ id: t.id, messages: JSON.stringify(t.messages) }], 'schema-1 data untouched');
   assert.equal(store.queueStatus(t.id), 'done');
 
-  assert.deepEqual(migrateUp(store.db, dir), [2, 3, 4]);
-  assert.equal(schemaVersion(store.db), 4);
+  assert.deepEqual(migrateUp(store.db, dir), [2, 3, 4, 5]);
+  assert.equal(schemaVersion(store.db), 5);
   assert.deepEqual(tables(), all);
   assert.deepEqual(store.getTurn(t.id)!.turn, t);
   assert.deepEqual(rows(store), { judgments: 0, judge_votes: 0, samples: 0, train_steps: 0 });
@@ -307,4 +307,46 @@ test('migrating down to 1 drops only the learning tables and the turn payloads t
   assert.deepEqual(migrateUp(reopened.db, dir), []);
   assert.equal(reopened.learning.queuedCount(), 1);
   reopened.close();
+});
+
+test('dropTooLong marks queued samples whose turn exceeds the bound too_long, once; trained ones stay', () => {
+  const store = tempStore();
+  const turns = [4, 9, 12, 20].map((n) => learnTurn({ promptIds: Array.from({ length: n }, (_, i) => i + 1) })); // + 3 completion tokens
+  const ids = turns.map((t) => queueSample(store, t));
+  store.learning.recordBatch([ids[3]!], [{ ...stepMetrics(1), rewardMean: 0, hints: 0, staleDropped: 0 }], 1, 1);
+  assert.equal(store.learning.dropTooLong(12), 1, 'only the 15-token queued sample');
+  assert.deepEqual(ids.map((id) => store.learning.sample(id)!.status), ['queued', 'queued', 'too_long', 'trained']);
+  assert.equal(store.learning.dropTooLong(12), 0);
+  assert.deepEqual(store.learning.counts().samples, { queued: 2, trained: 1, stale: 0, too_long: 1 });
+  store.close();
+});
+
+test('recordJudgment keeps why a judged turn has no sample, and refuses a reason next to a sample', () => {
+  const store = tempStore();
+  const [a, b] = [addClosedTurn(store, learnTurn()), addClosedTurn(store, learnTurn())];
+  store.claimClosedTurns(10);
+  assert.equal(store.learning.recordJudgment(judgedFixture(a.id), null, 'too_long'), null);
+  assert.throws(() => store.learning.recordJudgment(judgedFixture(b.id), rlDraft(b), 'abstained'), /no no-sample reason/);
+  assert.equal(store.queueStatus(b.id), 'claimed', 'nothing of the refused judgment was written');
+  assert.deepEqual(store.db.prepare('SELECT turn_id, no_sample FROM judgments').all(), [{ turn_id: a.id, no_sample: 'too_long' }]);
+  assert.equal(store.learning.counts().tooLongTurns, 1);
+  store.close();
+});
+
+test('migration 5 keeps every sample row and the id counter; down maps too_long to stale', () => {
+  const dir = freshDir('learn-migrate5-');
+  const store = openStore({ dir });
+  const ids = [learnTurn(), learnTurn(), learnTurn()].map((t) => queueSample(store, t));
+  store.db.prepare('DELETE FROM samples WHERE id = ?').run(ids[2]); // the counter must not hand id 3 out again
+  migrateDown(store.db, 4);
+  const before = store.db.prepare('SELECT * FROM samples ORDER BY id').all();
+  assert.throws(() => store.db.prepare(`UPDATE samples SET status = 'too_long' WHERE id = ?`).run(ids[0]), /CHECK constraint/);
+  assert.deepEqual(migrateUp(store.db, dir), [5]);
+  assert.deepEqual(store.db.prepare('SELECT * FROM samples ORDER BY id').all(), before);
+  store.db.prepare(`UPDATE samples SET status = 'too_long' WHERE id = ?`).run(ids[0]);
+  assert.equal(queueSample(store, learnTurn()), ids[2]! + 1);
+  assert.deepEqual(store.db.pragma('foreign_key_check'), []);
+  migrateDown(store.db, 4);
+  assert.equal((store.db.prepare('SELECT status FROM samples WHERE id = ?').get(ids[0]) as { status: string }).status, 'stale');
+  store.close();
 });

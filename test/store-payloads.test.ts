@@ -95,8 +95,11 @@ test('migration 3 moves a schema-2 store\'s payloads to turn_payloads: every row
   for (const t of [turns.cancelled, turns.idle]) enqueueClosedTurn(db, t.id, 'excluded', 2005);
   const learning = new LearningTables(db, () => 3000);
   for (const t of [turns.judged, turns.queued]) setQueueStatus(db, t.id, 'claimed', 2006, true);
+  // recordJudgment writes schema 5's no_sample column: it exists only for these two calls.
+  db.exec('ALTER TABLE judgments ADD COLUMN no_sample TEXT');
   const trained = learning.recordJudgment(judgedFixture(turns.judged.id), rlDraft(turns.judged, { teacherLogprobs: [-1, -2, -3], teacherVersion: 0, source: 'opd+rl' }))!;
   learning.recordJudgment(judgedFixture(turns.queued.id), rlDraft(turns.queued));
+  db.exec('ALTER TABLE judgments DROP COLUMN no_sample');
   // A step as schema 2's build recorded it (recordBatch writes schema 4's columns).
   db.prepare(`UPDATE samples SET status = 'trained', trained_step = 1, trained_at = 3000 WHERE id = ?`).run(trained);
   const m = stepMetrics(1);
@@ -113,11 +116,12 @@ test('migration 3 moves a schema-2 store\'s payloads to turn_payloads: every row
   for (const t of ['next_states', 'closed_turns', 'judgments', 'judge_votes', 'samples', 'train_steps']) assert.ok(before[t]!.length > 0, t);
 
   const store = openStore({ dir });
-  assert.equal(schemaVersion(store.db), 4);
+  assert.equal(schemaVersion(store.db), 5);
   assert.deepEqual(store.db.prepare('SELECT samples_queued, turns_waiting FROM train_steps').all(), [{ samples_queued: null, turns_waiting: null }], 'unknown for a step trained before schema 4');
   assert.equal(store.db.pragma('foreign_keys', { simple: true }), 1, 'foreign keys back on');
   assert.deepEqual(foreignKeyCheck(store.db), []);
-  assert.deepEqual(dump(store.db), before, 'every row of every table, with its rowid');
+  const judgmentsAt5 = before.judgments!.map((r) => ({ ...(r as object), no_sample: null }));
+  assert.deepEqual(dump(store.db), { ...before, judgments: judgmentsAt5 }, 'every row of every table, with its rowid');
   assert.deepEqual((store.db.pragma('table_info(turns)') as { name: string }[]).filter((c) => ['messages', 'prompt_ids', 'response'].includes(c.name)), []);
   const exported: ExportLine[] = [...store.exportLines()];
   assert.deepEqual(exported, exportBefore, 'export reads the same records, in the same order');
@@ -148,8 +152,8 @@ test('migration 3 moves a schema-2 store\'s payloads to turn_payloads: every row
   assert.deepEqual(foreignKeyCheck(store.db), []);
   assert.deepEqual(dump(store.db), before);
 
-  assert.deepEqual(migrateUp(store.db, dir), [3, 4]);
-  assert.deepEqual(dump(store.db), before);
+  assert.deepEqual(migrateUp(store.db, dir), [3, 4, 5]);
+  assert.deepEqual(dump(store.db), { ...before, judgments: judgmentsAt5 });
   assert.deepEqual([...store.exportLines()], exportBefore);
   store.close();
 });
@@ -169,7 +173,7 @@ test('a table rebuild that would leave a row without its parent rolls back, with
   db.prepare('DELETE FROM next_states').run();
   assert.throws(() => db.transaction(() => migrateUp(db, 'test'))(), /migration 3 \(turn-payloads\) rebuilds tables and cannot run inside a transaction/);
   assert.equal(schemaVersion(db), 2);
-  assert.deepEqual(migrateUp(db, 'test'), [3, 4]);
+  assert.deepEqual(migrateUp(db, 'test'), [3, 4, 5]);
   db.close();
 });
 

@@ -62,6 +62,7 @@ export async function startLearning(a: { model: ChatModel; backend: ChatBackend;
       publish: () => learner.publishTo(engine),
       checkpoint: () => learner.save([]),
       servingVersion: () => engine.version,
+      stopTraining: () => learner.close(),
     },
     log: a.log,
   });

@@ -32,6 +32,11 @@ export interface LearnConfig {
   maxJudgeAttempts: number;
   /** How often the loop looks for new closed turns and ready batches when nothing woke it. */
   pollMs: number;
+  /**
+   * Longest sample (prompt + completion tokens) the learner takes; longer turns are judged but
+   * never trained (`too_long`). null: no bound. serve derives it from the learner's memory.
+   */
+  maxTrainTokens: number | null;
 }
 
 export const DEFAULT_LEARN: LearnConfig = {
@@ -46,6 +51,7 @@ export const DEFAULT_LEARN: LearnConfig = {
   judgeConcurrency: 2,
   maxJudgeAttempts: 3,
   pollMs: 250,
+  maxTrainTokens: null,
 };
 
 /** Defaults filled in and every value checked; throws RangeError naming the setting. */
@@ -67,6 +73,7 @@ export function resolveLearnConfig(partial: Partial<LearnConfig> = {}): LearnCon
   check(int(c.judgeConcurrency, 1), `judgeConcurrency must be an integer >= 1, got ${c.judgeConcurrency}`);
   check(int(c.maxJudgeAttempts, 1), `maxJudgeAttempts must be an integer >= 1, got ${c.maxJudgeAttempts}`);
   check(int(c.pollMs, 1), `pollMs must be an integer >= 1, got ${c.pollMs}`);
+  check(c.maxTrainTokens === null || int(c.maxTrainTokens, 2), `maxTrainTokens must be an integer >= 2 or null, got ${c.maxTrainTokens}`);
   return c;
 }
 

@@ -30,7 +30,7 @@ export type FeedCounter = 'samples' | NoSampleReason | 'teacher/prompt_not_repro
 export class JudgingFeed {
   readonly queue: JudgeQueue;
   readonly counters: Record<FeedCounter, number> = {
-    samples: 0, no_next_state: 0, abstained: 0, no_hint: 0, teacher_failed: 0,
+    samples: 0, no_next_state: 0, abstained: 0, no_hint: 0, teacher_failed: 0, too_long: 0,
     'teacher/prompt_not_reproducible': 0, 'teacher/too_long': 0, 'teacher/scoring_failed': 0, commit_failed: 0, excluded_after_failures: 0,
   };
   private readonly capacity: number;
@@ -67,6 +67,14 @@ export class JudgingFeed {
   private async commit(judged: JudgedTurn, closed: ClosedTurn): Promise<void> {
     const { store, config } = this.opts;
     try {
+      // A turn the learner could never take: keep the judgment, skip the teacher's long scoring.
+      const tokens = closed.turn.promptIds.length + closed.turn.completionIds.length;
+      if (judged.skipped === null && config.maxTrainTokens !== null && tokens > config.maxTrainTokens) {
+        store.learning.recordJudgment(judged, null, 'too_long');
+        this.counters.too_long += 1;
+        this.opts.log('sample_too_long', { turnId: closed.turn.id, tokens, maxTrainTokens: config.maxTrainTokens });
+        return;
+      }
       let teacher: { logprobs: number[]; version: number } | null = null;
       let teacherFailed = false;
       if (usesTeacher(config.method) && judged.hint !== null) {
@@ -84,7 +92,7 @@ export class JudgingFeed {
       const sessionId = closed.turn.sessionId;
       const firstOfSession = config.keepZeroScorePerSession && sessionId !== null && !store.learning.sessionHasSample(sessionId);
       const result = sampleFor({ turn: closed.turn, score: judged.score, skipped: judged.skipped !== null, teacher, teacherFailed, firstOfSession }, config);
-      const id = store.learning.recordJudgment(judged, result.sample);
+      const id = store.learning.recordJudgment(judged, result.sample, result.sample ? null : result.reason);
       if (result.sample) {
         this.counters.samples += 1;
         this.opts.log('sample_queued', { turnId: closed.turn.id, sampleId: id, source: result.sample.source, score: result.sample.score, policyVersion: result.sample.policyVersion });

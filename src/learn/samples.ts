@@ -12,11 +12,10 @@
 // finished there (TrainingSample.opd); the sample carries the teacher log-probs and the weight.
 
 import type { Score } from '../judge/types.js';
-import type { SampleDraft, Turn } from '../types.js';
+import type { NoSampleReason, SampleDraft, Turn } from '../types.js';
 import type { LearnConfig, Method } from './config.js';
 
-/** Why a judged turn produced no sample (counted in the status). */
-export type NoSampleReason = 'no_next_state' | 'abstained' | 'no_hint' | 'teacher_failed';
+export type { NoSampleReason };
 
 export interface SampleInput {
   turn: Pick<Turn, 'id' | 'policyVersion' | 'completionIds'>;

@@ -23,7 +23,9 @@ export interface LearningStatus {
     /** Samples waiting for a batch. */
     samples: number;
   };
-  samples: { queued: number; trained: number; stale: number };
+  samples: { queued: number; trained: number; stale: number; too_long: number };
+  /** The longest sample the learner takes (null: unbounded) and the judged turns left untrained as longer. */
+  tooLong: { maxTrainTokens: number | null; turns: number };
   judge: {
     name: string;
     judged: number;
@@ -54,6 +56,7 @@ export function learningStatus(a: { store: Store; config: LearnConfig; feed: Jud
     turns: { main: kinds.main ?? 0, side: kinds.side ?? 0, open: kinds.open ?? 0 },
     queues: { closedTurns: c.closedPending, judging: a.feed.queue.waiting + a.feed.queue.running, samples: c.samples.queued },
     samples: c.samples,
+    tooLong: { maxTrainTokens: a.config.maxTrainTokens, turns: c.tooLongTurns },
     judge: { name: a.judge, judged: c.judgments - c.skipped, skipped: c.skipped, recent: a.store.learning.recentJudgments(100), counters: a.feed.queue.metrics.snapshot() },
     feed: { ...a.feed.counters },
     lastBatch: last && lastStep ? {
@@ -69,6 +72,8 @@ export function learningStatus(a: { store: Store; config: LearnConfig; feed: Jud
 export function progressLine(s: LearningStatus): string {
   const reward = s.judge.recent.turns === 0 ? '-' : `${s.judge.recent.scoreMean >= 0 ? '+' : ''}${s.judge.recent.scoreMean.toFixed(2)}`;
   const trainer = s.trainer.state === 'failed' ? ' · TRAINER FAILED (see log)' : s.trainer.state === 'training' ? ' · training' : '';
+  const tooLong = s.tooLong.turns + s.samples.too_long;
+  const untrained = tooLong > 0 ? `, ${tooLong} too long (> ${s.tooLong.maxTrainTokens} tokens)` : '';
   return `[openclaw-rl] turns ${s.turns.main} main/${s.turns.side} side · judged ${s.judge.judged} (${s.queues.judging + s.queues.closedTurns} waiting) · `
-    + `samples ${s.queues.samples}/${s.batchSize} queued, ${s.samples.trained} trained · step ${s.steps} · version ${s.version} · reward ${reward}${trainer}`;
+    + `samples ${s.queues.samples}/${s.batchSize} queued, ${s.samples.trained} trained${untrained} · step ${s.steps} · version ${s.version} · reward ${reward}${trainer}`;
 }

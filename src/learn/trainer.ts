@@ -19,6 +19,11 @@ export interface PolicyBackend {
   checkpoint(): Promise<void>;
   /** The version new requests are served with. */
   servingVersion(): number;
+  /**
+   * Abandons the batch in progress at once (shutdown): its trainBatch, publish or checkpoint
+   * rejects, nothing of it is committed, and its samples stay queued for the next start.
+   */
+  stopTraining?(): Promise<void>;
 }
 
 export type TrainerState = 'waiting' | 'training' | 'failed' | 'closed';
@@ -52,8 +57,11 @@ export class Trainer {
   }
 
   async close(): Promise<void> {
+    const busy = this.state === 'training';
     if (this.state !== 'failed') this.state = 'closed';
     this.notify();
+    // A long batch would hold shutdown for minutes; what it has not committed is retrained later.
+    if (busy) await this.backend.stopTraining?.();
     await this.running;
   }
 
@@ -65,9 +73,17 @@ export class Trainer {
       this.staleDropped += dropped;
       this.log('samples_stale', { dropped, minVersion });
     }
+    if (this.config.maxTrainTokens !== null) {
+      const tooLong = this.tables.dropTooLong(this.config.maxTrainTokens);
+      if (tooLong > 0) this.log('samples_too_long', { dropped: tooLong, maxTrainTokens: this.config.maxTrainTokens });
+    }
     if (this.tables.queuedCount() < this.config.batchSize) return false;
     const samples = this.tables.queuedSamples(this.config.batchSize);
     this.state = 'training';
+    this.log('batch_started', {
+      batch: this.tables.lastBatch() + 1, samples: samples.length,
+      tokens: samples.reduce((a, s) => a + s.promptIds.length + s.completionIds.length, 0),
+    });
     const metrics = await this.backend.trainBatch(samples.map(trainingSampleOf));
     if (this.closed()) return false;
     const t0 = performance.now();

@@ -9,7 +9,7 @@
 
 import type { JudgedTurn } from '../judge/types.js';
 import type { StepMetrics } from '../engine/types.js';
-import type { Sample, SampleDraft, SampleSource, SampleStatus } from '../types.js';
+import type { NoSampleReason, Sample, SampleDraft, SampleSource, SampleStatus } from '../types.js';
 import { decodeFloats, decodeIds, encodeFloats } from './records.js';
 import { stmt, type SqliteDatabase } from './sqlite.js';
 
@@ -28,6 +28,8 @@ export interface LearningCounts {
   /** Judged turns that had no next state (nothing to judge). */
   skipped: number;
   samples: Record<SampleStatus, number>;
+  /** Judged turns with no sample because prompt + completion exceed the learner's bound. */
+  tooLongTurns: number;
   steps: number;
   /** Closed main turns waiting for (or being judged by) the judge. */
   closedPending: number;
@@ -71,11 +73,12 @@ export class LearningTables {
    * Commits a judged turn: the judgment, every vote's raw answer, the sample (if any) and the
    * closed turn's `done` mark. Returns the sample's id, or null when there is none.
    */
-  recordJudgment(j: JudgedTurn, sample: SampleDraft | null): number | null {
+  recordJudgment(j: JudgedTurn, sample: SampleDraft | null, noSample: NoSampleReason | null = null): number | null {
+    if (sample && noSample) throw new Error(`turn ${j.turnId}: a judgment with a sample has no no-sample reason (${noSample})`);
     return this.db.transaction(() => {
       const now = this.now();
-      stmt(this.db, `INSERT INTO judgments (turn_id, next_turn_id, judge, skipped, score, agreement, hint, hint_vote, hint_rejections, started_at, finished_at)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(j.turnId, j.nextTurnId, j.judge, j.skipped, j.score, j.agreement, j.hint, j.hintVote, JSON.stringify(j.hintRejections), j.startedAt, j.finishedAt);
+      stmt(this.db, `INSERT INTO judgments (turn_id, next_turn_id, judge, skipped, score, agreement, hint, hint_vote, hint_rejections, started_at, finished_at, no_sample)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(j.turnId, j.nextTurnId, j.judge, j.skipped, j.score, j.agreement, j.hint, j.hintVote, JSON.stringify(j.hintRejections), j.startedAt, j.finishedAt, noSample);
       const vote = stmt(this.db, `INSERT INTO judge_votes (turn_id, kind, idx, score, hint, raw, failure, detail, attempts, ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
       j.evalVotes.forEach((v, i) => vote.run(j.turnId, 'eval', i, v.score, null, v.raw, v.failure, v.detail, v.attempts, Math.round(v.ms)));
       j.hintVotes.forEach((v, i) => vote.run(j.turnId, 'hint', i, v.score, v.hint, v.raw, v.failure, v.detail, v.attempts, Math.round(v.ms)));
@@ -111,6 +114,15 @@ export class LearningTables {
   /** Marks queued samples sampled before `minVersion` as stale; returns how many. */
   dropStale(minVersion: number): number {
     return stmt(this.db, `UPDATE samples SET status = 'stale' WHERE status = 'queued' AND policy_version < ?`).run(minVersion).changes;
+  }
+
+  /**
+   * Marks queued samples whose turn has more than `maxTokens` prompt + completion tokens as
+   * `too_long` (queued under a higher bound); returns how many.
+   */
+  dropTooLong(maxTokens: number): number {
+    return stmt(this.db, `UPDATE samples SET status = 'too_long' WHERE status = 'queued'
+      AND turn_id IN (SELECT id FROM turns WHERE prompt_tokens + completion_tokens > ?)`).run(maxTokens).changes;
   }
 
   queuedCount(): number {
@@ -194,12 +206,13 @@ export class LearningTables {
 
   counts(): LearningCounts {
     const n = (sql: string, ...p: unknown[]) => (stmt(this.db, sql).get(...p) as { n: number }).n;
-    const samples = { queued: 0, trained: 0, stale: 0 } as Record<SampleStatus, number>;
+    const samples = { queued: 0, trained: 0, stale: 0, too_long: 0 } as Record<SampleStatus, number>;
     for (const r of stmt(this.db, 'SELECT status, count(*) AS n FROM samples GROUP BY status').all() as { status: SampleStatus; n: number }[]) samples[r.status] = r.n;
     return {
       judgments: n('SELECT count(*) AS n FROM judgments'),
       skipped: n('SELECT count(*) AS n FROM judgments WHERE skipped IS NOT NULL'),
       samples,
+      tooLongTurns: n(`SELECT count(*) AS n FROM judgments WHERE no_sample = 'too_long'`),
       steps: n('SELECT count(*) AS n FROM train_steps'),
       closedPending: n(`SELECT count(*) AS n FROM closed_turns WHERE status = 'pending'`),
       closedClaimed: n(`SELECT count(*) AS n FROM closed_turns WHERE status = 'claimed'`),

@@ -98,6 +98,8 @@ export class PolicyBackendDouble implements PolicyBackend {
   onCall: ((call: 'train' | 'publish' | 'checkpoint') => void) | null = null;
   /** When set, trainBatch waits for this promise before returning. */
   gate: Promise<void> | null = null;
+  /** PolicyBackend.stopTraining, when a test gives one. */
+  stopTraining?: () => Promise<void>;
   private waiters: { n: number; resolve(): void }[] = [];
 
   constructor(startVersion = 0, private readonly stepsPerBatch = 1) {
