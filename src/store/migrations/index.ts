@@ -6,6 +6,7 @@ import { migration001 } from './001-initial.js';
 import { migration002 } from './002-learning.js';
 import { migration003 } from './003-turn-payloads.js';
 import { migration004 } from './004-step-queues.js';
+import { migration005 } from './005-next-state-raw.js';
 
 export interface Migration {
   version: number;
@@ -20,7 +21,7 @@ export interface Migration {
   rebuildsTables?: boolean;
 }
 
-export const MIGRATIONS: readonly Migration[] = [migration001, migration002, migration003, migration004];
+export const MIGRATIONS: readonly Migration[] = [migration001, migration002, migration003, migration004, migration005];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 
