@@ -14,8 +14,8 @@ export type TurnKind = 'main' | 'side';
  * - `affinity`: OpenClaw's `x-session-affinity` / `session_id` headers (`<id>:<n>`, `:n` stripped);
  * - `prompt_cache_key`: OpenClaw's body `prompt_cache_key` (same format);
  * - `user`: the body `user` field (namespaced as `user:<value>`);
- * - `inferred`: header-less: the request's history extends (or retries) a known session's last turn;
  * - `runtime`: header-less: the `sessionId=` of OpenClaw's `Runtime:` line in the first user message;
+ * - `inferred`: no identity stated: the request's history extends (or retries) a known session's last turn;
  * - `new`: a header-less main request that matches nothing starts a session;
  * - `none`: a side request with no identity belongs to no session.
  */

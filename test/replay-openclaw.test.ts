@@ -57,21 +57,23 @@ function summarize(answers: ReplayedAnswer[], lines: ExportLine[]): string[] {
 
 const M = 'main:openclaw:agent_turn';
 const S = 'side:model:side';
+// Header-less sessions (01, 02) are named by the sessionId of OpenClaw's Runtime line on every
+// request, not found by matching history: a named session outranks history.
 const EXPECTED: Record<string, string[]> = {
   '01-local-embedded-multiturn-tool.jsonl': [
     `1 ${M} loc-1(runtime) next_state<-2[user]`,
-    `2 ${M} loc-1(inferred) next_state<-3[tool]`,
-    `3 ${M} loc-1(inferred) next_state<-4[user]`,
-    `4 ${M} loc-1(inferred) no_next_state`,
+    `2 ${M} loc-1(runtime) next_state<-3[tool]`,
+    `3 ${M} loc-1(runtime) next_state<-4[user]`,
+    `4 ${M} loc-1(runtime) no_next_state`,
     `5 ${M} loc-2(runtime) no_next_state`,
   ],
   '02-gateway-cli-http-cron-sideturns.jsonl': [
     `1 ${M} gw-1(runtime) next_state<-2[user]`,
-    `2 ${M} gw-1(inferred) next_state<-3[tool]`,
-    `3 ${M} gw-1(inferred) next_state<-4[user]`,
-    `4 ${M} gw-1(inferred) no_next_state`,
+    `2 ${M} gw-1(runtime) next_state<-3[tool]`,
+    `3 ${M} gw-1(runtime) next_state<-4[user]`,
+    `4 ${M} gw-1(runtime) no_next_state`,
     `5 ${M} b6c5ee78-10f5-4dd7-a758-e4e8409edbe8(runtime) next_state<-6[user]`,
-    `6 ${M} b6c5ee78-10f5-4dd7-a758-e4e8409edbe8(inferred) no_next_state`,
+    `6 ${M} b6c5ee78-10f5-4dd7-a758-e4e8409edbe8(runtime) no_next_state`,
     `7 ${M} 681021c6-2da2-4b83-9356-7b2142c5bc63(runtime) no_next_state`,
     '8 side:openclaw:heartbeat -(none) -',
     '9 200',

@@ -8,7 +8,9 @@ import { attribute, type LiveTurn } from '../src/sessions/attribution.js';
 import { canonicalize, extendChain, messageKey } from '../src/sessions/canonical.js';
 import { explicitIdentity, splitAffinityKey, traceIdOf } from '../src/sessions/identity.js';
 import { classifyTurn, parseTurnType, type KindConfig } from '../src/sessions/kind.js';
-import { openClawSideTask, runtimeSessionId, userMessageBody } from '../src/sessions/openclaw.js';
+import {
+  openClawSideTask, runtimeSessionId, unwrapQueuedText, userMessageBody, withoutQueuedWrapper,
+} from '../src/sessions/openclaw.js';
 
 const sys: ChatMessage = { role: 'system', content: '<!-- openclaw:attempt:STABLE -->\nYou are a personal assistant.' };
 const ctx: ChatMessage = { role: 'user', content: [{ type: 'text', text: '<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\nActive exec sessions: none\n<<<END_OPENCLAW_INTERNAL_CONTEXT>>>' }] };
@@ -114,6 +116,53 @@ test('OpenClaw text rules', () => {
     const specs = tools?.map((name) => ({ type: 'function' as const, function: { name } }));
     assert.equal(openClawSideTask(messages, specs, key), want, JSON.stringify(messages[messages.length - 1]).slice(0, 60));
   }
+});
+
+test('the Runtime line: read from the first user message only, as a trailer or its own part, on its own line', () => {
+  const line = (id: string) => `Runtime: agent=main | session=agent:main:explicit:${id} | sessionId=${id} | host=vm`;
+  assert.equal(runtimeSessionId([sys, u1, answer, u2]), 's1');
+  assert.equal(runtimeSessionId([u1]), 's1', 'no system prompt');
+  // After a compaction OpenClaw moves the line onto the summary message, as a content part of its own.
+  const parts = [{ type: 'text' as const, text: '<summary>...</summary>' }, { type: 'text' as const, text: line('cmp-2') }];
+  const compacted: ChatMessage = { role: 'user', content: parts };
+  assert.equal(runtimeSessionId([sys, compacted, answer]), 'cmp-2');
+  assert.equal(runtimeSessionId([sys, queued]), 's1', 'a retry-wrapped first message keeps the trailer');
+  // A line pasted into a later message, or a sessionId on a line after it, names no session.
+  assert.equal(runtimeSessionId([sys, u2, answer, { role: 'user', content: `look:\n${line('pasted')}` }]), undefined);
+  const split = 'hi\nRuntime: agent=main | host=vm\nmore | sessionId=later';
+  assert.equal(runtimeSessionId([sys, { role: 'user', content: split }]), undefined);
+  const inSystem: ChatMessage = { role: 'system', content: line('in-system') };
+  assert.equal(runtimeSessionId([inSystem, u2]), undefined, 'OpenClaw never puts it in the system prompt');
+});
+
+test('OpenClaw\'s retry wrapper: the user\'s own message comes back, as the transcript keeps it', () => {
+  const CONTINUE = 'Continue the current task from the existing transcript, preserving completed work. '
+    + 'If an action was interrupted, inspect its state before deciding whether to retry it. '
+    + 'Do not restart the task or repeat completed actions.';
+  const QUEUED = '[Queued user message from a previous active turn; preserved as context only. '
+    + 'Continue with the active prompt below.]';
+  const ts = '[Sun 2026-11-29 23:20 UTC] ';
+  const cases: [string, string | undefined][] = [
+    [`${ts}${QUEUED}\nSummarise notes.txt, please.\n\n${CONTINUE}`, `${ts}Summarise notes.txt, please.`],
+    // The first message of a session: its Runtime trailer follows the wrapper's paragraph and stays.
+    [queued.content as string, '[Sun 2026-11-29 22:59 UTC] Read notes.txt please\n\n'
+      + 'Runtime: agent=main | session=agent:main:explicit:s1 | sessionId=s1 | host=vm'],
+    // Words of the wrapper the user wrote themselves are the user's.
+    [`${QUEUED}\nfirst\n\n${CONTINUE}\n\nsecond\n\n${CONTINUE}`, `first\n\n${CONTINUE}\n\nsecond`],
+    [`${ts}${QUEUED}\n[Sun 2026-11-29 23:19 UTC] kept timestamp\n\n${CONTINUE}`, '[Sun 2026-11-29 23:19 UTC] kept timestamp'],
+    [u2.content as string, undefined],
+    [`${ts}quoting ${QUEUED}`, undefined],
+  ];
+  for (const [text, want] of cases) assert.equal(unwrapQueuedText(text), want, text.slice(0, 60));
+  for (const [text] of cases) {
+    assert.equal(userMessageBody(unwrapQueuedText(text) ?? text), userMessageBody(text), 'unwrapping keeps the canonical body');
+  }
+  const [wrapped, own] = cases[0]!;
+  const inParts: ChatMessage = { role: 'user', content: [{ type: 'text', text: wrapped }] };
+  assert.deepEqual(withoutQueuedWrapper(inParts), { role: 'user', content: [{ type: 'text', text: own }] });
+  assert.equal(withoutQueuedWrapper(u2), u2, 'an unwrapped message is returned as it is');
+  const assistant: ChatMessage = { role: 'assistant', content: wrapped };
+  assert.equal(withoutQueuedWrapper(assistant), assistant, 'only user messages are unwrapped');
 });
 
 test('session identity: first match wins, OpenClaw suffix stripped, bad ids refused', () => {

@@ -278,7 +278,7 @@ test('deleting a session removes its judgments, votes and samples; other session
 });
 
 test('migrating down to 1 drops only the learning tables and the turn payloads table; up again restores them empty and usable', () => {
-  assert.equal(LATEST_VERSION, 5);
+  assert.equal(LATEST_VERSION, 6);
   const dir = freshDir('learn-migrate-');
   const store = openStore({ dir });
   const t = learnTurn();
@@ -293,8 +293,8 @@ test('migrating down to 1 drops only the learning tables and the turn payloads t
   assert.deepEqual(store.db.prepare('SELECT id, messages FROM turns').all(), [{ id: t.id, messages: JSON.stringify(t.messages) }], 'schema-1 data untouched');
   assert.equal(store.queueStatus(t.id), 'done');
 
-  assert.deepEqual(migrateUp(store.db, dir), [2, 3, 4, 5]);
-  assert.equal(schemaVersion(store.db), 5);
+  assert.deepEqual(migrateUp(store.db, dir), [2, 3, 4, 5, 6]);
+  assert.equal(schemaVersion(store.db), 6);
   assert.deepEqual(tables(), all);
   assert.deepEqual(store.getTurn(t.id)!.turn, t);
   assert.deepEqual(rows(store), { judgments: 0, judge_votes: 0, samples: 0, train_steps: 0 });
@@ -341,7 +341,7 @@ test('migration 5 keeps every sample row and the id counter; down maps too_long 
   migrateDown(store.db, 4);
   const before = store.db.prepare('SELECT * FROM samples ORDER BY id').all();
   assert.throws(() => store.db.prepare(`UPDATE samples SET status = 'too_long' WHERE id = ?`).run(ids[0]), /CHECK constraint/);
-  assert.deepEqual(migrateUp(store.db, dir), [5]);
+  assert.deepEqual(migrateUp(store.db, dir), [5, 6]);
   assert.deepEqual(store.db.prepare('SELECT * FROM samples ORDER BY id').all(), before);
   store.db.prepare(`UPDATE samples SET status = 'too_long' WHERE id = ?`).run(ids[0]);
   assert.equal(queueSample(store, learnTurn()), ids[2]! + 1);

@@ -9,12 +9,13 @@ import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { LearningTables } from '../src/store/learning.js';
 import { MIGRATIONS, migrateDown, migrateUp, schemaVersion } from '../src/store/migrations/index.js';
-import { enqueueClosedTurn, insertNextState, insertTurn, setQueueStatus, upsertSession } from '../src/store/queries.js';
+import { enqueueClosedTurn, insertTurn, setQueueStatus, upsertSession } from '../src/store/queries.js';
 import { nextStateToRow, rowToExportLine, turnToRow, type ExportLine } from '../src/store/records.js';
 import { openSqlite, type SqliteDatabase } from '../src/store/sqlite.js';
 import { openStore, STORE_FILE } from '../src/store/store.js';
 import type { TurnWithNextStateRow } from '../src/store/tables.js';
-import type { Turn } from '../src/types.js';
+import type { ChatMessage } from '../src/engine/chat/messages.js';
+import type { NextState, Turn } from '../src/types.js';
 import { freshDir } from './helpers/gateway.js';
 import { judgedFixture, learnTurn, rlDraft, stepMetrics } from './helpers/learning-fixtures.js';
 
@@ -36,6 +37,13 @@ function insertV2Turn(db: SqliteDatabase, turn: Turn, closure?: { reason: 'next_
   db.prepare(`INSERT INTO turns (${columns.join(', ')}) VALUES (${columns.map((c) => '@' + c).join(', ')})`).run(row);
 }
 
+// Schema 2's next_states row: schema 6 added raw_messages.
+function insertV2NextState(db: SqliteDatabase, turnId: string, next: NextState): void {
+  const { raw_messages: _raw, ...row } = nextStateToRow(turnId, next);
+  db.prepare('INSERT INTO next_states (turn_id, next_turn_id, messages, arrived_at) VALUES (@turn_id, @next_turn_id, @messages, @arrived_at)')
+    .run(row);
+}
+
 const TABLES = ['closure_reasons', 'sessions', 'next_states', 'closed_turns', 'judgments', 'judge_votes', 'samples', 'train_steps'];
 
 /** Every row of every table with its rowid, turns in schema 2's shape whatever the schema. */
@@ -45,6 +53,11 @@ function dump(db: SqliteDatabase): Record<string, unknown[]> {
   // Schema 4's step queue columns, NULL on steps trained before it, are checked apart.
   out.train_steps = out.train_steps!.map((r) => {
     const { samples_queued: _queued, turns_waiting: _waiting, ...row } = r as Record<string, unknown>;
+    return row;
+  });
+  // Schema 5's raw next-state messages, NULL on next states stored before it, likewise.
+  out.next_states = out.next_states!.map((r) => {
+    const { raw_messages: _raw, ...row } = r as Record<string, unknown>;
     return row;
   });
   out.sqlite_sequence = db.prepare('SELECT * FROM sqlite_sequence ORDER BY name').all();
@@ -89,7 +102,8 @@ test('migration 3 moves a schema-2 store\'s payloads to turn_payloads: every row
   insertV2Turn(db, turns.idle, { reason: 'no_next_state', closedAt: 2004 });
   db.prepare('DELETE FROM turns WHERE id = ?').run(deleted.id);
   for (const t of [turns.judged, turns.queued]) {
-    insertNextState(db, nextStateToRow(t.id, { messages: [{ role: 'user', content: `thanks for ${t.id}` }], nextTurnId: `${t.id}_next`, arrivedAt: 2000 }));
+    const thanks: ChatMessage = { role: 'user', content: `thanks for ${t.id}` };
+    insertV2NextState(db, t.id, { messages: [thanks], nextTurnId: `${t.id}_next`, arrivedAt: 2000 });
   }
   for (const t of [turns.judged, turns.queued]) enqueueClosedTurn(db, t.id, 'pending', 2005);
   for (const t of [turns.cancelled, turns.idle]) enqueueClosedTurn(db, t.id, 'excluded', 2005);
@@ -108,15 +122,17 @@ test('migration 3 moves a schema-2 store\'s payloads to turn_payloads: every row
     .run(m.samples, m.tokens, m.loss, m.gradNorm, m.lr, m.clipFraction, m.approxKl, m.entropy, m.tisMean, m.rolloutAbsDiff, m.seconds, m.yieldedMs, m.tokensPerSecond);
   const before = dump(db);
   const v2Schema = schema(db);
-  // Export as schema 2's build read it: the turn row itself, with its next state.
-  const exportBefore = (db.prepare(`SELECT t.*, n.next_turn_id AS ns_next_turn_id, n.messages AS ns_messages, n.arrived_at AS ns_arrived_at
-    FROM turns t LEFT JOIN next_states n ON n.turn_id = t.id ORDER BY t.rowid`).all() as TurnWithNextStateRow[]).map(rowToExportLine);
+  // Export as schema 2's build read it: the turn row itself, with its next state (no raw messages before schema 5).
+  const exportBefore = (db.prepare(`SELECT t.*, n.next_turn_id AS ns_next_turn_id, n.messages AS ns_messages, n.arrived_at AS ns_arrived_at,
+    NULL AS ns_raw_messages FROM turns t LEFT JOIN next_states n ON n.turn_id = t.id ORDER BY t.rowid`).all() as TurnWithNextStateRow[]).map(rowToExportLine);
   db.close();
   assert.equal(before.turns!.length, 6);
   for (const t of ['next_states', 'closed_turns', 'judgments', 'judge_votes', 'samples', 'train_steps']) assert.ok(before[t]!.length > 0, t);
 
   const store = openStore({ dir });
-  assert.equal(schemaVersion(store.db), 5);
+  assert.equal(schemaVersion(store.db), 6);
+  const raw = store.db.prepare('SELECT raw_messages FROM next_states').all();
+  assert.deepEqual(raw, [{ raw_messages: null }, { raw_messages: null }], 'stored as received before schema 6');
   assert.deepEqual(store.db.prepare('SELECT samples_queued, turns_waiting FROM train_steps').all(), [{ samples_queued: null, turns_waiting: null }], 'unknown for a step trained before schema 4');
   assert.equal(store.db.pragma('foreign_keys', { simple: true }), 1, 'foreign keys back on');
   assert.deepEqual(foreignKeyCheck(store.db), []);
@@ -152,7 +168,7 @@ test('migration 3 moves a schema-2 store\'s payloads to turn_payloads: every row
   assert.deepEqual(foreignKeyCheck(store.db), []);
   assert.deepEqual(dump(store.db), before);
 
-  assert.deepEqual(migrateUp(store.db, dir), [3, 4, 5]);
+  assert.deepEqual(migrateUp(store.db, dir), [3, 4, 5, 6]);
   assert.deepEqual(dump(store.db), { ...before, judgments: judgmentsAt5 });
   assert.deepEqual([...store.exportLines()], exportBefore);
   store.close();
@@ -162,7 +178,7 @@ test('a table rebuild that would leave a row without its parent rolls back, with
   const { db } = databaseAt(2);
   // A schema-2 store written with foreign keys off: a next state whose turn is gone.
   db.pragma('foreign_keys = OFF');
-  insertNextState(db, nextStateToRow('ghost', { messages: [], nextTurnId: 'x', arrivedAt: 1 }));
+  insertV2NextState(db, 'ghost', { messages: [], nextTurnId: 'x', arrivedAt: 1 });
   db.pragma('foreign_keys = ON');
   assert.throws(() => migrateUp(db, 'test'), /migration 3 \(turn-payloads\) rolled back: PRAGMA foreign_key_check finds 1 rows without their parent row, e\.g\. next_states rowid 1 \(no row in turns\)/);
   assert.equal(schemaVersion(db), 2);
@@ -173,7 +189,7 @@ test('a table rebuild that would leave a row without its parent rolls back, with
   db.prepare('DELETE FROM next_states').run();
   assert.throws(() => db.transaction(() => migrateUp(db, 'test'))(), /migration 3 \(turn-payloads\) rebuilds tables and cannot run inside a transaction/);
   assert.equal(schemaVersion(db), 2);
-  assert.deepEqual(migrateUp(db, 'test'), [3, 4, 5]);
+  assert.deepEqual(migrateUp(db, 'test'), [3, 4, 5, 6]);
   db.close();
 });
 

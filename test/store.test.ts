@@ -43,7 +43,7 @@ test('migrations: fresh store at the latest version, WAL, reopen is a no-op, dow
   assert.equal(schemaVersion(again.db), 0);
   // sqlite_sequence (made by AUTOINCREMENT in schema 2) is SQLite's own and cannot be dropped.
   assert.equal((again.db.prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").get() as { n: number }).n, 0);
-  assert.deepEqual(migrateUp(again.db, 'x'), [1, 2, 3, 4]);
+  assert.deepEqual(migrateUp(again.db, 'x'), [1, 2, 3, 4, 5, 6]);
   const reasons = again.db.prepare('SELECT reason FROM closure_reasons ORDER BY reason').all() as { reason: string }[];
   assert.deepEqual(reasons.map((r) => r.reason), ['cancelled', 'diverged', 'next_state', 'no_next_state', 'superseded']);
   again.close();

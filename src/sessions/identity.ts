@@ -3,7 +3,8 @@
 //   x-session-affinity / session_id     -> OpenClaw's affinity headers, "<sessionId>:<n>"
 //   body prompt_cache_key               -> OpenClaw, same format
 //   body user                           -> namespaced "user:<value>"
-// Header-less requests are matched against known sessions by the tracker (tracker.ts).
+// Without these, the recorder (recorder.ts) reads the sessionId of OpenClaw's Runtime line, and
+// only a request that names no session at all is matched against known sessions by its history.
 
 import type { SessionSource } from '../types.js';
 

@@ -63,17 +63,57 @@ export function userMessageBody(text: string): string {
   return body.trim();
 }
 
-/** `sessionId=<id>` of the `Runtime:` line OpenClaw puts in a session's first user message. */
+/**
+ * `sessionId=<id>` of the `Runtime:` line OpenClaw ends a session's first user message with (a
+ * trailer of its text, or its own content part after a compaction; never the system prompt). Only
+ * the first user message is read: a line pasted into a later message names no session.
+ */
 export function runtimeSessionId(messages: readonly ChatMessage[]): string | undefined {
-  for (const message of messages.slice(0, 4)) {
-    if (message.role !== 'user') continue;
-    const text = textOf(message);
-    const line = text.lastIndexOf('\nRuntime: ');
-    if (line < 0 && !text.startsWith('Runtime: ')) continue;
-    const match = /\| sessionId=([^\s|]{1,128})/.exec(text.slice(Math.max(0, line)));
-    if (match) return match[1];
+  const first = messages.find((m) => m.role === 'user');
+  if (!first) return undefined;
+  const text = textOf(first);
+  const trailer = text.lastIndexOf('\nRuntime: ');
+  const start = trailer >= 0 ? trailer + 1 : text.startsWith('Runtime: ') ? 0 : -1;
+  if (start < 0) return undefined;
+  const line = text.slice(start).split('\n', 1)[0]!;
+  return /\| sessionId=([^\s|]{1,128})/.exec(line)?.[1];
+}
+
+/**
+ * The user's own message inside OpenClaw's retry wrapper, as its transcript keeps it:
+ * `[ts] [Queued ...below.]\n<original>\n\nContinue the current task ...` becomes `[ts] <original>`
+ * (anything after the wrapper's paragraph, such as the `Runtime:` trailer, stays). Undefined when
+ * the text is not wrapped.
+ */
+export function unwrapQueuedText(text: string): string | undefined {
+  const timestamp = TIMESTAMP.exec(text)?.[0] ?? '';
+  if (!text.startsWith(QUEUED_HEADER, timestamp.length)) return undefined;
+  let original = text.slice(timestamp.length + QUEUED_HEADER.length).replace(/^\n/, '');
+  let after = '';
+  // The wrapper's paragraph is the last one opening with these words: the user may have written them too.
+  const at = original.lastIndexOf('\n\n' + CONTINUE_PREFIX);
+  if (at >= 0) {
+    const end = original.indexOf('\n\n', at + 2);
+    after = end < 0 ? '' : original.slice(end);
+    original = original.slice(0, at);
   }
-  return undefined;
+  return (TIMESTAMP.test(original) ? '' : timestamp) + original + after;
+}
+
+/** A user message with OpenClaw's retry wrapper removed from its text (each text part); others as they are. */
+export function withoutQueuedWrapper(message: ChatMessage): ChatMessage {
+  if (message.role !== 'user') return message;
+  const content = message.content;
+  if (typeof content === 'string') {
+    const unwrapped = unwrapQueuedText(content);
+    return unwrapped === undefined ? message : { ...message, content: unwrapped };
+  }
+  if (!Array.isArray(content)) return message;
+  const parts = content.map((p) => {
+    const unwrapped = unwrapQueuedText(p.text);
+    return unwrapped === undefined ? p : { ...p, text: unwrapped };
+  });
+  return parts.every((p, i) => p === content[i]) ? message : { ...message, content: parts };
 }
 
 /** The last user message that OpenClaw itself did not add (internal context, retry continuation). */

@@ -12,12 +12,13 @@
 
 import { randomBytes } from 'node:crypto';
 import type { ChatMessage, ToolSpec } from '../engine/chat/messages.js';
-import type { ClosureReason, NextState, SessionSource, Turn, TurnKind } from '../types.js';
+import type { ClosureReason, SessionSource, Turn, TurnKind } from '../types.js';
 import { attribute, responseHash, type Attribution, type LiveTurn } from './attribution.js';
 import { canonicalize, extendChain, messageKey, type CanonicalHistory, type CanonicalizedRequest } from './canonical.js';
 import type { ExplicitIdentity } from './identity.js';
 import { GroupCommit } from './group-commit.js';
 import { classifyTurn, type KindConfig } from './kind.js';
+import { recordedNextState, type RecordedNextState } from './next-state.js';
 import { runtimeSessionId } from './openclaw.js';
 
 /** One write of the recorder: an answered turn (with its session row), or a closure. */
@@ -53,7 +54,7 @@ export interface TurnClosure {
   turnId: string;
   reason: ClosureReason;
   closedAt: number;
-  nextState: NextState | null;
+  nextState: RecordedNextState | null;
   /** Queue status: pending for the learner, or excluded (opted out). */
   learning: boolean;
 }
@@ -160,14 +161,15 @@ export class TurnRecorder {
   }
 
   begin(req: IncomingRequest): TurnPlan {
-    const key = req.identity?.sessionId;
+    const stated = statedSession(req);
+    const key = stated?.sessionId;
     const history = canonicalize(req.messages, key === undefined ? undefined : this.lastRequests.get(key));
     const decision = classifyTurn({
       ...(req.turnType ? { turnType: req.turnType } : {}),
       model: req.model, messages: req.messages, tools: req.tools,
       ...(req.identity ? { sessionKey: req.identity.rawKey } : {}),
     }, this.config.kind);
-    const { sessionId, source } = this.identify(req, history, decision.kind);
+    const { sessionId, source } = stated ?? this.inferSession(history, decision.kind);
     let attribution: Attribution = { type: 'none' };
     let learning = !req.optOut;
     if (sessionId !== null) {
@@ -179,7 +181,7 @@ export class TurnRecorder {
         attribution = attribute(state.live, history, req.messages, req.traceId, req.identity?.compaction ?? null);
         if (attribution.type !== 'none') {
           const nextState = attribution.type === 'next_state'
-            ? { messages: attribution.messages, nextTurnId: req.turnId, arrivedAt: req.receivedAt }
+            ? recordedNextState(attribution.messages, req.turnId, req.receivedAt)
             : null;
           this.close(state, attribution.type, req.receivedAt, nextState);
         }
@@ -266,16 +268,14 @@ export class TurnRecorder {
     this.sessions.delete(sessionId);
   }
 
-  private identify(req: IncomingRequest, history: CanonicalHistory, kind: TurnKind): { sessionId: string | null; source: SessionSource } {
-    if (req.identity) return { sessionId: req.identity.sessionId, source: req.identity.source };
+  /** A request that states no session: the known session its history extends or retries, else a new one (main). */
+  private inferSession(history: CanonicalHistory, kind: TurnKind): { sessionId: string | null; source: SessionSource } {
     for (let k = history.chain.length - 1; k > 0; k--) {
       const found = this.byExtension.get(history.chain[k]!);
       if (found) return { sessionId: found, source: 'inferred' };
     }
     const retried = this.byRetry.get(history.retryHash);
     if (retried) return { sessionId: retried, source: 'inferred' };
-    const runtime = runtimeSessionId(req.messages);
-    if (runtime) return { sessionId: runtime, source: 'runtime' };
     if (kind === 'side') return { sessionId: null, source: 'none' };
     return { sessionId: `s_${randomBytes(8).toString('hex')}`, source: 'new' };
   }
@@ -303,7 +303,9 @@ export class TurnRecorder {
     this.byRetry.set(state.live.retryHash, state.id);
   }
 
-  private close(state: SessionState, reason: ClosureReason, closedAt: number, nextState: NextState | null): void {
+  private close(
+    state: SessionState, reason: ClosureReason, closedAt: number, nextState: RecordedNextState | null,
+  ): void {
     const live = state.live;
     if (!live) return;
     this.unindex(state);
@@ -356,4 +358,15 @@ export class TurnRecorder {
       if (state.pending === 0) this.release(state, now);
     }
   }
+}
+
+/**
+ * The session a request names: explicit identity (headers, body), else the `sessionId=` of
+ * OpenClaw's `Runtime:` line. A named session outranks history matching: two sessions can open
+ * with the same message, and the second must not be taken for a retry of the first.
+ */
+function statedSession(req: IncomingRequest): { sessionId: string; source: SessionSource } | undefined {
+  if (req.identity) return { sessionId: req.identity.sessionId, source: req.identity.source };
+  const runtime = runtimeSessionId(req.messages);
+  return runtime === undefined ? undefined : { sessionId: runtime, source: 'runtime' };
 }

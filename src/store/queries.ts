@@ -16,7 +16,9 @@ const params = (columns: string) => names(columns).map((c) => '@' + c).join(', '
 // A turn with its payload (FullTurnRow), and with its next state too (TurnWithNextStateRow).
 const PAYLOAD = names(PAYLOAD_COLUMNS).map((c) => 'p.' + c).join(', ');
 const FULL_TURN = `SELECT t.*, ${PAYLOAD} FROM turns t JOIN turn_payloads p ON p.turn_id = t.id`;
-const WITH_NEXT_STATE = `SELECT t.*, ${PAYLOAD}, n.next_turn_id AS ns_next_turn_id, n.messages AS ns_messages, n.arrived_at AS ns_arrived_at
+const WITH_NEXT_STATE = `SELECT t.*, ${PAYLOAD},
+  n.next_turn_id AS ns_next_turn_id, n.messages AS ns_messages, n.arrived_at AS ns_arrived_at,
+  n.raw_messages AS ns_raw_messages
   FROM turns t JOIN turn_payloads p ON p.turn_id = t.id LEFT JOIN next_states n ON n.turn_id = t.id`;
 
 export function upsertSession(db: SqliteDatabase, row: SessionRow): void {
@@ -51,7 +53,8 @@ export function setRetemplate(db: SqliteDatabase, turnId: string, json: string):
 }
 
 export function insertNextState(db: SqliteDatabase, row: NextStateRow): void {
-  stmt(db, 'INSERT INTO next_states (turn_id, next_turn_id, messages, arrived_at) VALUES (@turn_id, @next_turn_id, @messages, @arrived_at)').run(row);
+  stmt(db, `INSERT INTO next_states (turn_id, next_turn_id, messages, arrived_at, raw_messages)
+    VALUES (@turn_id, @next_turn_id, @messages, @arrived_at, @raw_messages)`).run(row);
 }
 
 export function enqueueClosedTurn(db: SqliteDatabase, turnId: string, status: QueueStatus, now: number): void {

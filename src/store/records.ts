@@ -2,7 +2,8 @@
 // both little-endian, so what was sampled is what is read back, bit for bit.
 
 import type { FinishReason } from '../engine/types.js';
-import type { ClosedTurn, ClosureReason, NextState, SessionSource, Turn } from '../types.js';
+import type { RecordedNextState } from '../sessions/next-state.js';
+import type { ClosedTurn, ClosureReason, SessionSource, Turn } from '../types.js';
 import type { FullTurnRow, NextStateRow, TurnWithNextStateRow } from './tables.js';
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
@@ -125,13 +126,20 @@ export function rowToTurn(row: FullTurnRow): Turn {
   };
 }
 
-export function nextStateToRow(turnId: string, next: NextState): NextStateRow {
-  return { turn_id: turnId, next_turn_id: next.nextTurnId, messages: JSON.stringify(next.messages), arrived_at: next.arrivedAt };
+export function nextStateToRow(turnId: string, next: RecordedNextState): NextStateRow {
+  return {
+    turn_id: turnId, next_turn_id: next.nextTurnId, messages: JSON.stringify(next.messages), arrived_at: next.arrivedAt,
+    raw_messages: next.rawMessages ? JSON.stringify(next.rawMessages) : null,
+  };
 }
 
-export function rowToNextState(row: TurnWithNextStateRow): NextState | null {
+export function rowToNextState(row: TurnWithNextStateRow): RecordedNextState | null {
   if (row.ns_messages === null) return null;
-  return { messages: JSON.parse(row.ns_messages), nextTurnId: row.ns_next_turn_id!, arrivedAt: row.ns_arrived_at! };
+  const next: RecordedNextState = {
+    messages: JSON.parse(row.ns_messages), nextTurnId: row.ns_next_turn_id!, arrivedAt: row.ns_arrived_at!,
+  };
+  if (row.ns_raw_messages !== null) next.rawMessages = JSON.parse(row.ns_raw_messages);
+  return next;
 }
 
 /** A closed main turn; throws for a row that is not closed (a caller bug). */
@@ -163,7 +171,7 @@ export interface ExportLine {
   received_at: number;
   completed_at: number;
   retemplate: Turn['retemplate'];
-  next_state: NextState | null;
+  next_state: RecordedNextState | null;
   closure_reason: ClosureReason | null;
   closed_at: number | null;
 }

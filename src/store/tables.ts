@@ -59,9 +59,11 @@ export type FullTurnRow = TurnRow & Omit<TurnPayloadRow, 'turn_id'>;
 export interface NextStateRow {
   turn_id: string;
   next_turn_id: string;
-  /** JSON ChatMessage[] */
+  /** JSON ChatMessage[]: what the judge and the learner read */
   messages: string;
   arrived_at: number;
+  /** JSON ChatMessage[] as received, when that differs from `messages` (schema 6); else null */
+  raw_messages: string | null;
 }
 
 export interface ClosedTurnRow {
@@ -77,4 +79,5 @@ export type TurnWithNextStateRow = FullTurnRow & {
   ns_next_turn_id: string | null;
   ns_messages: string | null;
   ns_arrived_at: number | null;
+  ns_raw_messages: string | null;
 };

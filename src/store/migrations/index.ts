@@ -7,6 +7,7 @@ import { migration002 } from './002-learning.js';
 import { migration003 } from './003-turn-payloads.js';
 import { migration004 } from './004-step-queues.js';
 import { migration005 } from './005-too-long.js';
+import { migration006 } from './006-next-state-raw.js';
 
 export interface Migration {
   version: number;
@@ -21,7 +22,7 @@ export interface Migration {
   rebuildsTables?: boolean;
 }
 
-export const MIGRATIONS: readonly Migration[] = [migration001, migration002, migration003, migration004, migration005];
+export const MIGRATIONS: readonly Migration[] = [migration001, migration002, migration003, migration004, migration005, migration006];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 
