@@ -97,24 +97,14 @@ function causalSoftmaxRowsCase(n: number): BenchCase {
   };
 }
 
-function causalProbsFromLseCase(n: number): BenchCase {
-  const rows = 128, S = randomArray(rows * n, 4), lse = new Float32Array(rows);
-  portableKernels.causalSoftmaxRows(randomArray(rows * n, 4), lse, rows, n, n - rows);
-  return {
-    name: `causalProbsFromLse ${rows}x${n}`,
-    bytes: 2 * rows * n * F32,
-    run: (k) => k.causalProbsFromLse(S, lse, rows, n, n - rows),
-  };
-}
-
 function causalSoftmaxBackwardRowsCase(n: number): BenchCase {
-  const rows = 128, hd = 128, P = randomArray(rows * n, 4);
-  portableKernels.causalSoftmaxRows(P, new Float32Array(rows), rows, n, n - rows);
+  const rows = 128, hd = 128, S = randomArray(rows * n, 4), lse = new Float32Array(rows);
+  portableKernels.causalSoftmaxRows(Float32Array.from(S), lse, rows, n, n - rows);
   const dP = randomArray(rows * n), dO = randomArray(rows * hd), O = randomArray(rows * hd);
   return {
     name: `causalSoftmaxBackwardRows ${rows}x${n}`,
-    bytes: 3 * rows * n * F32,
-    run: (k) => k.causalSoftmaxBackwardRows(dP, P, dO, O, rows, n, n - rows, hd, hd),
+    bytes: 4 * rows * n * F32,
+    run: (k) => k.causalSoftmaxBackwardRows(dP, S, lse, dO, O, rows, n, n - rows, hd, hd),
   };
 }
 
@@ -140,7 +130,6 @@ function main(): void {
     logitsStatsCase(logitRows, V),
     logitsBackwardCase(logitRows, V),
     causalSoftmaxRowsCase(n),
-    causalProbsFromLseCase(n),
     causalSoftmaxBackwardRowsCase(n),
   ];
 

@@ -202,7 +202,7 @@ describe('training kernels against float64 mathematics', () => {
     }
   });
 
-  test('causalSoftmaxRows and causalProbsFromLse give a block\'s causal softmax, causalSoftmaxBackwardRows the gradient of dO . P(S) V', () => {
+  test('causalSoftmaxRows gives a block\'s causal softmax and lse; causalSoftmaxBackwardRows P again and the gradient of dO . P(S) V', () => {
     // [rows, cols, firstRow]: a whole small block, blocks further down (cols = firstRow + rows),
     // and one with columns beyond its last row's diagonal.
     for (const [rows, cols, firstRow] of [[1, 1, 0], [3, 3, 0], [2, 7, 5], [4, 9, 3]] as const) {
@@ -232,13 +232,11 @@ describe('training kernels against float64 mathematics', () => {
         k.causalSoftmaxRows(P, lse, rows, cols, firstRow);
         assertCloseElementwise(P, expected.P, `${k.name} causalSoftmaxRows ${what}: P`);
         assertCloseElementwise(lse, expected.lse, `${k.name} causalSoftmaxRows ${what}: lse`, TOLERANCE, 1e-6);
-        const again = Float32Array.from(S);
-        k.causalProbsFromLse(again, lse, rows, cols, firstRow);
-        assertCloseElementwise(again, expected.P, `${k.name} causalProbsFromLse ${what}`);
-        const dS = Float32Array.from(dP);
-        k.causalSoftmaxBackwardRows(dS, P, dO, O, rows, cols, firstRow, hd, stride);
+        const again = Float32Array.from(S), dS = Float32Array.from(dP);
+        k.causalSoftmaxBackwardRows(dS, again, lse, dO, O, rows, cols, firstRow, hd, stride);
+        assertCloseElementwise(again, expected.P, `${k.name} causalSoftmaxBackwardRows ${what}: P`);
         // dS = P (dP - dO . O) may cancel in every entry: a floor relative to dP.
-        assertCloseNorm(dS, gradS, `${k.name} causalSoftmaxBackwardRows ${what}`, FD_TOLERANCE, TOLERANCE * maxAbs(dP));
+        assertCloseNorm(dS, gradS, `${k.name} causalSoftmaxBackwardRows ${what}: dS`, FD_TOLERANCE, TOLERANCE * maxAbs(dP));
         for (let i = 0; i < rows; i++) {
           for (let j = firstRow + i + 1; j < cols; j++) {
             assert.equal(dS[i * cols + j], 0, `dS[${i},${j}] beyond the diagonal`);
@@ -596,27 +594,18 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
     assertCloseElementwise(fromNative[1], fromPortable[1], 'causalSoftmaxRows peak: lse');
   });
 
-  test('causalProbsFromLse (blocks up to 128 x 300; NaN beyond the diagonal is ignored and zeroed)', () => {
-    for (const [rows, cols, firstRow] of scoreBlocks) {
-      const S = scoreInput(rows, cols, firstRow);
-      const lse = new Float32Array(rows);
-      portableKernels.causalSoftmaxRows(Float32Array.from(S), lse, rows, cols, firstRow);
-      const [fromNative, fromPortable] = both([S], (k, [P]) => k.causalProbsFromLse(P, lse, rows, cols, firstRow));
-      const what = `causalProbsFromLse ${rows}x${cols}+${firstRow}`;
-      // exp(s - lse) to a few ulp, and values below e^-87 may come out as ~1.6e-38 (vec_math.h).
-      assertCloseElementwise(fromNative[0], fromPortable[0], what, TOLERANCE, 1e-37);
-      assertZeroBeyondDiagonal(fromNative[0], rows, cols, firstRow, what);
-    }
-  });
-
-  test('causalSoftmaxBackwardRows (blocks up to 128 x 300, head dims 1 to 128; dP beyond the diagonal is ignored and zeroed)', () => {
+  test('causalSoftmaxBackwardRows (blocks up to 128 x 300, head dims 1 to 128; S and dP beyond the diagonal are ignored and zeroed)', () => {
     for (const [[rows, cols, firstRow], hd] of scoreBlocks.map((b, i) => [b, [1, 7, 16, 64, 128][i % 5]!] as const)) {
       const stride = hd + 3;
-      const P = randomArray(rows * cols, 4);
-      portableKernels.causalSoftmaxRows(P, new Float32Array(rows), rows, cols, firstRow);
+      const S = scoreInput(rows, cols, firstRow), lse = new Float32Array(rows);
+      portableKernels.causalSoftmaxRows(Float32Array.from(S), lse, rows, cols, firstRow);
       const dP = scoreInput(rows, cols, firstRow).map((x) => x / 100);
       const dO = randomArray(rows * stride), O = randomArray(rows * stride);
-      const [fromNative, fromPortable] = both([dP], (k, [dS]) => k.causalSoftmaxBackwardRows(dS, P, dO, O, rows, cols, firstRow, hd, stride));
+      const [fromNative, fromPortable] = both([dP, S], (k, [dS, P]) => k.causalSoftmaxBackwardRows(dS, P, lse, dO, O, rows, cols, firstRow, hd, stride));
+      const what = `causalSoftmaxBackwardRows ${rows}x${cols}+${firstRow} hd=${hd}`;
+      // exp(s - lse) to a few ulp, and values below e^-87 may come out as ~1.6e-38 (vec_math.h).
+      const P = fromPortable[1];
+      assertCloseElementwise(fromNative[1], P, `${what}: P`, TOLERANCE, 1e-37);
       // dS_ij = P_ij (dP_ij - dO_i . O_i), relative to the size of its terms.
       const termScale = (index: number) => {
         const i = Math.floor(index / cols), j = index % cols;
@@ -625,9 +614,9 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
         for (let d = 0; d < hd; d++) dot += Math.abs(dO[i * stride + d] * O[i * stride + d]);
         return P[index] * (Math.abs(dP[index]) + dot);
       };
-      const what = `causalSoftmaxBackwardRows ${rows}x${cols}+${firstRow} hd=${hd}`;
-      assertWithin(fromNative[0], fromPortable[0], (i) => TOLERANCE * termScale(i) + 1e-30, what);
-      assertZeroBeyondDiagonal(fromNative[0], rows, cols, firstRow, what);
+      assertWithin(fromNative[0], fromPortable[0], (i) => TOLERANCE * termScale(i) + 1e-30, `${what}: dS`);
+      assertZeroBeyondDiagonal(fromNative[0], rows, cols, firstRow, `${what}: dS`);
+      assertZeroBeyondDiagonal(fromNative[1], rows, cols, firstRow, `${what}: P`);
     }
   });
 
@@ -680,17 +669,18 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
     expectError('causalSoftmaxRows', /firstRow \+ rows = 2 \+ 3 exceeds cols = 4/, () => k.causalSoftmaxRows(S, f(3), 3, 4, 2));
     expectError('causalSoftmaxRows', /lse has 2 elements but needs rows = 3/, () => k.causalSoftmaxRows(S, f(2), 3, 4, 1));
     expectError('causalSoftmaxRows', /firstRow = 1.5 must be an integer/, () => k.causalSoftmaxRows(S, f(3), 3, 4, 1.5));
-    expectError('causalProbsFromLse', /firstRow \+ rows = 2 \+ 3 exceeds cols = 4/, () => k.causalProbsFromLse(S, f(3), 3, 4, 2));
-    expectError('causalProbsFromLse', /lse has 2 elements but needs rows = 3/, () => k.causalProbsFromLse(S, f(2), 3, 4, 1));
-    assert.deepEqual([...S], Array(12).fill(5), 'S untouched after refused calls');
     const dP = f(12).fill(5);
-    const backwardRows = (P: Float32Array, dO: Float32Array, firstRow: number, headDim: number, stride: number) =>
-      k.causalSoftmaxBackwardRows(dP, P, dO, f(10), 3, 4, firstRow, headDim, stride);
-    expectError('causalSoftmaxBackwardRows', /P has 11 elements but needs rows\*cols = 12/, () => backwardRows(f(11), f(10), 1, 2, 4));
-    expectError('causalSoftmaxBackwardRows', /firstRow \+ rows = 2 \+ 3 exceeds cols = 4/, () => backwardRows(f(12), f(10), 2, 2, 4));
+    const backwardRows = (scores: Float32Array, lse: Float32Array, dO: Float32Array, firstRow: number, headDim: number, stride: number) =>
+      k.causalSoftmaxBackwardRows(dP, scores, lse, dO, f(10), 3, 4, firstRow, headDim, stride);
+    expectError('causalSoftmaxBackwardRows', /S has 11 elements but needs rows\*cols = 12/, () => backwardRows(f(11), f(3), f(10), 1, 2, 4));
+    expectError('causalSoftmaxBackwardRows', /firstRow \+ rows = 2 \+ 3 exceeds cols = 4/, () => backwardRows(S, f(3), f(10), 2, 2, 4));
+    expectError('causalSoftmaxBackwardRows', /lse has 2 elements but needs rows = 3/, () => backwardRows(S, f(2), f(10), 1, 2, 4));
     expectError('causalSoftmaxBackwardRows', /dO has 9 elements but needs 10 for rows x headDim = 3 x 2 with stride = 4/, () =>
-      backwardRows(f(12), f(9), 1, 2, 4));
-    expectError('causalSoftmaxBackwardRows', /stride = 1 must be >= max\(1, 2\)/, () => backwardRows(f(12), f(10), 1, 2, 1));
+      backwardRows(S, f(3), f(9), 1, 2, 4));
+    expectError('causalSoftmaxBackwardRows', /stride = 1 must be >= max\(1, 2\)/, () => backwardRows(S, f(3), f(10), 1, 2, 1));
+    expectError('causalSoftmaxBackwardRows', /expected 10 arguments, got 9/, () =>
+      untyped.causalSoftmaxBackwardRows(dP, S, f(3), f(10), f(10), 3, 4, 1, 2));
     assert.deepEqual([...dP], Array(12).fill(5), 'dP untouched after refused calls');
+    assert.deepEqual([...S], Array(12).fill(5), 'S untouched after refused calls');
   });
 });

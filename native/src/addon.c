@@ -28,7 +28,6 @@ NAPI_MODULE_INIT() {
       {"logitsStats", NULL, op_logits_stats, NULL, NULL, NULL, napi_enumerable, NULL},
       {"logitsBackward", NULL, op_logits_backward, NULL, NULL, NULL, napi_enumerable, NULL},
       {"causalSoftmaxRows", NULL, op_causal_softmax_rows, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"causalProbsFromLse", NULL, op_causal_probs_from_lse, NULL, NULL, NULL, napi_enumerable, NULL},
       {"causalSoftmaxBackwardRows", NULL, op_causal_softmax_backward_rows, NULL, NULL, NULL, napi_enumerable, NULL},
       {"setThreads", NULL, op_set_threads, NULL, NULL, NULL, napi_enumerable, NULL},
   };

@@ -20,7 +20,6 @@ napi_value op_silu_mul_backward(napi_env env, napi_callback_info info);
 napi_value op_logits_stats(napi_env env, napi_callback_info info);
 napi_value op_logits_backward(napi_env env, napi_callback_info info);
 napi_value op_causal_softmax_rows(napi_env env, napi_callback_info info);
-napi_value op_causal_probs_from_lse(napi_env env, napi_callback_info info);
 napi_value op_causal_softmax_backward_rows(napi_env env, napi_callback_info info);
 
 #endif

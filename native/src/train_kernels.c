@@ -233,26 +233,22 @@ void causal_softmax_rows_f32(float* s, float* lse, size_t rows, size_t cols, siz
 }
 
 SIMD_CLONES
-void causal_probs_from_lse_f32(float* s, const float* lse, size_t rows, size_t cols, size_t first_row) {
+void causal_softmax_backward_rows_f32(float* dp, float* s, const float* lse, const float* d_o, const float* o,
+                                      size_t rows, size_t cols, size_t first_row, size_t head_dim, size_t stride) {
   for (size_t i = 0; i < rows; i++) {
-    float* row = s + i * cols;
-    const size_t visible = first_row + i + 1;
-    const float lse_i = lse[i];
-    for (size_t j = 0; j < visible; j++) row[j] = exp_f32(row[j] - lse_i);
-    memset(row + visible, 0, (cols - visible) * sizeof(float));
-  }
-}
-
-SIMD_CLONES
-void causal_softmax_backward_rows_f32(float* dp, const float* p, const float* d_o, const float* o, size_t rows,
-                                      size_t cols, size_t first_row, size_t head_dim, size_t stride) {
-  for (size_t i = 0; i < rows; i++) {
-    const float* p_row = p + i * cols;
+    float* s_row = s + i * cols;
     float* d_row = dp + i * cols;
     const size_t visible = first_row + i + 1;
+    const float lse_i = lse[i];
     // sum_j P_ij dP_ij = dO_i . (P V)_i: head_dim terms instead of up to cols.
     const float dot = dot_f32(d_o + i * stride, o + i * stride, head_dim);
-    for (size_t j = 0; j < visible; j++) d_row[j] = p_row[j] * (d_row[j] - dot);
+    // One pass for both: the recomputed probabilities are written and used while in registers.
+    for (size_t j = 0; j < visible; j++) {
+      float p = exp_f32(s_row[j] - lse_i);
+      s_row[j] = p;
+      d_row[j] = p * (d_row[j] - dot);
+    }
+    memset(s_row + visible, 0, (cols - visible) * sizeof(float));
     memset(d_row + visible, 0, (cols - visible) * sizeof(float));
   }
 }

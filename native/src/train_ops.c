@@ -1,6 +1,6 @@
 // The training kernels' entry points (adamw, sumSquares, scale, rmsnormBackward,
-// siluMulBackward, logitsStats, logitsBackward, causalSoftmaxRows, causalProbsFromLse,
-// causalSoftmaxBackwardRows): argument checks, then the plain-C kernels in train_kernels.c.
+// siluMulBackward, logitsStats, logitsBackward, causalSoftmaxRows, causalSoftmaxBackwardRows):
+// argument checks, then the plain-C kernels in train_kernels.c.
 #include <math.h>
 #include <stdio.h>
 
@@ -194,38 +194,25 @@ napi_value op_causal_softmax_rows(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-// causalProbsFromLse(S, lse, rows, cols, firstRow)
-napi_value op_causal_probs_from_lse(napi_env env, napi_callback_info info) {
-  OpCall call;
-  F32Array s, lse;
-  size_t rows, cols, first_row;
-  if (!op_begin(env, info, "causalProbsFromLse", 5, &call) || !op_f32_array(&call, 0, "S", &s) ||
-      !op_f32_array(&call, 1, "lse", &lse) || !op_size(&call, 2, "rows", 0, &rows) ||
-      !op_size(&call, 3, "cols", 0, &cols) || !op_size(&call, 4, "firstRow", 0, &first_row))
-    return NULL;
-  if (!check_score_block(&call, "S", s.length, rows, cols, first_row) ||
-      !op_check_length(&call, "lse", lse.length, rows, 1, 1, "rows"))
-    return NULL;
-  causal_probs_from_lse_f32(s.data, lse.data, rows, cols, first_row);
-  return NULL;
-}
-
-// causalSoftmaxBackwardRows(dP, P, dO, O, rows, cols, firstRow, headDim, stride)
+// causalSoftmaxBackwardRows(dP, S, lse, dO, O, rows, cols, firstRow, headDim, stride)
 napi_value op_causal_softmax_backward_rows(napi_env env, napi_callback_info info) {
   OpCall call;
-  F32Array dp, p, d_o, o;
+  F32Array dp, s, lse, d_o, o;
   size_t rows, cols, first_row, head_dim, stride;
-  if (!op_begin(env, info, "causalSoftmaxBackwardRows", 9, &call) || !op_f32_array(&call, 0, "dP", &dp) ||
-      !op_f32_array(&call, 1, "P", &p) || !op_f32_array(&call, 2, "dO", &d_o) || !op_f32_array(&call, 3, "O", &o) ||
-      !op_size(&call, 4, "rows", 0, &rows) || !op_size(&call, 5, "cols", 0, &cols) ||
-      !op_size(&call, 6, "firstRow", 0, &first_row) || !op_size(&call, 7, "headDim", 0, &head_dim) ||
-      !op_size(&call, 8, "stride", 0, &stride))
+  if (!op_begin(env, info, "causalSoftmaxBackwardRows", 10, &call) || !op_f32_array(&call, 0, "dP", &dp) ||
+      !op_f32_array(&call, 1, "S", &s) || !op_f32_array(&call, 2, "lse", &lse) ||
+      !op_f32_array(&call, 3, "dO", &d_o) || !op_f32_array(&call, 4, "O", &o) ||
+      !op_size(&call, 5, "rows", 0, &rows) || !op_size(&call, 6, "cols", 0, &cols) ||
+      !op_size(&call, 7, "firstRow", 0, &first_row) || !op_size(&call, 8, "headDim", 0, &head_dim) ||
+      !op_size(&call, 9, "stride", 0, &stride))
     return NULL;
   if (!check_score_block(&call, "dP", dp.length, rows, cols, first_row) ||
-      !check_score_block(&call, "P", p.length, rows, cols, first_row) ||
+      !check_score_block(&call, "S", s.length, rows, cols, first_row) ||
+      !op_check_length(&call, "lse", lse.length, rows, 1, 1, "rows") ||
       !op_check_matrix(&call, "dO", d_o.length, rows, head_dim, "rows x headDim", stride, "stride") ||
       !op_check_matrix(&call, "O", o.length, rows, head_dim, "rows x headDim", stride, "stride"))
     return NULL;
-  causal_softmax_backward_rows_f32(dp.data, p.data, d_o.data, o.data, rows, cols, first_row, head_dim, stride);
+  causal_softmax_backward_rows_f32(dp.data, s.data, lse.data, d_o.data, o.data, rows, cols, first_row, head_dim,
+                                   stride);
   return NULL;
 }

@@ -95,15 +95,14 @@ export interface Kernels {
   /** In place, S -> P = each row's softmax over its visible columns; lse[i] = log sum exp of those scores. */
   causalSoftmaxRows(S: Float32Array, lse: Float32Array, rows: number, cols: number, firstRow: number): void;
 
-  /** In place, S -> P = exp(S - lse[i]) on the visible columns: the probabilities again, from the forward's lse. */
-  causalProbsFromLse(S: Float32Array, lse: Float32Array, rows: number, cols: number, firstRow: number): void;
-
   /**
-   * In place dP -> dS = P * (dP - D_i) on the visible columns, where D_i = dO_i . O_i, which equals
+   * The backward from the same scores, in place: S -> P = exp(S - lse[i]) (the forward's
+   * probabilities again) and dP -> dS = P * (dP - D_i), where D_i = dO_i . O_i, which equals
    * sum_j P_ij dP_ij for O = P V; dO and O hold `rows` rows of headDim floats, `stride` apart.
+   * dP and S are distinct arrays.
    */
   causalSoftmaxBackwardRows(
-    dP: Float32Array, P: Float32Array, dO: Float32Array, O: Float32Array,
+    dP: Float32Array, S: Float32Array, lse: Float32Array, dO: Float32Array, O: Float32Array,
     rows: number, cols: number, firstRow: number, headDim: number, stride: number,
   ): void;
 

@@ -52,7 +52,6 @@ export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernel
     logitsStats: addon.logitsStats,
     logitsBackward: addon.logitsBackward,
     causalSoftmaxRows: addon.causalSoftmaxRows,
-    causalProbsFromLse: addon.causalProbsFromLse,
     causalSoftmaxBackwardRows: addon.causalSoftmaxBackwardRows,
     setThreads: addon.setThreads,
   };

@@ -283,23 +283,21 @@ function causalSoftmaxRows(S: Float32Array, lse: Float32Array, rows: number, col
   }
 }
 
-function causalProbsFromLse(S: Float32Array, lse: Float32Array, rows: number, cols: number, firstRow: number): void {
-  for (let i = 0; i < rows; i++) {
-    const row = i * cols, visible = firstRow + i + 1;
-    for (let j = 0; j < visible; j++) S[row + j] = Math.exp(S[row + j] - lse[i]);
-    S.fill(0, row + visible, row + cols);
-  }
-}
-
 function causalSoftmaxBackwardRows(
-  dP: Float32Array, P: Float32Array, dO: Float32Array, O: Float32Array,
+  dP: Float32Array, S: Float32Array, lse: Float32Array, dO: Float32Array, O: Float32Array,
   rows: number, cols: number, firstRow: number, headDim: number, stride: number,
 ): void {
   for (let i = 0; i < rows; i++) {
     const row = i * cols, visible = firstRow + i + 1;
     let dot = 0;
     for (let d = 0; d < headDim; d++) dot += dO[i * stride + d] * O[i * stride + d];
-    for (let j = 0; j < visible; j++) dP[row + j] = P[row + j] * (dP[row + j] - dot);
+    for (let j = 0; j < visible; j++) {
+      // P rounded to float32 first, as stored, so that dS uses the P the caller's dV uses.
+      const p = Math.fround(Math.exp(S[row + j] - lse[i]));
+      S[row + j] = p;
+      dP[row + j] = p * (dP[row + j] - dot);
+    }
+    S.fill(0, row + visible, row + cols);
     dP.fill(0, row + visible, row + cols);
   }
 }
@@ -320,7 +318,6 @@ export const portableKernels: Kernels = {
   logitsStats,
   logitsBackward,
   causalSoftmaxRows,
-  causalProbsFromLse,
   causalSoftmaxBackwardRows,
   setThreads: () => {},
 };

@@ -90,11 +90,11 @@ export function attentionBackward(
       for (const { r0, rows, cols } of queryBlocks(n)) {
         const P = scratch.subarray(0, rows * cols), dS = scratch.subarray(rows * cols, 2 * rows * cols);
         const Qb = Q.subarray(r0 * qDim), dOb = dO.subarray(r0 * qDim);
+        // Scores and dP = dO V^T first, so that one pass turns them into P and dS.
         k.sgemm(false, true, rows, cols, hd, scale, Qb, qDim, K, kvDim, 0, P, cols);
-        k.causalProbsFromLse(P, L.subarray(r0), rows, cols, r0);
-        k.sgemm(true, false, cols, hd, rows, 1, P, cols, dOb, qDim, 1, dV, kvDim);
         k.sgemm(false, true, rows, cols, hd, 1, dOb, qDim, V, kvDim, 0, dS, cols);
-        k.causalSoftmaxBackwardRows(dS, P, dOb, O.subarray(r0 * qDim), rows, cols, r0, hd, qDim);
+        k.causalSoftmaxBackwardRows(dS, P, L.subarray(r0), dOb, O.subarray(r0 * qDim), rows, cols, r0, hd, qDim);
+        k.sgemm(true, false, cols, hd, rows, 1, P, cols, dOb, qDim, 1, dV, kvDim);
         k.sgemm(false, false, rows, hd, cols, scale, dS, cols, K, kvDim, 0, dQ.subarray(r0 * qDim), qDim);
         k.sgemm(true, false, cols, hd, rows, scale, dS, cols, Qb, qDim, 1, dK, kvDim);
       }
