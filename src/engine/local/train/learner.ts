@@ -38,7 +38,7 @@ export interface LearnerConfig {
   seed: number;
 }
 
-/** 4 GiB: Qwen3-0.6B with LoRA keeps the whole tape up to about 1.4k tokens, and recomputes beyond. */
+/** 4 GiB: Qwen3-0.6B with LoRA keeps the whole tape up to about 1.5k tokens, recomputes layers up to about 9.7k. */
 export const DEFAULT_ACTIVATION_BUDGET_BYTES = 4 * 2 ** 30;
 
 export const DEFAULT_LEARNER: LearnerConfig = {
