@@ -50,7 +50,9 @@ function child(c: Case): Measured {
   // BLAS touches more of its work buffers as products grow; a large one of each layout first,
   // so that those pages (a constant) are not counted as the step's.
   const n = 2048, warm = new Float32Array(n * n);
-  for (const [ta, tb] of [[false, false], [true, false], [false, true]] as const) k.sgemm(ta, tb, n, n, n, 1, warm, n, warm, n, 0, warm, n);
+  for (const [ta, tb] of [[false, false], [true, false], [false, true]] as const) {
+    k.sgemm(ta, tb, n, n, n, 1, warm, n, warm, n, 0, warm, n);
+  }
   let lora: Lora | null = null;
   let grads = null;
   if (c.lora) {
@@ -72,7 +74,9 @@ function child(c: Case): Measured {
   model.backward(out.logprobs.map(() => rng.next() - 0.5), new Float32Array(completion));
   const seconds = (performance.now() - t0) / 1000;
   const after = peakRssBytes();
-  const estimate = trainStepBytes(cfg, { tokens: c.tokens, completionTokens: completion, loraRank: c.lora ? RANK : 0, checkpoint: c.checkpoint });
+  const estimate = trainStepBytes(cfg, {
+    tokens: c.tokens, completionTokens: completion, loraRank: c.lora ? RANK : 0, checkpoint: c.checkpoint,
+  });
   return { before, after, estimate, allocated: model.bufferBytes, seconds };
 }
 
@@ -103,15 +107,21 @@ function main(): void {
         const growth = m.after - m.before;
         console.log([
           (mode === 'lora' ? `LoRA r${RANK}` : 'full').padEnd(11), (checkpoint ? 'recomputed' : 'whole tape').padEnd(12),
-          String(tokens).padStart(6), (m.estimate / MiB).toFixed(1).padStart(13), (growth / MiB).toFixed(1).padStart(13),
-          (growth / m.estimate).toFixed(3).padStart(18), m.seconds.toFixed(2).padStart(7),
+          String(tokens).padStart(6), (m.estimate / MiB).toFixed(1).padStart(13),
+          (growth / MiB).toFixed(1).padStart(13), (growth / m.estimate).toFixed(3).padStart(18),
+          m.seconds.toFixed(2).padStart(7),
         ].join(' '));
-        if (m.allocated !== m.estimate) console.log(`  (TrainModel holds ${m.allocated} bytes, the estimate says ${m.estimate})`);
+        if (m.allocated !== m.estimate) {
+          console.log(`  (TrainModel holds ${m.allocated} bytes, the estimate says ${m.estimate})`);
+        }
       }
       for (let i = 1; i < rows.length; i++) {
         const a = rows[i - 1]!, b = rows[i]!, dt = b.tokens - a.tokens;
-        const est = (b.m.estimate - a.m.estimate) / dt, got = (b.m.after - b.m.before - (a.m.after - a.m.before)) / dt;
-        console.log(`  per token ${a.tokens}->${b.tokens}: estimate ${(est / 1024).toFixed(1)} KiB, measured ${(got / 1024).toFixed(1)} KiB (${(got / est).toFixed(3)}x)`);
+        const est = (b.m.estimate - a.m.estimate) / dt;
+        const got = (b.m.after - b.m.before - (a.m.after - a.m.before)) / dt;
+        const kib = (x: number) => `${(x / 1024).toFixed(1)} KiB`;
+        const ratio = (got / est).toFixed(3);
+        console.log(`  per token ${a.tokens}->${b.tokens}: estimate ${kib(est)}, measured ${kib(got)} (${ratio}x)`);
       }
     }
   }

@@ -102,7 +102,9 @@ function silu64(z: number): number {
 }
 
 /** A block of score rows [rows, cols]: row i sees columns 0..firstRow+i. Its causal softmax and log-sum-exp. */
-function causalSoftmaxRows64(S: ArrayLike<number>, rows: number, cols: number, firstRow: number): { P: Float64Array; lse: Float64Array } {
+function causalSoftmaxRows64(
+  S: ArrayLike<number>, rows: number, cols: number, firstRow: number,
+): { P: Float64Array; lse: Float64Array } {
   const P = new Float64Array(rows * cols), lse = new Float64Array(rows);
   for (let i = 0; i < rows; i++) {
     const visible = firstRow + i + 1;
@@ -561,7 +563,9 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
   });
 
   /** Score blocks [rows, cols, firstRow] as attention makes them: a first block, later and partial ones. */
-  const scoreBlocks: Array<[number, number, number]> = [[1, 1, 0], [2, 2, 0], [7, 7, 0], [33, 33, 0], [128, 128, 0], [128, 256, 128], [44, 300, 256], [5, 40, 30]];
+  const scoreBlocks: Array<[number, number, number]> = [
+    [1, 1, 0], [2, 2, 0], [7, 7, 0], [33, 33, 0], [128, 128, 0], [128, 256, 128], [44, 300, 256], [5, 40, 30],
+  ];
 
   /** Scores up to +-100 or +-8, NaN beyond each row's visible columns (which must be ignored). */
   function scoreInput(rows: number, cols: number, firstRow: number): Float32Array {
@@ -571,13 +575,16 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
   }
 
   function assertZeroBeyondDiagonal(X: Float32Array, rows: number, cols: number, firstRow: number, what: string): void {
-    for (let i = 0; i < rows; i++) for (let j = firstRow + i + 1; j < cols; j++) assert.equal(X[i * cols + j], 0, `${what}[${i},${j}]`);
+    for (let i = 0; i < rows; i++) {
+      for (let j = firstRow + i + 1; j < cols; j++) assert.equal(X[i * cols + j], 0, `${what}[${i},${j}]`);
+    }
   }
 
   test('causalSoftmaxRows (blocks up to 128 x 300; scores up to +-100; NaN beyond the diagonal is ignored and zeroed)', () => {
     for (const [rows, cols, firstRow] of scoreBlocks) {
       const S = scoreInput(rows, cols, firstRow);
-      const [fromNative, fromPortable] = both([S, new Float32Array(rows)], (k, [P, lse]) => k.causalSoftmaxRows(P, lse, rows, cols, firstRow));
+      const [fromNative, fromPortable] = both([S, new Float32Array(rows)], (k, [P, lse]) =>
+        k.causalSoftmaxRows(P, lse, rows, cols, firstRow));
       const what = `causalSoftmaxRows ${rows}x${cols}+${firstRow}`;
       assertCloseElementwise(fromNative[0], fromPortable[0], `${what}: P`);
       assertCloseElementwise(fromNative[1], fromPortable[1], `${what}: lse`, TOLERANCE, 1e-6);
@@ -589,7 +596,8 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
     const rows = 70, cols = 100, firstRow = 30;
     const S = randomArray(rows * cols, 4);
     for (let i = 0; i < rows; i++) S[i * cols + ((i * 37) % (firstRow + i + 1))] = 1000;
-    const [fromNative, fromPortable] = both([S, new Float32Array(rows)], (k, [P, lse]) => k.causalSoftmaxRows(P, lse, rows, cols, firstRow));
+    const [fromNative, fromPortable] = both([S, new Float32Array(rows)], (k, [P, lse]) =>
+      k.causalSoftmaxRows(P, lse, rows, cols, firstRow));
     assertCloseElementwise(fromNative[0], fromPortable[0], 'causalSoftmaxRows peak: P');
     assertCloseElementwise(fromNative[1], fromPortable[1], 'causalSoftmaxRows peak: lse');
   });
@@ -601,7 +609,8 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
       portableKernels.causalSoftmaxRows(Float32Array.from(S), lse, rows, cols, firstRow);
       const dP = scoreInput(rows, cols, firstRow).map((x) => x / 100);
       const dO = randomArray(rows * stride), O = randomArray(rows * stride);
-      const [fromNative, fromPortable] = both([dP, S], (k, [dS, P]) => k.causalSoftmaxBackwardRows(dS, P, lse, dO, O, rows, cols, firstRow, hd, stride));
+      const [fromNative, fromPortable] = both([dP, S], (k, [dS, P]) =>
+        k.causalSoftmaxBackwardRows(dS, P, lse, dO, O, rows, cols, firstRow, hd, stride));
       const what = `causalSoftmaxBackwardRows ${rows}x${cols}+${firstRow} hd=${hd}`;
       // exp(s - lse) to a few ulp, and values below e^-87 may come out as ~1.6e-38 (vec_math.h).
       const P = fromPortable[1];
@@ -670,10 +679,13 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
     expectError('causalSoftmaxRows', /lse has 2 elements but needs rows = 3/, () => k.causalSoftmaxRows(S, f(2), 3, 4, 1));
     expectError('causalSoftmaxRows', /firstRow = 1.5 must be an integer/, () => k.causalSoftmaxRows(S, f(3), 3, 4, 1.5));
     const dP = f(12).fill(5);
-    const backwardRows = (scores: Float32Array, lse: Float32Array, dO: Float32Array, firstRow: number, headDim: number, stride: number) =>
-      k.causalSoftmaxBackwardRows(dP, scores, lse, dO, f(10), 3, 4, firstRow, headDim, stride);
-    expectError('causalSoftmaxBackwardRows', /S has 11 elements but needs rows\*cols = 12/, () => backwardRows(f(11), f(3), f(10), 1, 2, 4));
-    expectError('causalSoftmaxBackwardRows', /firstRow \+ rows = 2 \+ 3 exceeds cols = 4/, () => backwardRows(S, f(3), f(10), 2, 2, 4));
+    const backwardRows = (
+      scores: Float32Array, lse: Float32Array, dO: Float32Array, firstRow: number, headDim: number, stride: number,
+    ) => k.causalSoftmaxBackwardRows(dP, scores, lse, dO, f(10), 3, 4, firstRow, headDim, stride);
+    expectError('causalSoftmaxBackwardRows', /S has 11 elements but needs rows\*cols = 12/, () =>
+      backwardRows(f(11), f(3), f(10), 1, 2, 4));
+    expectError('causalSoftmaxBackwardRows', /firstRow \+ rows = 2 \+ 3 exceeds cols = 4/, () =>
+      backwardRows(S, f(3), f(10), 2, 2, 4));
     expectError('causalSoftmaxBackwardRows', /lse has 2 elements but needs rows = 3/, () => backwardRows(S, f(2), f(10), 1, 2, 4));
     expectError('causalSoftmaxBackwardRows', /dO has 9 elements but needs 10 for rows x headDim = 3 x 2 with stride = 4/, () =>
       backwardRows(S, f(3), f(9), 1, 2, 4));

@@ -136,7 +136,9 @@ describe('memory of a training step', () => {
   test('maxTrainTokens is the longest sample whose step fits the budget', () => {
     const cfg = modelConfigOf({ family: 'qwen3', ...PRESETS['qwen3-0.6b']! }, [1]);
     const fits = (tokens: number, loraRank: number, fraction: number, budget: number) =>
-      trainStepBytes(cfg, { tokens, completionTokens: Math.max(1, Math.ceil(fraction * tokens)), loraRank, checkpoint: true }) <= budget;
+      trainStepBytes(cfg, {
+        tokens, completionTokens: Math.max(1, Math.ceil(fraction * tokens)), loraRank, checkpoint: true,
+      }) <= budget;
     for (const budget of [2 ** 30, 4 * 2 ** 30, 16 * 2 ** 30]) {
       for (const [loraRank, fraction] of [[16, 0.25], [0, 0.25], [16, 0.5]] as const) {
         const n = maxTrainTokens(cfg, budget, { loraRank, completionFraction: fraction });

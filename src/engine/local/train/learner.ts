@@ -83,10 +83,10 @@ export class LearnerCore {
       this.optimizer = new AdamW(this.params.data, this.grads.data, paramSegments(base.specs), config.optimizer, kernels, restore?.optimizer);
     }
     const hook = pause ? () => { this.yieldedMs += pause(); } : undefined;
-    const budget = config.activationBudgetBytes;
-    this.model = new TrainModel(cfg, this.params, this.grads, this.lora, kernels, { pause: hook, activationBudgetBytes: budget });
+    const opts = { pause: hook, activationBudgetBytes: config.activationBudgetBytes };
+    this.model = new TrainModel(cfg, this.params, this.grads, this.lora, kernels, opts);
     // Forward only: the shared layer buffers (checkpointing's layout) are the least memory, at no cost.
-    this.reference = new TrainModel(cfg, base, null, null, kernels, { pause: hook, activationBudgetBytes: budget, checkpoint: true });
+    this.reference = new TrainModel(cfg, base, null, null, kernels, { ...opts, checkpoint: true });
   }
 
   get steps(): number {

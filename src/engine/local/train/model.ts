@@ -150,7 +150,8 @@ export class TrainModel {
     };
     this.invFreq = ropeInvFreq(cfg);
     this.maxRank = lora?.rank ?? 0;
-    this.loraTargets = this.layers.length > 0 ? LINEAR_NAMES.filter((name) => this.layers[0]!.lin[name].lora).length : 0;
+    const first = this.layers[0];
+    this.loraTargets = first ? LINEAR_NAMES.filter((name) => first.lin[name].lora).length : 0;
   }
 
   /** Bytes the cached activation and gradient buffers hold now. */
@@ -199,11 +200,14 @@ export class TrainModel {
 
     const longest = Math.max(...seqs.map((s) => s.length));
     const size: StepSize = {
-      tokens: T, completionTokens: R, loraRank: this.maxRank, loraTargets: this.loraTargets, longestSequence: longest, checkpoint: false,
+      tokens: T, completionTokens: R, loraRank: this.maxRank, loraTargets: this.loraTargets, longestSequence: longest,
+      checkpoint: false,
     };
     size.checkpoint = this.forceCheckpoint ?? trainStepBytes(cfg, size) > this.budget;
     this.fitCache(size);
-    const ctx: StepContext = { T, seqs, positions, checkpoint: size.checkpoint, scratchSize: attentionScratchSize(longest) };
+    const ctx: StepContext = {
+      T, seqs, positions, checkpoint: size.checkpoint, scratchSize: attentionScratchSize(longest),
+    };
 
     let x = this.buf('x.0', T * D);
     for (let t = 0; t < T; t++) x.set(this.embed.subarray(tokens[t]! * D, (tokens[t]! + 1) * D), t * D);
@@ -250,7 +254,9 @@ export class TrainModel {
     const held = this.held;
     if (held && held.checkpoint === size.checkpoint) {
       const union: StepSize = {
-        ...size, tokens: Math.max(held.tokens, size.tokens), completionTokens: Math.max(held.completionTokens, size.completionTokens),
+        ...size,
+        tokens: Math.max(held.tokens, size.tokens),
+        completionTokens: Math.max(held.completionTokens, size.completionTokens),
         longestSequence: Math.max(held.longestSequence!, size.longestSequence!),
       };
       if (trainStepBytes(this.cfg, union) <= Math.max(this.budget, trainStepBytes(this.cfg, size))) {
@@ -374,9 +380,8 @@ export class TrainModel {
       k.rmsnormBackward(dx, w.dNorm2, dh, lt.xMid, w.norm2, T, D, eps, true);
       // Attention: dx is now d loss / d xMid.
       linearBackward(k, dAtt, dx, lt.att, lt.u.o ?? null, T, lin.o, 0, scratch);
-      attentionBackward(
-        k, dq, dk, dv, dAtt, lt.att, lt.lse, lt.q, lt.k, lt.v, ctx.seqs, shape, this.buf('att.scratch', ctx.scratchSize),
-      );
+      const attScratch = this.buf('att.scratch', ctx.scratchSize);
+      attentionBackward(k, dq, dk, dv, dAtt, lt.att, lt.lse, lt.q, lt.k, lt.v, ctx.seqs, shape, attScratch);
       k.rope(dq, T, H, hd, tape.negPositions, this.invFreq);
       k.rope(dk, T, KV, hd, tape.negPositions, this.invFreq);
       let dqIn = dq, dkIn = dk;
