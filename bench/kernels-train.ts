@@ -1,7 +1,7 @@
 // Speed of the training kernels, native against portable, measured in the same run so that the
 // ratios hold even when the machine's speed drifts (shared vCPUs). Shapes are those of a
 // Qwen3-0.6B-sized training step: 512 rows of dim 1024, MLP width 3072, a 151936-token
-// vocabulary (64 rows at a time), 512 x 512 attention score blocks, AdamW over 10M values.
+// vocabulary (64 rows at a time), 128 x 512 attention score row blocks, AdamW over 10M values.
 // Every kernel is single-threaded, and these are streaming passes, so the native column also
 // shows GB/s (the bytes each call must read and write at least) next to a plain copy's.
 // Run: node dist/bench/kernels-train.js
@@ -85,23 +85,26 @@ function logitsBackwardCase(rows: number, V: number): BenchCase {
   };
 }
 
-function causalSoftmaxCase(n: number): BenchCase {
-  const P = randomArray(n * n, 4);
+// One block of attention score rows as the training attention makes them: the last 128 query
+// rows of an n-token sequence against its n keys (head dim 128 for the backward's dO . O).
+
+function causalSoftmaxRowsCase(n: number): BenchCase {
+  const rows = 128, S = randomArray(rows * n, 4), lse = new Float32Array(rows);
   return {
-    name: `causalSoftmax ${n}x${n}`,
-    bytes: 2 * n * n * F32,
-    run: (k) => k.causalSoftmax(P, n),
+    name: `causalSoftmaxRows ${rows}x${n}`,
+    bytes: 2 * rows * n * F32,
+    run: (k) => k.causalSoftmaxRows(S, lse, rows, n, n - rows),
   };
 }
 
-function causalSoftmaxBackwardCase(n: number): BenchCase {
-  const P = randomArray(n * n, 4);
-  portableKernels.causalSoftmax(P, n);
-  const dP = randomArray(n * n);
+function causalSoftmaxBackwardRowsCase(n: number): BenchCase {
+  const rows = 128, hd = 128, S = randomArray(rows * n, 4), lse = new Float32Array(rows);
+  portableKernels.causalSoftmaxRows(Float32Array.from(S), lse, rows, n, n - rows);
+  const dP = randomArray(rows * n), dO = randomArray(rows * hd), O = randomArray(rows * hd);
   return {
-    name: `causalSoftmaxBackward ${n}x${n}`,
-    bytes: 3 * n * n * F32,
-    run: (k) => k.causalSoftmaxBackward(dP, P, n),
+    name: `causalSoftmaxBackwardRows ${rows}x${n}`,
+    bytes: 4 * rows * n * F32,
+    run: (k) => k.causalSoftmaxBackwardRows(dP, S, lse, dO, O, rows, n, n - rows, hd, hd),
   };
 }
 
@@ -126,8 +129,8 @@ function main(): void {
     siluMulBackwardCase(rows * F, `${rows}x${F}`),
     logitsStatsCase(logitRows, V),
     logitsBackwardCase(logitRows, V),
-    causalSoftmaxCase(n),
-    causalSoftmaxBackwardCase(n),
+    causalSoftmaxRowsCase(n),
+    causalSoftmaxBackwardRowsCase(n),
   ];
 
   console.log('ms per call (median); ratio = portable time / native time, measured in this run');

@@ -101,16 +101,21 @@ function silu64(z: number): number {
   return z / (1 + Math.exp(-z));
 }
 
-function causalSoftmax64(S: ArrayLike<number>, n: number): Float64Array {
-  const P = new Float64Array(n * n);
-  for (let i = 0; i < n; i++) {
+/** A block of score rows [rows, cols]: row i sees columns 0..firstRow+i. Its causal softmax and log-sum-exp. */
+function causalSoftmaxRows64(
+  S: ArrayLike<number>, rows: number, cols: number, firstRow: number,
+): { P: Float64Array; lse: Float64Array } {
+  const P = new Float64Array(rows * cols), lse = new Float64Array(rows);
+  for (let i = 0; i < rows; i++) {
+    const visible = firstRow + i + 1;
     let max = -Infinity;
-    for (let j = 0; j <= i; j++) max = Math.max(max, S[i * n + j]);
+    for (let j = 0; j < visible; j++) max = Math.max(max, S[i * cols + j]);
     let sum = 0;
-    for (let j = 0; j <= i; j++) sum += Math.exp(S[i * n + j] - max);
-    for (let j = 0; j <= i; j++) P[i * n + j] = Math.exp(S[i * n + j] - max) / sum;
+    for (let j = 0; j < visible; j++) sum += Math.exp(S[i * cols + j] - max);
+    for (let j = 0; j < visible; j++) P[i * cols + j] = Math.exp(S[i * cols + j] - max) / sum;
+    lse[i] = max + Math.log(sum);
   }
-  return P;
+  return { P, lse };
 }
 
 /** log-softmax of one row, and its entropy. */
@@ -199,22 +204,47 @@ describe('training kernels against float64 mathematics', () => {
     }
   });
 
-  test('causalSoftmax is a causal row softmax, and causalSoftmaxBackward the gradient of sum(dP * P(S))', () => {
-    for (const n of [1, 2, 5, 9]) {
-      const S = randomArray(n * n, 3);
-      const dP = randomArray(n * n);
-      const expectedP = causalSoftmax64(S, n);
-      // Over all n*n scores: those above the diagonal must get gradient 0.
-      const gradS = numericGradient((s) => dot64(dP, causalSoftmax64(s, n)), S, H);
+  test('causalSoftmaxRows gives a block\'s causal softmax and lse; causalSoftmaxBackwardRows P again and the gradient of dO . P(S) V', () => {
+    // [rows, cols, firstRow]: a whole small block, blocks further down (cols = firstRow + rows),
+    // and one with columns beyond its last row's diagonal.
+    for (const [rows, cols, firstRow] of [[1, 1, 0], [3, 3, 0], [2, 7, 5], [4, 9, 3]] as const) {
+      const hd = 3, stride = 5; // dO and O rows with a gap between them, as in a [T, H*hd] matrix
+      const S = randomArray(rows * cols, 3);
+      const V = randomArray(cols * hd), dO = randomArray(rows * stride);
+      const expected = causalSoftmaxRows64(S, rows, cols, firstRow);
+      // O = P V from the exact P, and dP = dO V^T: then sum_j P dP = dO . O, which the kernel uses.
+      const O = new Float32Array(rows * stride), dP = new Float32Array(rows * cols);
+      for (let i = 0; i < rows; i++) {
+        for (let d = 0; d < hd; d++) {
+          let sum = 0;
+          for (let j = 0; j < cols; j++) sum += expected.P[i * cols + j] * V[j * hd + d];
+          O[i * stride + d] = sum;
+        }
+        for (let j = 0; j < cols; j++) {
+          let sum = 0;
+          for (let d = 0; d < hd; d++) sum += dO[i * stride + d] * V[j * hd + d];
+          dP[i * cols + j] = sum;
+        }
+      }
+      // Over all rows*cols scores: those beyond each row's diagonal must get gradient 0.
+      const gradS = numericGradient((x) => dot64(dP, causalSoftmaxRows64(x, rows, cols, firstRow).P), S, H);
+      const what = `rows=${rows} cols=${cols} firstRow=${firstRow}`;
       for (const k of implementations()) {
-        const P = Float32Array.from(S);
-        k.causalSoftmax(P, n);
-        assertCloseElementwise(P, expectedP, `${k.name} causalSoftmax n=${n}`);
-        const dS = Float32Array.from(dP);
-        k.causalSoftmaxBackward(dS, P, n);
-        // dS = P (dP - sum P dP) may cancel in every entry (n = 2): a floor relative to dP.
-        assertCloseNorm(dS, gradS, `${k.name} causalSoftmaxBackward n=${n}`, FD_TOLERANCE, TOLERANCE * maxAbs(dP));
-        for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) assert.equal(dS[i * n + j], 0, `dS[${i},${j}] above the diagonal`);
+        const P = Float32Array.from(S), lse = new Float32Array(rows);
+        k.causalSoftmaxRows(P, lse, rows, cols, firstRow);
+        assertCloseElementwise(P, expected.P, `${k.name} causalSoftmaxRows ${what}: P`);
+        assertCloseElementwise(lse, expected.lse, `${k.name} causalSoftmaxRows ${what}: lse`, TOLERANCE, 1e-6);
+        const again = Float32Array.from(S), dS = Float32Array.from(dP);
+        k.causalSoftmaxBackwardRows(dS, again, lse, dO, O, rows, cols, firstRow, hd, stride);
+        assertCloseElementwise(again, expected.P, `${k.name} causalSoftmaxBackwardRows ${what}: P`);
+        // dS = P (dP - dO . O) may cancel in every entry: a floor relative to dP.
+        assertCloseNorm(dS, gradS, `${k.name} causalSoftmaxBackwardRows ${what}: dS`, FD_TOLERANCE, TOLERANCE * maxAbs(dP));
+        for (let i = 0; i < rows; i++) {
+          for (let j = firstRow + i + 1; j < cols; j++) {
+            assert.equal(dS[i * cols + j], 0, `dS[${i},${j}] beyond the diagonal`);
+            assert.equal(again[i * cols + j], 0, `P[${i},${j}] beyond the diagonal`);
+          }
+        }
       }
     }
   });
@@ -532,42 +562,70 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
     }
   });
 
-  test('causalSoftmax (n = 1, 2, 7, 33, 130; scores up to +-100; NaN above the diagonal is ignored and zeroed)', () => {
-    for (const n of [1, 2, 7, 33, 130]) {
-      const S = randomArray(n * n, n % 2 === 0 ? 100 : 8);
-      for (let i = 0; i < n; i++) S.fill(NaN, i * n + i + 1, (i + 1) * n);
-      const [fromNative, fromPortable] = both([S], (k, [P]) => k.causalSoftmax(P, n));
-      assertCloseElementwise(fromNative[0], fromPortable[0], `causalSoftmax n=${n}`);
-      for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) assert.equal(fromNative[0][i * n + j], 0, `P[${i},${j}]`);
+  /** Score blocks [rows, cols, firstRow] as attention makes them: a first block, later and partial ones. */
+  const scoreBlocks: Array<[number, number, number]> = [
+    [1, 1, 0], [2, 2, 0], [7, 7, 0], [33, 33, 0], [128, 128, 0], [128, 256, 128], [44, 300, 256], [5, 40, 30],
+  ];
+
+  /** Scores up to +-100 or +-8, NaN beyond each row's visible columns (which must be ignored). */
+  function scoreInput(rows: number, cols: number, firstRow: number): Float32Array {
+    const S = randomArray(rows * cols, cols % 2 === 0 ? 100 : 8);
+    for (let i = 0; i < rows; i++) S.fill(NaN, i * cols + firstRow + i + 1, (i + 1) * cols);
+    return S;
+  }
+
+  function assertZeroBeyondDiagonal(X: Float32Array, rows: number, cols: number, firstRow: number, what: string): void {
+    for (let i = 0; i < rows; i++) {
+      for (let j = firstRow + i + 1; j < cols; j++) assert.equal(X[i * cols + j], 0, `${what}[${i},${j}]`);
+    }
+  }
+
+  test('causalSoftmaxRows (blocks up to 128 x 300; scores up to +-100; NaN beyond the diagonal is ignored and zeroed)', () => {
+    for (const [rows, cols, firstRow] of scoreBlocks) {
+      const S = scoreInput(rows, cols, firstRow);
+      const [fromNative, fromPortable] = both([S, new Float32Array(rows)], (k, [P, lse]) =>
+        k.causalSoftmaxRows(P, lse, rows, cols, firstRow));
+      const what = `causalSoftmaxRows ${rows}x${cols}+${firstRow}`;
+      assertCloseElementwise(fromNative[0], fromPortable[0], `${what}: P`);
+      assertCloseElementwise(fromNative[1], fromPortable[1], `${what}: lse`, TOLERANCE, 1e-6);
+      assertZeroBeyondDiagonal(fromNative[0], rows, cols, firstRow, `${what}: P`);
     }
   });
 
-  test('causalSoftmax finds a single dominant score (1000) at every position of a row', () => {
-    const n = 70;
-    const S = randomArray(n * n, 4);
-    for (let i = 0; i < n; i++) S[i * n + ((i * 37) % (i + 1))] = 1000;
-    const [fromNative, fromPortable] = both([S], (k, [P]) => k.causalSoftmax(P, n));
-    assertCloseElementwise(fromNative[0], fromPortable[0], 'causalSoftmax peak');
+  test('causalSoftmaxRows finds a single dominant score (1000) at every position of a row', () => {
+    const rows = 70, cols = 100, firstRow = 30;
+    const S = randomArray(rows * cols, 4);
+    for (let i = 0; i < rows; i++) S[i * cols + ((i * 37) % (firstRow + i + 1))] = 1000;
+    const [fromNative, fromPortable] = both([S, new Float32Array(rows)], (k, [P, lse]) =>
+      k.causalSoftmaxRows(P, lse, rows, cols, firstRow));
+    assertCloseElementwise(fromNative[0], fromPortable[0], 'causalSoftmaxRows peak: P');
+    assertCloseElementwise(fromNative[1], fromPortable[1], 'causalSoftmaxRows peak: lse');
   });
 
-  test('causalSoftmaxBackward (n = 1, 2, 7, 33, 130; dP above the diagonal is ignored and zeroed)', () => {
-    for (const n of [1, 2, 7, 33, 130]) {
-      const P = randomArray(n * n, 4);
-      portableKernels.causalSoftmax(P, n);
-      const dP = randomArray(n * n);
-      for (let i = 0; i < n; i++) dP.fill(NaN, i * n + i + 1, (i + 1) * n);
-      const [fromNative, fromPortable] = both([dP], (k, [dS]) => k.causalSoftmaxBackward(dS, P, n));
-      // dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik), relative to the size of its terms.
+  test('causalSoftmaxBackwardRows (blocks up to 128 x 300, head dims 1 to 128; S and dP beyond the diagonal are ignored and zeroed)', () => {
+    for (const [[rows, cols, firstRow], hd] of scoreBlocks.map((b, i) => [b, [1, 7, 16, 64, 128][i % 5]!] as const)) {
+      const stride = hd + 3;
+      const S = scoreInput(rows, cols, firstRow), lse = new Float32Array(rows);
+      portableKernels.causalSoftmaxRows(Float32Array.from(S), lse, rows, cols, firstRow);
+      const dP = scoreInput(rows, cols, firstRow).map((x) => x / 100);
+      const dO = randomArray(rows * stride), O = randomArray(rows * stride);
+      const [fromNative, fromPortable] = both([dP, S], (k, [dS, P]) =>
+        k.causalSoftmaxBackwardRows(dS, P, lse, dO, O, rows, cols, firstRow, hd, stride));
+      const what = `causalSoftmaxBackwardRows ${rows}x${cols}+${firstRow} hd=${hd}`;
+      // exp(s - lse) to a few ulp, and values below e^-87 may come out as ~1.6e-38 (vec_math.h).
+      const P = fromPortable[1];
+      assertCloseElementwise(fromNative[1], P, `${what}: P`, TOLERANCE, 1e-37);
+      // dS_ij = P_ij (dP_ij - dO_i . O_i), relative to the size of its terms.
       const termScale = (index: number) => {
-        const i = Math.floor(index / n);
-        const j = index % n;
-        if (j > i) return 0;
+        const i = Math.floor(index / cols), j = index % cols;
+        if (j > firstRow + i) return 0;
         let dot = 0;
-        for (let c = 0; c <= i; c++) dot += P[i * n + c] * Math.abs(dP[i * n + c]);
+        for (let d = 0; d < hd; d++) dot += Math.abs(dO[i * stride + d] * O[i * stride + d]);
         return P[index] * (Math.abs(dP[index]) + dot);
       };
-      assertWithin(fromNative[0], fromPortable[0], (i) => TOLERANCE * termScale(i) + 1e-30, `causalSoftmaxBackward n=${n}`);
-      for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) assert.equal(fromNative[0][i * n + j], 0, `dS[${i},${j}]`);
+      assertWithin(fromNative[0], fromPortable[0], (i) => TOLERANCE * termScale(i) + 1e-30, `${what}: dS`);
+      assertZeroBeyondDiagonal(fromNative[0], rows, cols, firstRow, `${what}: dS`);
+      assertZeroBeyondDiagonal(fromNative[1], rows, cols, firstRow, `${what}: P`);
     }
   });
 
@@ -615,10 +673,26 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
     expectError('logitsBackward', /argument 5 \(gSum\) must be a Float32Array/, () =>
       k.logitsBackward(logits, 2, 5, f(2), f(2), new Float64Array(2) as unknown as Float32Array, f(2)));
     assert.deepEqual([...logits], Array(10).fill(3), 'logits untouched after refused calls');
-    expectError('causalSoftmax', /P has 8 elements but needs n\*n = 9/, () => k.causalSoftmax(f(8), 3));
-    expectError('causalSoftmax', /n = 2.5 must be an integer/, () => k.causalSoftmax(f(9), 2.5));
-    const dP = f(9).fill(5);
-    expectError('causalSoftmaxBackward', /P has 8 elements but needs n\*n = 9/, () => k.causalSoftmaxBackward(dP, f(8), 3));
-    assert.deepEqual([...dP], Array(9).fill(5), 'dP untouched after a refused call');
+    const S = f(12).fill(5);
+    expectError('causalSoftmaxRows', /S has 11 elements but needs rows\*cols = 12/, () => k.causalSoftmaxRows(f(11), f(3), 3, 4, 1));
+    expectError('causalSoftmaxRows', /firstRow \+ rows = 2 \+ 3 exceeds cols = 4/, () => k.causalSoftmaxRows(S, f(3), 3, 4, 2));
+    expectError('causalSoftmaxRows', /lse has 2 elements but needs rows = 3/, () => k.causalSoftmaxRows(S, f(2), 3, 4, 1));
+    expectError('causalSoftmaxRows', /firstRow = 1.5 must be an integer/, () => k.causalSoftmaxRows(S, f(3), 3, 4, 1.5));
+    const dP = f(12).fill(5);
+    const backwardRows = (
+      scores: Float32Array, lse: Float32Array, dO: Float32Array, firstRow: number, headDim: number, stride: number,
+    ) => k.causalSoftmaxBackwardRows(dP, scores, lse, dO, f(10), 3, 4, firstRow, headDim, stride);
+    expectError('causalSoftmaxBackwardRows', /S has 11 elements but needs rows\*cols = 12/, () =>
+      backwardRows(f(11), f(3), f(10), 1, 2, 4));
+    expectError('causalSoftmaxBackwardRows', /firstRow \+ rows = 2 \+ 3 exceeds cols = 4/, () =>
+      backwardRows(S, f(3), f(10), 2, 2, 4));
+    expectError('causalSoftmaxBackwardRows', /lse has 2 elements but needs rows = 3/, () => backwardRows(S, f(2), f(10), 1, 2, 4));
+    expectError('causalSoftmaxBackwardRows', /dO has 9 elements but needs 10 for rows x headDim = 3 x 2 with stride = 4/, () =>
+      backwardRows(S, f(3), f(9), 1, 2, 4));
+    expectError('causalSoftmaxBackwardRows', /stride = 1 must be >= max\(1, 2\)/, () => backwardRows(S, f(3), f(10), 1, 2, 1));
+    expectError('causalSoftmaxBackwardRows', /expected 10 arguments, got 9/, () =>
+      untyped.causalSoftmaxBackwardRows(dP, S, f(3), f(10), f(10), 3, 4, 1, 2));
+    assert.deepEqual([...dP], Array(12).fill(5), 'dP untouched after refused calls');
+    assert.deepEqual([...S], Array(12).fill(5), 'S untouched after refused calls');
   });
 });

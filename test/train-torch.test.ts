@@ -1,7 +1,8 @@
 // The trainer against PyTorch autograd (test/reference/train_step.py): same weights, same batch,
 // same loss; gradients agree to 1e-4 (relative to each tensor's largest gradient) and one AdamW
 // step gives the same parameters, for every family, full fine-tuning and LoRA, policy and
-// top-K distillation losses.
+// top-K distillation losses; and on packed sequences of 300 and 520 tokens (several attention
+// query blocks, GQA), with the whole tape kept and with layers recomputed (checkpointing).
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -41,14 +42,21 @@ function compare(label: string, ours: Float32Array, theirs: Float32Array, tol: n
   assert.ok(worst <= tol * Math.max(scale, 1e-6), `${label}: max |ours - torch| = ${worst.toExponential(3)}, largest |torch| = ${scale.toExponential(3)}`);
 }
 
-async function crossCheck(family: ModelFamily, lora: boolean, lossKind: 'policy' | 'topk') {
+interface CheckOptions {
+  /** Sequences of 300, 5 and 520 tokens instead of 13 and 12. */
+  long?: boolean;
+  /** Recompute layers in the backward (an activation budget of 0) or keep the whole tape (no budget). */
+  checkpoint?: boolean;
+}
+
+async function crossCheck(family: ModelFamily, lora: boolean, lossKind: 'policy' | 'topk', opts: CheckOptions = {}) {
   const dir = makeTinyModel({ family, seed: 31, shape: { tieWordEmbeddings: family !== 'llama' } });
   const cfg = readModelFolder(dir).config;
   const base = loadWeights(dir, cfg);
   const config: LearnerConfig = {
     mode: lora ? { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } } : { kind: 'full' },
     optimizer, loss: lossKind === 'policy' ? { kind: 'policy', eps: 0.2, epsHigh: 0.28, tisCap: 2, klCoef: 0.1, entropyCoef: 0.01 } : { kind: 'topk', entropyCoef: 0 },
-    miniBatchSize: 2, epochs: 1, microBatchTokens: 4096, seed: 3,
+    miniBatchSize: 2, epochs: 1, microBatchTokens: 4096, activationBudgetBytes: opts.checkpoint ? 0 : Infinity, seed: 3,
   };
   const learner = new LearnerCore(cfg, base, config, loadKernels());
   const work = scratchDir('ocrl-torch-');
@@ -62,10 +70,17 @@ async function crossCheck(family: ModelFamily, lora: boolean, lossKind: 'policy'
   }
   const rng = createRng(5);
   const ids = (n: number) => Array.from({ length: n }, () => Math.floor(rng.next() * cfg.vocabSize));
-  const shapes = [
-    { promptIds: ids(7), completionIds: ids(6), mask: undefined },
-    { promptIds: ids(3), completionIds: ids(9), mask: [1, 1, 0, 1, 1, 1, 1, 0, 1] },
-  ];
+  const shapes = opts.long
+    ? [
+      // Query blocks of 128, 128 and 44 rows; one sequence shorter than a block; five blocks, the last of 8 rows.
+      { promptIds: ids(230), completionIds: ids(70), mask: undefined },
+      { promptIds: ids(3), completionIds: ids(2), mask: undefined },
+      { promptIds: ids(400), completionIds: ids(120), mask: Array.from({ length: 120 }, (_, t) => (t % 7 === 3 ? 0 : 1)) },
+    ]
+    : [
+      { promptIds: ids(7), completionIds: ids(6), mask: undefined },
+      { promptIds: ids(3), completionIds: ids(9), mask: [1, 1, 0, 1, 1, 1, 1, 0, 1] },
+    ];
   // Old, reference and rollout log-probs away from the current ones, so ratios cross both clip
   // bounds and some importance weights hit the cap.
   const current = learner.logprobs(shapes.map((s) => ({ ...s, advantages: s.completionIds.map(() => 0) })));
@@ -129,3 +144,12 @@ for (const family of ['qwen3', 'qwen2', 'llama'] as ModelFamily[]) {
 }
 test('qwen3: LoRA, top-k distillation loss matches PyTorch', () => crossCheck('qwen3', true, 'topk'));
 test('llama: full fine-tuning, top-k distillation loss matches PyTorch', () => crossCheck('llama', false, 'topk'));
+for (const checkpoint of [false, true]) {
+  const how = checkpoint ? 'layers recomputed' : 'whole tape';
+  test(`qwen3: LoRA, packed 300 + 5 + 520 tokens, ${how}: gradients and AdamW step match PyTorch`, () =>
+    crossCheck('qwen3', true, 'policy', { long: true, checkpoint }));
+  test(`llama: full fine-tuning, packed 300 + 5 + 520 tokens, ${how}: gradients and AdamW step match PyTorch`, () =>
+    crossCheck('llama', false, 'policy', { long: true, checkpoint }));
+}
+test('qwen2: full fine-tuning, top-k loss, packed 300 + 5 + 520 tokens, layers recomputed: matches PyTorch', () =>
+  crossCheck('qwen2', false, 'topk', { long: true, checkpoint: true }));

@@ -7,7 +7,7 @@
 
 // Bumped whenever an export changes meaning, so that a stale build is refused with a
 // "rebuild" message instead of being called with the wrong arguments.
-#define ADDON_API_VERSION 3
+#define ADDON_API_VERSION 4
 
 NAPI_MODULE_INIT() {
   napi_value version;
@@ -27,8 +27,8 @@ NAPI_MODULE_INIT() {
       {"siluMulBackward", NULL, op_silu_mul_backward, NULL, NULL, NULL, napi_enumerable, NULL},
       {"logitsStats", NULL, op_logits_stats, NULL, NULL, NULL, napi_enumerable, NULL},
       {"logitsBackward", NULL, op_logits_backward, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"causalSoftmax", NULL, op_causal_softmax, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"causalSoftmaxBackward", NULL, op_causal_softmax_backward, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"causalSoftmaxRows", NULL, op_causal_softmax_rows, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"causalSoftmaxBackwardRows", NULL, op_causal_softmax_backward_rows, NULL, NULL, NULL, napi_enumerable, NULL},
       {"setThreads", NULL, op_set_threads, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   if (napi_define_properties(env, exports, sizeof properties / sizeof properties[0], properties) != napi_ok)

@@ -71,8 +71,12 @@ void logits_stats_f32(float* lse, float* entropy, const float* logits, size_t ro
 void logits_backward_f32(float* logits, size_t rows, size_t v, const float* lse, const float* entropy,
                          const float* g_sum, const float* g_entropy);
 
-// In place on an n x n block.
-void causal_softmax_f32(float* p, size_t n);
-void causal_softmax_backward_f32(float* dp, const float* p, size_t n);
+// A block of attention score rows [rows, cols]: row i sees columns 0 .. first_row + i, which
+// the caller guarantees are < cols; the columns after those become 0. In place.
+void causal_softmax_rows_f32(float* s, float* lse, size_t rows, size_t cols, size_t first_row);
+// s -> p = exp(s - lse[i]) and dp -> dS = p * (dp - dO_i . O_i); d_o and o hold rows of
+// head_dim floats, stride apart; dp and s do not overlap.
+void causal_softmax_backward_rows_f32(float* dp, float* s, const float* lse, const float* d_o, const float* o,
+                                      size_t rows, size_t cols, size_t first_row, size_t head_dim, size_t stride);
 
 #endif

@@ -19,7 +19,7 @@ napi_value op_rmsnorm_backward(napi_env env, napi_callback_info info);
 napi_value op_silu_mul_backward(napi_env env, napi_callback_info info);
 napi_value op_logits_stats(napi_env env, napi_callback_info info);
 napi_value op_logits_backward(napi_env env, napi_callback_info info);
-napi_value op_causal_softmax(napi_env env, napi_callback_info info);
-napi_value op_causal_softmax_backward(napi_env env, napi_callback_info info);
+napi_value op_causal_softmax_rows(napi_env env, napi_callback_info info);
+napi_value op_causal_softmax_backward_rows(napi_env env, napi_callback_info info);
 
 #endif

@@ -1,6 +1,6 @@
 // The training kernels: AdamW with the sum of squares and the rescaling of gradient clipping,
 // the backward of rmsnorm and of SwiGLU's silu(gate) * up, the statistics of logits rows and
-// their backward, and the causal softmax of an attention score block with its backward.
+// their backward, and the causal softmax of a block of attention score rows with its backward.
 // Single-threaded like every C kernel here. Each is one streaming pass (or one pass per row
 // held in L1), so the loops are written for the auto-vectoriser, one clone per instruction set
 // (dispatch.h), with reductions on f32x8 (vec_math.h) and in double where a sum runs over more
@@ -220,24 +220,35 @@ void logits_backward_f32(float* logits, size_t rows, size_t v, const float* lse,
   }
 }
 
-// ---- causal softmax of an n x n score block -----------------------------------------------
+// ---- causal softmax of a block of attention score rows --------------------------------------
 
 SIMD_CLONES
-void causal_softmax_f32(float* p, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    float* row = p + i * n;
-    softmax_f32(row, i + 1);
-    memset(row + i + 1, 0, (n - i - 1) * sizeof(float));
+void causal_softmax_rows_f32(float* s, float* lse, size_t rows, size_t cols, size_t first_row) {
+  for (size_t i = 0; i < rows; i++) {
+    float* row = s + i * cols;
+    const size_t visible = first_row + i + 1;
+    lse[i] = softmax_f32(row, visible);
+    memset(row + visible, 0, (cols - visible) * sizeof(float));
   }
 }
 
 SIMD_CLONES
-void causal_softmax_backward_f32(float* dp, const float* p, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    const float* p_row = p + i * n;
-    float* d_row = dp + i * n;
-    const float dot = dot_f32(p_row, d_row, i + 1);
-    for (size_t j = 0; j <= i; j++) d_row[j] = p_row[j] * (d_row[j] - dot);
-    memset(d_row + i + 1, 0, (n - i - 1) * sizeof(float));
+void causal_softmax_backward_rows_f32(float* dp, float* s, const float* lse, const float* d_o, const float* o,
+                                      size_t rows, size_t cols, size_t first_row, size_t head_dim, size_t stride) {
+  for (size_t i = 0; i < rows; i++) {
+    float* s_row = s + i * cols;
+    float* d_row = dp + i * cols;
+    const size_t visible = first_row + i + 1;
+    const float lse_i = lse[i];
+    // sum_j P_ij dP_ij = dO_i . (P V)_i: head_dim terms instead of up to cols.
+    const float dot = dot_f32(d_o + i * stride, o + i * stride, head_dim);
+    // One pass for both: the recomputed probabilities are written and used while in registers.
+    for (size_t j = 0; j < visible; j++) {
+      float p = exp_f32(s_row[j] - lse_i);
+      s_row[j] = p;
+      d_row[j] = p * (d_row[j] - dot);
+    }
+    memset(s_row + visible, 0, (cols - visible) * sizeof(float));
+    memset(d_row + visible, 0, (cols - visible) * sizeof(float));
   }
 }

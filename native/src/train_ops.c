@@ -1,5 +1,5 @@
 // The training kernels' entry points (adamw, sumSquares, scale, rmsnormBackward,
-// siluMulBackward, logitsStats, logitsBackward, causalSoftmax, causalSoftmaxBackward):
+// siluMulBackward, logitsStats, logitsBackward, causalSoftmaxRows, causalSoftmaxBackwardRows):
 // argument checks, then the plain-C kernels in train_kernels.c.
 #include <math.h>
 #include <stdio.h>
@@ -165,30 +165,54 @@ napi_value op_logits_backward(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-// causalSoftmax(P, n)
-napi_value op_causal_softmax(napi_env env, napi_callback_info info) {
+// The score block S (or P, dP) must hold rows x cols and every row's visible columns,
+// 0 .. first_row + i, must lie inside it.
+static bool check_score_block(OpCall* call, const char* name, size_t length, size_t rows, size_t cols,
+                              size_t first_row) {
+  if (!op_check_length(call, name, length, rows, cols, 1, "rows*cols")) return false;
+  if (rows > 0 && first_row + rows > cols) {
+    op_throw_size(call, "firstRow + rows = %zu + %zu exceeds cols = %zu (the last row's visible columns)", first_row,
+                  rows, cols);
+    return false;
+  }
+  return true;
+}
+
+// causalSoftmaxRows(S, lse, rows, cols, firstRow)
+napi_value op_causal_softmax_rows(napi_env env, napi_callback_info info) {
   OpCall call;
-  F32Array p;
-  size_t n;
-  if (!op_begin(env, info, "causalSoftmax", 2, &call) || !op_f32_array(&call, 0, "P", &p) ||
-      !op_size(&call, 1, "n", 0, &n))
+  F32Array s, lse;
+  size_t rows, cols, first_row;
+  if (!op_begin(env, info, "causalSoftmaxRows", 5, &call) || !op_f32_array(&call, 0, "S", &s) ||
+      !op_f32_array(&call, 1, "lse", &lse) || !op_size(&call, 2, "rows", 0, &rows) ||
+      !op_size(&call, 3, "cols", 0, &cols) || !op_size(&call, 4, "firstRow", 0, &first_row))
     return NULL;
-  if (!op_check_length(&call, "P", p.length, n, n, 1, "n*n")) return NULL;
-  causal_softmax_f32(p.data, n);
+  if (!check_score_block(&call, "S", s.length, rows, cols, first_row) ||
+      !op_check_length(&call, "lse", lse.length, rows, 1, 1, "rows"))
+    return NULL;
+  causal_softmax_rows_f32(s.data, lse.data, rows, cols, first_row);
   return NULL;
 }
 
-// causalSoftmaxBackward(dP, P, n)
-napi_value op_causal_softmax_backward(napi_env env, napi_callback_info info) {
+// causalSoftmaxBackwardRows(dP, S, lse, dO, O, rows, cols, firstRow, headDim, stride)
+napi_value op_causal_softmax_backward_rows(napi_env env, napi_callback_info info) {
   OpCall call;
-  F32Array dp, p;
-  size_t n;
-  if (!op_begin(env, info, "causalSoftmaxBackward", 3, &call) || !op_f32_array(&call, 0, "dP", &dp) ||
-      !op_f32_array(&call, 1, "P", &p) || !op_size(&call, 2, "n", 0, &n))
+  F32Array dp, s, lse, d_o, o;
+  size_t rows, cols, first_row, head_dim, stride;
+  if (!op_begin(env, info, "causalSoftmaxBackwardRows", 10, &call) || !op_f32_array(&call, 0, "dP", &dp) ||
+      !op_f32_array(&call, 1, "S", &s) || !op_f32_array(&call, 2, "lse", &lse) ||
+      !op_f32_array(&call, 3, "dO", &d_o) || !op_f32_array(&call, 4, "O", &o) ||
+      !op_size(&call, 5, "rows", 0, &rows) || !op_size(&call, 6, "cols", 0, &cols) ||
+      !op_size(&call, 7, "firstRow", 0, &first_row) || !op_size(&call, 8, "headDim", 0, &head_dim) ||
+      !op_size(&call, 9, "stride", 0, &stride))
     return NULL;
-  if (!op_check_length(&call, "dP", dp.length, n, n, 1, "n*n") ||
-      !op_check_length(&call, "P", p.length, n, n, 1, "n*n"))
+  if (!check_score_block(&call, "dP", dp.length, rows, cols, first_row) ||
+      !check_score_block(&call, "S", s.length, rows, cols, first_row) ||
+      !op_check_length(&call, "lse", lse.length, rows, 1, 1, "rows") ||
+      !op_check_matrix(&call, "dO", d_o.length, rows, head_dim, "rows x headDim", stride, "stride") ||
+      !op_check_matrix(&call, "O", o.length, rows, head_dim, "rows x headDim", stride, "stride"))
     return NULL;
-  causal_softmax_backward_f32(dp.data, p.data, n);
+  causal_softmax_backward_rows_f32(dp.data, s.data, lse.data, d_o.data, o.data, rows, cols, first_row, head_dim,
+                                   stride);
   return NULL;
 }

@@ -162,8 +162,10 @@ static inline f32x8 exp_in_range_f32x8(f32x8 x) {
 }
 
 // In place, scores[0..n-1] -> softmax(scores) in float32, max subtracted; n >= 1. The
-// exponentials are summed as they are stored, 16 at a time.
-static inline void softmax_f32(float* scores, size_t n) {
+// exponentials are summed as they are stored, 16 at a time. Returns log sum exp(scores).
+// Always inlined: a separate copy would be compiled for the baseline instruction set only,
+// not for the caller's clone (dispatch.h), and run several times slower.
+__attribute__((always_inline)) static inline float softmax_f32(float* scores, size_t n) {
   const float max_score = max_f32(scores, n);
   const f32x8 max8 = splat8(max_score);
   f32x8 sum0 = {0}, sum1 = {0};
@@ -184,6 +186,7 @@ static inline void softmax_f32(float* scores, size_t n) {
   }
   float inv_sum = 1.f / sum;
   for (j = 0; j < n; j++) scores[j] *= inv_sum;
+  return max_score + logf(sum);
 }
 
 #endif

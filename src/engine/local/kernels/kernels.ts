@@ -88,11 +88,23 @@ export interface Kernels {
    */
   logitsBackward(logits: Float32Array, rows: number, V: number, lse: Float32Array, entropy: Float32Array, gSum: Float32Array, gEntropy: Float32Array): void;
 
-  /** Rows of an [n, n] score block: row i becomes softmax over columns 0..i, zero after. */
-  causalSoftmax(P: Float32Array, n: number): void;
+  // The training attention's softmax, one block of query rows at a time (train/attention.ts):
+  // S and P are [rows, cols], row stride cols; row i is query firstRow + i, which sees columns
+  // 0 .. firstRow + i (cols >= firstRow + rows); the columns after those become 0.
 
-  /** In place dP -> dS for the causal softmax of P: dS = P * (dP - sum_j P dP) on 0..i, zero after. */
-  causalSoftmaxBackward(dP: Float32Array, P: Float32Array, n: number): void;
+  /** In place, S -> P = each row's softmax over its visible columns; lse[i] = log sum exp of those scores. */
+  causalSoftmaxRows(S: Float32Array, lse: Float32Array, rows: number, cols: number, firstRow: number): void;
+
+  /**
+   * The backward from the same scores, in place: S -> P = exp(S - lse[i]) (the forward's
+   * probabilities again) and dP -> dS = P * (dP - D_i), where D_i = dO_i . O_i, which equals
+   * sum_j P_ij dP_ij for O = P V; dO and O hold `rows` rows of headDim floats, `stride` apart.
+   * dP and S are distinct arrays.
+   */
+  causalSoftmaxBackwardRows(
+    dP: Float32Array, S: Float32Array, lse: Float32Array, dO: Float32Array, O: Float32Array,
+    rows: number, cols: number, firstRow: number, headDim: number, stride: number,
+  ): void;
 
   /** Number of BLAS threads (no-op for portable). */
   setThreads(n: number): void;

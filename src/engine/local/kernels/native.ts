@@ -16,7 +16,7 @@ export const NATIVE_BUILD_HINT =
   'apt-get install libopenblas-dev (macOS: Xcode command line tools), then npm rebuild openclaw-rl';
 
 // Must equal ADDON_API_VERSION in native/src/addon.c.
-const ADDON_API_VERSION = 3;
+const ADDON_API_VERSION = 4;
 
 type NativeAddon = Omit<Kernels, 'name'> & { readonly apiVersion: number };
 
@@ -51,8 +51,8 @@ export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernel
     siluMulBackward: addon.siluMulBackward,
     logitsStats: addon.logitsStats,
     logitsBackward: addon.logitsBackward,
-    causalSoftmax: addon.causalSoftmax,
-    causalSoftmaxBackward: addon.causalSoftmaxBackward,
+    causalSoftmaxRows: addon.causalSoftmaxRows,
+    causalSoftmaxBackwardRows: addon.causalSoftmaxBackwardRows,
     setThreads: addon.setThreads,
   };
 }

@@ -266,29 +266,39 @@ function logitsBackward(
   }
 }
 
-function causalSoftmax(P: Float32Array, n: number): void {
-  const e = new Float64Array(n);
-  for (let i = 0; i < n; i++) {
-    const row = i * n;
+function causalSoftmaxRows(S: Float32Array, lse: Float32Array, rows: number, cols: number, firstRow: number): void {
+  const e = new Float64Array(cols);
+  for (let i = 0; i < rows; i++) {
+    const row = i * cols, visible = firstRow + i + 1;
     let max = -Infinity;
-    for (let j = 0; j <= i; j++) max = Math.max(max, P[row + j]);
+    for (let j = 0; j < visible; j++) max = Math.max(max, S[row + j]);
     let sum = 0;
-    for (let j = 0; j <= i; j++) {
-      e[j] = Math.exp(P[row + j] - max);
+    for (let j = 0; j < visible; j++) {
+      e[j] = Math.exp(S[row + j] - max);
       sum += e[j];
     }
-    for (let j = 0; j <= i; j++) P[row + j] = e[j] / sum;
-    P.fill(0, row + i + 1, row + n);
+    for (let j = 0; j < visible; j++) S[row + j] = e[j] / sum;
+    S.fill(0, row + visible, row + cols);
+    lse[i] = max + Math.log(sum);
   }
 }
 
-function causalSoftmaxBackward(dP: Float32Array, P: Float32Array, n: number): void {
-  for (let i = 0; i < n; i++) {
-    const row = i * n;
+function causalSoftmaxBackwardRows(
+  dP: Float32Array, S: Float32Array, lse: Float32Array, dO: Float32Array, O: Float32Array,
+  rows: number, cols: number, firstRow: number, headDim: number, stride: number,
+): void {
+  for (let i = 0; i < rows; i++) {
+    const row = i * cols, visible = firstRow + i + 1;
     let dot = 0;
-    for (let j = 0; j <= i; j++) dot += P[row + j] * dP[row + j];
-    for (let j = 0; j <= i; j++) dP[row + j] = P[row + j] * (dP[row + j] - dot);
-    dP.fill(0, row + i + 1, row + n);
+    for (let d = 0; d < headDim; d++) dot += dO[i * stride + d] * O[i * stride + d];
+    for (let j = 0; j < visible; j++) {
+      // P rounded to float32 first, as stored, so that dS uses the P the caller's dV uses.
+      const p = Math.fround(Math.exp(S[row + j] - lse[i]));
+      S[row + j] = p;
+      dP[row + j] = p * (dP[row + j] - dot);
+    }
+    S.fill(0, row + visible, row + cols);
+    dP.fill(0, row + visible, row + cols);
   }
 }
 
@@ -307,7 +317,7 @@ export const portableKernels: Kernels = {
   siluMulBackward,
   logitsStats,
   logitsBackward,
-  causalSoftmax,
-  causalSoftmaxBackward,
+  causalSoftmaxRows,
+  causalSoftmaxBackwardRows,
   setThreads: () => {},
 };

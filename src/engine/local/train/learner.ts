@@ -29,8 +29,17 @@ export interface LearnerConfig {
   epochs: number;
   /** Most tokens in one forward/backward (bounds memory); mini-batches are split to fit. */
   microBatchTokens: number;
+  /**
+   * Bytes one forward/backward's activation and gradient buffers may take (train/memory.ts):
+   * a micro-batch whose full tape would exceed it recomputes layers in the backward (slower,
+   * memory linear in tokens with a small constant); shorter ones keep the whole tape.
+   */
+  activationBudgetBytes: number;
   seed: number;
 }
+
+/** 4 GiB: Qwen3-0.6B with LoRA keeps the whole tape up to about 1.5k tokens, recomputes layers up to about 9.7k. */
+export const DEFAULT_ACTIVATION_BUDGET_BYTES = 4 * 2 ** 30;
 
 export const DEFAULT_LEARNER: LearnerConfig = {
   mode: { kind: 'lora', spec: { rank: 16, alpha: 32, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } },
@@ -39,6 +48,7 @@ export const DEFAULT_LEARNER: LearnerConfig = {
   miniBatchSize: 16,
   epochs: 1,
   microBatchTokens: 4096,
+  activationBudgetBytes: DEFAULT_ACTIVATION_BUDGET_BYTES,
   seed: 0,
 };
 
@@ -73,8 +83,10 @@ export class LearnerCore {
       this.optimizer = new AdamW(this.params.data, this.grads.data, paramSegments(base.specs), config.optimizer, kernels, restore?.optimizer);
     }
     const hook = pause ? () => { this.yieldedMs += pause(); } : undefined;
-    this.model = new TrainModel(cfg, this.params, this.grads, this.lora, kernels, hook);
-    this.reference = new TrainModel(cfg, base, null, null, kernels, hook);
+    const opts = { pause: hook, activationBudgetBytes: config.activationBudgetBytes };
+    this.model = new TrainModel(cfg, this.params, this.grads, this.lora, kernels, opts);
+    // Forward only: the shared layer buffers (checkpointing's layout) are the least memory, at no cost.
+    this.reference = new TrainModel(cfg, base, null, null, kernels, { ...opts, checkpoint: true });
   }
 
   get steps(): number {

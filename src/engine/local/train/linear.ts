@@ -34,10 +34,17 @@ export function linearForward(
   k.sgemm(false, true, T, L.outDim, L.inDim, 1, x, L.inDim, L.W, L.inDim, beta, y, L.outDim);
   if (L.bias) addRowVector(y, L.bias, T, L.outDim);
   if (L.lora && u) {
-    const { A, B, rank, scale } = L.lora;
-    k.sgemm(false, true, T, rank, L.inDim, 1, x, L.inDim, A, L.inDim, 0, u, rank);
+    loraInput(k, u, x, T, L);
+    const { B, rank, scale } = L.lora;
     k.sgemm(false, true, T, L.outDim, rank, scale, u, rank, B, rank, 1, y, L.outDim);
   }
+}
+
+/** u[T, r] = x A^T alone: what the backward needs of a LoRA layer whose output is already known. */
+export function loraInput(k: Kernels, u: Float32Array, x: Float32Array, T: number, L: TrainLinear): void {
+  if (!L.lora) return;
+  const { A, rank } = L.lora;
+  k.sgemm(false, true, T, rank, L.inDim, 1, x, L.inDim, A, L.inDim, 0, u, rank);
 }
 
 /**

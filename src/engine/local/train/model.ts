@@ -3,16 +3,22 @@
 // a backward that takes gradients w.r.t. those and accumulates parameter gradients. The
 // backward calls the ops in exactly the reverse order of the forward.
 //
+// When a step's full tape would not fit the activation budget (memory.ts), the forward keeps
+// only each layer's input, and the backward recomputes one layer's forward into one shared set
+// of buffers just before that layer's backward: the same ops in the same order, so the
+// gradients are bit-identical, for about one more forward's work.
+//
 // Shapes: T = packed tokens, D = hidden, F = ffn, H/KV = heads, hd = head dim, V = vocab,
 // R = completion tokens (rows with logits), r = LoRA rank.
 
 import type { Kernels } from '../kernels/kernels.js';
 import { type ModelConfig, ropeInvFreq } from '../model/config.js';
 import type { ParamStore } from '../model/weights.js';
-import { attentionBackward, attentionForward, type PackedSequence, probsSize } from './attention.js';
-import { linearBackward, linearForward, type TrainLinear } from './linear.js';
+import { attentionBackward, attentionForward, attentionScratchSize, type PackedSequence } from './attention.js';
+import { linearBackward, linearForward, loraInput, type TrainLinear } from './linear.js';
 import { type LogitGrads, logitsBackward, rowStats, type RowStats } from './logits.js';
 import type { Lora } from './lora.js';
+import { type StepSize, trainStepBytes } from './memory.js';
 
 export interface TrainSequence {
   /** Prompt followed by completion. */
@@ -40,18 +46,42 @@ interface LayerParams {
   lin: Record<LinearName, TrainLinear>;
 }
 
+/** One layer's activations; `lse` is the attention's log-sum-exp per head and token. */
 interface LayerTape {
   x: Float32Array; h1: Float32Array;
   q0: Float32Array | null; k0: Float32Array | null;
-  q: Float32Array; k: Float32Array; v: Float32Array; probs: Float32Array; att: Float32Array;
+  q: Float32Array; k: Float32Array; v: Float32Array; lse: Float32Array; att: Float32Array;
   xMid: Float32Array; h2: Float32Array; gate: Float32Array; up: Float32Array; act: Float32Array;
   u: Partial<Record<LinearName, Float32Array>>;
 }
 
+/** What a layer's forward needs besides its weights and input, the same in the forward and a recomputation. */
+interface StepContext {
+  T: number; seqs: PackedSequence[]; positions: Int32Array; checkpoint: boolean; scratchSize: number;
+}
+
 interface Tape {
-  T: number; R: number; seqs: PackedSequence[]; tokens: Int32Array; positions: Int32Array; negPositions: Int32Array;
-  targets: Int32Array; rowIndex: Int32Array; layers: LayerTape[]; xFinal: Float32Array; hf: Float32Array;
-  logits: Float32Array; stats: RowStats; extraIds?: Int32Array; extraK: number;
+  ctx: StepContext; R: number; tokens: Int32Array; negPositions: Int32Array; targets: Int32Array; rowIndex: Int32Array;
+  /** Each layer's input x (and the last layer's output). */
+  inputs: Float32Array[];
+  /** Each layer's activations, or null where the backward recomputes them (checkpointing). */
+  layers: (LayerTape | null)[];
+  xFinal: Float32Array; hf: Float32Array; logits: Float32Array; stats: RowStats; extraIds?: Int32Array; extraK: number;
+}
+
+export interface TrainModelOptions {
+  /**
+   * Called at every layer boundary of forward and backward (the first one also falls between
+   * micro-batches), where the caller may block to let other work have the CPU.
+   */
+  pause?: () => void;
+  /**
+   * Bytes a step's activation and gradient buffers may take (trainStepBytes): a forward whose
+   * full tape would not fit recomputes layers in its backward instead. Default: no limit.
+   */
+  activationBudgetBytes?: number;
+  /** Recompute layers always (true) or never (false) instead of by the budget. */
+  checkpoint?: boolean;
 }
 
 const PARAM_NAMES: Record<LinearName, string> = {
@@ -70,17 +100,22 @@ export class TrainModel {
   private tape: Tape | null = null;
   /** Activation and gradient buffers, reused across steps: allocating ~GBs per step costs page faults and GC. */
   private readonly buffers = new Map<string, Float32Array>();
+  /** The largest step size the cached buffers were grown for since the cache was last emptied. */
+  private held: StepSize | null = null;
   private readonly maxRank: number;
+  private readonly loraTargets: number;
+  private readonly pause: (() => void) | undefined;
+  private readonly budget: number;
+  private readonly forceCheckpoint: boolean | undefined;
 
-  /**
-   * grads: a buffer shaped like params for full fine-tuning; null with LoRA (base frozen).
-   * pause: called at every layer boundary of forward and backward (the first one also falls
-   * between micro-batches), where the caller may block to let other work have the CPU.
-   */
+  /** grads: a buffer shaped like params for full fine-tuning; null with LoRA (base frozen). */
   constructor(
     readonly cfg: ModelConfig, params: ParamStore, grads: ParamStore | null, lora: Lora | null, private readonly k: Kernels,
-    private readonly pause?: () => void,
+    opts: TrainModelOptions = {},
   ) {
+    this.pause = opts.pause;
+    this.budget = opts.activationBudgetBytes ?? Infinity;
+    this.forceCheckpoint = opts.checkpoint;
     const g = (name: string) => (grads ? grads.get(name) : null);
     const opt = (store: ParamStore | null, name: string) => (store && store.has(name) ? store.get(name) : null);
     const D = cfg.hiddenSize, F = cfg.intermediateSize, qDim = cfg.numHeads * cfg.headDim, kvDim = cfg.numKvHeads * cfg.headDim;
@@ -115,6 +150,15 @@ export class TrainModel {
     };
     this.invFreq = ropeInvFreq(cfg);
     this.maxRank = lora?.rank ?? 0;
+    const first = this.layers[0];
+    this.loraTargets = first ? LINEAR_NAMES.filter((name) => first.lin[name].lora).length : 0;
+  }
+
+  /** Bytes the cached activation and gradient buffers hold now. */
+  get bufferBytes(): number {
+    let bytes = 0;
+    for (const b of this.buffers.values()) bytes += b.byteLength;
+    return bytes;
   }
 
   /**
@@ -123,8 +167,7 @@ export class TrainModel {
    */
   forward(batch: readonly TrainSequence[], extra?: { K: number; ids: Int32Array }): ForwardResult {
     const { cfg, k } = this;
-    const D = cfg.hiddenSize, F = cfg.intermediateSize, hd = cfg.headDim, V = cfg.vocabSize;
-    const H = cfg.numHeads, KV = cfg.numKvHeads, qDim = H * hd, kvDim = KV * hd, eps = cfg.rmsNormEps;
+    const D = cfg.hiddenSize, V = cfg.vocabSize, eps = cfg.rmsNormEps;
     const seqs: PackedSequence[] = [];
     let T = 0, R = 0;
     const offsets: number[] = [];
@@ -155,50 +198,28 @@ export class TrainModel {
       }
     });
 
+    const longest = Math.max(...seqs.map((s) => s.length));
+    const size: StepSize = {
+      tokens: T, completionTokens: R, loraRank: this.maxRank, loraTargets: this.loraTargets, longestSequence: longest,
+      checkpoint: false,
+    };
+    size.checkpoint = this.forceCheckpoint ?? trainStepBytes(cfg, size) > this.budget;
+    this.fitCache(size);
+    const ctx: StepContext = {
+      T, seqs, positions, checkpoint: size.checkpoint, scratchSize: attentionScratchSize(longest),
+    };
+
     let x = this.buf('x.0', T * D);
     for (let t = 0; t < T; t++) x.set(this.embed.subarray(tokens[t]! * D, (tokens[t]! + 1) * D), t * D);
-    const layers: LayerTape[] = [];
-    const shape = { nHeads: H, nKvHeads: KV, headDim: hd };
-    for (const [l, w] of this.layers.entries()) {
+    const inputs = [x], layers: (LayerTape | null)[] = [];
+    for (let l = 0; l < cfg.numLayers; l++) {
       this.pause?.();
-      const b = (name: string, size: number) => this.buf(`${name}.${l}`, size);
-      const lt: LayerTape = {
-        x, h1: b('h1', T * D), q0: null, k0: null, q: b('q', T * qDim), k: b('k', T * kvDim), v: b('v', T * kvDim),
-        probs: b('probs', probsSize(seqs, H)), att: b('att', T * qDim), xMid: b('xMid', T * D),
-        h2: b('h2', T * D), gate: b('gate', T * F), up: b('up', T * F), act: b('act', T * F), u: {},
-      };
-      const lin = (name: LinearName, y: Float32Array, input: Float32Array, beta: 0 | 1 = 0) => {
-        const L = w.lin[name];
-        const u = L.lora ? (lt.u[name] = b(`u.${name}`, T * L.lora.rank)) : null;
-        linearForward(k, y, input, T, L, u, beta);
-      };
-      k.rmsnorm(lt.h1, x, w.norm1, T, D, eps);
-      lin('q', lt.q, lt.h1);
-      lin('k', lt.k, lt.h1);
-      lin('v', lt.v, lt.h1);
-      if (w.qNorm && w.kNorm) {
-        lt.q0 = b('q0', T * qDim);
-        lt.q0.set(lt.q);
-        lt.k0 = b('k0', T * kvDim);
-        lt.k0.set(lt.k);
-        k.rmsnorm(lt.q, lt.q0, w.qNorm, T * H, hd, eps);
-        k.rmsnorm(lt.k, lt.k0, w.kNorm, T * KV, hd, eps);
-      }
-      k.rope(lt.q, T, H, hd, positions, this.invFreq);
-      k.rope(lt.k, T, KV, hd, positions, this.invFreq);
-      attentionForward(k, lt.att, lt.probs, lt.q, lt.k, lt.v, seqs, shape);
-      // The residual connections: the block's input copied in, the projection added onto it.
-      lt.xMid.set(x);
-      lin('o', lt.xMid, lt.att, 1);
-      k.rmsnorm(lt.h2, lt.xMid, w.norm2, T, D, eps);
-      lin('gate', lt.gate, lt.h2);
-      lin('up', lt.up, lt.h2);
-      k.siluMul(lt.act, lt.gate, lt.up, T * F);
-      const next = this.buf(`x.${l + 1}`, T * D);
-      next.set(lt.xMid);
-      lin('down', next, lt.act, 1);
-      layers.push(lt);
-      x = next;
+      const lt = this.layerTape(l, x, ctx);
+      x = this.buf(`x.${l + 1}`, T * D);
+      this.layerForward(l, lt, ctx, x);
+      inputs.push(x);
+      // With checkpointing, the shared buffers still hold the last layer's activations at the backward.
+      layers.push(ctx.checkpoint && l < cfg.numLayers - 1 ? null : lt);
     }
     this.pause?.();
     // Final norm and LM head only on the rows that predict completion tokens.
@@ -217,10 +238,94 @@ export class TrainModel {
       for (let i = 0; i < R; i++) for (let j = 0; j < extra.K; j++) extraLogprobs[i * extra.K + j] = logits[i * V + extra.ids[i * extra.K + j]!]! - stats.lse[i]!;
     }
     this.tape = {
-      T, R, seqs, tokens, positions, negPositions, targets, rowIndex, layers, xFinal, hf, logits, stats,
+      ctx, R, tokens, negPositions, targets, rowIndex, inputs, layers, xFinal, hf, logits, stats,
       extraK: extra?.K ?? 0, ...(extra ? { extraIds: extra.ids } : {}),
     };
     return { logprobs, entropy: stats.entropy, offsets, ...(extraLogprobs ? { extraLogprobs } : {}) };
+  }
+
+  /**
+   * Buffers only grow, each to the largest size asked for since the cache was emptied. The cache
+   * is emptied when the layout changes (per-layer buffers vs one shared set: never both kept) or
+   * when keeping what it holds through this step would take more than the budget (or than this
+   * step alone, where the step itself exceeds the budget).
+   */
+  private fitCache(size: StepSize): void {
+    const held = this.held;
+    if (held && held.checkpoint === size.checkpoint) {
+      const union: StepSize = {
+        ...size,
+        tokens: Math.max(held.tokens, size.tokens),
+        completionTokens: Math.max(held.completionTokens, size.completionTokens),
+        longestSequence: Math.max(held.longestSequence!, size.longestSequence!),
+      };
+      if (trainStepBytes(this.cfg, union) <= Math.max(this.budget, trainStepBytes(this.cfg, size))) {
+        this.held = union;
+        return;
+      }
+    }
+    this.buffers.clear();
+    this.held = size;
+  }
+
+  /** Layer l's activation buffers: its own, or with checkpointing one set shared by every layer. */
+  private layerTape(l: number, x: Float32Array, ctx: StepContext): LayerTape {
+    const { cfg } = this;
+    const T = ctx.T, D = cfg.hiddenSize, F = cfg.intermediateSize, H = cfg.numHeads;
+    const qDim = H * cfg.headDim, kvDim = cfg.numKvHeads * cfg.headDim;
+    const w = this.layers[l]!;
+    const b = (name: string, size: number) => this.buf(`${name}.${ctx.checkpoint ? 'shared' : l}`, size);
+    const u: LayerTape['u'] = {};
+    for (const name of LINEAR_NAMES) {
+      const lora = w.lin[name].lora;
+      if (lora) u[name] = b(`u.${name}`, T * lora.rank);
+    }
+    const qkNorm = w.qNorm && w.kNorm;
+    return {
+      x, h1: b('h1', T * D), q0: qkNorm ? b('q0', T * qDim) : null, k0: qkNorm ? b('k0', T * kvDim) : null,
+      q: b('q', T * qDim), k: b('k', T * kvDim), v: b('v', T * kvDim), lse: b('lse', T * H), att: b('att', T * qDim),
+      xMid: b('xMid', T * D), h2: b('h2', T * D), gate: b('gate', T * F), up: b('up', T * F), act: b('act', T * F), u,
+    };
+  }
+
+  /**
+   * Layer l's forward from lt.x into lt's buffers and, when `out` is given, its output into
+   * `out`. Without `out` (a recomputation, the output already kept), the down projection's
+   * product is skipped; only its LoRA input x A^T is computed again.
+   */
+  private layerForward(l: number, lt: LayerTape, ctx: StepContext, out: Float32Array | null): void {
+    const { cfg, k } = this;
+    const T = ctx.T, H = cfg.numHeads, KV = cfg.numKvHeads, hd = cfg.headDim, eps = cfg.rmsNormEps;
+    const w = this.layers[l]!;
+    const lin = (name: LinearName, y: Float32Array, input: Float32Array, beta: 0 | 1 = 0) =>
+      linearForward(k, y, input, T, w.lin[name], lt.u[name] ?? null, beta);
+    k.rmsnorm(lt.h1, lt.x, w.norm1, T, cfg.hiddenSize, eps);
+    lin('q', lt.q, lt.h1);
+    lin('k', lt.k, lt.h1);
+    lin('v', lt.v, lt.h1);
+    if (w.qNorm && w.kNorm && lt.q0 && lt.k0) {
+      lt.q0.set(lt.q);
+      lt.k0.set(lt.k);
+      k.rmsnorm(lt.q, lt.q0, w.qNorm, T * H, hd, eps);
+      k.rmsnorm(lt.k, lt.k0, w.kNorm, T * KV, hd, eps);
+    }
+    k.rope(lt.q, T, H, hd, ctx.positions, this.invFreq);
+    k.rope(lt.k, T, KV, hd, ctx.positions, this.invFreq);
+    const shape = { nHeads: H, nKvHeads: KV, headDim: hd };
+    attentionForward(k, lt.att, lt.lse, lt.q, lt.k, lt.v, ctx.seqs, shape, this.buf('att.scratch', ctx.scratchSize));
+    // The residual connections: the block's input copied in, the projection added onto it.
+    lt.xMid.set(lt.x);
+    lin('o', lt.xMid, lt.att, 1);
+    k.rmsnorm(lt.h2, lt.xMid, w.norm2, T, cfg.hiddenSize, eps);
+    lin('gate', lt.gate, lt.h2);
+    lin('up', lt.up, lt.h2);
+    k.siluMul(lt.act, lt.gate, lt.up, T * cfg.intermediateSize);
+    if (out) {
+      out.set(lt.xMid);
+      lin('down', out, lt.act, 1);
+    } else if (lt.u.down) {
+      loraInput(k, lt.u.down, lt.act, T, w.lin.down);
+    }
   }
 
   /** A buffer of `size` floats that lives until the next forward; contents undefined. */
@@ -241,7 +346,7 @@ export class TrainModel {
     const { cfg, k } = this;
     const D = cfg.hiddenSize, F = cfg.intermediateSize, hd = cfg.headDim, V = cfg.vocabSize;
     const H = cfg.numHeads, KV = cfg.numKvHeads, qDim = H * hd, kvDim = KV * hd, eps = cfg.rmsNormEps;
-    const { T, R } = tape;
+    const { ctx, R } = tape, T = ctx.T;
     const grads: LogitGrads = { dTarget: dLogprobs, dEntropy };
     if (dExtra && tape.extraIds) grads.extra = { K: tape.extraK, ids: tape.extraIds, dLogprob: dExtra };
     logitsBackward(k, tape.logits, R, V, tape.targets, tape.stats, grads);
@@ -263,11 +368,9 @@ export class TrainModel {
     const dAct = this.buf('d.act', T * F), dGate = this.buf('d.gate', T * F), dUp = this.buf('d.up', T * F);
     const dh = this.buf('d.h', T * D), dAtt = this.buf('d.att', T * qDim);
     const dq = this.buf('d.q', T * qDim), dk = this.buf('d.k', T * kvDim), dv = this.buf('d.v', T * kvDim);
-    const dq0 = this.buf('d.q0', T * qDim), dk0 = this.buf('d.k0', T * kvDim);
-    const attScratch = this.buf('d.attScratch', Math.max(...tape.seqs.map((s) => s.length * s.length)));
     for (let l = cfg.numLayers - 1; l >= 0; l--) {
       this.pause?.();
-      const w = this.layers[l]!, lt = tape.layers[l]!;
+      const w = this.layers[l]!, lt = tape.layers[l] ?? this.recompute(l, tape);
       const lin = w.lin;
       // MLP: dx is d loss / d (layer output) = d / d xMid through the residual, plus the MLP path.
       linearBackward(k, dAct, dx, lt.act, lt.u.down ?? null, T, lin.down, 0, scratch);
@@ -277,11 +380,13 @@ export class TrainModel {
       k.rmsnormBackward(dx, w.dNorm2, dh, lt.xMid, w.norm2, T, D, eps, true);
       // Attention: dx is now d loss / d xMid.
       linearBackward(k, dAtt, dx, lt.att, lt.u.o ?? null, T, lin.o, 0, scratch);
-      attentionBackward(k, dq, dk, dv, dAtt, lt.probs, lt.q, lt.k, lt.v, tape.seqs, shape, attScratch);
+      const attScratch = this.buf('att.scratch', ctx.scratchSize);
+      attentionBackward(k, dq, dk, dv, dAtt, lt.att, lt.lse, lt.q, lt.k, lt.v, ctx.seqs, shape, attScratch);
       k.rope(dq, T, H, hd, tape.negPositions, this.invFreq);
       k.rope(dk, T, KV, hd, tape.negPositions, this.invFreq);
       let dqIn = dq, dkIn = dk;
       if (w.qNorm && w.kNorm && lt.q0 && lt.k0) {
+        const dq0 = this.buf('d.q0', T * qDim), dk0 = this.buf('d.k0', T * kvDim);
         k.rmsnormBackward(dq0, w.dQNorm, dq, lt.q0, w.qNorm, T * H, hd, eps, false);
         k.rmsnormBackward(dk0, w.dKNorm, dk, lt.k0, w.kNorm, T * KV, hd, eps, false);
         dqIn = dq0;
@@ -301,5 +406,12 @@ export class TrainModel {
         for (let j = 0; j < D; j++) this.dEmbed[o + j] = this.dEmbed[o + j]! + dx[t * D + j]!;
       }
     }
+  }
+
+  /** Layer l's activations again, from its kept input, into the shared buffers (checkpointing). */
+  private recompute(l: number, tape: Tape): LayerTape {
+    const lt = this.layerTape(l, tape.inputs[l]!, tape.ctx);
+    this.layerForward(l, lt, tape.ctx, null);
+    return lt;
   }
 }

@@ -1,0 +1,89 @@
+// The memory of one training step: the activation and gradient buffers TrainModel allocates
+// (the tape, the backward's buffers, the attention scratch, the logits rows), as a pure function
+// of the model's shape and the step's size, so that TrainModel can choose per forward whether to
+// recompute layers (checkpointing), and a caller can size its samples before training. Weights,
+// their gradients and the optimizer's moments are not included: they do not grow with a step.
+//
+// Every term is linear in the tokens: attention never holds an n x n matrix (train/attention.ts).
+
+import type { ModelConfig } from '../model/config.js';
+import { attentionScratchSize } from './attention.js';
+
+export interface StepSize {
+  /** Tokens in the forward (all packed sequences). */
+  tokens: number;
+  /** Completion tokens: the rows that get logits (R x vocab floats). */
+  completionTokens: number;
+  /** LoRA rank; 0 for full fine-tuning. */
+  loraRank: number;
+  /** LoRA-adapted projections per layer (default all seven); ignored without LoRA. */
+  loraTargets?: number;
+  /** Recompute each layer in the backward, keeping only its input (see TrainModel). */
+  checkpoint: boolean;
+  /** Longest packed sequence, which sizes the attention scratch; default `tokens` (one sequence). */
+  longestSequence?: number;
+}
+
+/** Floats one layer's tape takes per token, its input x excluded. */
+function layerFloatsPerToken(cfg: ModelConfig, loraRank: number, loraTargets: number): number {
+  const D = cfg.hiddenSize, F = cfg.intermediateSize, H = cfg.numHeads;
+  const qDim = H * cfg.headDim, kvDim = cfg.numKvHeads * cfg.headDim;
+  const qkNorm = cfg.qkNorm ? qDim + kvDim : 0; // q and k before their norms
+  // h1, q, k, v, the attention's lse and output, xMid, h2, gate, up, act, LoRA's x A^T.
+  return D + qkNorm + qDim + 2 * kvDim + H + qDim + 2 * D + 3 * F + loraTargets * loraRank;
+}
+
+/** Floats of the backward's own buffers per token (d.x, d.h, MLP, attention and LoRA gradients). */
+function backwardFloatsPerToken(cfg: ModelConfig, loraRank: number): number {
+  const D = cfg.hiddenSize, F = cfg.intermediateSize;
+  const qDim = cfg.numHeads * cfg.headDim, kvDim = cfg.numKvHeads * cfg.headDim;
+  const qkNorm = cfg.qkNorm ? qDim + kvDim : 0;
+  return 2 * D + 3 * F + 2 * qDim + 2 * kvDim + qkNorm + Math.max(1, loraRank);
+}
+
+/** Bytes of TrainModel's buffers for one forward and backward of this size. */
+export function trainStepBytes(cfg: ModelConfig, step: StepSize): number {
+  const T = step.tokens, R = step.completionTokens, D = cfg.hiddenSize;
+  const targets = step.loraRank > 0 ? (step.loraTargets ?? 7) : 0;
+  const layer = layerFloatsPerToken(cfg, step.loraRank, targets);
+  // Every layer's input and the last layer's output; then one layer's tape, or all of them.
+  const tape = (cfg.numLayers + 1) * T * D + (step.checkpoint ? 1 : cfg.numLayers) * T * layer;
+  // The final norm's input and output and the logits, on the completion rows only; the backward
+  // adds two R x D buffers and writes the logits' gradient over the logits.
+  const head = R * (4 * D + cfg.vocabSize);
+  const backward = T * backwardFloatsPerToken(cfg, step.loraRank);
+  const attention = attentionScratchSize(step.longestSequence ?? T);
+  return 4 * (tape + head + backward + attention);
+}
+
+export interface SampleLimitOptions {
+  /** LoRA rank; 0 for full fine-tuning. */
+  loraRank: number;
+  loraTargets?: number;
+  /**
+   * The share of a sample's tokens that are completion (which get vocab-wide logits rows);
+   * default 0.25. A sample with a longer completion than this needs more than the budget.
+   */
+  completionFraction?: number;
+}
+
+/**
+ * The most tokens one training sample (alone in its micro-batch, layers recomputed) may have
+ * for its step to fit `budgetBytes`, capped at the model's context; 0 when not even 2 fit.
+ */
+export function maxTrainTokens(cfg: ModelConfig, budgetBytes: number, opts: SampleLimitOptions): number {
+  const fraction = opts.completionFraction ?? 0.25;
+  const fits = (tokens: number) => trainStepBytes(cfg, {
+    tokens, completionTokens: Math.max(1, Math.ceil(fraction * tokens)), loraRank: opts.loraRank,
+    ...(opts.loraTargets !== undefined ? { loraTargets: opts.loraTargets } : {}), checkpoint: true,
+  }) <= budgetBytes;
+  // The bytes grow with the tokens, so the largest fitting length is found by bisection.
+  let lo = 1, hi = cfg.maxPositionEmbeddings;
+  if (fits(hi)) return hi;
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (fits(mid)) lo = mid;
+    else hi = mid;
+  }
+  return lo >= 2 && fits(lo) ? lo : 0;
+}
