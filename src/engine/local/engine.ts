@@ -10,6 +10,8 @@ import { createPrefixCacheStatsBuffer, type PrefixCacheStats, readPrefixCacheSta
 import type { FromWorker, PolicyUpdate, ResolvedSampling, ToWorker, WorkerInfo, WorkerOptions } from './runtime/protocol.js';
 import { randomSeed } from './sampling/random.js';
 
+export type { PrefixCacheStats };
+
 export interface LocalEngineOptions {
   /** Most tokens in one forward step (default 256). */
   maxStepTokens?: number;
