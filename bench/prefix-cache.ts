@@ -40,7 +40,8 @@ function model(preset: string): string {
   return dir;
 }
 
-const ids = (n: number, salt: number, vocab: number) => Array.from({ length: n }, (_, i) => (i * 7919 + salt * 104_729) % (vocab - 10) + 10);
+const ids = (n: number, salt: number, vocab: number) =>
+  Array.from({ length: n }, (_, i) => (i * 7919 + salt * 104_729) % (vocab - 10) + 10);
 
 interface Turn { promptTokens: number; ttftMs: number; answer: number[] }
 
@@ -62,7 +63,10 @@ async function turn(engine: LocalEngine, prompt: number[], seed: number): Promis
  * in alternation, so that both see the same load on a shared machine.
  */
 async function sessions(dir: string): Promise<{ off: Turn[]; on: Turn[]; stats: PrefixCacheStats }> {
-  const engines = { off: await LocalEngine.open(dir, { threads: THREADS, kvCacheBytes: 0 }), on: await LocalEngine.open(dir, { threads: THREADS }) };
+  const engines = {
+    off: await LocalEngine.open(dir, { threads: THREADS, kvCacheBytes: 0 }),
+    on: await LocalEngine.open(dir, { threads: THREADS }),
+  };
   try {
     const vocab = engines.on.folder.config.vocabSize;
     const turns = { off: [] as Turn[], on: [] as Turn[] };
@@ -84,7 +88,8 @@ async function sessions(dir: string): Promise<{ off: Turn[]; on: Turn[]; stats: 
 /** Microseconds per lookup: 40 sessions' entries that share a 16k system prompt, each ~17k ids. */
 function lookupMicros(): number {
   // One layer of one 1-wide head: the ids are what a lookup reads, the rows do not matter.
-  const cfg = modelConfigOf({ family: 'qwen3', ...PRESETS.tiny!, numLayers: 1, numKvHeads: 1, headDim: 1, maxPositionEmbeddings: CONTEXT }, [0]);
+  const shape = { family: 'qwen3' as const, ...PRESETS.tiny!, numLayers: 1, numKvHeads: 1, headDim: 1, maxPositionEmbeddings: CONTEXT };
+  const cfg = modelConfigOf(shape, [0]);
   const cache = new PrefixCache(Number.MAX_SAFE_INTEGER);
   const system = ids(FIRST_PROMPT, 1, 500);
   for (let s = 0; s < 40; s++) {
@@ -104,11 +109,14 @@ async function main(): Promise<void> {
   const presets = process.argv.slice(2);
   for (const preset of presets.length > 0 ? presets : ['tiny']) {
     const { off, on, stats } = await sessions(model(preset));
-    console.log(`\n== ${preset} (${THREADS} threads, first prompt ${FIRST_PROMPT}, +${ANSWER} answer +${NEW_PER_TURN} new per turn) ==`);
+    const setup = `${THREADS} threads, first prompt ${FIRST_PROMPT}, +${ANSWER} answer +${NEW_PER_TURN} new per turn`;
+    console.log(`\n== ${preset} (${setup}) ==`);
     console.log('turn  prompt   TTFT off (ms)   TTFT on (ms)   ratio');
     on.forEach((t, i) => {
       const o = off[i]!;
-      console.log(`${String(i + 1).padStart(4)}  ${String(t.promptTokens).padStart(6)}  ${o.ttftMs.toFixed(1).padStart(14)}  ${t.ttftMs.toFixed(1).padStart(13)}  ${(o.ttftMs / t.ttftMs).toFixed(1).padStart(6)}x`);
+      const cells = [String(i + 1).padStart(4), String(t.promptTokens).padStart(6), o.ttftMs.toFixed(1).padStart(14),
+        t.ttftMs.toFixed(1).padStart(13), `${(o.ttftMs / t.ttftMs).toFixed(1).padStart(6)}x`];
+      console.log(cells.join('  '));
     });
     const same = on.every((t, i) => t.answer.join() === off[i]!.answer.join());
     console.log(`answers identical on and off: ${same ? 'yes' : 'NO'}`);

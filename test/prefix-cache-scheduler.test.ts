@@ -10,7 +10,9 @@ import { readModelFolder } from '../src/engine/local/model/folder.js';
 import { type ForwardSegment, Transformer } from '../src/engine/local/model/transformer.js';
 import { loadWeights, paramStoreOver, type ParamStore } from '../src/engine/local/model/weights.js';
 import { PrefixCache } from '../src/engine/local/runtime/prefix-cache.js';
-import { createPrefixCacheStatsBuffer, PrefixCacheCounters, readPrefixCacheStats } from '../src/engine/local/runtime/prefix-cache-stats.js';
+import {
+  createPrefixCacheStatsBuffer, PrefixCacheCounters, readPrefixCacheStats,
+} from '../src/engine/local/runtime/prefix-cache-stats.js';
 import type { ResolvedSampling } from '../src/engine/local/runtime/protocol.js';
 import { type PolicyWeights, Scheduler } from '../src/engine/local/runtime/scheduler.js';
 import { Lora } from '../src/engine/local/train/lora.js';
@@ -55,7 +57,8 @@ function drain(h: Harness, out = new Map<number, Outcome>(), maxSteps = 2000): M
     const tokens = h.forwards.slice(before).reduce((a, b) => a + b, 0);
     assert.ok(tokens <= STEP_TOKENS, `a step computed ${tokens} tokens, the budget is ${STEP_TOKENS}`);
     for (const { id, event } of step.events) {
-      if (event.type === 'token') { get(id).ids.push(event.token.id); get(id).logprobs.push(event.token.logprob); } else get(id).version = event.version;
+      if (event.type === 'finish') get(id).version = event.version;
+      else { get(id).ids.push(event.token.id); get(id).logprobs.push(event.token.logprob); }
     }
     for (const { id, result } of step.scored) get(id).logprobs.push(...result.logprobs);
   }
@@ -147,7 +150,8 @@ function loraPolicy(base: PolicyWeights, version: number, seed: number): PolicyW
 
 function fullPolicy(version: number, seed: number): PolicyWeights {
   const u = perturbedWeightsUpdate(params.data, version, seed);
-  return { version, model: new Transformer(cfg, paramStoreOver(params.specs, new Float32Array(u.params)), kernels), lora: null };
+  const weights = paramStoreOver(params.specs, new Float32Array(u.params));
+  return { version, model: new Transformer(cfg, weights, kernels), lora: null };
 }
 
 test('entries serve their own version; a published version\'s entries go once no request runs on it; version 0 stays', () => {

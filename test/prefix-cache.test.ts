@@ -8,7 +8,9 @@ import { defaultKvCacheBytes } from '../src/engine/local/kv-cache-budget.js';
 import { modelConfigOf, PRESETS } from '../src/engine/local/model/init.js';
 import { copyKvPrefix, createKvCache, type KvCache, kvBytesPerToken } from '../src/engine/local/model/kv-cache.js';
 import { PrefixCache } from '../src/engine/local/runtime/prefix-cache.js';
-import { createPrefixCacheStatsBuffer, PrefixCacheCounters, readPrefixCacheStats } from '../src/engine/local/runtime/prefix-cache-stats.js';
+import {
+  createPrefixCacheStatsBuffer, PrefixCacheCounters, readPrefixCacheStats,
+} from '../src/engine/local/runtime/prefix-cache-stats.js';
 
 const cfg = modelConfigOf({ family: 'qwen3', ...PRESETS.tiny! }, [0]);
 const perToken = kvBytesPerToken(cfg); // 2 layers * 2 * 2 kv heads * 16 * 4 = 512
@@ -59,8 +61,9 @@ test('lookup finds the entry sharing the longest prefix, capped at the limit, an
   const target = createKvCache(cfg, 2);
   copyKvPrefix(a.entry.cache, target, a.length);
   assert.equal(target.length, 4);
-  assert.deepEqual([...target.k[1]!.subarray(0, 4 * target.rowSize)], [1, 2, 3, 4].flatMap((x) => Array(target.rowSize).fill(x)));
-  assert.deepEqual([...target.v[0]!.subarray(0, 4 * target.rowSize)], [1, 2, 3, 4].flatMap((x) => Array(target.rowSize).fill(-x)));
+  const rows = (values: number[]) => values.flatMap((x) => Array(target.rowSize).fill(x));
+  assert.deepEqual([...target.k[1]!.subarray(0, 4 * target.rowSize)], rows([1, 2, 3, 4]));
+  assert.deepEqual([...target.v[0]!.subarray(0, 4 * target.rowSize)], rows([-1, -2, -3, -4]));
   target.k[0]![0] = 99;
   assert.equal(a.entry.cache.k[0]![0], 1, 'a copy, not a view: the job appends to its own cache');
 });
@@ -97,7 +100,8 @@ test('least recently used entries are evicted first, to stay within the byte bud
   cache.insert(0, d, filled(d));
   assert.equal(cache.longest(0, b, 10), null, 'b was the least recently used');
   for (const x of [a, c, d]) assert.equal(cache.longest(0, x, 10)!.length, 10);
-  assert.deepEqual(stats(), { hitTokens: 0, missTokens: 0, bytes: 30 * perToken, entries: 3, evictions: 1, budgetBytes: 30 * perToken });
+  const budgetBytes = 30 * perToken;
+  assert.deepEqual(stats(), { hitTokens: 0, missTokens: 0, bytes: budgetBytes, entries: 3, evictions: 1, budgetBytes });
 
   const big = seq(500, 25);
   cache.insert(0, big, filled(big));

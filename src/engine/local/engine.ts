@@ -6,7 +6,9 @@ import { Worker } from 'node:worker_threads';
 import type { GenerationEvent, Sampler, SamplingParams, ScoredCompletion, ScoreOptions, Scorer } from '../types.js';
 import { type ModelFolder, readModelFolder } from './model/folder.js';
 import { defaultKvCacheBytes } from './kv-cache-budget.js';
-import { createPrefixCacheStatsBuffer, type PrefixCacheStats, readPrefixCacheStats } from './runtime/prefix-cache-stats.js';
+import {
+  createPrefixCacheStatsBuffer, type PrefixCacheStats, readPrefixCacheStats,
+} from './runtime/prefix-cache-stats.js';
 import type { FromWorker, PolicyUpdate, ResolvedSampling, ToWorker, WorkerInfo, WorkerOptions } from './runtime/protocol.js';
 import { randomSeed } from './sampling/random.js';
 
@@ -62,7 +64,9 @@ export class LocalEngine implements Sampler, Scorer {
     const folder = readModelFolder(modelDir); // fail fast, before any thread starts
     const activity = new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT);
     const kvCacheBytes = opts.kvCacheBytes ?? defaultKvCacheBytes(folder.config);
-    if (!(Number.isSafeInteger(kvCacheBytes) && kvCacheBytes >= 0)) throw new RangeError(`kvCacheBytes must be a non-negative integer, got ${kvCacheBytes}`);
+    if (!(Number.isSafeInteger(kvCacheBytes) && kvCacheBytes >= 0)) {
+      throw new RangeError(`kvCacheBytes must be a non-negative integer, got ${kvCacheBytes}`);
+    }
     const prefixStats = createPrefixCacheStatsBuffer();
     const workerOptions: WorkerOptions = {
       modelDir, maxStepTokens: opts.maxStepTokens ?? 256, threads: opts.threads ?? 0, activity, kvCacheBytes, prefixStats,

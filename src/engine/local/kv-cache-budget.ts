@@ -6,7 +6,7 @@ import { kvBytesPerToken } from './model/kv-cache.js';
 
 /** Full-context sequences the default holds: a few conversations plus judge and teacher prompts. */
 const DEFAULT_SEQUENCES = 4;
-/** The most of the machine's memory the default takes: weights, requests in flight and training need the rest. */
+/** The most of the machine's memory the default takes: weights, requests and training need the rest. */
 const MAX_MEMORY_SHARE = 0.25;
 
 /**
@@ -15,5 +15,6 @@ const MAX_MEMORY_SHARE = 0.25;
  * Qwen3-0.6B: 229,376 bytes per token, 40,960 positions: 37.6 GB uncapped, 4 GB on a 16 GB machine.
  */
 export function defaultKvCacheBytes(cfg: ModelConfig, totalMemoryBytes = totalmem()): number {
-  return Math.floor(Math.min(DEFAULT_SEQUENCES * cfg.maxPositionEmbeddings * kvBytesPerToken(cfg), MAX_MEMORY_SHARE * totalMemoryBytes));
+  const sequences = DEFAULT_SEQUENCES * cfg.maxPositionEmbeddings * kvBytesPerToken(cfg);
+  return Math.floor(Math.min(sequences, MAX_MEMORY_SHARE * totalMemoryBytes));
 }

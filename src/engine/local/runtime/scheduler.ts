@@ -131,8 +131,9 @@ export class Scheduler {
     }
     this.jobs.push({
       kind: 'generate', id, policy, cache: createKvCache(this.cfg, Math.min(promptIds.length + 64, this.cfg.maxPositionEmbeddings)),
-      ids: promptIds.slice(), promptTokens: promptIds.length, admitted: false, awaiting: null, sampling, rng: createRng(sampling.seed),
-      stopIds: new Set([...this.eosIds, ...sampling.stopTokenIds]), decoder: this.newDecoder(), text: '', generated: 0,
+      ids: promptIds.slice(), promptTokens: promptIds.length, admitted: false, awaiting: null,
+      sampling, rng: createRng(sampling.seed), stopIds: new Set([...this.eosIds, ...sampling.stopTokenIds]),
+      decoder: this.newDecoder(), text: '', generated: 0,
     });
     this.reportActivity();
   }
@@ -191,7 +192,8 @@ export class Scheduler {
     for (const job of this.jobs) {
       if (job.kind === 'generate' && job.generated > 0) {
         const start = job.cache.length;
-        planned.push({ job, start, segment: { cache: job.cache, tokens: job.ids.slice(start), logitsFrom: 0, lora: job.policy.lora } });
+        const segment = { cache: job.cache, tokens: job.ids.slice(start), logitsFrom: 0, lora: job.policy.lora };
+        planned.push({ job, start, segment });
         budget -= 1;
       }
     }
@@ -209,7 +211,8 @@ export class Scheduler {
         // logits at position p predict token p + 1; the completion starts at promptTokens.
         logitsFrom = Math.min(n, Math.max(0, job.promptTokens - 1 - start));
       }
-      planned.push({ job, start, segment: { cache: job.cache, tokens: job.ids.slice(start, start + n), logitsFrom, lora: job.policy.lora } });
+      const segment = { cache: job.cache, tokens: job.ids.slice(start, start + n), logitsFrom, lora: job.policy.lora };
+      planned.push({ job, start, segment });
       this.prefix.countMiss(n);
       budget -= n;
     }

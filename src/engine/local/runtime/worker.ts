@@ -28,7 +28,8 @@ async function start(): Promise<void> {
   const base: PolicyWeights = { version: 0, model: new Transformer(folder.config, params, kernels), lora: null };
   const prefix = new PrefixCache(options.kvCacheBytes, new PrefixCacheCounters(options.prefixStats));
   const scheduler = new Scheduler(
-    base, folder.config, folder.eosTokenIds, () => tokenizer.createStreamDecoder(), options.maxStepTokens, new Int32Array(options.activity), prefix,
+    base, folder.config, folder.eosTokenIds, () => tokenizer.createStreamDecoder(), options.maxStepTokens,
+    new Int32Array(options.activity), prefix,
   );
   const policyOf = (u: PolicyUpdate): PolicyWeights => u.kind === 'lora'
     ? { version: u.version, model: base.model, lora: new Lora(folder.config, u.spec, u.data) }
