@@ -38,7 +38,9 @@ test('a LoRA version: sampler log-probs equal the trainer forward with the same 
     const adapted = await engine.logprobs(prompt, completion, { version: 1 });
     assert.ok(maxAbsDiff(base.logprobs, adapted.logprobs) > 1e-2, 'the adapter changed nothing');
     const again = await engine.logprobs(prompt, completion, { version: 0 });
-    assert.ok(maxAbsDiff(base.logprobs, again.logprobs) < 1e-6, 'version 0 must stay the frozen base');
+    // Not bit-exact: the prefix cache serves this prompt from the first score's rows, and a row's
+    // result moves in the last bits with the chunking (prefix-cache-exactness.test.ts).
+    assert.ok(maxAbsDiff(base.logprobs, again.logprobs) < 1e-5, `version 0 must stay the frozen base: ${maxAbsDiff(base.logprobs, again.logprobs)}`);
 
     // Generation can ask for the frozen base too (a self-judge does), next to the serving version.
     const sample = async (version?: number) => {

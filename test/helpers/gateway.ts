@@ -10,6 +10,7 @@ import { memoryLogger } from '../../src/gateway/log.js';
 import { Gateway } from '../../src/gateway/server.js';
 import { PromptEncoder } from '../../src/gateway/prompt-encoder.js';
 import { PromptRenderer } from '../../src/gateway/prompt-renderer.js';
+import type { LocalEngineOptions } from '../../src/engine/local/engine.js';
 import { readModelFolder } from '../../src/engine/local/model/folder.js';
 import { ChatTemplate } from '../../src/engine/local/tokenizer/chat-template.js';
 import { TextTokenizer } from '../../src/engine/local/tokenizer/tokenizer.js';
@@ -45,8 +46,8 @@ export async function scriptedBackend(modelDir = tinyModel()): Promise<{ backend
   return { backend, sampler };
 }
 
-export async function engineBackend(modelDir = tinyModel()): Promise<ChatBackend> {
-  return loadChatBackend(modelDir, 'tiny', { threads: 1 });
+export async function engineBackend(modelDir = tinyModel(), opts: LocalEngineOptions = {}): Promise<ChatBackend> {
+  return loadChatBackend(modelDir, 'tiny', { threads: 1, ...opts });
 }
 
 export interface TestGateway {

@@ -5,14 +5,26 @@
 import { Worker } from 'node:worker_threads';
 import type { GenerationEvent, Sampler, SamplingParams, ScoredCompletion, ScoreOptions, Scorer } from '../types.js';
 import { type ModelFolder, readModelFolder } from './model/folder.js';
+import { defaultKvCacheBytes } from './kv-cache-budget.js';
+import {
+  createPrefixCacheStatsBuffer, type PrefixCacheStats, readPrefixCacheStats,
+} from './runtime/prefix-cache-stats.js';
 import type { FromWorker, PolicyUpdate, ResolvedSampling, ToWorker, WorkerInfo, WorkerOptions } from './runtime/protocol.js';
 import { randomSeed } from './sampling/random.js';
+
+export type { PrefixCacheStats };
 
 export interface LocalEngineOptions {
   /** Most tokens in one forward step (default 256). */
   maxStepTokens?: number;
   /** BLAS threads (default: the library's choice). */
   threads?: number;
+  /**
+   * Byte budget of the prefix cache, which keeps the keys and values of earlier requests so that
+   * a prompt sharing a prefix with one computes only the rest; 0 turns it off. Default:
+   * defaultKvCacheBytes(config).
+   */
+  kvCacheBytes?: number;
 }
 
 interface Stream {
@@ -35,7 +47,10 @@ export class LocalEngine implements Sampler, Scorer {
   private servingVersion = 0;
   private closed = false;
 
-  private constructor(private readonly worker: Worker, readonly folder: ModelFolder, readonly info: WorkerInfo, activity: SharedArrayBuffer) {
+  private constructor(
+    private readonly worker: Worker, readonly folder: ModelFolder, readonly info: WorkerInfo, activity: SharedArrayBuffer,
+    private readonly prefixStats: SharedArrayBuffer,
+  ) {
     this.activity = new Int32Array(activity);
     worker.on('message', (m: FromWorker) => this.onMessage(m));
     worker.on('error', (e) => this.failAll(e));
@@ -48,7 +63,14 @@ export class LocalEngine implements Sampler, Scorer {
   static async open(modelDir: string, opts: LocalEngineOptions = {}): Promise<LocalEngine> {
     const folder = readModelFolder(modelDir); // fail fast, before any thread starts
     const activity = new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT);
-    const workerOptions: WorkerOptions = { modelDir, maxStepTokens: opts.maxStepTokens ?? 256, threads: opts.threads ?? 0, activity };
+    const kvCacheBytes = opts.kvCacheBytes ?? defaultKvCacheBytes(folder.config);
+    if (!(Number.isSafeInteger(kvCacheBytes) && kvCacheBytes >= 0)) {
+      throw new RangeError(`kvCacheBytes must be a non-negative integer, got ${kvCacheBytes}`);
+    }
+    const prefixStats = createPrefixCacheStatsBuffer();
+    const workerOptions: WorkerOptions = {
+      modelDir, maxStepTokens: opts.maxStepTokens ?? 256, threads: opts.threads ?? 0, activity, kvCacheBytes, prefixStats,
+    };
     const worker = new Worker(new URL('./runtime/worker.js', import.meta.url), { workerData: workerOptions });
     // Listeners are removed by name: removeAllListeners() would also drop the Worker's own
     // internal listener that starts its message port.
@@ -69,7 +91,7 @@ export class LocalEngine implements Sampler, Scorer {
     }).finally(() => {
       worker.off('message', onMessage).off('error', onError).off('exit', onExit);
     });
-    return new LocalEngine(worker, folder, info, activity);
+    return new LocalEngine(worker, folder, info, activity, prefixStats);
   }
 
   generate(promptIds: readonly number[], params: SamplingParams = {}, signal?: AbortSignal): AsyncIterable<GenerationEvent> {
@@ -119,6 +141,11 @@ export class LocalEngine implements Sampler, Scorer {
       const [prompt, completion] = [toWire(promptIds), toWire(completionIds)];
       this.post({ type: 'score', id, promptIds: prompt, completionIds: completion, topK: opts.topK ?? 0, version: opts.version ?? 0 }, [...transferOf(prompt), ...transferOf(completion)]);
     });
+  }
+
+  /** What the prefix cache has served and holds, read from memory the worker updates (no message). */
+  prefixCacheStats(): PrefixCacheStats {
+    return readPrefixCacheStats(this.prefixStats);
   }
 
   /** The version new requests run on. */

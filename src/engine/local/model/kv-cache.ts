@@ -37,7 +37,37 @@ export function reserveKvCache(cache: KvCache, needed: number): void {
   cache.capacity = capacity;
 }
 
-/** Bytes held by the cache, for memory accounting. */
+/** Bytes of the Float32Arrays the cache holds, for memory accounting. */
 export function kvCacheBytes(cache: KvCache): number {
-  return cache.k.length * 2 * cache.capacity * cache.rowSize * 4;
+  let bytes = 0;
+  for (let l = 0; l < cache.k.length; l++) bytes += cache.k[l]!.byteLength + cache.v[l]!.byteLength;
+  return bytes;
+}
+
+/** Bytes of keys and values per token: numLayers * 2 (K and V) * numKvHeads * headDim * 4 (float32). */
+export function kvBytesPerToken(cfg: ModelConfig): number {
+  return cfg.numLayers * 2 * cfg.numKvHeads * cfg.headDim * 4;
+}
+
+/** Writes the first `n` positions of `from` into `to` (a copy: both stay appendable on their own). */
+export function copyKvPrefix(from: KvCache, to: KvCache, n: number): void {
+  if (n > from.length) throw new RangeError(`cannot copy ${n} positions from a cache of ${from.length}`);
+  reserveKvCache(to, n);
+  const size = n * from.rowSize;
+  for (let l = 0; l < from.k.length; l++) {
+    to.k[l]!.set(from.k[l]!.subarray(0, size));
+    to.v[l]!.set(from.v[l]!.subarray(0, size));
+  }
+  to.length = n;
+}
+
+/**
+ * The cache with its capacity cut to its length when more than an eighth of it is unused (a
+ * finished sequence that is only read from now on); the same object otherwise.
+ */
+export function trimKvCache(cache: KvCache): KvCache {
+  if (cache.length === 0 || (cache.capacity - cache.length) * 8 <= cache.capacity) return cache;
+  const size = cache.length * cache.rowSize;
+  const cut = (a: Float32Array) => a.slice(0, size);
+  return { ...cache, capacity: cache.length, k: cache.k.map(cut), v: cache.v.map(cut) };
 }

@@ -26,6 +26,10 @@ export interface WorkerOptions {
   threads: number;
   /** One Int32 the scheduler keeps equal to its jobs in flight (LocalEngine.activity). */
   activity: SharedArrayBuffer;
+  /** Byte budget of the prefix cache of keys and values; 0 turns it off. */
+  kvCacheBytes: number;
+  /** The prefix cache's counters (prefix-cache-stats.ts), updated by the worker. */
+  prefixStats: SharedArrayBuffer;
 }
 
 export type ToWorker =

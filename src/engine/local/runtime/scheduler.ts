@@ -2,14 +2,19 @@
 // every decoding generation plus a chunk of pending prompt (or scoring) tokens, up to a token
 // budget, through a single forward pass; so concurrent generations share each weight read and a
 // long prompt delays the others by at most one bounded step.
+//
+// With a prefix cache, a job first copies the keys and values of the longest prefix of its
+// prompt that an earlier job computed (a cache entry, or a job of its version still in flight)
+// and computes only the rest; finished jobs hand their caches to the prefix cache.
 
 import type { GenerationEvent, ScoredCompletion, TokenLogprob } from '../../types.js';
 import type { ModelConfig } from '../model/config.js';
-import { createKvCache, type KvCache } from '../model/kv-cache.js';
+import { copyKvPrefix, createKvCache, type KvCache } from '../model/kv-cache.js';
 import type { ForwardSegment, Transformer } from '../model/transformer.js';
 import type { Lora } from '../train/lora.js';
 import { createRng, type Rng } from '../sampling/random.js';
 import { logSumExp, sampleToken, topLogprobs } from '../sampling/sample.js';
+import { commonPrefixLength, PrefixCache } from './prefix-cache.js';
 import type { ResolvedSampling } from './protocol.js';
 
 /** Incremental detokenizer: returns only complete text for each pushed id. */
@@ -24,14 +29,22 @@ export interface PolicyWeights {
   lora: Lora | null;
 }
 
-interface GenerationJob {
-  kind: 'generate';
+interface JobBase {
   id: number;
   policy: PolicyWeights;
+  /** A generation's prompt, then each sampled token; a score's prompt and completion. */
+  ids: number[];
+  /** Keys and values of ids[0, cache.length): the next token fed is ids[cache.length]. */
   cache: KvCache;
-  /** Tokens not yet fed to the model: the prompt at first, then the last sampled token. */
-  pending: number[];
   promptTokens: number;
+  /** False until the job has taken what it can from cached keys and values and starts computing. */
+  admitted: boolean;
+  /** Not admitted yet: a job in flight computes more of this one's prompt than is cached; wait for it. */
+  awaiting: { donor: Job; length: number } | null;
+}
+
+interface GenerationJob extends JobBase {
+  kind: 'generate';
   sampling: ResolvedSampling;
   rng: Rng;
   stopIds: Set<number>;
@@ -40,20 +53,17 @@ interface GenerationJob {
   generated: number;
 }
 
-interface ScoreJob {
+interface ScoreJob extends JobBase {
   kind: 'score';
-  id: number;
-  policy: PolicyWeights;
-  cache: KvCache;
-  tokens: number[];
-  promptTokens: number;
-  fed: number;
   topK: number;
   logprobs: number[];
   top: TokenLogprob[][];
 }
 
 type Job = GenerationJob | ScoreJob;
+
+/** How far a job's cache will grow: a score never feeds its last token, a generation feeds all. */
+const reach = (job: Job) => (job.kind === 'score' ? job.ids.length - 1 : job.ids.length);
 
 export interface StepOutput {
   events: { id: number; event: GenerationEvent }[];
@@ -75,6 +85,7 @@ export class Scheduler {
     private readonly maxStepTokens: number,
     /** activity[0] = jobs in flight, for a learner that yields to serving; notified when it becomes 0. */
     private readonly activity: Int32Array | null = null,
+    private readonly prefix = new PrefixCache(0),
   ) {
     this.versions.set(base.version, base);
     this.current = base;
@@ -100,7 +111,9 @@ export class Scheduler {
   private releaseUnused(): void {
     const inUse = new Set(this.jobs.map((j) => j.policy.version));
     for (const v of this.versions.keys()) {
-      if (v !== 0 && v !== this.current.version && !inUse.has(v)) this.versions.delete(v);
+      if (v === 0 || v === this.current.version || inUse.has(v)) continue;
+      this.versions.delete(v);
+      this.prefix.retire(v);
     }
   }
 
@@ -118,8 +131,9 @@ export class Scheduler {
     }
     this.jobs.push({
       kind: 'generate', id, policy, cache: createKvCache(this.cfg, Math.min(promptIds.length + 64, this.cfg.maxPositionEmbeddings)),
-      pending: promptIds.slice(), promptTokens: promptIds.length, sampling, rng: createRng(sampling.seed),
-      stopIds: new Set([...this.eosIds, ...sampling.stopTokenIds]), decoder: this.newDecoder(), text: '', generated: 0,
+      ids: promptIds.slice(), promptTokens: promptIds.length, admitted: false, awaiting: null,
+      sampling, rng: createRng(sampling.seed), stopIds: new Set([...this.eosIds, ...sampling.stopTokenIds]),
+      decoder: this.newDecoder(), text: '', generated: 0,
     });
     this.reportActivity();
   }
@@ -134,8 +148,8 @@ export class Scheduler {
       throw new RangeError(`prompt and completion are ${tokens.length} tokens, the model's context is ${this.cfg.maxPositionEmbeddings}`);
     }
     this.jobs.push({
-      kind: 'score', id, policy, cache: createKvCache(this.cfg, tokens.length), tokens, promptTokens: promptIds.length,
-      fed: 0, topK, logprobs: [], top: [],
+      kind: 'score', id, policy, cache: createKvCache(this.cfg, tokens.length), ids: tokens, promptTokens: promptIds.length,
+      admitted: false, awaiting: null, topK, logprobs: [], top: [],
     });
     this.reportActivity();
   }
@@ -172,30 +186,35 @@ export class Scheduler {
     if (this.jobs.length === 0) return out;
 
     // Decoding generations first (one token each), then prompt and scoring chunks in arrival order.
-    const planned: { job: Job; segment: ForwardSegment }[] = [];
+    // `start` is the cache length before the step: the position of the segment's first token.
+    const planned: { job: Job; segment: ForwardSegment; start: number }[] = [];
     let budget = this.maxStepTokens;
     for (const job of this.jobs) {
       if (job.kind === 'generate' && job.generated > 0) {
-        planned.push({ job, segment: { cache: job.cache, tokens: job.pending, logitsFrom: 0, lora: job.policy.lora } });
+        const start = job.cache.length;
+        const segment = { cache: job.cache, tokens: job.ids.slice(start), logitsFrom: 0, lora: job.policy.lora };
+        planned.push({ job, start, segment });
         budget -= 1;
       }
     }
     for (const job of this.jobs) {
       if (budget <= 0) break;
-      if (job.kind === 'generate' && job.generated === 0) {
-        const n = Math.min(budget, job.pending.length);
-        const chunk = job.pending.slice(0, n);
-        const last = n === job.pending.length;
-        planned.push({ job, segment: { cache: job.cache, tokens: chunk, logitsFrom: last ? n - 1 : n, lora: job.policy.lora } });
-        budget -= n;
-      } else if (job.kind === 'score') {
-        const n = Math.min(budget, job.tokens.length - 1 - job.fed);
-        const chunk = job.tokens.slice(job.fed, job.fed + n);
+      if (job.kind === 'generate' && job.generated > 0) continue;
+      if (!job.admitted && !this.admit(job)) continue;
+      const start = job.cache.length;
+      let n: number, logitsFrom: number;
+      if (job.kind === 'generate') {
+        n = Math.min(budget, job.promptTokens - start);
+        logitsFrom = start + n === job.promptTokens ? n - 1 : n;
+      } else {
+        n = Math.min(budget, job.ids.length - 1 - start);
         // logits at position p predict token p + 1; the completion starts at promptTokens.
-        const logitsFrom = Math.min(n, Math.max(0, job.promptTokens - 1 - job.fed));
-        planned.push({ job, segment: { cache: job.cache, tokens: chunk, logitsFrom, lora: job.policy.lora } });
-        budget -= n;
+        logitsFrom = Math.min(n, Math.max(0, job.promptTokens - 1 - start));
       }
+      const segment = { cache: job.cache, tokens: job.ids.slice(start, start + n), logitsFrom, lora: job.policy.lora };
+      planned.push({ job, start, segment });
+      this.prefix.countMiss(n);
+      budget -= n;
     }
 
     // One forward per set of base weights (LoRA versions share the base; full fine-tuned
@@ -206,25 +225,23 @@ export class Scheduler {
       model.forward(group.map((p) => p.segment)).forEach((rows, i) => logits.set(group[i]!.job, rows));
     }
     const V = this.cfg.vocabSize;
-    planned.forEach(({ job, segment }) => {
+    planned.forEach(({ job, segment, start }) => {
       const rows = logits.get(job)!;
       if (job.kind === 'score') {
-        const firstPos = job.fed + segment.logitsFrom;
+        const firstPos = start + segment.logitsFrom;
         for (let r = 0; r * V < rows.length; r++) {
           const row = rows.subarray(r * V, (r + 1) * V);
-          const target = job.tokens[firstPos + r + 1]!;
+          const target = job.ids[firstPos + r + 1]!;
           const lse = logSumExp(row);
           job.logprobs.push(row[target]! - lse);
           if (job.topK > 0) job.top.push(topLogprobs(row, job.topK, lse));
         }
-        job.fed += segment.tokens.length;
-        if (job.fed >= job.tokens.length - 1) {
+        if (job.cache.length >= job.ids.length - 1) {
           out.scored.push({ id: job.id, result: { logprobs: job.logprobs, ...(job.topK > 0 ? { top: job.top } : {}) } });
           this.remove(job);
         }
         return;
       }
-      job.pending = job.pending.slice(segment.tokens.length);
       if (rows.length === 0) return; // prompt not finished yet
       this.emitSample(job, rows.subarray(rows.length - V), out);
     });
@@ -235,6 +252,7 @@ export class Scheduler {
     const s = job.sampling;
     const r = sampleToken(row, { temperature: s.temperature, topK: s.topK, topP: s.topP, topLogprobs: s.topLogprobs }, job.rng);
     job.generated += 1;
+    job.ids.push(r.id);
     out.events.push({ id: job.id, event: { type: 'token', token: { id: r.id, logprob: r.logprob, sampledLogprob: r.sampledLogprob, ...(r.top ? { top: r.top } : {}) } } });
 
     const before = job.text.length;
@@ -248,8 +266,6 @@ export class Scheduler {
     if (reason) {
       out.events.push({ id: job.id, event: this.finish(job, reason, stopSequence) });
       this.remove(job);
-    } else {
-      job.pending = [r.id];
     }
   }
 
@@ -270,10 +286,57 @@ export class Scheduler {
     this.cancelled.clear();
   }
 
+  /**
+   * Takes a finished or cancelled job out. Its keys and values go to the prefix cache (no copy):
+   * a generation's cover the prompt and every sampled token but the last, which the next turn of
+   * a conversation usually starts with.
+   */
   private remove(job: Job): void {
     const i = this.jobs.indexOf(job);
     if (i >= 0) this.jobs.splice(i, 1);
     if (job.policy !== this.current && !this.jobs.some((j) => j.policy === job.policy)) this.releaseUnused();
+    if (this.versions.get(job.policy.version) === job.policy) {
+      this.prefix.insert(job.policy.version, job.ids.slice(0, job.cache.length), job.cache);
+    }
+  }
+
+  /**
+   * Before a job computes anything, copies the keys and values of the longest prefix of its
+   * prompt available on its version: from a cache entry, or from a job in flight (whose rows
+   * below its cache length never change). At least the last prompt token is left to compute:
+   * a generation samples from its logits, a score needs logits from promptTokens - 1 on.
+   *
+   * Returns false when the job should wait instead: a job in flight shares more of the prompt
+   * than anything ready but has not computed that much yet (m judge votes on one prompt, two
+   * sessions with one system prompt). The wait ends when that job has computed the shared part
+   * or leaves; it cannot deadlock, since only a job that has not started waits, and only on one
+   * that has, which keeps getting budget in arrival order.
+   */
+  private admit(job: Job): boolean {
+    const waited = job.awaiting;
+    if (waited && waited.donor.cache.length < waited.length && this.jobs.includes(waited.donor)) return false;
+    job.awaiting = null;
+    const limit = job.promptTokens - 1;
+    if (!this.prefix.enabled || limit <= 0) return (job.admitted = true);
+    const match = this.prefix.longest(job.policy.version, job.ids, limit);
+    let length = match?.length ?? 0;
+    let donor: Job | null = null;
+    for (const other of this.jobs) {
+      if (other === job || !other.admitted || other.policy !== job.policy) continue;
+      const shared = commonPrefixLength(other.ids, job.ids, Math.min(limit, reach(other)));
+      if (shared > length) [length, donor] = [shared, other];
+    }
+    if (donor && donor.cache.length < length) {
+      job.awaiting = { donor, length };
+      return false;
+    }
+    if (donor) copyKvPrefix(donor.cache, job.cache, length);
+    else if (match) {
+      copyKvPrefix(match.entry.cache, job.cache, length);
+      this.prefix.touch(match.entry);
+    }
+    this.prefix.countHit(length);
+    return (job.admitted = true);
   }
 
   private checkIds(ids: readonly number[]): void {

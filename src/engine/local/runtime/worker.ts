@@ -9,6 +9,8 @@ import { loadWeights, paramStoreOver } from '../model/weights.js';
 import { Lora } from '../train/lora.js';
 import { TextTokenizer } from '../tokenizer/tokenizer.js';
 import type { FromWorker, ToWorker, WorkerOptions } from './protocol.js';
+import { PrefixCache } from './prefix-cache.js';
+import { PrefixCacheCounters } from './prefix-cache-stats.js';
 import { type PolicyWeights, Scheduler } from './scheduler.js';
 import type { PolicyUpdate } from './protocol.js';
 
@@ -24,7 +26,11 @@ async function start(): Promise<void> {
   const tokenizer = await TextTokenizer.fromModelDir(options.modelDir);
   const params = loadWeights(options.modelDir, folder.config);
   const base: PolicyWeights = { version: 0, model: new Transformer(folder.config, params, kernels), lora: null };
-  const scheduler = new Scheduler(base, folder.config, folder.eosTokenIds, () => tokenizer.createStreamDecoder(), options.maxStepTokens, new Int32Array(options.activity));
+  const prefix = new PrefixCache(options.kvCacheBytes, new PrefixCacheCounters(options.prefixStats));
+  const scheduler = new Scheduler(
+    base, folder.config, folder.eosTokenIds, () => tokenizer.createStreamDecoder(), options.maxStepTokens,
+    new Int32Array(options.activity), prefix,
+  );
   const policyOf = (u: PolicyUpdate): PolicyWeights => u.kind === 'lora'
     ? { version: u.version, model: base.model, lora: new Lora(folder.config, u.spec, u.data) }
     : { version: u.version, model: new Transformer(folder.config, paramStoreOver(params.specs, new Float32Array(u.params)), kernels), lora: null };

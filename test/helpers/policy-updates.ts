@@ -1,0 +1,28 @@
+// Policy versions for tests that publish: a random LoRA adapter and perturbed full weights, far
+// enough from the base that results under the wrong version would show.
+
+import type { ModelConfig } from '../../src/engine/local/model/config.js';
+import { createRng } from '../../src/engine/local/sampling/random.js';
+import { Lora } from '../../src/engine/local/train/lora.js';
+import type { PolicyUpdate } from '../../src/engine/types.js';
+
+type LoraUpdate = Extract<PolicyUpdate, { kind: 'lora' }>;
+type FullUpdate = Extract<PolicyUpdate, { kind: 'full' }>;
+
+export function randomLoraUpdate(cfg: ModelConfig, version: number, seed: number): LoraUpdate {
+  const lora = new Lora(cfg, { rank: 4, alpha: 8, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] });
+  lora.initialise(seed);
+  const rng = createRng(seed + 1);
+  for (const t of lora.tensors) {
+    if (t.part === 'B') lora.view(t).forEach((_, i, v) => { v[i] = (rng.next() - 0.5) * 0.5; });
+  }
+  return { version, kind: 'lora', spec: lora.spec, data: lora.data };
+}
+
+/** The base parameters plus uniform noise of +-0.025, in a new SharedArrayBuffer. */
+export function perturbedWeightsUpdate(base: Float32Array, version: number, seed: number): FullUpdate {
+  const next = new Float32Array(new SharedArrayBuffer(base.byteLength));
+  const rng = createRng(seed);
+  for (let i = 0; i < next.length; i++) next[i] = base[i]! + (rng.next() - 0.5) * 0.05;
+  return { version, kind: 'full', params: next.buffer as SharedArrayBuffer };
+}
