@@ -7,7 +7,7 @@ import { advertisedUrl, startupBanner } from '../src/cli/banner.js';
 const iface = (address: string, family: 'IPv4' | 'IPv6', internal: boolean) => ({ address, family, internal, netmask: '', mac: '', cidr: null }) as NetworkInterfaceInfo;
 
 test('the pasted provider config carries the model ids, the URL and the model\'s context', () => {
-  const text = startupBanner({ url: 'http://127.0.0.1:30000/v1', contextLength: 40960, mainModel: 'qwen3', sideModel: 'side-model', apiKeyRequired: false, learning: 'combine', store: '/data/x.sqlite' });
+  const text = startupBanner({ url: 'http://127.0.0.1:30000/v1', contextLength: 40960, mainModel: 'qwen3', sideModel: 'side-model', apiKeyRequired: false, learning: 'combine', store: '/data/x.sqlite', memory: 'prefix cache 64 MB' });
   const json = JSON.parse(text.slice(text.indexOf('{'), text.lastIndexOf('}') + 1).replace(/^ {2}/gm, '')) as {
     models: { providers: Record<string, { baseUrl: string; apiKey: string; models: { id: string; contextWindow: number; maxTokens: number }[] }> };
     agents: { defaults: { model: { primary: string }; heartbeat: { model: string } } };
@@ -19,10 +19,11 @@ test('the pasted provider config carries the model ids, the URL and the model\'s
   assert.equal(json.agents.defaults.model.primary, 'openclaw-rl/qwen3');
   assert.equal(json.agents.defaults.heartbeat.model, 'openclaw-rl/side-model');
   assert.doesNotMatch(text, /start serve with --side-model/);
+  assert.match(text, /\n  memory: {3}prefix cache 64 MB\n/);
 });
 
 test('without a side model the banner says how to add one; a small context caps maxTokens', () => {
-  const text = startupBanner({ url: 'http://127.0.0.1:1/v1', contextLength: 2048, mainModel: 'm', sideModel: null, apiKeyRequired: true, learning: 'off', store: 's' });
+  const text = startupBanner({ url: 'http://127.0.0.1:1/v1', contextLength: 2048, mainModel: 'm', sideModel: null, apiKeyRequired: true, learning: 'off', store: 's', memory: 'm' });
   assert.match(text, /start serve with --side-model side-model/);
   assert.match(text, /"contextWindow": 2048,\n\s+"maxTokens": 512/);
   assert.match(text, /"apiKey": "<one of your OPENCLAW_RL_API_KEYS>"/);

@@ -109,3 +109,22 @@ test('errors reach the client typed, with the server\'s message', async () => {
     await gw.close();
   }
 });
+
+test('real engine: usage.prompt_tokens_details.cached_tokens counts the prompt tokens the prefix cache served', async () => {
+  const backend = await engineBackend();
+  const gw = await startGateway(backend, { apiKeys: [KEY] });
+  try {
+    const c = client(gw.url, { 'X-Session-Id': 'cache-1', 'X-Turn-Type': 'main' });
+    const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: 'system', content: 'You answer briefly. '.repeat(20) }, { role: 'user', content: 'Say hi' }];
+    const first = await c.chat.completions.create({ model: 'tiny', messages, max_completion_tokens: 4, seed: 1 });
+    assert.equal(first.usage!.prompt_tokens_details!.cached_tokens, 0, 'nothing cached yet');
+    messages.push({ role: 'assistant', content: first.choices[0]!.message.content }, { role: 'user', content: 'And again' });
+    const second = await c.chat.completions.create({ model: 'tiny', messages, max_completion_tokens: 4, seed: 2 });
+    const cached = second.usage!.prompt_tokens_details!.cached_tokens!;
+    assert.ok(cached >= first.usage!.prompt_tokens && cached < second.usage!.prompt_tokens,
+      `${cached} cached of ${second.usage!.prompt_tokens}; the first prompt had ${first.usage!.prompt_tokens}`);
+  } finally {
+    await gw.close();
+    await backend.close();
+  }
+});

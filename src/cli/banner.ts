@@ -14,6 +14,8 @@ export interface BannerInput {
   apiKeyRequired: boolean;
   learning: string;
   store: string;
+  /** The memory plan in one line: prefix cache, longest trained sample. */
+  memory: string;
 }
 
 export function startupBanner(b: BannerInput): string {
@@ -22,6 +24,7 @@ export function startupBanner(b: BannerInput): string {
     `openclaw-rl is serving ${b.mainModel} at ${b.url}`,
     `  learning: ${b.learning}`,
     `  store:    ${b.store}`,
+    `  memory:   ${b.memory}`,
     '',
     'Point OpenClaw at it (openclaw.json, under "models.providers", and the agent defaults):',
     '',

@@ -24,11 +24,15 @@ export interface RunningLearning {
   close(): Promise<void>;
 }
 
-export async function startLearning(a: { model: ChatModel; backend: ChatBackend; store: Store; settings: ServeLearning; checkpointDir: string; log: JudgeLog }): Promise<RunningLearning> {
+export async function startLearning(a: {
+  model: ChatModel; backend: ChatBackend; store: Store; settings: ServeLearning; checkpointDir: string; log: JudgeLog;
+  /** What one training step's buffers may take (the memory plan's share). */
+  activationBudgetBytes: number;
+}): Promise<RunningLearning> {
   const { model, backend, store, settings } = a;
   const engine = model.engine;
   const learner = await LocalLearner.open(engine, {
-    config: learnerConfig(settings),
+    config: { ...learnerConfig(settings), activationBudgetBytes: a.activationBudgetBytes },
     checkpointDir: a.checkpointDir,
     maxYieldMs: settings.training.maxYieldMs,
     // Never reuse a version number a turn or step already carries, even one the checkpoint lacks.

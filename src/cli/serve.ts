@@ -11,12 +11,18 @@
 
 import { basename, join, resolve } from 'node:path';
 import { readFileSync } from 'node:fs';
-import { networkInterfaces } from 'node:os';
+import { networkInterfaces, totalmem } from 'node:os';
 import { chatBackendOf } from '../gateway/backend.js';
 import { checkPartialConfig, ConfigError, configFromEnv, redactedConfig, resolveConfig, type GatewayConfig } from '../gateway/config.js';
 import { jsonLogger } from '../gateway/log.js';
 import { Gateway } from '../gateway/server.js';
 import { loadChatModel } from '../engine/local/chat-model.js';
+import type { PrefixCacheStats } from '../engine/local/engine.js';
+import { defaultKvCacheBytes } from '../engine/local/kv-cache-budget.js';
+import { describeMemoryPlan, memoryPlan, type MemoryPlan } from '../engine/local/memory-plan.js';
+import type { ModelConfig } from '../engine/local/model/config.js';
+import { readModelFolder } from '../engine/local/model/folder.js';
+import { Lora } from '../engine/local/train/lora.js';
 import { resolveModel } from '../engine/local/hub/index.js';
 import { progressBar } from '../engine/local/hub/progress-bar.js';
 import { openStore } from '../store/store.js';
@@ -42,6 +48,9 @@ serving:
   --admin-key KEY         enables /admin routes (GET /admin/status); prefer OPENCLAW_RL_ADMIN_KEYS
   --log-content           include conversation text in the logs
   --threads N             BLAS threads
+  --kv-cache-mb N         prefix cache for keys and values, in MB (default: 4 full contexts, at most a
+                          quarter of the memory; 0 = off): a prompt that repeats an earlier one's start
+                          (the same session's previous turn, the judge's votes) computes only the rest
 
 learning:
   --method M              rl, opd or combine (default combine)
@@ -57,6 +66,9 @@ learning:
   --lr X                  learning rate (default 1e-4 LoRA, 1e-5 full)
   --max-stale N           drop samples more than N versions old (default 4)
   --checkpoint-every N    batches between checkpoints (default 1)
+  --max-train-tokens N    longest sample trained (prompt + completion); longer turns are judged but
+                          not trained (too_long). Default: what one training step can hold in the
+                          memory left after weights, learner state, prefix cache and runtime (printed)
   --progress-seconds S    progress line on stderr every S seconds (default 30; 0 = off)
   --no-learning           record and serve only
 
@@ -75,6 +87,7 @@ const FLAGS = {
   'judge-model': { type: 'string' }, 'judge-key': { type: 'string' }, 'judge-votes': { type: 'string' }, 'lora-rank': { type: 'string' },
   lr: { type: 'string' }, 'max-stale': { type: 'string' }, 'checkpoint-every': { type: 'string' }, 'progress-seconds': { type: 'string' },
   'no-learning': { type: 'boolean' }, 'rl-weight': { type: 'string' }, 'opd-weight': { type: 'string' },
+  'kv-cache-mb': { type: 'string' }, 'max-train-tokens': { type: 'string' },
 } as const;
 
 export async function runServe(argv: string[]): Promise<number> {
@@ -101,7 +114,19 @@ export async function runServe(argv: string[]): Promise<number> {
     onCheckpointFailure: (message) => logger.event('error', { message: `background WAL checkpoints failed, checkpointing inline from now on: ${message}` }),
   });
   const threads = numberFlag(v, 'threads', { integer: true, min: 1 });
-  const model = await loadChatModel(modelDir, threads === undefined ? {} : { threads });
+  const kvCacheMb = numberFlag(v, 'kv-cache-mb', { min: 0 });
+  const cfg = readModelFolder(modelDir).config;
+  const kvCacheBytes = kvCacheMb === undefined ? defaultKvCacheBytes(cfg) : Math.floor(kvCacheMb * 2 ** 20);
+  const model = await loadChatModel(modelDir, { kvCacheBytes, ...(threads === undefined ? {} : { threads }) });
+  let plan: MemoryPlan;
+  try {
+    plan = planMemory(cfg, model.engine.info.parameters, kvCacheBytes, learning);
+  } catch (e) {
+    await model.engine.close();
+    store.close();
+    throw e;
+  }
+  logger.event('memory_plan', { ...plan });
   // A fast path (prompt-piece cache, direct template rendering) that disagreed with the exact path
   // turns itself off; say so, with positions and lengths only, never text.
   const backend = chatBackendOf(model, config.modelId ?? (fromHub ? modelSpec.split('@')[0]! : basename(modelDir)), {
@@ -109,13 +134,21 @@ export async function runServe(argv: string[]): Promise<number> {
   });
   let running: RunningLearning | null = null;
   try {
-    if (learning.enabled) running = await startLearning({ model, backend, store, settings: learning, checkpointDir: join(config.dataDir, 'checkpoints'), log: (e, f) => logger.event(e, f) });
+    if (learning.enabled) {
+      running = await startLearning({
+        model, backend, store, settings: learning, checkpointDir: join(config.dataDir, 'checkpoints'), log: (e, f) => logger.event(e, f),
+        activationBudgetBytes: plan.activationBudgetBytes,
+      });
+    }
   } catch (e) {
     store.close();
     await backend.close();
     throw e;
   }
-  const status = () => (running ? running.loop.status() : { version: model.engine.version, steps: 0, learning: 'disabled' });
+  const status = () => ({
+    ...(running ? running.loop.status() : { version: model.engine.version, steps: 0, learning: 'disabled' }),
+    prefixCache: model.engine.prefixCacheStats(), memory: plan,
+  });
   const gateway = new Gateway({ backend, store, config, logger, status });
   let address: { host: string; port: number };
   try {
@@ -135,9 +168,10 @@ export async function runServe(argv: string[]): Promise<number> {
   process.stderr.write(startupBanner({
     url, contextLength: backend.contextLength, mainModel: backend.modelId, sideModel: config.sideModels[0] ?? null, apiKeyRequired: config.apiKeys.length > 0,
     learning: running ? running.summary : 'off (--no-learning): turns are recorded, nothing is trained', store: store.path,
+    memory: describeMemoryPlan(plan),
   }));
   const progress = running && learning.progressSeconds > 0
-    ? setInterval(() => process.stderr.write(running!.progressLine() + '\n'), learning.progressSeconds * 1000).unref()
+    ? setInterval(() => process.stderr.write(`${running!.progressLine()}${cacheLine(model.engine.prefixCacheStats())}\n`), learning.progressSeconds * 1000).unref()
     : null;
 
   await new Promise<void>((done) => {
@@ -180,7 +214,7 @@ export function serveSettings(v: Record<string, string | boolean | undefined>): 
       enabled: v['no-learning'] ? false : undefined, method: v.method, batchSize: num('batch-size', { integer: true, min: 1 }),
       wRl: num('rl-weight', { min: 0 }), wOpd: num('opd-weight', { min: 0 }),
       maxStaleVersions: num('max-stale', { integer: true, min: 0 }), checkpointEvery: num('checkpoint-every', { integer: true, min: 1 }),
-      progressSeconds: num('progress-seconds', { min: 0 }),
+      progressSeconds: num('progress-seconds', { min: 0 }), maxTrainTokens: num('max-train-tokens', { integer: true, min: 2 }),
     },
     // --judge self overrides a judge endpoint from the config file.
     judge: {
@@ -216,4 +250,34 @@ function readConfig(path: string): ReturnType<typeof splitConfigFile> {
     throw new ConfigError(`${path} is not valid JSON: ${(e as Error).message}`);
   }
   return splitConfigFile(value, path);
+}
+
+/**
+ * The memory plan for this model and these settings; with learning on, it also fills in
+ * learn.maxTrainTokens when neither the config nor a flag set it. Refuses to start learning when
+ * not even a short sample fits.
+ */
+function planMemory(cfg: ModelConfig, parameters: number, kvCacheBytes: number, learning: ServeLearning): MemoryPlan {
+  const rank = learning.enabled ? learning.training.loraRank : 0;
+  const trainableValues = !learning.enabled ? 0 : rank === 0 ? parameters : loraValues(cfg, rank);
+  const given = learning.learn.maxTrainTokens ?? undefined;
+  const plan = memoryPlan({ cfg, totalBytes: totalmem(), parameters, loraRank: rank, trainableValues, kvCacheBytes, ...(given ? { maxTrainTokens: given } : {}) });
+  if (learning.enabled) {
+    if (plan.maxTrainTokens < 2) {
+      throw new CliError(`not enough memory to train any sample (${describeMemoryPlan(plan)}): lower --kv-cache-mb, use LoRA (--lora-rank), or --no-learning`);
+    }
+    learning.learn.maxTrainTokens = plan.maxTrainTokens;
+  }
+  return plan;
+}
+
+function loraValues(cfg: ModelConfig, rank: number): number {
+  return new Lora(cfg, { rank, alpha: 2 * rank, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] }).data.length;
+}
+
+/** The prefix cache's part of the progress line: the share of prompt tokens it served. */
+function cacheLine(s: PrefixCacheStats): string {
+  const total = s.hitTokens + s.missTokens;
+  if (s.budgetBytes === 0 || total === 0) return '';
+  return ` · prefix cache ${Math.round((100 * s.hitTokens) / total)}% of ${total} prompt tokens (${Math.round(s.bytes / 2 ** 20)} MB)`;
 }

@@ -50,7 +50,11 @@ export type FinishReason = 'stop_token' | 'stop_sequence' | 'length' | 'context'
 /** What a generation stream yields: tokens as they are sampled, then exactly one finish. */
 export type GenerationEvent =
   | { type: 'token'; token: SampledToken }
-  | { type: 'finish'; reason: FinishReason; stopSequence?: string; version: number; promptTokens: number; completionTokens: number };
+  | {
+    type: 'finish'; reason: FinishReason; stopSequence?: string; version: number; promptTokens: number; completionTokens: number;
+    /** Prompt tokens whose keys and values came from a prefix cache instead of being computed (absent: no cache). */
+    cachedTokens?: number;
+  };
 
 export interface Sampler {
   /** Streams one completion of promptIds. Breaking out of the loop cancels the generation. */

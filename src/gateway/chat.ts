@@ -171,10 +171,13 @@ async function answer(
   } catch (e) {
     return fail(deps, ctx, sse, 'the turn could not be recorded, so it is not acknowledged: retry the request', e);
   }
-  Object.assign(ctx.log, { completionTokens: asm.ids.length, finish: finish.reason, policyVersion: finish.version, firstTokenMs: firstTokenAt === null ? null : firstTokenAt - receivedAt });
+  Object.assign(ctx.log, {
+    completionTokens: asm.ids.length, cachedTokens: finish.cachedTokens ?? null, finish: finish.reason, policyVersion: finish.version,
+    firstTokenMs: firstTokenAt === null ? null : firstTokenAt - receivedAt,
+  });
   if (deps.logger.logContent) ctx.log.response = turn.response;
   if (finish.reason !== 'cancelled') {
-    const usage = usageOf(prompt.ids.length, asm.ids.length);
+    const usage = usageOf(prompt.ids.length, asm.ids.length, finish.cachedTokens);
     const finishReason = asm.finishReason(finish.reason);
     if (sse) {
       sse.send(chunk({}, finishReason));

@@ -8,6 +8,8 @@ export interface Usage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
+  /** OpenAI's field for prompt tokens served from a cache (here: the engine's prefix cache). */
+  prompt_tokens_details?: { cached_tokens: number };
 }
 
 export interface CompletionIds {
@@ -16,8 +18,10 @@ export interface CompletionIds {
   model: string;
 }
 
-export function usageOf(promptTokens: number, completionTokens: number): Usage {
-  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+export function usageOf(promptTokens: number, completionTokens: number, cachedTokens?: number): Usage {
+  const usage: Usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+  if (cachedTokens !== undefined) usage.prompt_tokens_details = { cached_tokens: cachedTokens };
+  return usage;
 }
 
 export function completionObject(ids: CompletionIds, message: ChatMessage, finishReason: string, usage: Usage, logprobs: LogprobEntry[] | null) {

@@ -41,6 +41,8 @@ interface JobBase {
   admitted: boolean;
   /** Not admitted yet: a job in flight computes more of this one's prompt than is cached; wait for it. */
   awaiting: { donor: Job; length: number } | null;
+  /** Prompt tokens whose keys and values were copied when the job was admitted. */
+  cachedTokens: number;
 }
 
 interface GenerationJob extends JobBase {
@@ -131,7 +133,7 @@ export class Scheduler {
     }
     this.jobs.push({
       kind: 'generate', id, policy, cache: createKvCache(this.cfg, Math.min(promptIds.length + 64, this.cfg.maxPositionEmbeddings)),
-      ids: promptIds.slice(), promptTokens: promptIds.length, admitted: false, awaiting: null,
+      ids: promptIds.slice(), promptTokens: promptIds.length, admitted: false, awaiting: null, cachedTokens: 0,
       sampling, rng: createRng(sampling.seed), stopIds: new Set([...this.eosIds, ...sampling.stopTokenIds]),
       decoder: this.newDecoder(), text: '', generated: 0,
     });
@@ -149,7 +151,7 @@ export class Scheduler {
     }
     this.jobs.push({
       kind: 'score', id, policy, cache: createKvCache(this.cfg, tokens.length), ids: tokens, promptTokens: promptIds.length,
-      admitted: false, awaiting: null, topK, logprobs: [], top: [],
+      admitted: false, awaiting: null, cachedTokens: 0, topK, logprobs: [], top: [],
     });
     this.reportActivity();
   }
@@ -272,7 +274,7 @@ export class Scheduler {
   private finish(job: GenerationJob, reason: 'stop_token' | 'stop_sequence' | 'length' | 'context' | 'cancelled', stopSequence?: string): GenerationEvent {
     return {
       type: 'finish', reason, ...(stopSequence !== undefined ? { stopSequence } : {}),
-      version: job.policy.version, promptTokens: job.promptTokens, completionTokens: job.generated,
+      version: job.policy.version, promptTokens: job.promptTokens, completionTokens: job.generated, cachedTokens: job.cachedTokens,
     };
   }
 
@@ -336,6 +338,7 @@ export class Scheduler {
       this.prefix.touch(match.entry);
     }
     this.prefix.countHit(length);
+    job.cachedTokens = length;
     return (job.admitted = true);
   }
 

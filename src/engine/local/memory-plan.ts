@@ -1,0 +1,76 @@
+// How `serve` shares the machine's memory between the embedded engine's parts, decided once at
+// startup and printed: the weights (one copy, shared by the sampler and the learner), the
+// learner's own state, the prefix cache's byte budget, an allowance for the runtime, and what is
+// left for one training step's activations. The longest training sample follows from that last
+// share (train/memory.ts), so a long conversation is skipped as `too_long` instead of taking the
+// machine down. Pure: every input is a parameter.
+
+import type { ModelConfig } from './model/config.js';
+import { defaultKvCacheBytes } from './kv-cache-budget.js';
+import { maxTrainTokens, trainStepBytes } from './train/memory.js';
+
+/** Of the machine's memory, the share openclaw-rl plans for; the rest is the system's and other programs'. */
+export const USABLE_MEMORY_SHARE = 0.75;
+/** Node itself, the three threads' JavaScript heaps, the tokenizers, SQLite's cache and requests in flight. */
+export const RUNTIME_ALLOWANCE_BYTES = 2 ** 30;
+/** The completion share of a training sample that the bound assumes (agent turns: long prompts, short answers). */
+export const COMPLETION_FRACTION = 0.25;
+
+export interface MemoryPlanInput {
+  cfg: ModelConfig;
+  totalBytes: number;
+  /** Parameters of the model (WorkerInfo.parameters), held as float32. */
+  parameters: number;
+  /** LoRA rank; 0 for full fine-tuning. */
+  loraRank: number;
+  /** Trainable values (LoRA's A and B, or every parameter) when learning; 0 without learning. */
+  trainableValues: number;
+  /** --kv-cache-mb in bytes; undefined for the default. */
+  kvCacheBytes?: number;
+  /** --max-train-tokens; undefined to derive it. */
+  maxTrainTokens?: number;
+}
+
+export interface MemoryPlan {
+  totalBytes: number;
+  weightsBytes: number;
+  /** The trainable copy, its gradients and AdamW's two moments. */
+  learnerStateBytes: number;
+  kvCacheBytes: number;
+  runtimeAllowanceBytes: number;
+  /** What one training step's buffers may take (LearnerConfig.activationBudgetBytes). */
+  activationBudgetBytes: number;
+  maxTrainTokens: number;
+  /** The most one step takes: a sample of maxTrainTokens tokens, layers recomputed. */
+  trainBytes: number;
+  /** maxTrainTokens was given and its step needs more than the budget. */
+  overBudget: boolean;
+}
+
+export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
+  const { cfg, totalBytes, loraRank } = input;
+  const weightsBytes = 4 * input.parameters;
+  const learnerStateBytes = 4 * 4 * input.trainableValues;
+  const kvCacheBytes = input.kvCacheBytes ?? defaultKvCacheBytes(cfg, totalBytes);
+  const fixed = weightsBytes + learnerStateBytes + kvCacheBytes + RUNTIME_ALLOWANCE_BYTES;
+  const activationBudgetBytes = Math.max(0, Math.floor(USABLE_MEMORY_SHARE * totalBytes - fixed));
+  const derived = maxTrainTokens(cfg, activationBudgetBytes, { loraRank, completionFraction: COMPLETION_FRACTION });
+  const tokens = input.maxTrainTokens ?? derived;
+  const trainBytes = stepBytes(cfg, tokens, loraRank);
+  return {
+    totalBytes, weightsBytes, learnerStateBytes, kvCacheBytes, runtimeAllowanceBytes: RUNTIME_ALLOWANCE_BYTES,
+    activationBudgetBytes, maxTrainTokens: tokens, trainBytes, overBudget: trainBytes > activationBudgetBytes,
+  };
+}
+
+function stepBytes(cfg: ModelConfig, tokens: number, loraRank: number): number {
+  if (tokens < 2) return 0;
+  return trainStepBytes(cfg, { tokens, completionTokens: Math.ceil(COMPLETION_FRACTION * tokens), loraRank, checkpoint: true });
+}
+
+/** One line for the startup banner and log. */
+export function describeMemoryPlan(p: MemoryPlan): string {
+  const mb = (b: number) => `${Math.round(b / 2 ** 20)} MB`;
+  return `weights ${mb(p.weightsBytes)}, prefix cache ${mb(p.kvCacheBytes)}, training samples up to ${p.maxTrainTokens} tokens`
+    + ` (a step takes up to ${mb(p.trainBytes)} of ${mb(p.activationBudgetBytes)} for activations${p.overBudget ? ': OVER BUDGET' : ''})`;
+}
