@@ -78,6 +78,13 @@ test('serve judges closed turns, builds samples per the combine table, trains a 
   assert.equal(status.version, 1);
   assert.equal(status.queues.samples, 1, JSON.stringify({ feed: status.feed, judge: status.judge }));
   assert.equal(status.samples.trained, 3);
+  // Each turn of a session extends the one before: its prompt starts with keys and values the
+  // prefix cache holds. The tiny model's whole context fits one training step here.
+  assert.ok(status.prefixCache.hitTokens > 0 && status.prefixCache.missTokens > 0 && status.prefixCache.budgetBytes > 0, JSON.stringify(status.prefixCache));
+  const plan = serve.lines.find((l) => l.event === 'memory_plan')!;
+  assert.equal(plan.maxTrainTokens, 4096);
+  for (const [k, v] of Object.entries(status.memory)) assert.equal(plan[k], v, `memory.${k}: the status and the startup log agree`);
+  assert.deepEqual(status.tooLong, { maxTrainTokens: 4096, turns: 0 });
   await conversation(serve.url, 'sess-c', ['And 3 plus 3?']);
   assert.equal(await stopServe(serve), 0);
 
@@ -180,4 +187,22 @@ test('serve rejects contradictory or invalid learning settings with a message na
     assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
     assert.match(r.stderr, message);
   }
+});
+
+test('--max-train-tokens: turns longer than the bound are judged, never trained, and counted as too long', async (t) => {
+  const judge = await startJudgeDouble();
+  judge.force = '1';
+  const data = freshDir('learn-too-long-');
+  const serve = await startServe(['--model', tinyModel(), '--data', data, '--threads', '1', '--main-model', 'main-model', '--method', 'rl', '--batch-size', '1',
+    '--judge-url', judge.url, '--judge-model', 'judge-double', '--judge-votes', '1', '--admin-key', ADMIN, '--progress-seconds', '0', '--max-train-tokens', '8']);
+  t.after(async () => { await stopServe(serve); await judge.close(); });
+  assert.equal(serve.lines.find((l) => l.event === 'memory_plan')!.maxTrainTokens, 8);
+  await conversation(serve.url, 'sess-long', ['What is 2 plus 2?', 'Thanks.', 'And 3 plus 3?']);
+  const tooLongLines = () => serve.lines.filter((l) => l.event === 'sample_too_long');
+  await serve.waitForLog(() => tooLongLines().length >= 2);
+  for (const line of tooLongLines()) assert.ok((line.tokens as number) > 8 && line.maxTrainTokens === 8, JSON.stringify(line));
+  const status = await adminStatus(serve.root);
+  assert.deepEqual(status.tooLong, { maxTrainTokens: 8, turns: 2 });
+  assert.equal(status.samples.queued + status.samples.trained, 0);
+  assert.equal(status.steps, 0);
 });
