@@ -12,14 +12,12 @@
 // Models (the preset's shape, context raised to 32k) are generated once into .cache/bench-models/.
 // BENCH_THREADS sets the BLAS threads (default 2), BENCH_TURNS the turns (default 5).
 
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { LocalEngine } from '../src/engine/local/engine.js';
-import { modelConfigOf, PRESETS, writeModelFolder } from '../src/engine/local/model/init.js';
+import { modelConfigOf, PRESETS } from '../src/engine/local/model/init.js';
 import { createKvCache } from '../src/engine/local/model/kv-cache.js';
 import { PrefixCache } from '../src/engine/local/runtime/prefix-cache.js';
 import type { PrefixCacheStats } from '../src/engine/local/runtime/prefix-cache-stats.js';
-import { ROOT } from './models.js';
+import { benchModel, type BenchPreset } from './models.js';
 
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
 const FIRST_PROMPT = 16_000;
@@ -27,18 +25,6 @@ const NEW_PER_TURN = 300;
 const ANSWER = 32;
 const TURNS = Number(process.env.BENCH_TURNS ?? 5);
 const CONTEXT = 32_768;
-
-function model(preset: string): string {
-  const dir = join(ROOT, '.cache', 'bench-models', `${preset}-32k`);
-  if (!existsSync(join(dir, 'config.json'))) {
-    console.log(`generating ${preset} model (context ${CONTEXT}) in ${dir} ...`);
-    writeModelFolder({
-      out: dir, shape: { family: 'qwen3', ...PRESETS[preset]!, maxPositionEmbeddings: CONTEXT }, seed: 0, dtype: 'F32', shards: 1,
-      tokenizerVocab: Math.min(PRESETS[preset]!.vocabSize, 4096), initStd: 0.02,
-    });
-  }
-  return dir;
-}
 
 const ids = (n: number, salt: number, vocab: number) =>
   Array.from({ length: n }, (_, i) => (i * 7919 + salt * 104_729) % (vocab - 10) + 10);
@@ -108,7 +94,7 @@ function lookupMicros(): number {
 async function main(): Promise<void> {
   const presets = process.argv.slice(2);
   for (const preset of presets.length > 0 ? presets : ['tiny']) {
-    const { off, on, stats } = await sessions(model(preset));
+    const { off, on, stats } = await sessions(benchModel(preset as BenchPreset, CONTEXT));
     const setup = `${THREADS} threads, first prompt ${FIRST_PROMPT}, +${ANSWER} answer +${NEW_PER_TURN} new per turn`;
     console.log(`\n== ${preset} (${setup}) ==`);
     console.log('turn  prompt   TTFT off (ms)   TTFT on (ms)   ratio');

@@ -144,9 +144,10 @@ export async function defaultPromptScenario(ctx) {
       started ? `${started.samples} samples, ${started.tokens} tokens; ${trained ? `version ${trained.version}` : 'not trained'}` : 'no batch started');
     check('default prompt: a later turn was served by the new version', !!trained && main.at(-1)?.policy_version >= 1, `last turn v${main.at(-1)?.policy_version}`);
     const plan = listening ?? serveLog.find((e) => e.event === 'memory_plan');
-    const bound = plan ? ready.rss + plan.kvCacheBytes + plan.trainBytes + plan.runtimeAllowanceBytes : NaN;
+    const bound = plan ? ready.rss + plan.kvCacheBytes + plan.learnerStateBytes + plan.trainBytes + plan.runtimeAllowanceBytes : NaN;
     check('default prompt: the serve process\'s peak RSS stays under the bound computed from the model\'s shapes', peak < bound,
       `peak ${mb(peak)}; bound ${mb(bound)} = RSS when ready ${mb(ready.rss)} + KV cache budget ${mb(plan?.kvCacheBytes ?? NaN)}`
+      + ` + learner state ${mb(plan?.learnerStateBytes ?? NaN)}`
       + ` + training step at ${plan?.maxTrainTokens} tokens ${mb(plan?.trainBytes ?? NaN)} + allowance ${mb(plan?.runtimeAllowanceBytes ?? NaN)}`);
     const errors = serveLog.filter((e) => /error|fatal|crash/i.test(e.event ?? '') && e.event !== 'request');
     check('default prompt: no error events in the server log, and serve stopped', errors.length === 0 && serveStopped, errors.slice(0, 3).map((e) => JSON.stringify(e).slice(0, 200)).join(' | '));
