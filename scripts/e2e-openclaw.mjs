@@ -24,7 +24,7 @@
 //
 // Env: OPENCLAW_E2E_CACHE (cache folder), OPENCLAW_E2E_MODEL (any model folder to serve instead),
 // OPENCLAW_E2E_TOOL_MODEL=0 (a random model instead: the tool-call checks then fail),
-// OPENCLAW_E2E_DEFAULT_PROMPT=0 (skip the default-prompt scenario),
+// OPENCLAW_E2E_DEFAULT_PROMPT=0 (skip the default-prompt scenario), OPENCLAW_E2E_ONLY=default-prompt (run only it),
 // OPENCLAW_E2E_DEADLINE_S (budget, default 600).
 
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -131,6 +131,10 @@ async function main() {
   for (const d of ['home/.openclaw', 'home/workspace', 'logs', 'data']) mkdirSync(join(work, d), { recursive: true });
   const logs = join(work, 'logs');
   say(`run folder ${work}`);
+  if (process.env.OPENCLAW_E2E_ONLY === 'default-prompt') {
+    await defaultPromptScenario({ root: ROOT, cli: CLI, node24, openclaw, work: join(work, 'default-prompt'), toolModelDir: TOOL_MODEL_DIR, check });
+    return;
+  }
 
   // Judge double (in this process).
   const judge = await startJudgeDouble({ log: join(logs, 'judge-requests.jsonl') });
@@ -160,7 +164,7 @@ async function main() {
     .replaceAll('__WORK__', work).replaceAll('__PROVIDER_URL__', `${base}/v1`).replaceAll('__API_KEY__', API_KEY)
     .replaceAll('__TIMEOUT_S__', '120').replaceAll('__MAX_TOKENS__', String(MAX_TOKENS))
     .replaceAll('__GW_PORT__', String(gwPort)).replaceAll('__GW_TOKEN__', GW_TOKEN)
-    .replaceAll('__TOOLS__', 'tools: { profile: "minimal", alsoAllow: ["read"] },');
+    .replaceAll('__TOOLS__', 'tools: { profile: "minimal", alsoAllow: ["read"] },').replaceAll('__PROMPT_KNOBS__', 'skipBootstrap: true, skills: [],');
   writeFileSync(join(home, '.openclaw/openclaw.json'), config);
   writeFileSync(join(home, 'workspace', TOOL_MARKER), notesContent);
   const ocEnv = {
