@@ -193,17 +193,22 @@ test('trainer: many batches in the background, samples arriving meanwhile: each 
   store.close();
 });
 
-test('trainer: close() during a batch returns promptly and publishes nothing', async () => {
-  const backend = new PolicyBackendDouble();
-  const { store, trainer } = trainerSetup({ batchSize: 1, pollMs: 10_000 }, backend);
-  let release!: () => void;
-  backend.gate = new Promise((r) => { release = r; });
+/** Queues one sample, starts the trainer and resolves once its batch is in trainBatch. */
+async function startOneBatch(store: Store, trainer: Trainer, backend: PolicyBackendDouble): Promise<void> {
   let training!: () => void;
   const started = new Promise<void>((r) => { training = r; });
   backend.onCall = (call) => { if (call === 'train') training(); };
   queueSample(store, learnTurn());
   trainer.start();
   await started;
+}
+
+test('trainer: close() during a batch returns promptly and publishes nothing', async () => {
+  const backend = new PolicyBackendDouble();
+  const { store, trainer } = trainerSetup({ batchSize: 1, pollMs: 10_000 }, backend);
+  let release!: () => void;
+  backend.gate = new Promise((r) => { release = r; });
+  await startOneBatch(store, trainer, backend);
   assert.equal(trainer.state, 'training');
   const closing = trainer.close();
   release();
@@ -222,12 +227,7 @@ test('trainer: close() during a batch that would run for minutes stops it throug
   backend.gate = new Promise((_, reject) => { stop = reject; });
   let stopCalls = 0;
   backend.stopTraining = async () => { stopCalls++; stop(new Error('the learner was closed')); };
-  let training!: () => void;
-  const started = new Promise<void>((r) => { training = r; });
-  backend.onCall = (call) => { if (call === 'train') training(); };
-  queueSample(store, learnTurn());
-  trainer.start();
-  await started;
+  await startOneBatch(store, trainer, backend);
   assert.deepEqual(log.named('batch_started').map((f) => [f.batch, f.samples, f.tokens]), [[1, 1, 7]]);
   await trainer.close(); // the gate never opens by itself: only stopTraining ends the batch
   assert.equal(stopCalls, 1);
