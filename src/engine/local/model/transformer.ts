@@ -1,7 +1,8 @@
 // Inference forward pass of the decoder families (Qwen3, Qwen2, Llama 3) over a batch of
 // segments: each segment is some new tokens of one sequence, continuing its KV cache. All
 // segments' tokens go through the linear layers together (one GEMM per weight, or GEMV when a
-// single token is in flight); attention runs per segment against its own cache.
+// single token is in flight); attention runs per segment against its own cache, one query row
+// at a time for decoding, in blocks of rows through GEMMs for prompts (segment-attention.ts).
 //
 // Shapes: T = tokens in the step (all segments), D = hidden, F = ffn, H = q heads, KV = kv heads,
 // hd = head dim, V = vocab, R = rows whose logits are wanted.
@@ -9,6 +10,7 @@
 import type { Kernels } from '../kernels/kernels.js';
 import { type ModelConfig, ropeInvFreq } from './config.js';
 import { type KvCache, reserveKvCache } from './kv-cache.js';
+import { segmentAttention } from './segment-attention.js';
 import type { ParamStore } from './weights.js';
 import type { Lora } from '../train/lora.js';
 import type { LinearName } from '../train/model.js';
@@ -124,9 +126,9 @@ export class Transformer {
         const n = s.tokens.length, start = s.cache.length;
         s.cache.k[l]!.set(kk.subarray(row * kvDim, (row + n) * kvDim), start * kvDim);
         s.cache.v[l]!.set(vv.subarray(row * kvDim, (row + n) * kvDim), start * kvDim);
-        k.attention(
-          att.subarray(row * qDim, (row + n) * qDim), q.subarray(row * qDim, (row + n) * qDim),
-          s.cache.k[l]!, s.cache.v[l]!, n, start, cfg.numHeads, cfg.numKvHeads, hd, kvDim, 1 / Math.sqrt(hd),
+        segmentAttention(
+          k, att.subarray(row * qDim, (row + n) * qDim), q.subarray(row * qDim, (row + n) * qDim),
+          s.cache.k[l]!, s.cache.v[l]!, n, start, cfg, (floats) => this.buf('attentionScratch', floats),
         );
         row += n;
       }

@@ -1,0 +1,63 @@
+// Attention of one segment (new tokens of one sequence) against its KV cache, choosing the kernel
+// by the number of query rows. The one-row kernel (Kernels.attention) reads the whole K and V once
+// per query row: right for decoding, but a prompt chunk of 300 rows against 16k cached keys then
+// streams K and V 300 times (memory-bound). With many rows, each head's blocks of query rows go
+// through BLAS instead, reading K and V once per block (train/attention.ts's scheme, forward only):
+//   S = scale * Q_b K^T over key columns 0 .. start + r0 + rows (sgemm),
+//   P = causal softmax per row (causalSoftmaxRows, row r0 + i seeing columns 0 .. start + r0 + i),
+//   O_b = P V (sgemm).
+// Stacking the query heads that share a kv head into one block (one pass over K and V for the
+// group) was measured too: no faster at these shapes, the score block's traffic dominates.
+
+import type { Kernels } from '../kernels/kernels.js';
+import type { ModelConfig } from './config.js';
+
+export type AttentionHeads = Pick<ModelConfig, 'numHeads' | 'numKvHeads' | 'headDim'>;
+
+/**
+ * Below this many query rows the one-row kernel is faster (bench/prefill-attention.ts: at 4 rows
+ * the two are even, from 8 rows the GEMMs win at every cache length tried, 256 to 16k keys).
+ */
+export const BLOCKED_MIN_ROWS = 8;
+
+/** Query rows per block and head, as in training: 64 and 256 measured no faster. */
+export const QUERY_BLOCK = 128;
+
+/**
+ * out[Tq, H*hd] = causal attention of q[Tq, H*hd] (positions start .. start+Tq-1) over the cache
+ * rows k, v [start+Tq, KV*hd] (row stride KV*hd, rows start .. already written). `scratch(n)`
+ * returns n floats the call may overwrite; it asks for O(QUERY_BLOCK * (start + Tq)), never n^2.
+ */
+export function segmentAttention(
+  kernels: Kernels, out: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array,
+  Tq: number, start: number, heads: AttentionHeads, scratch: (floats: number) => Float32Array,
+): void {
+  const { numHeads: H, numKvHeads: KV, headDim: hd } = heads;
+  if (Tq < BLOCKED_MIN_ROWS) kernels.attention(out, q, k, v, Tq, start, H, KV, hd, KV * hd, 1 / Math.sqrt(hd));
+  else blockedAttention(kernels, out, q, k, v, Tq, start, heads, scratch);
+}
+
+/** The GEMM path of segmentAttention, for any Tq (exported for the benchmark and the tests). */
+export function blockedAttention(
+  kernels: Kernels, out: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array,
+  Tq: number, start: number, heads: AttentionHeads, scratch: (floats: number) => Float32Array,
+): void {
+  const { numHeads: H, numKvHeads: KV, headDim: hd } = heads;
+  const group = H / KV, qDim = H * hd, kvDim = KV * hd, scale = 1 / Math.sqrt(hd);
+  const maxRows = Math.min(QUERY_BLOCK, Tq), maxCols = start + Tq;
+  const mem = scratch(maxRows * (maxCols + 1));
+  const S = mem.subarray(0, maxRows * maxCols);
+  const lse = mem.subarray(maxRows * maxCols); // written by the softmax, not needed here
+  for (let h = 0; h < H; h++) {
+    const g = Math.floor(h / group);
+    const Q = q.subarray(h * hd), O = out.subarray(h * hd), K = k.subarray(g * hd), V = v.subarray(g * hd);
+    for (let r0 = 0; r0 < Tq; r0 += QUERY_BLOCK) {
+      // Rows r0 .. r0+rows-1 are positions start+r0 .., which see key columns 0 .. start+r0+i.
+      const rows = Math.min(QUERY_BLOCK, Tq - r0), cols = start + r0 + rows;
+      const P = S.subarray(0, rows * cols);
+      kernels.sgemm(false, true, rows, cols, hd, scale, Q.subarray(r0 * qDim), qDim, K, kvDim, 0, P, cols);
+      kernels.causalSoftmaxRows(P, lse.subarray(0, rows), rows, cols, start + r0);
+      kernels.sgemm(false, false, rows, hd, cols, 1, P, cols, V, kvDim, 0, O.subarray(r0 * qDim), qDim);
+    }
+  }
+}
