@@ -64,11 +64,14 @@ async function scenario(engine: LocalEngine): Promise<Outcome[]> {
     gen('session C', [...system, ...tokens(90, 33)], 302),
   ]));
 
-  // A LoRA version published while a generation on version 0 is part-way.
-  const inFlight = engine.generate(prompt, { maxTokens: 40, temperature: 1, seed: 400, stopTokenIds: [] })[Symbol.asyncIterator]();
+  // A LoRA version published while a generation on version 0 is part-way. These two share steps
+  // in a way that depends on timing (a loaded machine batches them differently in the two runs),
+  // and the rounding of a row moves with what shares its step; greedy, a last-bit difference
+  // cannot move a draw across a token boundary as it can at temperature 1.
+  const inFlight = engine.generate(prompt, { maxTokens: 40, temperature: 0, seed: 400, stopTokenIds: [] })[Symbol.asyncIterator]();
   const first = await inFlight.next();
   await engine.publish(randomLoraUpdate(engine.folder.config, 1, 7));
-  const onNew = gen('session turn 4 on version 1', prompt, 104);
+  const onNew = gen('session turn 4 on version 1', prompt, 104, { temperature: 0 });
   const rest = collect('in flight across publication 1', { [Symbol.asyncIterator]: () => inFlight });
   const [turn4, across] = await Promise.all([onNew, rest]);
   const head = first.value as Extract<GenerationEvent, { type: 'token' }>;
