@@ -3,11 +3,13 @@
 // allocates what does not grow with the step (weights, gradient buffers, BLAS's work buffers),
 // resets and reads VmHWM, runs one forward and backward of a sample whose last quarter is the completion,
 // and reads VmHWM again. The growth is the step's memory; its slope per token between lengths
-// is what a --max-train-tokens limit rests on.
+// is what a --max-train-tokens limit rests on. Layouts: the whole tape or layers recomputed
+// (`layers`), each with every row's logits kept or the LM head chunked (`+head`).
 //
 //   npm run build && node dist/bench/train-memory.js                     # tiny, 2k to 16k tokens
 //   node dist/bench/train-memory.js qwen3-0.6b 512 2048                  # LoRA r16 at these lengths
 //   BENCH_MODES=full node dist/bench/train-memory.js tiny 4096 8192
+//   BENCH_LAYOUTS=layers,layers+head node dist/bench/train-memory.js qwen3-0.6b 4096
 
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -17,7 +19,7 @@ import { readModelFolder } from '../src/engine/local/model/folder.js';
 import { allocateParams, loadWeights } from '../src/engine/local/model/weights.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import { Lora } from '../src/engine/local/train/lora.js';
-import { trainStepBytes } from '../src/engine/local/train/memory.js';
+import { HEAD_CHUNK_ROWS, trainStepBytes } from '../src/engine/local/train/memory.js';
 import { TrainModel } from '../src/engine/local/train/model.js';
 import { benchModel, type BenchPreset } from './models.js';
 
@@ -25,7 +27,8 @@ const THREADS = Number(process.env.BENCH_THREADS ?? 2);
 const RANK = 16;
 const MiB = 2 ** 20;
 
-interface Case { preset: BenchPreset; tokens: number; lora: boolean; checkpoint: boolean }
+interface Case { preset: BenchPreset; tokens: number; lora: boolean; checkpoint: boolean; chunkedHead: boolean }
+const LAYOUTS = ['tape', 'tape+head', 'layers', 'layers+head'] as const;
 interface Measured { before: number; after: number; estimate: number; allocated: number; seconds: number }
 
 /** Resets VmHWM to the current RSS (Linux), so that the model load's transient peak is not the step's. */
@@ -48,11 +51,17 @@ function child(c: Case): Measured {
   const k = loadKernels();
   k.setThreads(THREADS);
   // BLAS touches more of its work buffers as products grow; a large one of each layout first,
-  // so that those pages (a constant) are not counted as the step's.
+  // so that those pages (a constant) are not counted as the step's. With threads, OpenBLAS
+  // touches more of them as M grows in a tall, narrow product (x W^T with M = tokens), up to
+  // tens of MiB past M = 2^19: one of those too, its operands freed again.
   const n = 2048, warm = new Float32Array(n * n);
   for (const [ta, tb] of [[false, false], [true, false], [false, true]] as const) {
     k.sgemm(ta, tb, n, n, n, 1, warm, n, warm, n, 0, warm, n);
   }
+  const tall = 2 ** 19, narrow = 64;
+  k.sgemm(false, true, tall, narrow, narrow, 1, new Float32Array(tall * narrow), narrow, warm, narrow, 0,
+    new Float32Array(tall * narrow), narrow);
+  (globalThis as { gc?: () => void }).gc?.();
   let lora: Lora | null = null;
   let grads = null;
   if (c.lora) {
@@ -63,7 +72,7 @@ function child(c: Case): Measured {
     grads = allocateParams(base.specs);
     grads.data.fill(0);
   }
-  const model = new TrainModel(cfg, base, grads, lora, k, { checkpoint: c.checkpoint });
+  const model = new TrainModel(cfg, base, grads, lora, k, { checkpoint: c.checkpoint, chunkedHead: c.chunkedHead });
   const rng = createRng(c.tokens);
   const tokens = Array.from({ length: c.tokens }, () => Math.floor(rng.next() * cfg.vocabSize));
   const completion = Math.ceil(c.tokens / 4);
@@ -76,13 +85,15 @@ function child(c: Case): Measured {
   const after = peakRssBytes();
   const estimate = trainStepBytes(cfg, {
     tokens: c.tokens, completionTokens: completion, loraRank: c.lora ? RANK : 0, checkpoint: c.checkpoint,
+    ...(c.chunkedHead ? { headChunkRows: HEAD_CHUNK_ROWS } : {}),
   });
   return { before, after, estimate, allocated: model.bufferBytes, seconds };
 }
 
 function measure(c: Case): Measured {
   const script = fileURLToPath(import.meta.url);
-  const run = spawnSync(process.execPath, [script, '--child', JSON.stringify(c)], { encoding: 'utf8' });
+  const args = ['--expose-gc', script, '--child', JSON.stringify(c)];
+  const run = spawnSync(process.execPath, args, { encoding: 'utf8' });
   if (run.status !== 0) throw new Error(`child for ${JSON.stringify(c)} failed: ${run.stderr}`);
   return JSON.parse(run.stdout.trim().split('\n').at(-1)!) as Measured;
 }
@@ -96,20 +107,23 @@ function main(): void {
   const preset = (args[0] ?? 'tiny') as BenchPreset;
   const lengths = args.length > 1 ? args.slice(1).map(Number) : [2048, 4096, 8192, 16384];
   const modes = (process.env.BENCH_MODES ?? 'lora').split(',');
+  const layouts = (process.env.BENCH_LAYOUTS ?? LAYOUTS.join(',')).split(',');
+  for (const l of layouts) if (!(LAYOUTS as readonly string[]).includes(l)) throw new Error(`unknown layout ${l}`);
   console.log(`peak RSS growth of one forward + backward (last quarter completion), ${preset}, ${THREADS} threads`);
-  console.log('mode        layout       tokens  estimate MiB  measured MiB  measured/estimate  step s');
+  console.log('mode        layout       tokens  estimate MiB  measured MiB  measured/estimate  step s  peak RSS MiB');
   for (const mode of modes) {
-    for (const checkpoint of [false, true]) {
+    for (const layout of layouts) {
+      const checkpoint = layout.startsWith('layers'), chunkedHead = layout.endsWith('+head');
       const rows: Array<{ tokens: number; m: Measured }> = [];
       for (const tokens of lengths) {
-        const m = measure({ preset, tokens, lora: mode === 'lora', checkpoint });
+        const m = measure({ preset, tokens, lora: mode === 'lora', checkpoint, chunkedHead });
         rows.push({ tokens, m });
         const growth = m.after - m.before;
         console.log([
-          (mode === 'lora' ? `LoRA r${RANK}` : 'full').padEnd(11), (checkpoint ? 'recomputed' : 'whole tape').padEnd(12),
+          (mode === 'lora' ? `LoRA r${RANK}` : 'full').padEnd(11), layout.padEnd(12),
           String(tokens).padStart(6), (m.estimate / MiB).toFixed(1).padStart(13),
           (growth / MiB).toFixed(1).padStart(13), (growth / m.estimate).toFixed(3).padStart(18),
-          m.seconds.toFixed(2).padStart(7),
+          m.seconds.toFixed(2).padStart(7), (m.after / MiB).toFixed(0).padStart(13),
         ].join(' '));
         if (m.allocated !== m.estimate) {
           console.log(`  (TrainModel holds ${m.allocated} bytes, the estimate says ${m.estimate})`);

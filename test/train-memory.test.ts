@@ -1,7 +1,9 @@
-// Training in bounded memory: recomputing layers in the backward (checkpointing) gives exactly
-// the gradients of keeping the whole tape; trainStepBytes is exactly what TrainModel allocates,
-// and grows linearly with the tokens (no n x n attention matrix, at 4096 tokens); the buffer
-// cache keeps one layout at a time; maxTrainTokens finds the longest sample that fits a budget.
+// Training in bounded memory: recomputing layers in the backward (checkpointing) and computing
+// the LM head's logits a chunk of rows at a time give exactly the outputs and gradients of
+// keeping everything; trainStepBytes is exactly what TrainModel allocates, and grows linearly
+// with the tokens (no n x n attention matrix, at 4096 tokens; with the head chunked, no R x vocab
+// logits); a budget picks the cheapest layout that fits; the buffer cache keeps one layout at a
+// time; maxTrainTokens finds the longest sample that fits a budget.
 
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,7 +13,7 @@ import { modelConfigOf, PRESETS, randomParams } from '../src/engine/local/model/
 import { allocateParams } from '../src/engine/local/model/weights.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import { Lora } from '../src/engine/local/train/lora.js';
-import { maxTrainTokens, trainStepBytes } from '../src/engine/local/train/memory.js';
+import { HEAD_CHUNK_ROWS, maxTrainTokens, type StepSize, trainStepBytes } from '../src/engine/local/train/memory.js';
 import { type TrainModelOptions, TrainModel, type TrainSequence } from '../src/engine/local/train/model.js';
 
 const kernels = loadKernels();
@@ -80,21 +82,68 @@ describe('checkpointing (layers recomputed in the backward)', () => {
   }
 });
 
-describe('memory of a training step', () => {
-  const cases: Array<[string, ModelFamily, boolean, boolean]> = [
-    ['qwen3 LoRA, layers recomputed', 'qwen3', true, true],
-    ['qwen3 LoRA, whole tape', 'qwen3', true, false],
-    ['llama full fine-tuning, layers recomputed', 'llama', false, true],
+describe('the chunked LM head (logits computed a chunk of rows at a time, again in the backward)', () => {
+  const cases: Array<[ModelFamily, boolean, boolean]> = [
+    ['qwen3', true, false], ['qwen3', true, true], ['llama', false, false], ['qwen2', false, true],
   ];
-  for (const [name, family, lora, checkpoint] of cases) {
+  for (const [family, lora, checkpoint] of cases) {
+    const what = `${family} ${lora ? 'LoRA' : 'full fine-tuning'}${checkpoint ? ', layers recomputed' : ''}`;
+    test(`${what}: the same outputs and gradients as keeping every row's logits`, () => {
+      const whole = makeModel(family, lora, { checkpoint, chunkedHead: false });
+      // 153 completion rows: chunks of 64, 64 and 25, which split a sequence's rows.
+      const chunked = makeModel(family, lora, { checkpoint, chunkedHead: true, headChunkRows: 64 });
+      const V = whole.cfg.vocabSize, rng = createRng(15);
+      const batch = [sequence(rng, 300, 200, V), sequence(rng, 5, 2, V), sequence(rng, 150, 100, V)];
+      for (let round = 0; round < 2; round++) {
+        const a = step(whole.model, batch, V), b = step(chunked.model, batch, V);
+        assertClose(a.logprobs, b.logprobs, 'logprobs');
+        assertClose(a.entropy, b.entropy, 'entropy');
+        assertClose(a.extraLogprobs!, b.extraLogprobs!, 'extra logprobs');
+        assertClose(whole.grads, chunked.grads, `gradients after round ${round}`);
+        assert.ok(whole.grads.some((g) => g !== 0), 'gradients were computed');
+      }
+      assert.ok(chunked.model.bufferBytes < whole.model.bufferBytes, 'a chunk of logits is less than all of them');
+    });
+  }
+});
+
+/**
+ * Not bit-identical: OpenBLAS (0.3.21) does not give a row of a GEMM the same bits whatever the
+ * number of rows M (measured at D 1024: 0.1% of a 512-row chunk's logits differ from the same
+ * rows' in a 1024-row product on one thread, 3% on two; how M is blocked, and split between
+ * threads, changes the order of float32 operations). So a chunk's logits differ from one R-row
+ * GEMM's by float32 rounding, and so does everything downstream; with full fine-tuning the
+ * head's weight gradient is also summed chunk by chunk instead of in one K = R product.
+ * Measured here: within 6e-7 of each array's largest value; asserted within 5e-6.
+ */
+function assertClose(a: Float32Array, b: Float32Array, what: string): void {
+  assert.equal(a.length, b.length, `${what}: length`);
+  let scale = 0, worst = 0;
+  for (let i = 0; i < a.length; i++) scale = Math.max(scale, Math.abs(a[i]!));
+  for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
+  const message = `${what}: max difference ${worst.toExponential(2)}, largest ${scale.toExponential(2)}`;
+  assert.ok(worst <= 5e-6 * scale, message);
+}
+
+describe('memory of a training step', () => {
+  const cases: Array<[string, ModelFamily, boolean, Pick<StepSize, 'checkpoint' | 'headChunkRows'>]> = [
+    ['qwen3 LoRA, layers recomputed', 'qwen3', true, { checkpoint: true }],
+    ['qwen3 LoRA, whole tape', 'qwen3', true, { checkpoint: false }],
+    ['llama full fine-tuning, layers recomputed', 'llama', false, { checkpoint: true }],
+    ['qwen3 LoRA, layers recomputed, head chunked', 'qwen3', true, { checkpoint: true, headChunkRows: 300 }],
+    ['llama full fine-tuning, whole tape, head chunked', 'llama', false, { checkpoint: false, headChunkRows: 300 }],
+  ];
+  for (const [name, family, lora, layout] of cases) {
     test(`${name}: trainStepBytes is what TrainModel allocates, and 4096 tokens take at most 2.1x 2048`, () => {
       const measured: number[] = [];
       for (const tokens of [2048, 4096]) {
         // A fresh model per length, so that the cache holds exactly this step's buffers.
-        const { cfg, model } = makeModel(family, lora, { checkpoint });
+        const chunkedHead = layout.headChunkRows !== undefined;
+        const { cfg, model } = makeModel(family, lora, { ...layout, chunkedHead });
         const rng = createRng(tokens);
         step(model, [sequence(rng, tokens, tokens / 2, cfg.vocabSize)], cfg.vocabSize);
-        const estimate = trainStepBytes(cfg, { tokens, completionTokens: tokens / 2, loraRank: lora ? 4 : 0, checkpoint });
+        const size = { tokens, completionTokens: tokens / 2, loraRank: lora ? 4 : 0, ...layout };
+        const estimate = trainStepBytes(cfg, size);
         assert.equal(model.bufferBytes, estimate, `${tokens} tokens: allocated vs estimated bytes`);
         measured.push(model.bufferBytes);
       }
@@ -102,6 +151,16 @@ describe('memory of a training step', () => {
       assert.ok(ratio <= 2.1, `bytes at 4096 tokens are ${ratio.toFixed(3)}x those at 2048`);
     });
   }
+
+  test('with the head chunked, the logits take one chunk: a completion token costs 4 x hidden floats', () => {
+    const cfg = modelConfigOf({ family: 'qwen3', ...PRESETS['qwen3-0.6b']! }, [1]);
+    const bytes = (completionTokens: number, headChunkRows?: number) =>
+      trainStepBytes(cfg, { tokens: 16384, completionTokens, loraRank: 16, checkpoint: true, headChunkRows });
+    const perCompletionToken = (bytes(8192, 512) - bytes(4096, 512)) / 4096;
+    assert.equal(perCompletionToken, 4 * 4 * cfg.hiddenSize);
+    assert.equal(bytes(4096) - bytes(4096, 512), 4 * (4096 - 512) * cfg.vocabSize, 'the logits rows not held');
+    assert.equal(bytes(300, 512), bytes(300), 'fewer rows than a chunk: the same as unchunked');
+  });
 
   test('packed sequences size the attention scratch by the longest one', () => {
     const { cfg, model } = makeModel('qwen3', true, { checkpoint: true });
@@ -120,7 +179,7 @@ describe('memory of a training step', () => {
     // 200 tokens fit with the whole tape, 500 only with layers recomputed.
     const budget = bytes(200, false);
     assert.ok(bytes(500, true) <= budget && bytes(500, false) > budget, 'the budget separates the two lengths');
-    const { model } = makeModel('qwen3', true, { activationBudgetBytes: budget }, 8);
+    const { model } = makeModel('qwen3', true, { activationBudgetBytes: budget, chunkedHead: false }, 8);
     const rng = createRng(14), V = cfg.vocabSize;
     const run = (tokens: number) => step(model, [sequence(rng, tokens, tokens / 2, V)], V);
     run(200);
@@ -133,20 +192,48 @@ describe('memory of a training step', () => {
     assert.equal(model.bufferBytes, bytes(200, false), 'back to the whole tape: the shared buffers freed');
   });
 
+  test('a budget chunks the head before it recomputes layers, and only where the logits would not fit', () => {
+    const cfg = tinyConfig('qwen3', 8), rank = 4, chunk = 64;
+    const bytes = (tokens: number, completion: number, checkpoint: boolean, headChunkRows?: number) =>
+      trainStepBytes(cfg, { tokens, completionTokens: completion, loraRank: rank, checkpoint, headChunkRows });
+    const budget = bytes(400, 200, false);
+    // 400 tokens with 300 completion rows fit with the head chunked, not with all their logits.
+    assert.ok(bytes(400, 300, false) > budget && bytes(400, 300, false, chunk) <= budget);
+    const { model } = makeModel('qwen3', true, { activationBudgetBytes: budget, headChunkRows: chunk }, 8);
+    const rng = createRng(16), V = cfg.vocabSize;
+    const run = (tokens: number, completion: number) => step(model, [sequence(rng, tokens, tokens - completion, V)], V);
+    run(400, 100);
+    assert.equal(model.bufferBytes, bytes(400, 100, false), 'a short completion: every row\'s logits kept');
+    run(400, 300);
+    assert.equal(model.bufferBytes, bytes(400, 300, false, chunk), 'a long one: the whole tape, the head chunked');
+    assert.ok(bytes(1000, 600, false, chunk) > budget && bytes(1000, 600, true) <= budget);
+    run(1000, 600);
+    assert.equal(model.bufferBytes, bytes(1000, 600, true), 'a long sample: layers recomputed, all logits kept');
+    assert.ok(bytes(1400, 600, true) > budget && bytes(1400, 600, true, chunk) <= budget);
+    run(1400, 600);
+    assert.equal(model.bufferBytes, bytes(1400, 600, true, chunk), 'longer still: both');
+  });
+
   test('maxTrainTokens is the longest sample whose step fits the budget', () => {
     const cfg = modelConfigOf({ family: 'qwen3', ...PRESETS['qwen3-0.6b']! }, [1]);
     const fits = (tokens: number, loraRank: number, fraction: number, budget: number) =>
       trainStepBytes(cfg, {
         tokens, completionTokens: Math.max(1, Math.ceil(fraction * tokens)), loraRank, checkpoint: true,
+        headChunkRows: HEAD_CHUNK_ROWS,
       }) <= budget;
     for (const budget of [2 ** 30, 4 * 2 ** 30, 16 * 2 ** 30]) {
       for (const [loraRank, fraction] of [[16, 0.25], [0, 0.25], [16, 0.5]] as const) {
         const n = maxTrainTokens(cfg, budget, { loraRank, completionFraction: fraction });
         assert.ok(n > 0 && fits(n, loraRank, fraction, budget), `${n} tokens fit ${budget} bytes (rank ${loraRank})`);
-        assert.ok(!fits(n + 1, loraRank, fraction, budget), `${n + 1} tokens do not`);
+        const capped = n === cfg.maxPositionEmbeddings;
+        assert.ok(capped || !fits(n + 1, loraRank, fraction, budget), `${n + 1} tokens do not`);
       }
     }
     assert.ok(maxTrainTokens(cfg, 8 * 2 ** 30, { loraRank: 16 }) > maxTrainTokens(cfg, 4 * 2 ** 30, { loraRank: 16 }));
+    // The completion's share matters little with the head chunked: all completion vs a quarter.
+    const quarter = maxTrainTokens(cfg, 4 * 2 ** 30, { loraRank: 16 });
+    const all = maxTrainTokens(cfg, 4 * 2 ** 30, { loraRank: 16, completionFraction: 1 });
+    assert.ok(all > 0.9 * quarter, `${all} tokens all completion vs ${quarter} a quarter`);
     assert.equal(maxTrainTokens(cfg, 1e6, { loraRank: 16 }), 0, 'nothing fits a megabyte');
     assert.equal(maxTrainTokens(cfg, 2 ** 50, { loraRank: 16 }), cfg.maxPositionEmbeddings, 'capped at the context');
   });

@@ -2,7 +2,8 @@
 // same loss; gradients agree to 1e-4 (relative to each tensor's largest gradient) and one AdamW
 // step gives the same parameters, for every family, full fine-tuning and LoRA, policy and
 // top-K distillation losses; and on packed sequences of 300 and 520 tokens (several attention
-// query blocks, GQA), with the whole tape kept and with layers recomputed (checkpointing).
+// query blocks, GQA), with the whole tape kept and with layers recomputed (checkpointing), and
+// with the LM head's logits computed (and recomputed in the backward) in chunks of rows.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -16,6 +17,7 @@ import { readSafetensorsHeader, readTensorInto, writeSafetensors } from '../src/
 import { loadWeights } from '../src/engine/local/model/weights.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import { LearnerCore, type LearnerConfig } from '../src/engine/local/train/learner.js';
+import { trainStepBytes } from '../src/engine/local/train/memory.js';
 import { TrainModel } from '../src/engine/local/train/model.js';
 import type { TrainingSample } from '../src/engine/types.js';
 import { makeTinyModel, PYTHON, scratchDir } from './helpers/models.js';
@@ -47,16 +49,28 @@ interface CheckOptions {
   long?: boolean;
   /** Recompute layers in the backward (an activation budget of 0) or keep the whole tape (no budget). */
   checkpoint?: boolean;
+  /**
+   * Chunk the LM head into this many rows (with `long`): the budget is then exactly the step's
+   * bytes in that layout, which the model picks as the cheapest that fits.
+   */
+  headChunkRows?: number;
 }
 
 async function crossCheck(family: ModelFamily, lora: boolean, lossKind: 'policy' | 'topk', opts: CheckOptions = {}) {
   const dir = makeTinyModel({ family, seed: 31, shape: { tieWordEmbeddings: family !== 'llama' } });
   const cfg = readModelFolder(dir).config;
   const base = loadWeights(dir, cfg);
+  const budget = opts.headChunkRows
+    ? trainStepBytes(cfg, {
+      tokens: 300 + 5 + 520, completionTokens: 70 + 2 + 120, longestSequence: 520, loraRank: lora ? 4 : 0,
+      checkpoint: opts.checkpoint ?? false, headChunkRows: opts.headChunkRows,
+    })
+    : opts.checkpoint ? 0 : Infinity;
   const config: LearnerConfig = {
     mode: lora ? { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } } : { kind: 'full' },
     optimizer, loss: lossKind === 'policy' ? { kind: 'policy', eps: 0.2, epsHigh: 0.28, tisCap: 2, klCoef: 0.1, entropyCoef: 0.01 } : { kind: 'topk', entropyCoef: 0 },
-    miniBatchSize: 2, epochs: 1, microBatchTokens: 4096, activationBudgetBytes: opts.checkpoint ? 0 : Infinity, seed: 3,
+    miniBatchSize: 2, epochs: 1, microBatchTokens: 4096, activationBudgetBytes: budget,
+    headChunkRows: opts.headChunkRows, seed: 3,
   };
   const learner = new LearnerCore(cfg, base, config, loadKernels());
   const work = scratchDir('ocrl-torch-');
@@ -153,3 +167,8 @@ for (const checkpoint of [false, true]) {
 }
 test('qwen2: full fine-tuning, top-k loss, packed 300 + 5 + 520 tokens, layers recomputed: matches PyTorch', () =>
   crossCheck('qwen2', false, 'topk', { long: true, checkpoint: true }));
+// 192 completion rows in chunks of 50, 50, 50 and 42, which split the sequences' rows.
+test('llama: full fine-tuning (untied head), top-k loss, packed 300 + 5 + 520 tokens, head chunked: matches PyTorch',
+  () => crossCheck('llama', false, 'topk', { long: true, headChunkRows: 50 }));
+test('qwen3: LoRA, policy loss, packed 300 + 5 + 520 tokens, layers recomputed, head chunked: matches PyTorch',
+  () => crossCheck('qwen3', true, 'policy', { long: true, checkpoint: true, headChunkRows: 50 }));

@@ -12,7 +12,7 @@ import type { ModelConfig } from '../model/config.js';
 import { allocateParams, type ParamStore } from '../model/weights.js';
 import { combineAdvantages, DEFAULT_POLICY_LOSS, policyLoss, topKDistillationLoss, type PolicyLossConfig } from './losses.js';
 import { Lora, type LoraSpec } from './lora.js';
-import { TrainModel, type TrainSequence } from './model.js';
+import { TrainModel, type TrainModelOptions, type TrainSequence } from './model.js';
 import type { ForwardBackwardResult, StepMetrics, TrainingSample } from '../../types.js';
 import { AdamW, DEFAULT_ADAMW, loraSegments, paramSegments, type AdamWConfig, type OptimizerState, type StepResult } from './optimizer.js';
 
@@ -31,14 +31,20 @@ export interface LearnerConfig {
   microBatchTokens: number;
   /**
    * Bytes one forward/backward's activation and gradient buffers may take (train/memory.ts):
-   * a micro-batch whose full tape would exceed it recomputes layers in the backward (slower,
-   * memory linear in tokens with a small constant); shorter ones keep the whole tape.
+   * a micro-batch whose full tape would exceed it computes the LM head's logits in chunks of
+   * rows and/or recomputes layers in the backward (slower, memory linear in tokens with a small
+   * constant), whichever adds the least work and fits; shorter ones keep the whole tape.
    */
   activationBudgetBytes: number;
+  /** Logits rows per chunk when the LM head is chunked to fit the budget; default HEAD_CHUNK_ROWS (512). */
+  headChunkRows?: number;
   seed: number;
 }
 
-/** 4 GiB: Qwen3-0.6B with LoRA keeps the whole tape up to about 1.5k tokens, recomputes layers up to about 9.7k. */
+/**
+ * 4 GiB: Qwen3-0.6B with LoRA r16 keeps the whole tape up to about 1.5k tokens, and with layers
+ * recomputed and the head chunked fits 13.6k (a quarter of them completion; 13.1k all completion).
+ */
 export const DEFAULT_ACTIVATION_BUDGET_BYTES = 4 * 2 ** 30;
 
 export const DEFAULT_LEARNER: LearnerConfig = {
@@ -83,10 +89,12 @@ export class LearnerCore {
       this.optimizer = new AdamW(this.params.data, this.grads.data, paramSegments(base.specs), config.optimizer, kernels, restore?.optimizer);
     }
     const hook = pause ? () => { this.yieldedMs += pause(); } : undefined;
-    const opts = { pause: hook, activationBudgetBytes: config.activationBudgetBytes };
+    const opts: TrainModelOptions = {
+      pause: hook, activationBudgetBytes: config.activationBudgetBytes, headChunkRows: config.headChunkRows,
+    };
     this.model = new TrainModel(cfg, this.params, this.grads, this.lora, kernels, opts);
-    // Forward only: the shared layer buffers (checkpointing's layout) are the least memory, at no cost.
-    this.reference = new TrainModel(cfg, base, null, null, kernels, { ...opts, checkpoint: true });
+    // Forward only: the shared layer buffers and a chunked head are the least memory, at no cost.
+    this.reference = new TrainModel(cfg, base, null, null, kernels, { ...opts, checkpoint: true, chunkedHead: true });
   }
 
   get steps(): number {

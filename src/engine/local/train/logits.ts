@@ -4,6 +4,9 @@
 // With p = softmax(z), lp_j = z_j - lse, H = lse - sum_i p_i z_i:
 //   d lp_j / dz = e_j - p;   dH / dz_i = -p_i (log p_i + H)
 // The dense part runs in the kernels (logitsStats, logitsBackward); the one-hot part here.
+//
+// Both work on a block of rows r0 .. r0 + n - 1 whose logits are given [n, V], against per-row
+// arrays over all rows, so that a chunked LM head can hold one block's logits at a time.
 
 import type { Kernels } from '../kernels/kernels.js';
 
@@ -14,10 +17,9 @@ export interface RowStats {
   entropy: Float32Array;
 }
 
-export function rowStats(k: Kernels, logits: Float32Array, rows: number, V: number): RowStats {
-  const lse = new Float32Array(rows), entropy = new Float32Array(rows);
-  k.logitsStats(lse, entropy, logits, rows, V);
-  return { lse, entropy };
+/** Fills rows r0 .. r0 + n - 1 of stats from those rows' logits [n, V]. */
+export function rowStats(k: Kernels, logits: Float32Array, r0: number, n: number, V: number, stats: RowStats): void {
+  k.logitsStats(stats.lse.subarray(r0, r0 + n), stats.entropy.subarray(r0, r0 + n), logits, n, V);
 }
 
 /** Gradients flowing into the logits rows: per target log-prob, per entropy, per extra id. */
@@ -30,20 +32,27 @@ export interface LogitGrads {
   extra?: { K: number; ids: Int32Array; dLogprob: Float32Array };
 }
 
-/** Overwrites logits with d loss / d logits, row by row. */
-export function logitsBackward(k: Kernels, logits: Float32Array, rows: number, V: number, targets: Int32Array, stats: RowStats, g: LogitGrads): void {
-  const gSum = Float32Array.from(g.dTarget);
-  if (g.extra) {
-    for (let r = 0; r < rows; r++) for (let j = 0; j < g.extra.K; j++) gSum[r] = gSum[r]! + g.extra.dLogprob[r * g.extra.K + j]!;
+/** Overwrites the logits [n, V] of rows r0 .. r0 + n - 1 with d loss / d logits. */
+export function logitsBackward(
+  k: Kernels, logits: Float32Array, r0: number, n: number, V: number, targets: Int32Array, stats: RowStats,
+  g: LogitGrads,
+): void {
+  const gSum = g.dTarget.slice(r0, r0 + n);
+  const extra = g.extra;
+  if (extra) {
+    for (let r = 0; r < n; r++) {
+      for (let j = 0; j < extra.K; j++) gSum[r] = gSum[r]! + extra.dLogprob[(r0 + r) * extra.K + j]!;
+    }
   }
-  k.logitsBackward(logits, rows, V, stats.lse, stats.entropy, gSum, g.dEntropy);
-  for (let r = 0; r < rows; r++) {
-    const o = r * V;
-    logits[o + targets[r]!] = logits[o + targets[r]!]! + g.dTarget[r]!;
-    if (g.extra) {
-      for (let j = 0; j < g.extra.K; j++) {
-        const id = g.extra.ids[r * g.extra.K + j]!;
-        logits[o + id] = logits[o + id]! + g.extra.dLogprob[r * g.extra.K + j]!;
+  const rows = (a: Float32Array) => a.subarray(r0, r0 + n);
+  k.logitsBackward(logits, n, V, rows(stats.lse), rows(stats.entropy), gSum, rows(g.dEntropy));
+  for (let r = 0; r < n; r++) {
+    const o = r * V, row = r0 + r;
+    logits[o + targets[row]!] = logits[o + targets[row]!]! + g.dTarget[row]!;
+    if (extra) {
+      for (let j = 0; j < extra.K; j++) {
+        const id = extra.ids[row * extra.K + j]!;
+        logits[o + id] = logits[o + id]! + extra.dLogprob[row * extra.K + j]!;
       }
     }
   }

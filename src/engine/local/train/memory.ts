@@ -4,7 +4,8 @@
 // recompute layers (checkpointing), and a caller can size its samples before training. Weights,
 // their gradients and the optimizer's moments are not included: they do not grow with a step.
 //
-// Every term is linear in the tokens: attention never holds an n x n matrix (train/attention.ts).
+// Every term is linear in the tokens: attention never holds an n x n matrix (train/attention.ts),
+// and with the LM head chunked the vocab-wide logits take a constant HEAD_CHUNK_ROWS rows.
 
 import type { ModelConfig } from '../model/config.js';
 import { attentionScratchSize } from './attention.js';
@@ -12,7 +13,7 @@ import { attentionScratchSize } from './attention.js';
 export interface StepSize {
   /** Tokens in the forward (all packed sequences). */
   tokens: number;
-  /** Completion tokens: the rows that get logits (R x vocab floats). */
+  /** Completion tokens: the rows that get logits (R x vocab floats, or one chunk of rows at a time). */
   completionTokens: number;
   /** LoRA rank; 0 for full fine-tuning. */
   loraRank: number;
@@ -22,7 +23,19 @@ export interface StepSize {
   checkpoint: boolean;
   /** Longest packed sequence, which sizes the attention scratch; default `tokens` (one sequence). */
   longestSequence?: number;
+  /**
+   * With the LM head chunked: the rows of logits computed at a time, recomputed in the backward
+   * (see TrainModel). Undefined: every completion row's logits are kept from forward to backward.
+   */
+  headChunkRows?: number;
 }
+
+/**
+ * Logits rows per chunk of a chunked LM head. Measured at the Qwen3-0.6B shape (D 1024, vocab
+ * 151936, two threads): the head's forward GEMM runs at ~42 GFLOP/s with 128 rows, ~55 with 256,
+ * ~60 with 512 and 1024; a 512-row chunk holds 311 MB of logits.
+ */
+export const HEAD_CHUNK_ROWS = 512;
 
 /** Floats one layer's tape takes per token, its input x excluded. */
 function layerFloatsPerToken(cfg: ModelConfig, loraRank: number, loraTargets: number): number {
@@ -48,9 +61,11 @@ export function trainStepBytes(cfg: ModelConfig, step: StepSize): number {
   const layer = layerFloatsPerToken(cfg, step.loraRank, targets);
   // Every layer's input and the last layer's output; then one layer's tape, or all of them.
   const tape = (cfg.numLayers + 1) * T * D + (step.checkpoint ? 1 : cfg.numLayers) * T * layer;
-  // The final norm's input and output and the logits, on the completion rows only; the backward
-  // adds two R x D buffers and writes the logits' gradient over the logits.
-  const head = R * (4 * D + cfg.vocabSize);
+  // The final norm's input and output and the logits, on the completion rows only (the logits of
+  // one chunk of them when chunked); the backward adds two R x D buffers and writes the logits'
+  // gradient over the logits.
+  const logitRows = Math.min(R, step.headChunkRows ?? R);
+  const head = R * 4 * D + logitRows * cfg.vocabSize;
   const backward = T * backwardFloatsPerToken(cfg, step.loraRank);
   const attention = attentionScratchSize(step.longestSequence ?? T);
   return 4 * (tape + head + backward + attention);
@@ -61,21 +76,26 @@ export interface SampleLimitOptions {
   loraRank: number;
   loraTargets?: number;
   /**
-   * The share of a sample's tokens that are completion (which get vocab-wide logits rows);
-   * default 0.25. A sample with a longer completion than this needs more than the budget.
+   * The share of a sample's tokens that are completion; default 0.25. With the LM head chunked
+   * each completion token costs only 4 x hidden floats more than a prompt token, so a sample
+   * with a longer completion needs only slightly more than the budget.
    */
   completionFraction?: number;
+  /** Rows per chunk of the LM head (LearnerConfig.headChunkRows); default HEAD_CHUNK_ROWS. */
+  headChunkRows?: number;
 }
 
 /**
- * The most tokens one training sample (alone in its micro-batch, layers recomputed) may have
- * for its step to fit `budgetBytes`, capped at the model's context; 0 when not even 2 fit.
+ * The most tokens one training sample (alone in its micro-batch, layers recomputed, LM head
+ * chunked) may have for its step to fit `budgetBytes`, capped at the model's context; 0 when not
+ * even 2 fit.
  */
 export function maxTrainTokens(cfg: ModelConfig, budgetBytes: number, opts: SampleLimitOptions): number {
   const fraction = opts.completionFraction ?? 0.25;
   const fits = (tokens: number) => trainStepBytes(cfg, {
     tokens, completionTokens: Math.max(1, Math.ceil(fraction * tokens)), loraRank: opts.loraRank,
     ...(opts.loraTargets !== undefined ? { loraTargets: opts.loraTargets } : {}), checkpoint: true,
+    headChunkRows: opts.headChunkRows ?? HEAD_CHUNK_ROWS,
   }) <= budgetBytes;
   // The bytes grow with the tokens, so the largest fitting length is found by bisection.
   let lo = 1, hi = cfg.maxPositionEmbeddings;

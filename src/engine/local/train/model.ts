@@ -8,6 +8,11 @@
 // of buffers just before that layer's backward: the same ops in the same order, so the
 // gradients are bit-identical, for about one more forward's work.
 //
+// Likewise for the LM head, whose logits take vocab floats per completion row: when keeping them
+// all would not fit, the forward computes them a chunk of rows at a time, keeping per row only
+// the log-sum-exp and entropy (and the log-probs it returns), and the backward computes each
+// chunk's logits again from the final hidden rows just before that chunk's backward.
+//
 // Shapes: T = packed tokens, D = hidden, F = ffn, H/KV = heads, hd = head dim, V = vocab,
 // R = completion tokens (rows with logits), r = LoRA rank.
 
@@ -18,7 +23,7 @@ import { attentionBackward, attentionForward, attentionScratchSize, type PackedS
 import { linearBackward, linearForward, loraInput, type TrainLinear } from './linear.js';
 import { type LogitGrads, logitsBackward, rowStats, type RowStats } from './logits.js';
 import type { Lora } from './lora.js';
-import { type StepSize, trainStepBytes } from './memory.js';
+import { HEAD_CHUNK_ROWS, type StepSize, trainStepBytes } from './memory.js';
 
 export interface TrainSequence {
   /** Prompt followed by completion. */
@@ -66,7 +71,11 @@ interface Tape {
   inputs: Float32Array[];
   /** Each layer's activations, or null where the backward recomputes them (checkpointing). */
   layers: (LayerTape | null)[];
-  xFinal: Float32Array; hf: Float32Array; logits: Float32Array; stats: RowStats; extraIds?: Int32Array; extraK: number;
+  xFinal: Float32Array; hf: Float32Array; stats: RowStats; extraIds?: Int32Array; extraK: number;
+  /** Logits rows per chunk of the head (R when not chunked). */
+  headRows: number;
+  /** All R rows' logits when the head is one chunk; null where the backward recomputes them. */
+  logits: Float32Array | null;
 }
 
 export interface TrainModelOptions {
@@ -82,7 +91,19 @@ export interface TrainModelOptions {
   activationBudgetBytes?: number;
   /** Recompute layers always (true) or never (false) instead of by the budget. */
   checkpoint?: boolean;
+  /** Chunk the LM head always (true) or never (false) instead of by the budget. */
+  chunkedHead?: boolean;
+  /** Logits rows per chunk of a chunked LM head; default HEAD_CHUNK_ROWS. */
+  headChunkRows?: number;
 }
+
+/**
+ * The layouts a step may take as [recompute layers, chunk the head], in order of the work they
+ * add: none; the head's logits computed again in the backward (one more head GEMM and softmax
+ * pass over the completion rows: at Qwen3-0.6B 0.3 GFLOP a row); the layers recomputed (one more
+ * forward of every layer over every token: 0.8 GFLOP a token there); both.
+ */
+const LAYOUTS = [[false, false], [false, true], [true, false], [true, true]] as const;
 
 const PARAM_NAMES: Record<LinearName, string> = {
   q: 'self_attn.q_proj', k: 'self_attn.k_proj', v: 'self_attn.v_proj', o: 'self_attn.o_proj',
@@ -107,6 +128,8 @@ export class TrainModel {
   private readonly pause: (() => void) | undefined;
   private readonly budget: number;
   private readonly forceCheckpoint: boolean | undefined;
+  private readonly forceChunkedHead: boolean | undefined;
+  private readonly headChunkRows: number;
 
   /** grads: a buffer shaped like params for full fine-tuning; null with LoRA (base frozen). */
   constructor(
@@ -116,6 +139,11 @@ export class TrainModel {
     this.pause = opts.pause;
     this.budget = opts.activationBudgetBytes ?? Infinity;
     this.forceCheckpoint = opts.checkpoint;
+    this.forceChunkedHead = opts.chunkedHead;
+    this.headChunkRows = opts.headChunkRows ?? HEAD_CHUNK_ROWS;
+    if (!(Number.isInteger(this.headChunkRows) && this.headChunkRows >= 1)) {
+      throw new RangeError(`headChunkRows must be a positive integer, got ${this.headChunkRows}`);
+    }
     const g = (name: string) => (grads ? grads.get(name) : null);
     const opt = (store: ParamStore | null, name: string) => (store && store.has(name) ? store.get(name) : null);
     const D = cfg.hiddenSize, F = cfg.intermediateSize, qDim = cfg.numHeads * cfg.headDim, kvDim = cfg.numKvHeads * cfg.headDim;
@@ -199,11 +227,10 @@ export class TrainModel {
     });
 
     const longest = Math.max(...seqs.map((s) => s.length));
-    const size: StepSize = {
+    const size = this.stepSize({
       tokens: T, completionTokens: R, loraRank: this.maxRank, loraTargets: this.loraTargets, longestSequence: longest,
       checkpoint: false,
-    };
-    size.checkpoint = this.forceCheckpoint ?? trainStepBytes(cfg, size) > this.budget;
+    });
     this.fitCache(size);
     const ctx: StepContext = {
       T, seqs, positions, checkpoint: size.checkpoint, scratchSize: attentionScratchSize(longest),
@@ -227,32 +254,57 @@ export class TrainModel {
     for (let i = 0; i < R; i++) xFinal.set(x.subarray(rowIndex[i]! * D, (rowIndex[i]! + 1) * D), i * D);
     const hf = this.buf('hf', R * D);
     k.rmsnorm(hf, xFinal, this.finalNorm, R, D, eps);
-    const logits = this.buf('logits', R * V);
-    linearForward(k, logits, hf, R, this.lmHead, null);
-    const stats = rowStats(k, logits, R, V);
+    const headRows = Math.min(R, size.headChunkRows ?? R);
+    const stats: RowStats = { lse: new Float32Array(R), entropy: new Float32Array(R) };
     const logprobs = new Float32Array(R);
-    for (let i = 0; i < R; i++) logprobs[i] = logits[i * V + targets[i]!]! - stats.lse[i]!;
-    let extraLogprobs: Float32Array | undefined;
-    if (extra) {
-      extraLogprobs = new Float32Array(R * extra.K);
-      for (let i = 0; i < R; i++) for (let j = 0; j < extra.K; j++) extraLogprobs[i * extra.K + j] = logits[i * V + extra.ids[i * extra.K + j]!]! - stats.lse[i]!;
+    const extraLogprobs = extra ? new Float32Array(R * extra.K) : undefined;
+    let logits: Float32Array | null = null;
+    for (let r0 = 0; r0 < R; r0 += headRows) {
+      const n = Math.min(headRows, R - r0);
+      logits = this.headLogits(hf, r0, n);
+      rowStats(k, logits, r0, n, V, stats);
+      for (let i = 0; i < n; i++) logprobs[r0 + i] = logits[i * V + targets[r0 + i]!]! - stats.lse[r0 + i]!;
+      if (extra && extraLogprobs) {
+        const K = extra.K;
+        for (let i = r0; i < r0 + n; i++) {
+          const row = logits.subarray((i - r0) * V, (i - r0 + 1) * V);
+          for (let j = 0; j < K; j++) extraLogprobs[i * K + j] = row[extra.ids[i * K + j]!]! - stats.lse[i]!;
+        }
+      }
     }
     this.tape = {
-      ctx, R, tokens, negPositions, targets, rowIndex, inputs, layers, xFinal, hf, logits, stats,
-      extraK: extra?.K ?? 0, ...(extra ? { extraIds: extra.ids } : {}),
+      ctx, R, tokens, negPositions, targets, rowIndex, inputs, layers, xFinal, hf, stats, headRows,
+      logits: headRows === R ? logits : null, extraK: extra?.K ?? 0, ...(extra ? { extraIds: extra.ids } : {}),
     };
     return { logprobs, entropy: stats.entropy, offsets, ...(extraLogprobs ? { extraLogprobs } : {}) };
   }
 
+  /** The step's size with the cheapest layout that fits the budget (LAYOUTS), or the smallest. */
+  private stepSize(base: StepSize): StepSize {
+    const allowed = LAYOUTS.filter(([checkpoint, chunked]) =>
+      (this.forceCheckpoint ?? checkpoint) === checkpoint && (this.forceChunkedHead ?? chunked) === chunked);
+    const sizes = allowed.map(([checkpoint, chunked]): StepSize =>
+      ({ ...base, checkpoint, ...(chunked ? { headChunkRows: this.headChunkRows } : {}) }));
+    return sizes.find((s) => trainStepBytes(this.cfg, s) <= this.budget) ?? sizes.at(-1)!;
+  }
+
+  /** Logits of completion rows r0 .. r0 + n - 1 from their final hidden rows, into the shared logits buffer. */
+  private headLogits(hf: Float32Array, r0: number, n: number): Float32Array {
+    const D = this.cfg.hiddenSize;
+    const logits = this.buf('logits', n * this.cfg.vocabSize);
+    linearForward(this.k, logits, hf.subarray(r0 * D, (r0 + n) * D), n, this.lmHead, null);
+    return logits;
+  }
+
   /**
    * Buffers only grow, each to the largest size asked for since the cache was emptied. The cache
-   * is emptied when the layout changes (per-layer buffers vs one shared set: never both kept) or
-   * when keeping what it holds through this step would take more than the budget (or than this
-   * step alone, where the step itself exceeds the budget).
+   * is emptied when the layout changes (per-layer buffers vs one shared set, every row's logits
+   * vs one chunk's: never both kept) or when keeping what it holds through this step would take
+   * more than the budget (or than this step alone, where the step itself exceeds the budget).
    */
   private fitCache(size: StepSize): void {
     const held = this.held;
-    if (held && held.checkpoint === size.checkpoint) {
+    if (held && held.checkpoint === size.checkpoint && held.headChunkRows === size.headChunkRows) {
       const union: StepSize = {
         ...size,
         tokens: Math.max(held.tokens, size.tokens),
@@ -349,11 +401,17 @@ export class TrainModel {
     const { ctx, R } = tape, T = ctx.T;
     const grads: LogitGrads = { dTarget: dLogprobs, dEntropy };
     if (dExtra && tape.extraIds) grads.extra = { K: tape.extraK, ids: tape.extraIds, dLogprob: dExtra };
-    logitsBackward(k, tape.logits, R, V, tape.targets, tape.stats, grads);
     const scratch = this.buf('d.scratch', T * Math.max(1, this.maxRank));
 
     const dhf = this.buf('d.hf', R * D);
-    linearBackward(k, dhf, tape.logits, tape.hf, null, R, this.lmHead, 0, scratch);
+    for (let r0 = 0; r0 < R; r0 += tape.headRows) {
+      const n = Math.min(tape.headRows, R - r0);
+      const logits = tape.logits ?? this.headLogits(tape.hf, r0, n);
+      logitsBackward(k, logits, r0, n, V, tape.targets, tape.stats, grads);
+      const rows = (a: Float32Array) => a.subarray(r0 * D, (r0 + n) * D);
+      // With chunks, the head's weight gradient (full fine-tuning) is summed chunk by chunk.
+      linearBackward(k, rows(dhf), logits, rows(tape.hf), null, n, this.lmHead, 0, scratch);
+    }
     const dxRows = this.buf('d.xRows', R * D);
     k.rmsnormBackward(dxRows, this.dFinalNorm, dhf, tape.xFinal, this.finalNorm, R, D, eps, false);
     const dx = this.buf('d.x', T * D).fill(0);
