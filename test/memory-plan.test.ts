@@ -5,12 +5,14 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { COMPLETION_FRACTION, memoryPlan, RUNTIME_ALLOWANCE_BYTES, USABLE_MEMORY_SHARE } from '../src/engine/local/memory-plan.js';
 import { modelConfigOf, PRESETS } from '../src/engine/local/model/init.js';
-import { trainStepBytes } from '../src/engine/local/train/memory.js';
+import { HEAD_CHUNK_ROWS, trainStepBytes } from '../src/engine/local/train/memory.js';
 
 const GiB = 2 ** 30;
 const qwen = modelConfigOf({ family: 'qwen3', ...PRESETS['qwen3-0.6b']! }, [0]);
 
-const stepAt = (tokens: number, rank: number) => trainStepBytes(qwen, { tokens, completionTokens: Math.ceil(COMPLETION_FRACTION * tokens), loraRank: rank, checkpoint: true });
+const stepAt = (tokens: number, rank: number) => trainStepBytes(qwen, {
+  tokens, completionTokens: Math.ceil(COMPLETION_FRACTION * tokens), loraRank: rank, checkpoint: true, headChunkRows: HEAD_CHUNK_ROWS,
+});
 
 test('the activation budget is what the usable memory leaves; the longest sample is the longest whose step fits it', () => {
   const parameters = 596_049_920;

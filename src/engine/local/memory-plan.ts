@@ -7,7 +7,7 @@
 
 import type { ModelConfig } from './model/config.js';
 import { defaultKvCacheBytes } from './kv-cache-budget.js';
-import { maxTrainTokens, trainStepBytes } from './train/memory.js';
+import { HEAD_CHUNK_ROWS, maxTrainTokens, trainStepBytes } from './train/memory.js';
 
 /** Of the machine's memory, the share openclaw-rl plans for; the rest is the system's and other programs'. */
 export const USABLE_MEMORY_SHARE = 0.75;
@@ -41,7 +41,7 @@ export interface MemoryPlan {
   /** What one training step's buffers may take (LearnerConfig.activationBudgetBytes). */
   activationBudgetBytes: number;
   maxTrainTokens: number;
-  /** The most one step takes: a sample of maxTrainTokens tokens, layers recomputed. */
+  /** The most one step takes: a sample of maxTrainTokens tokens, layers recomputed, the LM head in chunks. */
   trainBytes: number;
   /** maxTrainTokens was given and its step needs more than the budget. */
   overBudget: boolean;
@@ -65,7 +65,9 @@ export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
 
 function stepBytes(cfg: ModelConfig, tokens: number, loraRank: number): number {
   if (tokens < 2) return 0;
-  return trainStepBytes(cfg, { tokens, completionTokens: Math.ceil(COMPLETION_FRACTION * tokens), loraRank, checkpoint: true });
+  return trainStepBytes(cfg, {
+    tokens, completionTokens: Math.ceil(COMPLETION_FRACTION * tokens), loraRank, checkpoint: true, headChunkRows: HEAD_CHUNK_ROWS,
+  });
 }
 
 /** One line for the startup banner and log. */
