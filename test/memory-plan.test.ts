@@ -16,9 +16,9 @@ const stepAt = (tokens: number, rank: number) => trainStepBytes(qwen, {
 
 test('the activation budget is what the usable memory leaves; the longest sample is the longest whose step fits it', () => {
   const parameters = 596_049_920;
-  const plan = memoryPlan({ cfg: qwen, totalBytes: 24 * GiB, parameters, loraRank: 16, trainableValues: 10_092_544, kvCacheBytes: 2 * GiB });
+  const plan = memoryPlan({ cfg: qwen, totalBytes: 16 * GiB, parameters, loraRank: 16, trainableValues: 10_092_544, kvCacheBytes: 2 * GiB });
   const fixed = 4 * parameters + 16 * 10_092_544 + 2 * GiB + RUNTIME_ALLOWANCE_BYTES;
-  assert.equal(plan.activationBudgetBytes, Math.floor(USABLE_MEMORY_SHARE * 24 * GiB - fixed));
+  assert.equal(plan.activationBudgetBytes, Math.floor(USABLE_MEMORY_SHARE * 16 * GiB - fixed));
   assert.ok(plan.maxTrainTokens > 1000 && plan.maxTrainTokens < qwen.maxPositionEmbeddings, `${plan.maxTrainTokens}`);
   assert.ok(stepAt(plan.maxTrainTokens, 16) <= plan.activationBudgetBytes, 'the bound fits');
   assert.ok(stepAt(plan.maxTrainTokens + 1, 16) > plan.activationBudgetBytes, 'one more token does not');
@@ -27,7 +27,7 @@ test('the activation budget is what the usable memory leaves; the longest sample
 });
 
 test('a bigger prefix cache or full fine-tuning leaves shorter samples; a given bound is kept and flagged when over budget', () => {
-  const base = { cfg: qwen, totalBytes: 24 * GiB, parameters: 596_049_920, loraRank: 16, trainableValues: 10_092_544 };
+  const base = { cfg: qwen, totalBytes: 16 * GiB, parameters: 596_049_920, loraRank: 16, trainableValues: 10_092_544 };
   const small = memoryPlan({ ...base, kvCacheBytes: GiB });
   const big = memoryPlan({ ...base, kvCacheBytes: 4 * GiB });
   assert.ok(big.maxTrainTokens < small.maxTrainTokens);
