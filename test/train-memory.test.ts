@@ -61,6 +61,25 @@ function assertBitIdentical(a: Float32Array, b: Float32Array, what: string): voi
   }
 }
 
+/**
+ * Two steps of each model on the same batch (the second reuses the cached buffers): outputs and
+ * accumulated gradients compared with `same` after each.
+ */
+function compareTwoRounds(
+  x: ReturnType<typeof makeModel>, y: ReturnType<typeof makeModel>, batch: Parameters<typeof step>[1],
+  same: (a: Float32Array, b: Float32Array, what: string) => void,
+): void {
+  const V = x.cfg.vocabSize;
+  for (let round = 0; round < 2; round++) {
+    const a = step(x.model, batch, V), b = step(y.model, batch, V);
+    same(a.logprobs, b.logprobs, 'logprobs');
+    same(a.entropy, b.entropy, 'entropy');
+    same(a.extraLogprobs!, b.extraLogprobs!, 'extra logprobs');
+    same(x.grads, y.grads, `gradients after round ${round}`);
+    assert.ok(x.grads.some((g) => g !== 0), 'gradients were computed');
+  }
+}
+
 describe('checkpointing (layers recomputed in the backward)', () => {
   for (const [family, lora] of [['qwen3', true], ['llama', false], ['qwen2', false]] as Array<[ModelFamily, boolean]>) {
     test(`${family} ${lora ? 'LoRA' : 'full fine-tuning'}: bit-identical outputs and gradients to keeping the whole tape`, () => {
@@ -69,14 +88,7 @@ describe('checkpointing (layers recomputed in the backward)', () => {
       const V = whole.cfg.vocabSize, rng = createRng(12);
       // Packed: several query blocks, one sequence shorter than a block, two blocks.
       const batch = [sequence(rng, 300, 200, V), sequence(rng, 5, 2, V), sequence(rng, 150, 100, V)];
-      for (let round = 0; round < 2; round++) { // the second round reuses the cached buffers
-        const a = step(whole.model, batch, V), b = step(recomputed.model, batch, V);
-        assertBitIdentical(a.logprobs, b.logprobs, 'logprobs');
-        assertBitIdentical(a.entropy, b.entropy, 'entropy');
-        assertBitIdentical(a.extraLogprobs!, b.extraLogprobs!, 'extra logprobs');
-        assertBitIdentical(whole.grads, recomputed.grads, `gradients after round ${round}`);
-        assert.ok(whole.grads.some((g) => g !== 0), 'gradients were computed');
-      }
+      compareTwoRounds(whole, recomputed, batch, assertBitIdentical);
       assert.ok(recomputed.model.bufferBytes < whole.model.bufferBytes, 'recomputing keeps fewer buffers');
     });
   }
@@ -94,14 +106,7 @@ describe('the chunked LM head (logits computed a chunk of rows at a time, again 
       const chunked = makeModel(family, lora, { checkpoint, chunkedHead: true, headChunkRows: 64 });
       const V = whole.cfg.vocabSize, rng = createRng(15);
       const batch = [sequence(rng, 300, 200, V), sequence(rng, 5, 2, V), sequence(rng, 150, 100, V)];
-      for (let round = 0; round < 2; round++) {
-        const a = step(whole.model, batch, V), b = step(chunked.model, batch, V);
-        assertClose(a.logprobs, b.logprobs, 'logprobs');
-        assertClose(a.entropy, b.entropy, 'entropy');
-        assertClose(a.extraLogprobs!, b.extraLogprobs!, 'extra logprobs');
-        assertClose(whole.grads, chunked.grads, `gradients after round ${round}`);
-        assert.ok(whole.grads.some((g) => g !== 0), 'gradients were computed');
-      }
+      compareTwoRounds(whole, chunked, batch, assertClose);
       assert.ok(chunked.model.bufferBytes < whole.model.bufferBytes, 'a chunk of logits is less than all of them');
     });
   }
