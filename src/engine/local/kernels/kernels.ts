@@ -6,9 +6,21 @@
 // comes first; callers pass subarray views, so no offsets. All kernels are synchronous: call
 // them from a worker thread, never from the event loop of the HTTP server.
 
+/** What computes the GEMMs, for reports (`generate --json`, the serve banner, benchmarks). */
+export interface KernelInfo {
+  /** The library behind sgemm: oneDNN, else the system BLAS, else the TypeScript loops. */
+  readonly gemm: 'onednn' | 'openblas' | 'accelerate' | 'typescript';
+  /** The instruction set the GEMM library chose at load time (oneDNN's name, e.g. avx512_core_bf16), or 'unknown'. */
+  readonly isa: string;
+  /** Whether gemmBf16 runs on bf16 instructions (AVX512-BF16, AMX); otherwise it is emulated in fp32. */
+  readonly bf16Instructions: boolean;
+}
+
 export interface Kernels {
   /** 'native' when the BLAS addon is loaded, 'portable' for the TypeScript fallback. */
   readonly name: 'native' | 'portable';
+
+  readonly info: KernelInfo;
 
   /** C[M,N] = alpha * op(A) * op(B) + beta * C. op(A) is [M,K], op(B) is [K,N]. */
   sgemm(
@@ -16,6 +28,20 @@ export interface Kernels {
     alpha: number, A: Float32Array, lda: number, B: Float32Array, ldb: number,
     beta: number, C: Float32Array, ldc: number,
   ): void;
+
+  /**
+   * C[M,N] = alpha * op(A) * op(B) + beta * C as GPUs compute in bf16: every element of A and B
+   * is rounded to bf16 (ties to even), the products are summed in fp32. A Float32Array operand is
+   * rounded on the fly; a Uint16Array operand holds bf16 bits already (see toBf16).
+   */
+  gemmBf16(
+    transA: boolean, transB: boolean, M: number, N: number, K: number,
+    alpha: number, A: Float32Array | Uint16Array, lda: number, B: Float32Array | Uint16Array, ldb: number,
+    beta: number, C: Float32Array, ldc: number,
+  ): void;
+
+  /** out[i] = the bf16 bits nearest to x[i] (ties to even; NaN stays NaN), for i < n. */
+  toBf16(out: Uint16Array, x: Float32Array, n: number): void;
 
   /** y = alpha * op(A) * x + beta * y, with A stored [M,N]; op(A) = A ([M,N]) or A^T ([N,M]). */
   sgemv(

@@ -4,6 +4,7 @@
 // op, so its functions are exposed as they are, with this file supplying the types.
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { portableGemmBf16, toBf16 } from './bf16.js';
 import type { Kernels } from './kernels.js';
 
 /** Where the install step builds the addon: the package root, seen from dist/src/engine/local/kernels/. */
@@ -18,7 +19,7 @@ export const NATIVE_BUILD_HINT =
 // Must equal ADDON_API_VERSION in native/src/addon.c.
 const ADDON_API_VERSION = 4;
 
-type NativeAddon = Omit<Kernels, 'name'> & { readonly apiVersion: number };
+type NativeAddon = Omit<Kernels, 'name' | 'info' | 'gemmBf16' | 'toBf16'> & { readonly apiVersion: number };
 
 /** Loads the addon (once per thread, by Node's module cache) or throws an Error saying why and how to fix it. */
 export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernels {
@@ -38,7 +39,10 @@ export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernel
   }
   return {
     name: 'native',
+    info: { gemm: 'openblas', isa: 'unknown', bf16Instructions: false },
     sgemm: addon.sgemm,
+    gemmBf16: portableGemmBf16(addon.sgemm),
+    toBf16,
     sgemv: addon.sgemv,
     rmsnorm: addon.rmsnorm,
     siluMul: addon.siluMul,

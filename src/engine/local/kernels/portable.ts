@@ -2,6 +2,7 @@
 // native kernels are tested against. Written to be obviously correct first: every sum is
 // accumulated in float64 (JS numbers) and rounded to float32 once, on store. Only sgemm is
 // tiled, because it dominates and the naive loop is about twice as slow.
+import { portableGemmBf16, toBf16 } from './bf16.js';
 import type { Kernels } from './kernels.js';
 
 // sgemm computes C in tiles of 4 rows x COLS columns, accumulated in float64: each element of
@@ -304,7 +305,10 @@ function causalSoftmaxBackwardRows(
 
 export const portableKernels: Kernels = {
   name: 'portable',
+  info: { gemm: 'typescript', isa: 'unknown', bf16Instructions: false },
   sgemm,
+  gemmBf16: portableGemmBf16(sgemm),
+  toBf16,
   sgemv,
   rmsnorm,
   siluMul,
