@@ -275,12 +275,37 @@ async function main() {
     if (s && s.version >= 1 && (s.steps ?? 0) >= 1 && spanningRequests(readServeLog(logs)).length > 0) published = s;
     return published !== null;
   };
-  await Promise.all([B, A].map(async (session) => {
-    while (Date.now() < extraBudget && !(await learned()) && (learningFlags || extra < 2)) {
-      await agentTurn(session, `Extra turn ${++extra} while the server learns.`);
+  // With the prefix cache an OpenClaw turn takes a fraction of a second, so it rarely overlaps the
+  // few milliseconds a publication takes. Back-to-back requests with long, uncached prompts (side
+  // requests: never trained) keep one in flight nearly all the time while training publishes.
+  let held = 0;
+  const holdRequest = async () => {
+    const words = Array.from({ length: 1000 }, (_, k) => `w${(k * 7919 + held * 104729) % 100000}`).join(' ');
+    const t = Date.now();
+    try {
+      const r = await fetch(`${base}/v1/chat/completions`, {
+        method: 'POST', headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'side-model', max_tokens: 8, messages: [{ role: 'user', content: `Load ${++held}: ${words}` }] }),
+        signal: AbortSignal.timeout(240000),
+      });
+      const body = await r.json();
+      if (held === 1) say(`held request: HTTP ${r.status}, ${body?.usage?.prompt_tokens ?? '?'} prompt tokens, ${Date.now() - t} ms`);
+    } catch (e) {
+      say(`held request ${held} failed: ${e.message}`);
     }
-  }));
-  say(published ? `published: serving version ${published.version} after ${published.steps} step(s), ${extra} extra turns` : 'no publication seen during a request');
+  };
+  await Promise.all([
+    ...[B, A].map(async (session) => {
+      while (Date.now() < extraBudget && !(await learned()) && (learningFlags || extra < 2)) {
+        await agentTurn(session, `Extra turn ${++extra} while the server learns.`);
+      }
+    }),
+    (async () => {
+      while (learningFlags && Date.now() < extraBudget && published === null) await holdRequest();
+    })(),
+  ]);
+  say(`${published ? `published: serving version ${published.version} after ${published.steps} step(s)`
+    : 'no publication seen during a request'}; ${extra} extra turns, ${held} held requests`);
   // Compaction: OpenClaw summarizes session B (a side request) and rewrites its history; the next
   // B turn must still work, land in session B (compaction count 1) and not take a wrong next state.
   const compact = await oc(['sessions', 'compact', `agent:main:explicit:${B}`, '--json'], 180000);
