@@ -7,6 +7,7 @@ import type { ChatMessage } from '../src/engine/chat/messages.js';
 import type { Score } from '../src/judge/types.js';
 import { DEFAULT_LEARN, judgeNeeds, resolveLearnConfig, type LearnConfig, type Method } from '../src/learn/config.js';
 import { sampleFor, type SampleInput } from '../src/learn/samples.js';
+import { judgeHealth } from '../src/judge/health.js';
 import { progressLine, type LearningStatus } from '../src/learn/status.js';
 import { HINT_HEADER, hintedMessages } from '../src/learn/teacher.js';
 
@@ -194,7 +195,7 @@ function status(over: Partial<LearningStatus> = {}): LearningStatus {
     queues: { closedTurns: 3, judging: 2, samples: 5 },
     samples: { queued: 5, trained: 96, stale: 1, too_long: 0 },
     tooLong: { maxTrainTokens: 8192, turns: 0 },
-    judge: { name: 'double', judged: 35, skipped: 2, recent: { turns: 35, scoreMean: 0.4285714, agreementMean: 0.9, hints: 10 }, counters: {} },
+    judge: { name: 'double', judged: 35, skipped: 2, recent: { turns: 35, scoreMean: 0.4285714, agreementMean: 0.9, hints: 10 }, counters: {}, health: judgeHealth([]) },
     feed, lastBatch: null, uptimeSeconds: 60,
     ...over,
   };
@@ -211,6 +212,9 @@ test('progressLine: turns, judged with waiting, samples, step, version, signed r
   assert.match(progressLine(status({ trainer: { state: 'failed', error: 'boom' } })), / reward \+0\.43 · TRAINER FAILED \(see log\)$/);
   assert.doesNotMatch(progressLine(status({ trainer: { state: 'failed', error: 'secret detail' } })), /secret detail/, 'the error text stays in the log');
   assert.match(progressLine(status({ trainer: { state: 'closed', error: null } })), / reward \+0\.43$/);
+  const failing = judgeHealth(Array.from({ length: 20 }, (_, i) => (i < 18 ? 'unparseable' : 'ok')));
+  assert.match(progressLine(status({ judge: { ...judge, health: failing } })),
+    / reward \+0\.43 · JUDGE FAILING: 18 of 20 recent judge votes failed \(unparseable 18\)$/);
   const tooLong = status({ tooLong: { maxTrainTokens: 8192, turns: 2 }, samples: { queued: 5, trained: 96, stale: 1, too_long: 1 } });
   assert.match(progressLine(tooLong), / 96 trained, 3 too long \(> 8192 tokens\) · step 12 /);
 });

@@ -11,4 +11,5 @@ export { OpenAIJudgeClient, type OpenAIJudgeOptions } from './openai-client.js';
 export { BASE_VERSION, LocalJudgeClient, type SelfJudgeModel } from './local-client.js';
 export { DEFAULT_JUDGE_OPTIONS, judgeTurn, resolveJudgeOptions, type JudgeTurnOptions } from './judge-turn.js';
 export { JudgeMetrics, type QueueEvent } from './metrics.js';
+export { judgeHealth, type JudgeHealth, type VoteOutcome } from './health.js';
 export { JudgeQueue, summary, type JudgeLog, type JudgeQueueOptions } from './queue.js';

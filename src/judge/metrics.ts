@@ -1,6 +1,7 @@
 // Judge counters for the operator: votes by failure reason, scores, abstentions, agreement and
 // hint outcomes, plus the queue's own events. Names are grouped with slashes (judge/...).
 
+import { RecentVotes, type JudgeHealth } from './health.js';
 import { HINT_REJECTION_REASONS, VOTE_FAILURES, type JudgedTurn } from './types.js';
 import { majority } from './vote.js';
 
@@ -11,6 +12,7 @@ export class JudgeMetrics {
   private agreementSum = 0;
   private agreementTurns = 0;
   private msSum = 0;
+  private readonly recent = new RecentVotes();
 
   constructor() {
     // Every name exists from the start, so a dashboard shows 0 rather than nothing.
@@ -33,6 +35,7 @@ export class JudgeMetrics {
     if (j.skipped) { this.add('judge/skipped'); return; }
     for (const v of j.evalVotes) { this.add(`judge/eval_votes/${v.failure ?? 'ok'}`); this.add('judge/retries', v.attempts - 1); }
     for (const v of j.hintVotes) { this.add(`judge/hint_votes/${v.failure ?? 'ok'}`); this.add('judge/retries', v.attempts - 1); }
+    for (const v of [...j.evalVotes, ...j.hintVotes]) this.recent.add(v.failure ?? 'ok');
     this.add(`judge/score/${j.score === 1 ? '+1' : j.score}`);
     if (majority(j.evalVotes.map((v) => v.score)).abstained) this.add('judge/abstained');
     if (j.agreement !== null) {
@@ -42,6 +45,11 @@ export class JudgeMetrics {
     }
     if (j.hint !== null) this.add('judge/hint/accepted');
     for (const r of j.hintRejections) this.add(`judge/hint/rejected/${r.reason}`);
+  }
+
+  /** Whether most of the judge's recent votes failed (see health.ts). */
+  health(): JudgeHealth {
+    return this.recent.health();
   }
 
   /**

@@ -116,8 +116,16 @@ export class JudgeQueue {
       if (!this.stop.signal.aborted) log('judge_failed', { turnId: closed.turn.id, message: e instanceof Error ? e.message : String(e) });
       return;
     }
+    const before = this.metrics.health().state;
     this.metrics.recordJudged(judged);
     log('turn_judged', summary(judged));
+    const health = this.metrics.health();
+    // Said once when the judge starts failing and once when it recovers, not on every turn.
+    if (health.state === 'failing' && before !== 'failing') {
+      log('judge_unhealthy', { votes: health.votes, failed: health.failed, reasons: health.reasons, message: health.summary });
+    } else if (health.state === 'ok' && before === 'failing') {
+      log('judge_recovered', { votes: health.votes, failed: health.failed });
+    }
     try {
       await this.opts.onJudged(judged, closed);
     } catch (e) {

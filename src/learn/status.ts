@@ -1,5 +1,6 @@
 // What the operator sees: GET /admin/status (JSON) and the one-line progress status.
 
+import type { JudgeHealth } from '../judge/health.js';
 import type { Store } from '../store/store.js';
 import type { LearnConfig, Method } from './config.js';
 import type { FeedCounter, JudgingFeed } from './judging.js';
@@ -33,6 +34,8 @@ export interface LearningStatus {
     /** Over the last 100 judged turns. */
     recent: { turns: number; scoreMean: number; agreementMean: number | null; hints: number };
     counters: Record<string, number>;
+    /** Whether most recent votes failed; `summary` says so in words. */
+    health: JudgeHealth;
   };
   /** Why judged turns produced no sample, teacher failures, commit failures. */
   feed: Record<FeedCounter, number>;
@@ -57,7 +60,7 @@ export function learningStatus(a: { store: Store; config: LearnConfig; feed: Jud
     queues: { closedTurns: c.closedPending, judging: a.feed.queue.waiting + a.feed.queue.running, samples: c.samples.queued },
     samples: c.samples,
     tooLong: { maxTrainTokens: a.config.maxTrainTokens, turns: c.tooLongTurns },
-    judge: { name: a.judge, judged: c.judgments - c.skipped, skipped: c.skipped, recent: a.store.learning.recentJudgments(100), counters: a.feed.queue.metrics.snapshot() },
+    judge: { name: a.judge, judged: c.judgments - c.skipped, skipped: c.skipped, recent: a.store.learning.recentJudgments(100), counters: a.feed.queue.metrics.snapshot(), health: a.feed.queue.metrics.health() },
     feed: { ...a.feed.counters },
     lastBatch: last && lastStep ? {
       batch: last.batch, version: last.version, step: lastStep.step, loss: lastStep.loss, gradNorm: lastStep.gradNorm, clipFraction: lastStep.clipFraction,
@@ -74,6 +77,7 @@ export function progressLine(s: LearningStatus): string {
   const trainer = s.trainer.state === 'failed' ? ' · TRAINER FAILED (see log)' : s.trainer.state === 'training' ? ' · training' : '';
   const tooLong = s.tooLong.turns + s.samples.too_long;
   const untrained = tooLong > 0 ? `, ${tooLong} too long (> ${s.tooLong.maxTrainTokens} tokens)` : '';
+  const judge = s.judge.health.state === 'failing' ? ` · JUDGE FAILING: ${s.judge.health.summary}` : '';
   return `[openclaw-rl] turns ${s.turns.main} main/${s.turns.side} side · judged ${s.judge.judged} (${s.queues.judging + s.queues.closedTurns} waiting) · `
-    + `samples ${s.queues.samples}/${s.batchSize} queued, ${s.samples.trained} trained${untrained} · step ${s.steps} · version ${s.version} · reward ${reward}${trainer}`;
+    + `samples ${s.queues.samples}/${s.batchSize} queued, ${s.samples.trained} trained${untrained} · step ${s.steps} · version ${s.version} · reward ${reward}${trainer}${judge}`;
 }
