@@ -9,6 +9,7 @@
 
 import { once } from 'node:events';
 import { createWriteStream, existsSync, renameSync, rmSync } from 'node:fs';
+import { openPrivateFile } from '../private-files.js';
 import { join } from 'node:path';
 import { openStore, STORE_FILE } from '../store/store.js';
 import { CliError, parseFlags, stringFlag } from './args.js';
@@ -32,7 +33,8 @@ export async function runExport(argv: string[]): Promise<number> {
   const store = openStore({ dir, recoverQueue: false });
   const out = v.out as string | undefined;
   const tmp = out ? `${out}.tmp-${process.pid}` : undefined;
-  const sink = tmp ? createWriteStream(tmp) : process.stdout;
+  // The export holds every conversation: 0600 like the store, whatever the umask.
+  const sink = tmp ? createWriteStream('', { fd: openPrivateFile(tmp, 'w') }) : process.stdout;
   let count = 0;
   try {
     for (const line of store.exportLines(kindFlag === 'all' ? null : (kindFlag as 'main' | 'side'))) {

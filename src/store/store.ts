@@ -6,7 +6,8 @@
 //   for (const line of store.exportLines('main')) ...
 //   const batch = store.claimClosedTurns(16); ...; store.finishClosedTurns(batch.map((c) => c.turn.id));
 
-import { mkdirSync } from 'node:fs';
+import { closeSync, existsSync } from 'node:fs';
+import { makeFilesPrivate, makePrivateDir, openPrivateFile } from '../private-files.js';
 import { join } from 'node:path';
 import type { SessionUpsert, TurnClosure, TurnStore, TurnWrite } from '../sessions/recorder.js';
 import type { ClosedTurn, ClosureReason, RetemplateCheck, Turn } from '../types.js';
@@ -59,8 +60,12 @@ export class Store implements TurnStore {
   }
 
   static open(opts: StoreOptions): Store {
-    mkdirSync(opts.dir, { recursive: true });
+    makePrivateDir(opts.dir);
     const path = join(opts.dir, STORE_FILE);
+    // SQLite gives its -wal and -shm files the database file's mode, so a database created 0600
+    // keeps all three private; an existing one (an older version's 0644) is tightened.
+    if (!existsSync(path)) closeSync(openPrivateFile(path, 'a'));
+    makeFilesPrivate([path, `${path}-wal`, `${path}-shm`]);
     const db = openSqlite(path, opts.durability ?? 'normal');
     try {
       migrateUp(db, path);

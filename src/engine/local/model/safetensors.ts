@@ -3,6 +3,7 @@
 // We read F32, F16, BF16 and F64 into float32 and write F32 or BF16, always atomically.
 
 import { closeSync, fsyncSync, openSync, readSync, renameSync, statSync, writeSync } from 'node:fs';
+import { openPrivateFile } from '../../../private-files.js';
 
 export type StoredDtype = 'F32' | 'F16' | 'BF16' | 'F64';
 
@@ -156,7 +157,8 @@ export function writeSafetensors(path: string, tensors: TensorToWrite[], dtype: 
   json += ' '.repeat((8 - (json.length % 8)) % 8); // keep the data 8-byte aligned
   const headerBytes = Buffer.from(json, 'utf8');
   const tmp = `${path}.tmp-${process.pid}`;
-  const fd = openSync(tmp, 'w');
+  // Weights may be trained on conversations: private like the store.
+  const fd = openPrivateFile(tmp, 'w');
   try {
     const len = Buffer.alloc(8);
     len.writeBigUInt64LE(BigInt(headerBytes.length));

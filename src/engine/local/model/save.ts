@@ -3,6 +3,7 @@
 // (temp folder + rename) so a reader never sees half a model.
 
 import { copyFileSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
+import { makePrivateDir } from '../../../private-files.js';
 import { basename, dirname, join } from 'node:path';
 import { writeSafetensors } from './safetensors.js';
 import type { ParamStore } from './weights.js';
@@ -14,7 +15,8 @@ export function saveModelFolder(out: string, sourceDir: string, params: ParamSto
   mkdirSync(dirname(out), { recursive: true });
   const tmp = join(dirname(out), `.${basename(out)}.tmp-${process.pid}`);
   rmSync(tmp, { recursive: true, force: true });
-  mkdirSync(tmp);
+  // Trained weights: the folder is private like the store (see private-files.ts).
+  makePrivateDir(tmp);
   try {
     for (const f of CARRIED_FILES) if (existsSync(join(sourceDir, f))) copyFileSync(join(sourceDir, f), join(tmp, f));
     writeSafetensors(join(tmp, 'model.safetensors'), params.specs.map((s) => ({ name: s.name, shape: s.shape, data: params.get(s.name) })), dtype);

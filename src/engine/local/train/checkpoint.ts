@@ -10,7 +10,8 @@
 // small `latest` file: before it the old version is current and untouched, after it the new one
 // is, and it was fsynced (files and folder) before `latest` could name it.
 
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { makePrivateDir, openPrivateFile } from '../../../private-files.js';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import type { Kernels } from '../kernels/kernels.js';
@@ -40,7 +41,7 @@ const TARGET_BY_HF_NAME = new Map(LORA_TARGETS.map((t) => [PEFT_MODULE[t].split(
  * rename it, as saveCheckpoint does.
  */
 export function writePeftAdapter(dir: string, lora: Lora, opts: { baseModel: string }): void {
-  mkdirSync(dir, { recursive: true });
+  makePrivateDir(dir);
   writeSafetensors(join(dir, ADAPTER_WEIGHTS), lora.tensors.map((t) => ({ name: t.name, shape: t.shape, data: lora.view(t) })));
   const config = {
     peft_type: 'LORA', task_type: 'CAUSAL_LM', base_model_name_or_path: opts.baseModel,
@@ -187,12 +188,12 @@ export function saveCheckpoint(dir: string, ckpt: TrainingCheckpoint): string {
   const n = ckpt.trainable.length;
   if (ckpt.m.length !== n || ckpt.v.length !== n) throw new RangeError(`saveCheckpoint: trainable ${n}, m ${ckpt.m.length}, v ${ckpt.v.length} values; they must match`);
   if (!(Number.isInteger(ckpt.step) && ckpt.step >= 0)) throw new RangeError(`saveCheckpoint: step must be a non-negative integer, got ${ckpt.step}`);
-  mkdirSync(dir, { recursive: true });
+  makePrivateDir(dir);
   // A crashed save's leftovers: a partial version, a pointer never renamed into place.
   for (const e of readdirSync(dir)) if (e.startsWith('.tmp-') || e.startsWith(`${LATEST}.tmp-`)) rmSync(join(dir, e), { recursive: true, force: true });
   const name = `step-${String(ckpt.step).padStart(10, '0')}-${randomBytes(4).toString('hex')}`;
   const tmp = join(dir, `.tmp-${name}`);
-  mkdirSync(tmp);
+  makePrivateDir(tmp);
   try {
     writeSafetensors(join(tmp, STATE), [
       { name: 'trainable', shape: [n], data: ckpt.trainable },
@@ -275,7 +276,7 @@ function describe(lora: LoraSpec | 'full'): string {
 }
 
 function writeFileSynced(path: string, text: string): void {
-  const fd = openSync(path, 'w');
+  const fd = openPrivateFile(path, 'w');
   try {
     writeSync(fd, text);
     fsyncSync(fd);
