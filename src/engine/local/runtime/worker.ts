@@ -44,10 +44,14 @@ async function start(): Promise<void> {
   const policyOf = (u: PolicyUpdate): PolicyWeights | null => {
     if (u.kind === 'lora') return { version: u.version, model: base.model, lora: new Lora(folder.config, u.spec, u.data) };
     const store = paramStoreOver(params.specs, new Float32Array(u.params));
-    if (store.data.length !== params.data.length) throw new Error(`version ${u.version} holds ${store.data.length} values, the model ${params.data.length}`);
+    if (store.data.length !== params.data.length) {
+      throw new Error(`version ${u.version} holds ${store.data.length} values, the model ${params.data.length}`);
+    }
     if (precision === 'fp32') return { version: u.version, model: new Transformer(folder.config, store, kernels), lora: null };
     const given = u.bf16 ? new Uint16Array(u.bf16) : null;
-    if (given && given.length !== store.data.length) throw new Error(`version ${u.version}'s bf16 copy holds ${given.length} values, the model ${store.data.length}`);
+    if (given && given.length !== store.data.length) {
+      throw new Error(`version ${u.version}'s bf16 copy holds ${given.length} values, the model ${store.data.length}`);
+    }
     const copy = bf16ParamsOver(params.specs, given ?? new Uint16Array(store.data.length));
     const ready = () => ({ version: u.version, model: new Transformer(folder.config, store, kernels, copy), lora: null });
     if (given) return ready();
