@@ -14,6 +14,7 @@ import {
   ADAPTER_CONFIG, ADAPTER_WEIGHTS, loadCheckpoint, mergeLora, readPeftAdapter, saveCheckpoint, type TrainingCheckpoint, writePeftAdapter,
 } from '../src/engine/local/train/checkpoint.js';
 import { linearForward } from '../src/engine/local/train/linear.js';
+import { gemmFor } from '../src/engine/local/precision.js';
 import { linearDims, Lora, LORA_TARGETS, PEFT_MODULE } from '../src/engine/local/train/lora.js';
 import { scratchDir } from './helpers/models.js';
 
@@ -102,6 +103,7 @@ test('mergeLora: the merged linear equals base plus adapter, x W\'^T = x W^T + s
   const params = randomParams(cfg, 3, 0.2), lora = randomLora(['q', 'k', 'o', 'gate', 'down']);
   const merged = mergeLora(params, lora, portableKernels);
   const T = 3, rng = createRng(11);
+  const fp32 = gemmFor(portableKernels, 'fp32');
   for (let l = 0; l < cfg.numLayers; l++) {
     for (const target of LORA_TARGETS) {
       const name = `model.layers.${l}.${PEFT_MODULE[target]}.weight`;
@@ -110,8 +112,8 @@ test('mergeLora: the merged linear equals base plus adapter, x W\'^T = x W^T + s
       const withAdapter = new Float32Array(T * outDim), viaMerge = new Float32Array(T * outDim);
       const pair = lora.weights(l, target);
       const adapter = pair ? { ...pair, dA: new Float32Array(0), dB: new Float32Array(0) } : null;
-      linearForward(portableKernels, withAdapter, x, T, { inDim, outDim, W: params.get(name), bias: null, dW: null, dBias: null, lora: adapter }, new Float32Array(T * 4));
-      linearForward(portableKernels, viaMerge, x, T, { inDim, outDim, W: merged.get(name), bias: null, dW: null, dBias: null, lora: null }, null);
+      linearForward(fp32, withAdapter, x, T, { inDim, outDim, W: params.get(name), W16: null, bias: null, dW: null, dBias: null, lora: adapter }, new Float32Array(T * 4));
+      linearForward(fp32, viaMerge, x, T, { inDim, outDim, W: merged.get(name), W16: null, bias: null, dW: null, dBias: null, lora: null }, null);
       for (let i = 0; i < withAdapter.length; i++) assert.ok(Math.abs(viaMerge[i]! - withAdapter[i]!) <= 1e-5, `${name}[${i}]: ${viaMerge[i]} vs ${withAdapter[i]}`);
       if (!pair) assert.deepEqual(merged.get(name), params.get(name), `${name} is not adapted and must not change`);
     }

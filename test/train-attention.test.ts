@@ -7,6 +7,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Kernels } from '../src/engine/local/kernels/kernels.js';
 import { portableKernels } from '../src/engine/local/kernels/portable.js';
+import { gemmFor } from '../src/engine/local/precision.js';
 import { attentionBackward, attentionForward, attentionScratchSize, type PackedSequence } from '../src/engine/local/train/attention.js';
 import { native, skipNative } from './helpers/native.js';
 import { randomArrayFrom, randomSource } from './helpers/random-arrays.js';
@@ -78,11 +79,11 @@ describe('training attention over several query blocks', () => {
       // Stale values everywhere the kernels must overwrite: NaN would survive any missed write.
       const out = new Float32Array(T * qDim).fill(NaN), lse = new Float32Array(T * H).fill(NaN);
       const scratch = new Float32Array(attentionScratchSize(300)).fill(NaN);
-      attentionForward(kk, out, lse, q, k, v, seqs, shape, scratch);
+      attentionForward(kk, gemmFor(kk, 'fp32'), out, lse, q, k, v, seqs, shape, scratch);
       assertClose(out, expected.out, `${name} out`);
       assertClose(lse, expected.lse, `${name} lse`);
       const dq = new Float32Array(T * qDim).fill(NaN), dk = new Float32Array(T * kvDim).fill(NaN), dv = new Float32Array(T * kvDim).fill(NaN);
-      attentionBackward(kk, dq, dk, dv, dOut, out, lse, q, k, v, seqs, shape, scratch.fill(NaN));
+      attentionBackward(kk, gemmFor(kk, 'fp32'), dq, dk, dv, dOut, out, lse, q, k, v, seqs, shape, scratch.fill(NaN));
       assertClose(dq, expected.dq, `${name} dq`);
       assertClose(dk, expected.dk, `${name} dk`);
       assertClose(dv, expected.dv, `${name} dv`);

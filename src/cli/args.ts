@@ -2,6 +2,7 @@
 // errors that say which flag was wrong.
 
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { parsePrecision, type PrecisionSetting } from '../engine/local/precision.js';
 
 export class CliError extends Error {
   constructor(message: string) {
@@ -30,6 +31,21 @@ export function numberFlag(values: Record<string, unknown>, name: string, opts: 
   }
   return n;
 }
+
+/** --precision fp32|bf16|auto (default auto), checked with a clear error. */
+export function precisionFlag(values: Record<string, unknown>): PrecisionSetting {
+  const raw = values.precision;
+  if (raw === undefined) return 'auto';
+  try {
+    return parsePrecision(String(raw));
+  } catch {
+    throw new CliError(`--precision must be fp32, bf16 or auto, got "${String(raw)}"`);
+  }
+}
+
+/** A --precision help line, shared by train, serve and generate. */
+export const PRECISION_USAGE =
+  '--precision P       fp32, bf16 (GEMMs from bf16-rounded inputs) or auto (default: bf16 with bf16 instructions)';
 
 export function stringFlag(values: Record<string, unknown>, name: string, usage: string): string {
   const v = values[name];

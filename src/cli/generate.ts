@@ -7,7 +7,7 @@
 // text). Text streams to stdout; --json prints one object with token ids and both log-probs.
 
 import { loadChatModel } from '../engine/local/chat-model.js';
-import { numberFlag, parseFlags, stringFlag } from './args.js';
+import { numberFlag, parseFlags, precisionFlag, PRECISION_USAGE, stringFlag } from './args.js';
 
 const USAGE = `usage: openclaw-rl generate --model DIR --prompt TEXT [options]
 
@@ -22,14 +22,15 @@ options:
   --top-k N          default 0 (off)
   --seed N           reproducible sampling
   --stop TEXT        stop sequence (repeatable)
-  --threads N        BLAS threads`;
+  --threads N        BLAS threads
+  ${PRECISION_USAGE}`;
 
 export async function runGenerate(argv: string[]): Promise<number> {
   const v = parseFlags(argv, {
     model: { type: 'string' }, prompt: { type: 'string' }, json: { type: 'boolean' }, raw: { type: 'boolean' },
     system: { type: 'string' }, think: { type: 'boolean' }, 'max-tokens': { type: 'string' }, temperature: { type: 'string' },
     'top-p': { type: 'string' }, 'top-k': { type: 'string' }, seed: { type: 'string' }, stop: { type: 'string', multiple: true },
-    threads: { type: 'string' },
+    threads: { type: 'string' }, precision: { type: 'string' },
   }, USAGE);
   if (v.help) {
     console.log(USAGE);
@@ -38,7 +39,8 @@ export async function runGenerate(argv: string[]): Promise<number> {
   const modelDir = stringFlag(v, 'model', USAGE);
   const prompt = stringFlag(v, 'prompt', USAGE);
   const threads = numberFlag(v, 'threads', { integer: true, min: 1 });
-  const model = await loadChatModel(modelDir, threads === undefined ? {} : { threads });
+  const precision = precisionFlag(v);
+  const model = await loadChatModel(modelDir, { precision, ...(threads === undefined ? {} : { threads }) });
   try {
     const messages = [...(v.system ? [{ role: 'system' as const, content: v.system as string }] : []), { role: 'user' as const, content: prompt }];
     const promptIds = v.raw ? model.tokenizer.encode(prompt) : model.renderPrompt(messages, { addGenerationPrompt: true, enableThinking: Boolean(v.think) }).ids;
@@ -69,13 +71,14 @@ export async function runGenerate(argv: string[]): Promise<number> {
     const end = performance.now();
     const decodeSeconds = (end - firstTokenAt) / 1000;
     const tokensPerSecond = ids.length > 1 ? (ids.length - 1) / decodeSeconds : 0;
-    const stats = { promptTokens: promptIds.length, completionTokens: ids.length, timeToFirstTokenMs: Math.round(firstTokenAt - t0), tokensPerSecond: Number(tokensPerSecond.toFixed(2)), kernels: model.engine.info.kernels };
+    const stats = { promptTokens: promptIds.length, completionTokens: ids.length, timeToFirstTokenMs: Math.round(firstTokenAt - t0), tokensPerSecond: Number(tokensPerSecond.toFixed(2)), kernels: model.engine.info.kernels,
+      kernelInfo: model.engine.info.kernelInfo, precision: model.engine.info.precision };
     if (v.json) {
       const text = model.tokenizer.decode(ids, { skipSpecialTokens: true });
       console.log(JSON.stringify({ text, promptIds, completionIds: ids, logprobs, sampledLogprobs, finishReason, ...stats }));
     } else {
       process.stdout.write(decoder.flush() + '\n');
-      console.error(`[${stats.completionTokens} tokens, ${stats.tokensPerSecond} tok/s decode, first token after ${stats.timeToFirstTokenMs} ms, prompt ${stats.promptTokens} tokens, finish: ${finishReason}, kernels: ${stats.kernels}]`);
+      console.error(`[${stats.completionTokens} tokens, ${stats.tokensPerSecond} tok/s decode, first token after ${stats.timeToFirstTokenMs} ms, prompt ${stats.promptTokens} tokens, finish: ${finishReason}, kernels: ${stats.kernels}, precision: ${stats.precision}]`);
     }
     return 0;
   } finally {

@@ -20,13 +20,15 @@ import { loadChatModel } from '../engine/local/chat-model.js';
 import type { PrefixCacheStats } from '../engine/local/engine.js';
 import { defaultKvCacheBytes } from '../engine/local/kv-cache-budget.js';
 import { describeMemoryPlan, memoryPlan, type MemoryPlan } from '../engine/local/memory-plan.js';
+import type { KernelInfo } from '../engine/local/kernels/kernels.js';
+import type { Precision } from '../engine/local/precision.js';
 import type { ModelConfig } from '../engine/local/model/config.js';
 import { readModelFolder } from '../engine/local/model/folder.js';
 import { Lora } from '../engine/local/train/lora.js';
 import { resolveModel } from '../engine/local/hub/index.js';
 import { progressBar } from '../engine/local/hub/progress-bar.js';
 import { openStore } from '../store/store.js';
-import { CliError, numberFlag, parseFlags, stringFlag } from './args.js';
+import { CliError, precisionFlag, numberFlag, parseFlags, stringFlag } from './args.js';
 import { advertisedUrl, startupBanner } from './banner.js';
 import { startLearning, type RunningLearning } from './serve-learning.js';
 import { learningFromEnv, resolveServeLearning, splitConfigFile, type LearningLayer, type ServeLearning } from './serve-config.js';
@@ -48,6 +50,8 @@ serving:
   --admin-key KEY         enables /admin routes (GET /admin/status); prefer OPENCLAW_RL_ADMIN_KEYS
   --log-content           include conversation text in the logs
   --threads N             BLAS threads
+  --precision P           fp32, bf16 (GEMMs from bf16-rounded inputs, decode from bf16 weights) or auto
+                          (default: bf16 where the native kernels have bf16 instructions)
   --kv-cache-mb N         prefix cache for keys and values, in MB (default: 4 full contexts, at most a
                           quarter of the memory; 0 = off): a prompt that repeats an earlier one's start
                           (the same session's previous turn, the judge's votes) computes only the rest
@@ -83,6 +87,7 @@ const FLAGS = {
   config: { type: 'string' }, 'model-id': { type: 'string' }, 'side-model': { type: 'string', multiple: true },
   'main-model': { type: 'string', multiple: true }, 'default-turn-kind': { type: 'string' }, 'session-idle': { type: 'string' },
   durability: { type: 'string' }, 'log-content': { type: 'boolean' }, threads: { type: 'string' }, 'admin-key': { type: 'string' },
+  precision: { type: 'string' },
   method: { type: 'string' }, 'batch-size': { type: 'string' }, judge: { type: 'string' }, 'judge-url': { type: 'string' },
   'judge-model': { type: 'string' }, 'judge-key': { type: 'string' }, 'judge-votes': { type: 'string' }, 'lora-rank': { type: 'string' },
   lr: { type: 'string' }, 'max-stale': { type: 'string' }, 'checkpoint-every': { type: 'string' }, 'progress-seconds': { type: 'string' },
@@ -115,18 +120,20 @@ export async function runServe(argv: string[]): Promise<number> {
   });
   const threads = numberFlag(v, 'threads', { integer: true, min: 1 });
   const kvCacheMb = numberFlag(v, 'kv-cache-mb', { min: 0 });
+  const precision = precisionFlag(v);
   const cfg = readModelFolder(modelDir).config;
   const kvCacheBytes = kvCacheMb === undefined ? defaultKvCacheBytes(cfg) : Math.floor(kvCacheMb * 2 ** 20);
-  const model = await loadChatModel(modelDir, { kvCacheBytes, ...(threads === undefined ? {} : { threads }) });
+  const model = await loadChatModel(modelDir, { kvCacheBytes, precision, ...(threads === undefined ? {} : { threads }) });
+  const engineInfo = { precision: model.engine.info.precision, kernels: model.engine.info.kernelInfo };
   let plan: MemoryPlan;
   try {
-    plan = planMemory(cfg, model.engine.info.parameters, kvCacheBytes, learning);
+    plan = planMemory(cfg, model.engine.info.parameters, kvCacheBytes, learning, engineInfo.precision);
   } catch (e) {
     await model.engine.close();
     store.close();
     throw e;
   }
-  logger.event('memory_plan', { ...plan });
+  logger.event('memory_plan', { ...plan, engine: engineInfo });
   // A fast path (prompt-piece cache, direct template rendering) that disagreed with the exact path
   // turns itself off; say so, with positions and lengths only, never text.
   const backend = chatBackendOf(model, config.modelId ?? (fromHub ? modelSpec.split('@')[0]! : basename(modelDir)), {
@@ -147,7 +154,7 @@ export async function runServe(argv: string[]): Promise<number> {
   }
   const status = () => ({
     ...(running ? running.loop.status() : { version: model.engine.version, steps: 0, learning: 'disabled' }),
-    prefixCache: model.engine.prefixCacheStats(), memory: plan,
+    prefixCache: model.engine.prefixCacheStats(), memory: plan, engine: engineInfo,
   });
   const gateway = new Gateway({ backend, store, config, logger, status });
   let address: { host: string; port: number };
@@ -168,7 +175,7 @@ export async function runServe(argv: string[]): Promise<number> {
   process.stderr.write(startupBanner({
     url, contextLength: backend.contextLength, mainModel: backend.modelId, sideModel: config.sideModels[0] ?? null, apiKeyRequired: config.apiKeys.length > 0,
     learning: running ? running.summary : 'off (--no-learning): turns are recorded, nothing is trained', store: store.path,
-    memory: describeMemoryPlan(plan),
+    memory: `${describeMemoryPlan(plan)}; GEMMs ${engineInfo.precision} (${describeKernels(engineInfo.kernels)})`,
   }));
   const progress = running && learning.progressSeconds > 0
     ? setInterval(() => process.stderr.write(`${running!.progressLine()}${cacheLine(model.engine.prefixCacheStats())}\n`), learning.progressSeconds * 1000).unref()
@@ -257,11 +264,13 @@ function readConfig(path: string): ReturnType<typeof splitConfigFile> {
  * learn.maxTrainTokens when neither the config nor a flag set it. Refuses to start learning when
  * not even a short sample fits.
  */
-function planMemory(cfg: ModelConfig, parameters: number, kvCacheBytes: number, learning: ServeLearning): MemoryPlan {
+function planMemory(
+  cfg: ModelConfig, parameters: number, kvCacheBytes: number, learning: ServeLearning, precision: Precision,
+): MemoryPlan {
   const rank = learning.enabled ? learning.training.loraRank : 0;
   const trainableValues = !learning.enabled ? 0 : rank === 0 ? parameters : loraValues(cfg, rank);
   const given = learning.learn.maxTrainTokens ?? undefined;
-  const plan = memoryPlan({ cfg, totalBytes: totalmem(), parameters, loraRank: rank, trainableValues, kvCacheBytes, ...(given ? { maxTrainTokens: given } : {}) });
+  const plan = memoryPlan({ cfg, totalBytes: totalmem(), parameters, loraRank: rank, trainableValues, kvCacheBytes, precision, ...(given ? { maxTrainTokens: given } : {}) });
   if (learning.enabled) {
     if (plan.maxTrainTokens < 2) {
       throw new CliError(`not enough memory to train any sample (${describeMemoryPlan(plan)}): lower --kv-cache-mb, use LoRA (--lora-rank), or --no-learning`);
@@ -269,6 +278,10 @@ function planMemory(cfg: ModelConfig, parameters: number, kvCacheBytes: number, 
     learning.learn.maxTrainTokens = plan.maxTrainTokens;
   }
   return plan;
+}
+
+function describeKernels(k: KernelInfo): string {
+  return `${k.gemm}, ${k.isa}, ${k.bf16Instructions ? 'bf16 instructions' : 'no bf16 instructions'}`;
 }
 
 function loraValues(cfg: ModelConfig, rank: number): number {

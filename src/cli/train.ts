@@ -16,7 +16,8 @@ import { writePeftAdapter } from '../engine/local/train/checkpoint.js';
 import { DEFAULT_LEARNER, LearnerCore } from '../engine/local/train/learner.js';
 import { LORA_TARGETS } from '../engine/local/train/lora.js';
 import type { LinearName } from '../engine/local/train/model.js';
-import { CliError, numberFlag, parseFlags, stringFlag } from './args.js';
+import { CliError, numberFlag, parseFlags, precisionFlag, PRECISION_USAGE, stringFlag } from './args.js';
+import { resolvePrecision } from '../engine/local/precision.js';
 import { parseSamplesJsonl } from './samples-file.js';
 
 const USAGE = `usage: openclaw-rl train --model DIR --samples FILE.jsonl --out DIR [options]
@@ -33,6 +34,7 @@ options:
   --max-grad-norm X   default 1
   --seed N            LoRA initialisation seed (default 0)
   --threads N         BLAS threads
+  ${PRECISION_USAGE}
 
 samples: one JSON object per line:
   {"promptIds": [...], "completionIds": [...], "advantages": number | number[], "rolloutLogprobs": [...] (optional)}`;
@@ -42,7 +44,7 @@ export async function runTrain(argv: string[]): Promise<number> {
     model: { type: 'string' }, samples: { type: 'string' }, out: { type: 'string' }, 'lora-rank': { type: 'string' },
     'lora-alpha': { type: 'string' }, 'lora-targets': { type: 'string' }, steps: { type: 'string' }, 'batch-size': { type: 'string' },
     epochs: { type: 'string' }, lr: { type: 'string' }, 'weight-decay': { type: 'string' }, 'max-grad-norm': { type: 'string' },
-    seed: { type: 'string' }, threads: { type: 'string' },
+    seed: { type: 'string' }, threads: { type: 'string' }, precision: { type: 'string' },
   }, USAGE);
   if (v.help) {
     console.log(USAGE);
@@ -53,6 +55,7 @@ export async function runTrain(argv: string[]): Promise<number> {
   const out = stringFlag(v, 'out', USAGE);
   if (existsSync(out) && readdirSync(out).length > 0) throw new CliError(`--out ${out} exists and is not empty; choose a new folder`);
   const rank = numberFlag(v, 'lora-rank', { integer: true, min: 0 }) ?? 16;
+  const precisionSetting = precisionFlag(v);
   const targets = ((v['lora-targets'] as string | undefined) ?? LORA_TARGETS.join(',')).split(',').map((t) => t.trim());
   const badTarget = targets.find((t) => !(LORA_TARGETS as readonly string[]).includes(t));
   if (badTarget !== undefined) throw new CliError(`--lora-targets: "${badTarget}" is not one of ${LORA_TARGETS.join(', ')}`);
@@ -77,6 +80,7 @@ export async function runTrain(argv: string[]): Promise<number> {
   const kernels = loadKernels();
   const threads = numberFlag(v, 'threads', { integer: true, min: 1 });
   if (threads) kernels.setThreads(threads);
+  const precision = resolvePrecision(precisionSetting, kernels);
   const learner = new LearnerCore(folder.config, loadWeights(modelDir, folder.config), {
     ...DEFAULT_LEARNER,
     mode: rank === 0 ? { kind: 'full' } : { kind: 'lora', spec: { rank, alpha: numberFlag(v, 'lora-alpha', { min: 0 }) ?? 2 * rank, targets: targets as LinearName[] } },
@@ -89,9 +93,10 @@ export async function runTrain(argv: string[]): Promise<number> {
     miniBatchSize: batchSize,
     epochs: numberFlag(v, 'epochs', { integer: true, min: 1 }) ?? 1,
     seed: numberFlag(v, 'seed', { integer: true, min: 0 }) ?? 0,
+    precision,
   }, kernels);
 
-  console.error(`training ${rank === 0 ? 'all parameters' : `a rank-${rank} LoRA`} on ${samples.length} samples: ${steps} steps of ${batchSize} (kernels: ${kernels.name})`);
+  console.error(`training ${rank === 0 ? 'all parameters' : `a rank-${rank} LoRA`} on ${samples.length} samples: ${steps} steps of ${batchSize} (kernels: ${kernels.name}, ${kernels.info.gemm} ${kernels.info.isa}; precision ${precision})`);
   let cursor = 0;
   for (let step = 0; step < steps; step++) {
     const batch = Array.from({ length: batchSize }, (_, i) => samples[(cursor + i) % samples.length]!);

@@ -126,7 +126,9 @@ export interface StepMetrics {
 /** A new policy version, as the learner publishes it and a sampler loads it. */
 export type PolicyUpdate =
   | { version: number; kind: 'lora'; spec: { rank: number; alpha: number; targets: ('q' | 'k' | 'v' | 'o' | 'gate' | 'up' | 'down')[] }; data: Float32Array }
-  | { version: number; kind: 'full'; params: SharedArrayBuffer };
+  // bf16: the params' bf16 copy (Uint16Array bits), when the learner made it; a bf16 engine
+  // makes its own otherwise.
+  | { version: number; kind: 'full'; params: SharedArrayBuffer; bf16?: SharedArrayBuffer };
 
 /** Diagnostics of one forward/backward (token-weighted means over trained tokens). */
 export interface ForwardBackwardResult {

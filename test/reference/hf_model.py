@@ -323,6 +323,9 @@ class Model:
             t.requires_grad_(requires_grad)
         self.params = p
         self.lora = {}  # "model.layers.{i}.self_attn.q_proj" -> (A [r, in], B [out, r])
+        # Every matrix product (projections, adapters, attention); train_step.py swaps in one
+        # that rounds its inputs to bf16, for the bf16 trainer's check.
+        self.mm = torch.matmul
         self.lora_scale = 0.0
 
     def set_lora(self, tensors, rank, alpha, targets):
@@ -338,11 +341,17 @@ class Model:
     def _proj(self, module, x):
         """One projection by its HF module path, with its bias and LoRA adapter if present."""
         p = self.params
-        y = torch.nn.functional.linear(x, p[module + ".weight"], p.get(module + ".bias"))
+        y = self._linear(x, p[module + ".weight"], p.get(module + ".bias"))
         ab = self.lora.get(module)
         if ab is not None:
-            y = y + self.lora_scale * torch.nn.functional.linear(torch.nn.functional.linear(x, ab[0]), ab[1])
+            y = y + self.lora_scale * self._linear(self._linear(x, ab[0]), ab[1])
         return y
+
+    def _linear(self, x, w, b=None):
+        if self.mm is torch.matmul:
+            return torch.nn.functional.linear(x, w, b)
+        y = self.mm(x, w.t())
+        return y if b is None else y + b
 
     def _expected(self):
         c, names = self.cfg, ["model.embed_tokens.weight", "model.norm.weight"]
@@ -419,9 +428,9 @@ class Model:
             # GQA: query head j reads kv head j // (H // KV).
             k = k.repeat_interleave(H // KV, dim=1)
             v = v.repeat_interleave(H // KV, dim=1)
-            s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(D)
+            s = self.mm(q, k.transpose(-1, -2)) / math.sqrt(D)
             s = s.masked_fill(future, float("-inf"))
-            a = torch.matmul(torch.softmax(s, dim=-1), v)
+            a = self.mm(torch.softmax(s, dim=-1), v)
             a = a.transpose(1, 2).reshape(B, T, H * D)
             x = x + self._proj(pre + "self_attn.o_proj", a)
             h = rms_norm(x, g("post_attention_layernorm.weight"), c.eps)

@@ -6,6 +6,13 @@ TypeScript engine, so it can cross-check that engine's backward pass and optimiz
 stdin (JSON):
   {"model": DIR,
    "dtype": "float64" | "float32",                       optional, default float64
+   "precision": "exact" | "bf16-gemm" | "autocast",      optional, default exact:
+       bf16-gemm: every matrix product (projections, adapters, attention, LM head) rounds its
+                  inputs to bf16 (ties to even), forward and backward (the gradient flowing in
+                  and the other operand), and keeps its output in dtype: the bf16 trainer's
+                  rounding points, summed in dtype;
+       autocast:  float32 model under torch.autocast('cpu', dtype=torch.bfloat16), as GPU
+                  training runs (products output bf16); logits cast to float32 for the loss
    "lora": null | {"rank": r, "alpha": a,
                    "targets": ["q","k","v","o","gate","up","down"],   optional, default all
                    "adapter": PATH.safetensors},          PEFT names, A [r, in], B [out, r]
@@ -195,11 +202,44 @@ def parse(req):
            "clipNorm": None if clip is None else float(clip)}
     if not (opt["beta1"] < 1 and opt["beta2"] < 1):
         raise InputError("optimizer.beta1 and beta2 must be < 1")
-    return {"model": req["model"], "out": req["out"], "dtype": dtype, "lora": lora,
+    precision = req.get("precision", "exact")
+    if precision not in ("exact", "bf16-gemm", "autocast"):
+        raise InputError('"precision" must be "exact", "bf16-gemm" or "autocast"')
+    if precision == "autocast" and dtype != "float32":
+        raise InputError('"precision": "autocast" needs "dtype": "float32"')
+    return {"model": req["model"], "out": req["out"], "dtype": dtype, "lora": lora, "precision": precision,
             "samples": samples, "loss": loss, "optimizer": opt}
 
 
 # ------------------------------------------------------------------------ job
+
+def _bf16(t):
+    import torch
+    return t.to(torch.bfloat16).to(t.dtype)
+
+
+def bf16_matmul(a, b):
+    """a @ b with a and b rounded to bf16; the backward rounds the incoming gradient and the
+    other operand likewise (grad_a = bf16(g) @ bf16(b)^T, grad_b = bf16(a)^T @ bf16(g))."""
+    import torch
+
+    class Bf16MatMul(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            ctx.save_for_backward(x, y)
+            return torch.matmul(_bf16(x), _bf16(y))
+
+        @staticmethod
+        def backward(ctx, g):
+            x, y = ctx.saved_tensors
+            g = _bf16(g)
+            gx = torch.matmul(g, _bf16(y).transpose(-1, -2))
+            gy = torch.matmul(_bf16(x).transpose(-1, -2), g)
+            # Undo broadcasting over leading dimensions (none here beyond batch and heads).
+            return gx.sum_to_size(x.shape), gy.sum_to_size(y.shape)
+
+    return Bf16MatMul.apply(a, b)
+
 
 class Job:
     """Model + trainable tensors + batch, built once; loss() can be re-evaluated (finite differences)."""
@@ -221,6 +261,8 @@ class Job:
                 v.requires_grad_(True)
             self.model.set_lora(t, lora["rank"], lora["alpha"], lora["targets"])
             self.trainable = t  # PEFT names
+        if spec["precision"] == "bf16-gemm":
+            self.model.mm = bf16_matmul
         for i, s in enumerate(spec["samples"]):
             if max(s["tokens"]) >= cfg.vocab:
                 raise InputError(f"batch[{i}].tokens: id out of range [0, {cfg.vocab})")
@@ -238,7 +280,7 @@ class Job:
             toks, P = s["tokens"], s["P"]
             n = len(toks)
             x = self.model.hidden_states(torch.tensor(toks))
-            logits = torch.matmul(x[P - 1:n - 1], head.t())  # only the completion positions
+            logits = self.model.mm(x[P - 1:n - 1], head.t()).to(dt)  # only the completion positions
             logp = torch.log_softmax(logits, dim=-1)          # [C, V]
             tgt = torch.tensor(toks[P:], dtype=torch.long)
             lp = logp.gather(1, tgt[:, None])[:, 0]
@@ -319,7 +361,11 @@ def run(req):
     import hf_model as hm
 
     job = Job(spec)
-    loss, metrics, logprobs = job.loss()
+    if spec["precision"] == "autocast":
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss, metrics, logprobs = job.loss()
+    else:
+        loss, metrics, logprobs = job.loss()
     names = sorted(job.trainable)
     tensors = [job.trainable[k] for k in names]
     gs = torch.autograd.grad(loss, tensors, allow_unused=True)

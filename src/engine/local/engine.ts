@@ -10,6 +10,7 @@ import {
   createPrefixCacheStatsBuffer, type PrefixCacheStats, readPrefixCacheStats,
 } from './runtime/prefix-cache-stats.js';
 import type { FromWorker, PolicyUpdate, ResolvedSampling, ToWorker, WorkerInfo, WorkerOptions } from './runtime/protocol.js';
+import { parsePrecision, type PrecisionSetting } from './precision.js';
 import { randomSeed } from './sampling/random.js';
 
 export type { PrefixCacheStats };
@@ -25,6 +26,12 @@ export interface LocalEngineOptions {
    * defaultKvCacheBytes(config).
    */
   kvCacheBytes?: number;
+  /**
+   * The GEMMs' precision (precision.ts): fp32 (default, the exact path), bf16 (projections and
+   * LM head from bf16 copies of the weights, decode included), or auto (bf16 where the native
+   * kernels have bf16 instructions). The resolved one is in `info.precision`.
+   */
+  precision?: PrecisionSetting;
 }
 
 interface Stream {
@@ -68,8 +75,10 @@ export class LocalEngine implements Sampler, Scorer {
       throw new RangeError(`kvCacheBytes must be a non-negative integer, got ${kvCacheBytes}`);
     }
     const prefixStats = createPrefixCacheStatsBuffer();
+    const precision = parsePrecision(opts.precision ?? 'fp32');
     const workerOptions: WorkerOptions = {
       modelDir, maxStepTokens: opts.maxStepTokens ?? 256, threads: opts.threads ?? 0, activity, kvCacheBytes, prefixStats,
+      precision,
     };
     const worker = new Worker(new URL('./runtime/worker.js', import.meta.url), { workerData: workerOptions });
     // Listeners are removed by name: removeAllListeners() would also drop the Worker's own

@@ -55,12 +55,13 @@ export class LocalLearner implements Learner {
 
   /** A learner on `engine`'s model and base weights. */
   static async open(engine: LocalEngine, opts: LocalLearnerOptions = {}): Promise<LocalLearner> {
-    const config: LearnerConfig = { ...DEFAULT_LEARNER, ...opts.config };
+    // Unless told otherwise, the learner computes at the precision the engine serves at.
+    const config: LearnerConfig = { ...DEFAULT_LEARNER, precision: engine.info.precision, ...opts.config };
     const maxYieldMs = opts.maxYieldMs ?? 100, versionAfter = opts.versionAfter ?? engine.version;
     if (!(maxYieldMs >= 0)) throw new RangeError(`maxYieldMs must be >= 0, got ${maxYieldMs}`);
     if (!(Number.isInteger(versionAfter) && versionAfter >= 0)) throw new RangeError(`versionAfter must be a non-negative integer, got ${versionAfter}`);
     const workerOptions: LearnerWorkerOptions = {
-      modelDir: engine.folder.dir, baseParams: engine.info.baseParams, config, checkpointDir: opts.checkpointDir ?? null, threads: opts.threads ?? 0,
+      modelDir: engine.folder.dir, baseParams: engine.info.baseParams, baseBf16: engine.info.baseBf16, config, checkpointDir: opts.checkpointDir ?? null, threads: opts.threads ?? 0,
       activity: (opts.yieldToServing ?? true) ? engine.activity.buffer as SharedArrayBuffer : null, maxYieldMs, versionAfter,
     };
     const worker = new Worker(new URL('./runtime/learner-worker.js', import.meta.url), { workerData: workerOptions });

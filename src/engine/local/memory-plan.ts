@@ -7,7 +7,8 @@
 
 import type { ModelConfig } from './model/config.js';
 import { defaultKvCacheBytes } from './kv-cache-budget.js';
-import { HEAD_CHUNK_ROWS, maxTrainTokens, trainStepBytes } from './train/memory.js';
+import { bf16CopyBytes, HEAD_CHUNK_ROWS, maxTrainTokens, trainStepBytes } from './train/memory.js';
+import type { Precision } from './precision.js';
 
 /** Of the machine's memory, the share openclaw-rl plans for; the rest is the system's and other programs'. */
 export const USABLE_MEMORY_SHARE = 0.75;
@@ -29,12 +30,16 @@ export interface MemoryPlanInput {
   kvCacheBytes?: number;
   /** --max-train-tokens; undefined to derive it. */
   maxTrainTokens?: number;
+  /** The engine's resolved precision; default fp32. */
+  precision?: Precision;
 }
 
 export interface MemoryPlan {
   totalBytes: number;
+  precision: Precision;
+  /** float32 weights, plus at bf16 their bf16 copy (made by the sampler, shared with the learner). */
   weightsBytes: number;
-  /** The trainable copy, its gradients and AdamW's two moments. */
+  /** The trainable copy, its gradients and AdamW's two moments; at bf16 with full fine-tuning, its bf16 copy. */
   learnerStateBytes: number;
   kvCacheBytes: number;
   runtimeAllowanceBytes: number;
@@ -49,8 +54,11 @@ export interface MemoryPlan {
 
 export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
   const { cfg, totalBytes, loraRank } = input;
-  const weightsBytes = 4 * input.parameters;
-  const learnerStateBytes = 4 * 4 * input.trainableValues;
+  const precision = input.precision ?? 'fp32';
+  const bf16 = precision === 'bf16';
+  const weightsBytes = 4 * input.parameters + (bf16 ? bf16CopyBytes(input.parameters) : 0);
+  const fullFineTuning = loraRank === 0 && input.trainableValues > 0;
+  const learnerStateBytes = 4 * 4 * input.trainableValues + (bf16 && fullFineTuning ? bf16CopyBytes(input.trainableValues) : 0);
   const kvCacheBytes = input.kvCacheBytes ?? defaultKvCacheBytes(cfg, totalBytes);
   const fixed = weightsBytes + learnerStateBytes + kvCacheBytes + RUNTIME_ALLOWANCE_BYTES;
   const activationBudgetBytes = Math.max(0, Math.floor(USABLE_MEMORY_SHARE * totalBytes - fixed));
@@ -58,7 +66,7 @@ export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
   const tokens = input.maxTrainTokens ?? derived;
   const trainBytes = stepBytes(cfg, tokens, loraRank);
   return {
-    totalBytes, weightsBytes, learnerStateBytes, kvCacheBytes, runtimeAllowanceBytes: RUNTIME_ALLOWANCE_BYTES,
+    totalBytes, precision, weightsBytes, learnerStateBytes, kvCacheBytes, runtimeAllowanceBytes: RUNTIME_ALLOWANCE_BYTES,
     activationBudgetBytes, maxTrainTokens: tokens, trainBytes, overBudget: trainBytes > activationBudgetBytes,
   };
 }

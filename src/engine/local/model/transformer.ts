@@ -4,6 +4,10 @@
 // single token is in flight); attention runs per segment against its own cache, one query row
 // at a time for decoding, in blocks of rows through GEMMs for prompts (segment-attention.ts).
 //
+// At bf16 (precision.ts) every projection, adapter and LM-head product runs through gemmBf16 on
+// the weights' bf16 copies, decode rows included (no sgemv: a decode step then reads half the
+// weight bytes); attention and the KV cache stay fp32.
+//
 // Shapes: T = tokens in the step (all segments), D = hidden, F = ffn, H = q heads, KV = kv heads,
 // hd = head dim, V = vocab, R = rows whose logits are wanted.
 
@@ -12,6 +16,7 @@ import { type ModelConfig, ropeInvFreq } from './config.js';
 import { type KvCache, reserveKvCache } from './kv-cache.js';
 import { segmentAttention } from './segment-attention.js';
 import type { ParamStore } from './weights.js';
+import { type Bf16Params, type Gemm, gemmFor } from '../precision.js';
 import type { Lora } from '../train/lora.js';
 import type { LinearName } from '../train/model.js';
 
@@ -24,33 +29,46 @@ export interface ForwardSegment {
   lora?: Lora | null;
 }
 
+/** A projection's weight [out, in], and its bf16 copy at bf16. */
+interface Weight {
+  f32: Float32Array;
+  b16: Uint16Array | null;
+}
+
 interface LayerWeights {
   inputNorm: Float32Array;
-  wq: Float32Array; wk: Float32Array; wv: Float32Array; wo: Float32Array;
+  wq: Weight; wk: Weight; wv: Weight; wo: Weight;
   bq: Float32Array | null; bk: Float32Array | null; bv: Float32Array | null; bo: Float32Array | null;
   qNorm: Float32Array | null; kNorm: Float32Array | null;
   postNorm: Float32Array;
-  wGate: Float32Array; wUp: Float32Array; wDown: Float32Array;
+  wGate: Weight; wUp: Weight; wDown: Weight;
 }
 
 export class Transformer {
   private readonly layers: LayerWeights[];
   private readonly embed: Float32Array;
   private readonly finalNorm: Float32Array;
-  private readonly lmHead: Float32Array;
+  private readonly lmHead: Weight;
+  private readonly gemm: Gemm | null;
   private readonly invFreq: Float32Array;
   private readonly scratch = new Map<string, Float32Array>();
 
-  constructor(readonly cfg: ModelConfig, params: ParamStore, private readonly k: Kernels) {
+  /** bf16: copies of `params` (bf16ParamsOf) for every product to read; without, fp32 (sgemm, sgemv). */
+  constructor(readonly cfg: ModelConfig, params: ParamStore, private readonly k: Kernels, bf16?: Bf16Params) {
+    if (bf16 && bf16.data.length !== params.data.length) {
+      throw new RangeError(`the bf16 copy holds ${bf16.data.length} values, the parameters ${params.data.length}`);
+    }
+    this.gemm = bf16 ? gemmFor(k, 'bf16') : null;
     const opt = (n: string) => (params.has(n) ? params.get(n) : null);
+    const weight = (n: string): Weight => ({ f32: params.get(n), b16: bf16?.get(n) ?? null });
     this.layers = Array.from({ length: cfg.numLayers }, (_, l) => {
       const p = `model.layers.${l}.`;
       return {
         inputNorm: params.get(`${p}input_layernorm.weight`),
-        wq: params.get(`${p}self_attn.q_proj.weight`),
-        wk: params.get(`${p}self_attn.k_proj.weight`),
-        wv: params.get(`${p}self_attn.v_proj.weight`),
-        wo: params.get(`${p}self_attn.o_proj.weight`),
+        wq: weight(`${p}self_attn.q_proj.weight`),
+        wk: weight(`${p}self_attn.k_proj.weight`),
+        wv: weight(`${p}self_attn.v_proj.weight`),
+        wo: weight(`${p}self_attn.o_proj.weight`),
         bq: opt(`${p}self_attn.q_proj.bias`),
         bk: opt(`${p}self_attn.k_proj.bias`),
         bv: opt(`${p}self_attn.v_proj.bias`),
@@ -58,14 +76,14 @@ export class Transformer {
         qNorm: opt(`${p}self_attn.q_norm.weight`),
         kNorm: opt(`${p}self_attn.k_norm.weight`),
         postNorm: params.get(`${p}post_attention_layernorm.weight`),
-        wGate: params.get(`${p}mlp.gate_proj.weight`),
-        wUp: params.get(`${p}mlp.up_proj.weight`),
-        wDown: params.get(`${p}mlp.down_proj.weight`),
+        wGate: weight(`${p}mlp.gate_proj.weight`),
+        wUp: weight(`${p}mlp.up_proj.weight`),
+        wDown: weight(`${p}mlp.down_proj.weight`),
       };
     });
     this.embed = params.get('model.embed_tokens.weight');
     this.finalNorm = params.get('model.norm.weight');
-    this.lmHead = cfg.tieWordEmbeddings ? this.embed : params.get('lm_head.weight');
+    this.lmHead = weight(cfg.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight');
     this.invFreq = ropeInvFreq(cfg);
   }
 
@@ -172,9 +190,12 @@ export class Transformer {
   }
 
   /** out[T, outDim] = x[T, inDim] . W^T (+ bias), W stored [outDim, inDim] as in Hugging Face. */
-  private linear(out: Float32Array, x: Float32Array, T: number, W: Float32Array, inDim: number, outDim: number, bias: Float32Array | null): void {
-    if (T === 1) this.k.sgemv(false, outDim, inDim, 1, W, inDim, x.subarray(0, inDim), 0, out.subarray(0, outDim));
-    else this.k.sgemm(false, true, T, outDim, inDim, 1, x, inDim, W, inDim, 0, out, outDim);
+  private linear(
+    out: Float32Array, x: Float32Array, T: number, W: Weight, inDim: number, outDim: number, bias: Float32Array | null,
+  ): void {
+    if (this.gemm) this.gemm(false, true, T, outDim, inDim, 1, x, inDim, W.b16 ?? W.f32, inDim, 0, out, outDim);
+    else if (T === 1) this.k.sgemv(false, outDim, inDim, 1, W.f32, inDim, x.subarray(0, inDim), 0, out.subarray(0, outDim));
+    else this.k.sgemm(false, true, T, outDim, inDim, 1, x, inDim, W.f32, inDim, 0, out, outDim);
     if (bias) {
       for (let t = 0; t < T; t++) {
         const o = t * outDim;
@@ -192,8 +213,10 @@ export class Transformer {
       if (w) {
         const inDim = w.a.shape[1], outDim = w.b.shape[0];
         const u = this.buf('loraU', n * w.rank);
-        this.k.sgemm(false, true, n, w.rank, inDim, 1, x.subarray(row * inDim, (row + n) * inDim), inDim, w.A, inDim, 0, u, w.rank);
-        this.k.sgemm(false, true, n, outDim, w.rank, w.scale, u, w.rank, w.B, w.rank, 1, y.subarray(row * outDim, (row + n) * outDim), outDim);
+        // At bf16 the adapter's small fp32 A and B are rounded on the fly, as training does.
+        const gemm = this.gemm ?? this.k.sgemm.bind(this.k);
+        gemm(false, true, n, w.rank, inDim, 1, x.subarray(row * inDim, (row + n) * inDim), inDim, w.A, inDim, 0, u, w.rank);
+        gemm(false, true, n, outDim, w.rank, w.scale, u, w.rank, w.B, w.rank, 1, y.subarray(row * outDim, (row + n) * outDim), outDim);
       }
       row += n;
     }

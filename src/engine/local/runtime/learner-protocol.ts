@@ -7,6 +7,8 @@ export interface LearnerWorkerOptions {
   modelDir: string;
   /** The sampler's base weights, shared instead of loaded again. */
   baseParams: SharedArrayBuffer;
+  /** The sampler's bf16 copy of them (a bf16 engine), shared likewise; null: made here if needed. */
+  baseBf16: SharedArrayBuffer | null;
   config: LearnerConfig;
   /** Where checkpoints go; the latest one there is resumed from. */
   checkpointDir: string | null;

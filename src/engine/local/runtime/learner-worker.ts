@@ -11,6 +11,7 @@ import { loadCheckpoint, saveCheckpoint } from '../train/checkpoint.js';
 import { LearnerCore } from '../train/learner.js';
 import { Lora } from '../train/lora.js';
 import { servingYield } from './serving-yield.js';
+import { bf16ParamsOver } from '../precision.js';
 import type { FromLearner, LearnerReply, LearnerRequest, LearnerWorkerOptions } from './learner-protocol.js';
 
 const port = parentPort!;
@@ -31,7 +32,9 @@ function start(): void {
     throw new Error(`the checkpoint in ${options.checkpointDir} belongs to another model or training mode; move it away or choose another data folder`);
   }
   const pause = options.activity ? servingYield(new Int32Array(options.activity), options.maxYieldMs) : undefined;
-  const learner = new LearnerCore(cfg, base, options.config, kernels, restored ? { values: restored.trainable, optimizer: restored } : undefined, pause);
+  const baseBf16 = options.baseBf16 ? bf16ParamsOver(base.specs, new Uint16Array(options.baseBf16)) : undefined;
+  const restore = restored ? { values: restored.trainable, optimizer: restored } : undefined;
+  const learner = new LearnerCore(cfg, base, options.config, kernels, restore, pause, baseBf16);
   let version = Math.max(options.versionAfter, restored?.publishedVersion ?? 0);
   let consumed = restored?.consumedSampleIds ?? [];
 
@@ -58,7 +61,12 @@ function start(): void {
     if (learner.lora) return { version: v, kind: 'lora', spec: learner.lora.spec, data: learner.lora.data.slice() };
     const params = new SharedArrayBuffer(learner.params.data.byteLength);
     new Float32Array(params).set(learner.params.data);
-    return { version: v, kind: 'full', params };
+    // A bf16 copy made here saves a bf16 engine the rounding; one the engine would not use is not sent.
+    const ours = options.baseBf16 ? learner.bf16Values : null;
+    if (!ours) return { version: v, kind: 'full', params };
+    const bf16 = new SharedArrayBuffer(ours.byteLength);
+    new Uint16Array(bf16).set(ours);
+    return { version: v, kind: 'full', params, bf16 };
   };
 
   port.on('message', (m: { id: number; request: LearnerRequest }) => {

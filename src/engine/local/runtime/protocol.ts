@@ -1,6 +1,8 @@
 // Messages between the engine's public object (main thread) and the compute worker.
 
 import type { GenerationEvent, PolicyUpdate, ScoredCompletion } from '../../types.js';
+import type { KernelInfo } from '../kernels/kernels.js';
+import type { Precision, PrecisionSetting } from '../precision.js';
 
 export type { PolicyUpdate };
 
@@ -30,6 +32,8 @@ export interface WorkerOptions {
   kvCacheBytes: number;
   /** The prefix cache's counters (prefix-cache-stats.ts), updated by the worker. */
   prefixStats: SharedArrayBuffer;
+  /** The GEMMs' precision; auto is resolved by the worker, on its kernels. */
+  precision: PrecisionSetting;
 }
 
 export type ToWorker =
@@ -42,10 +46,14 @@ export type ToWorker =
 
 export interface WorkerInfo {
   kernels: 'native' | 'portable';
+  kernelInfo: KernelInfo;
+  precision: Precision;
   parameters: number;
   loadMs: number;
   /** The base weights (version 0), shared with a learner instead of copied. */
   baseParams: SharedArrayBuffer;
+  /** At bf16, the base weights' bf16 copy (Uint16Array bits), shared with a learner likewise. */
+  baseBf16: SharedArrayBuffer | null;
 }
 
 export type FromWorker =

@@ -1,5 +1,9 @@
 // The compute worker: loads the weights, owns the KV caches and runs the scheduler, so matrix
 // work never blocks the event loop of the thread that serves HTTP.
+//
+// At bf16 every version needs a bf16 copy of its weights before it serves. A full fine-tuned
+// version that arrives without one (the learner sends it when it has it) is rounded here one
+// chunk between two scheduler steps at a time, then swapped in: requests keep running meanwhile.
 
 import { parentPort, workerData } from 'node:worker_threads';
 import { loadKernels } from '../kernels/index.js';
@@ -13,6 +17,7 @@ import { PrefixCache } from './prefix-cache.js';
 import { PrefixCacheCounters } from './prefix-cache-stats.js';
 import { type PolicyWeights, Scheduler } from './scheduler.js';
 import type { PolicyUpdate } from './protocol.js';
+import { bf16ParamsOf, bf16ParamsOver, refreshBf16InChunks, resolvePrecision } from '../precision.js';
 
 const port = parentPort!;
 const options = workerData as WorkerOptions;
@@ -25,15 +30,34 @@ async function start(): Promise<void> {
   const folder = readModelFolder(options.modelDir);
   const tokenizer = await TextTokenizer.fromModelDir(options.modelDir);
   const params = loadWeights(options.modelDir, folder.config);
-  const base: PolicyWeights = { version: 0, model: new Transformer(folder.config, params, kernels), lora: null };
+  const precision = resolvePrecision(options.precision, kernels);
+  const baseBf16 = precision === 'bf16' ? bf16ParamsOf(kernels, params.specs, params.data) : undefined;
+  const base: PolicyWeights = { version: 0, model: new Transformer(folder.config, params, kernels, baseBf16), lora: null };
   const prefix = new PrefixCache(options.kvCacheBytes, new PrefixCacheCounters(options.prefixStats));
   const scheduler = new Scheduler(
     base, folder.config, folder.eosTokenIds, () => tokenizer.createStreamDecoder(), options.maxStepTokens,
     new Int32Array(options.activity), prefix,
   );
-  const policyOf = (u: PolicyUpdate): PolicyWeights => u.kind === 'lora'
-    ? { version: u.version, model: base.model, lora: new Lora(folder.config, u.spec, u.data) }
-    : { version: u.version, model: new Transformer(folder.config, paramStoreOver(params.specs, new Float32Array(u.params)), kernels), lora: null };
+  /** Full versions at bf16 whose copy is being rounded, in arrival order, with when they arrived. */
+  // Publications behind one wait for it (with no chunks left to do), so versions go live in order.
+  const converting: { version: number; chunks: Generator<void> | null; t: number; ready(): PolicyWeights }[] = [];
+  const policyOf = (u: PolicyUpdate): PolicyWeights | null => {
+    if (u.kind === 'lora') return { version: u.version, model: base.model, lora: new Lora(folder.config, u.spec, u.data) };
+    const store = paramStoreOver(params.specs, new Float32Array(u.params));
+    if (store.data.length !== params.data.length) {
+      throw new Error(`version ${u.version} holds ${store.data.length} values, the model ${params.data.length}`);
+    }
+    if (precision === 'fp32') return { version: u.version, model: new Transformer(folder.config, store, kernels), lora: null };
+    const given = u.bf16 ? new Uint16Array(u.bf16) : null;
+    if (given && given.length !== store.data.length) {
+      throw new Error(`version ${u.version}'s bf16 copy holds ${given.length} values, the model ${store.data.length}`);
+    }
+    const copy = bf16ParamsOver(params.specs, given ?? new Uint16Array(store.data.length));
+    const ready = () => ({ version: u.version, model: new Transformer(folder.config, store, kernels, copy), lora: null });
+    if (given) return ready();
+    converting.push({ version: u.version, chunks: refreshBf16InChunks(kernels, copy, store.data), t: performance.now(), ready });
+    return null;
+  };
 
   let wake: (() => void) | null = null;
   let running = true;
@@ -49,21 +73,47 @@ async function start(): Promise<void> {
     }
     wake?.();
   });
+  const swapIn = (version: number, t: number, policy: () => PolicyWeights | null) => {
+    try {
+      const p = policy();
+      if (!p) return;
+      scheduler.publish(p);
+      send({ type: 'published', version, swapMs: performance.now() - t });
+    } catch (e) {
+      send({ type: 'publishFailed', version, message: (e as Error).message });
+    }
+  };
   const publish = (update: PolicyUpdate) => {
     const t = performance.now();
+    if (converting.length === 0) return swapIn(update.version, t, () => policyOf(update));
     try {
-      scheduler.publish(policyOf(update));
-      send({ type: 'published', version: update.version, swapMs: performance.now() - t });
+      const p = policyOf(update);
+      if (p) converting.push({ version: update.version, chunks: null, t, ready: () => p });
     } catch (e) {
       send({ type: 'publishFailed', version: update.version, message: (e as Error).message });
     }
   };
-  send({ type: 'ready', info: { kernels: kernels.name, parameters: params.data.length, loadMs: performance.now() - t0, baseParams: params.data.buffer as SharedArrayBuffer } });
+  /** One chunk of the oldest pending conversion; the version is swapped in after its last one. */
+  const convertSome = () => {
+    const job = converting[0]!;
+    if (job.chunks && !job.chunks.next().done) return;
+    converting.shift();
+    swapIn(job.version, job.t, job.ready);
+  };
+  send({ type: 'ready', info: {
+    kernels: kernels.name, kernelInfo: kernels.info, precision, parameters: params.data.length, loadMs: performance.now() - t0,
+    baseParams: params.data.buffer as SharedArrayBuffer, baseBf16: (baseBf16?.data.buffer as SharedArrayBuffer | undefined) ?? null,
+  } });
 
   while (running) {
-    if (scheduler.idle) {
+    if (converting.length > 0) convertSome();
+    if (scheduler.idle && converting.length === 0) {
       await new Promise<void>((resolve) => { wake = resolve; });
       wake = null;
+      continue;
+    }
+    if (scheduler.idle) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
       continue;
     }
     try {

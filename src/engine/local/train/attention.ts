@@ -12,6 +12,7 @@
 // lse [T*H] holds sequence s's values at H*start + h*len + i (head h, its row i).
 
 import type { Kernels } from '../kernels/kernels.js';
+import type { Gemm } from '../precision.js';
 
 export interface AttentionShape {
   nHeads: number;
@@ -40,9 +41,12 @@ function* queryBlocks(n: number): Generator<{ r0: number; rows: number; cols: nu
   }
 }
 
-/** out and lse are overwritten; scratch holds attentionScratchSize(longest sequence) floats. */
+/**
+ * out and lse are overwritten; scratch holds attentionScratchSize(longest sequence) floats. The
+ * products go through `gemm` (bf16: scores and values from bf16-rounded inputs), softmax in fp32.
+ */
 export function attentionForward(
-  k: Kernels, out: Float32Array, lse: Float32Array, q: Float32Array, kk: Float32Array, v: Float32Array,
+  k: Kernels, gemm: Gemm, out: Float32Array, lse: Float32Array, q: Float32Array, kk: Float32Array, v: Float32Array,
   seqs: readonly PackedSequence[], shape: AttentionShape, scratch: Float32Array,
 ): void {
   const { nHeads: H, nKvHeads: KV, headDim: hd } = shape;
@@ -57,9 +61,9 @@ export function attentionForward(
       for (const { r0, rows, cols } of queryBlocks(n)) {
         // P = causal softmax of scale * Q_h K_g^T, then O_h = P V_g, for this block's rows.
         const P = scratch.subarray(0, rows * cols);
-        k.sgemm(false, true, rows, cols, hd, scale, Q.subarray(r0 * qDim), qDim, K, kvDim, 0, P, cols);
+        gemm(false, true, rows, cols, hd, scale, Q.subarray(r0 * qDim), qDim, K, kvDim, 0, P, cols);
         k.causalSoftmaxRows(P, L.subarray(r0), rows, cols, r0);
-        k.sgemm(false, false, rows, hd, cols, 1, P, cols, V, kvDim, 0, O.subarray(r0 * qDim), qDim);
+        gemm(false, false, rows, hd, cols, 1, P, cols, V, kvDim, 0, O.subarray(r0 * qDim), qDim);
       }
     }
   }
@@ -71,7 +75,7 @@ export function attentionForward(
  * dQ_h = scale dS K_g, dK_g += scale dS^T Q_h (P and dS are zero beyond the block's diagonal).
  */
 export function attentionBackward(
-  k: Kernels, dq: Float32Array, dk: Float32Array, dv: Float32Array, dOut: Float32Array, out: Float32Array,
+  k: Kernels, gemm: Gemm, dq: Float32Array, dk: Float32Array, dv: Float32Array, dOut: Float32Array, out: Float32Array,
   lse: Float32Array, q: Float32Array, kk: Float32Array, v: Float32Array, seqs: readonly PackedSequence[],
   shape: AttentionShape, scratch: Float32Array,
 ): void {
@@ -91,12 +95,12 @@ export function attentionBackward(
         const P = scratch.subarray(0, rows * cols), dS = scratch.subarray(rows * cols, 2 * rows * cols);
         const Qb = Q.subarray(r0 * qDim), dOb = dO.subarray(r0 * qDim);
         // Scores and dP = dO V^T first, so that one pass turns them into P and dS.
-        k.sgemm(false, true, rows, cols, hd, scale, Qb, qDim, K, kvDim, 0, P, cols);
-        k.sgemm(false, true, rows, cols, hd, 1, dOb, qDim, V, kvDim, 0, dS, cols);
+        gemm(false, true, rows, cols, hd, scale, Qb, qDim, K, kvDim, 0, P, cols);
+        gemm(false, true, rows, cols, hd, 1, dOb, qDim, V, kvDim, 0, dS, cols);
         k.causalSoftmaxBackwardRows(dS, P, L.subarray(r0), dOb, O.subarray(r0 * qDim), rows, cols, r0, hd, qDim);
-        k.sgemm(true, false, cols, hd, rows, 1, P, cols, dOb, qDim, 1, dV, kvDim);
-        k.sgemm(false, false, rows, hd, cols, scale, dS, cols, K, kvDim, 0, dQ.subarray(r0 * qDim), qDim);
-        k.sgemm(true, false, cols, hd, rows, scale, dS, cols, Qb, qDim, 1, dK, kvDim);
+        gemm(true, false, cols, hd, rows, 1, P, cols, dOb, qDim, 1, dV, kvDim);
+        gemm(false, false, rows, hd, cols, scale, dS, cols, K, kvDim, 0, dQ.subarray(r0 * qDim), qDim);
+        gemm(true, false, cols, hd, rows, scale, dS, cols, Qb, qDim, 1, dK, kvDim);
       }
     }
   }

@@ -10,6 +10,7 @@
 import type { Kernels } from '../kernels/kernels.js';
 import type { ModelConfig } from '../model/config.js';
 import { allocateParams, type ParamStore } from '../model/weights.js';
+import { type Bf16Params, bf16ParamsOf, type Precision, refreshBf16 } from '../precision.js';
 import { combineAdvantages, DEFAULT_POLICY_LOSS, policyLoss, topKDistillationLoss, type PolicyLossConfig } from './losses.js';
 import { Lora, type LoraSpec } from './lora.js';
 import { TrainModel, type TrainModelOptions, type TrainSequence } from './model.js';
@@ -38,6 +39,11 @@ export interface LearnerConfig {
   activationBudgetBytes: number;
   /** Logits rows per chunk when the LM head is chunked to fit the budget; default HEAD_CHUNK_ROWS (512). */
   headChunkRows?: number;
+  /**
+   * fp32 (the default, the exact path) or bf16: every GEMM with bf16-rounded inputs and fp32
+   * sums, as GPUs train under autocast; weights, gradients and AdamW's moments stay fp32.
+   */
+  precision?: Precision;
   seed: number;
 }
 
@@ -67,14 +73,21 @@ export class LearnerCore {
   /** The frozen base, for the KL term's reference log-probs. */
   private readonly reference: TrainModel;
   private readonly optimizer: AdamW;
+  private readonly kernels: Kernels;
+  /** bf16 copies of the trained weights (full fine-tuning at bf16), rounded again after every step. */
+  private readonly policyBf16: Bf16Params | null = null;
   /** Total ms the pause hook has waited. */
   private yieldedMs = 0;
 
-  /** pause: the yield hook for TrainModel; returns the ms it waited (StepMetrics.yieldedMs). */
+  /**
+   * pause: the yield hook for TrainModel; returns the ms it waited (StepMetrics.yieldedMs).
+   * baseBf16: the base's bf16 copy where one exists already (the serving engine's), at bf16.
+   */
   constructor(
     readonly cfg: ModelConfig, base: ParamStore, readonly config: LearnerConfig, kernels: Kernels,
-    restore?: { values: Float32Array; optimizer: OptimizerState }, pause?: () => number,
+    restore?: { values: Float32Array; optimizer: OptimizerState }, pause?: () => number, baseBf16?: Bf16Params,
   ) {
+    this.kernels = kernels;
     if (config.mode.kind === 'lora') {
       this.params = base;
       this.grads = null;
@@ -92,9 +105,15 @@ export class LearnerCore {
     const opts: TrainModelOptions = {
       pause: hook, activationBudgetBytes: config.activationBudgetBytes, headChunkRows: config.headChunkRows,
     };
-    this.model = new TrainModel(cfg, this.params, this.grads, this.lora, kernels, opts);
+    // At bf16 the frozen base is rounded once; a full fine-tuning's own copy after every step.
+    const bf16 = (config.precision ?? 'fp32') === 'bf16';
+    const base16 = bf16 ? baseBf16 ?? bf16ParamsOf(kernels, base.specs, base.data) : undefined;
+    if (bf16 && !this.lora) this.policyBf16 = bf16ParamsOf(kernels, base.specs, this.params.data);
+    const policy16 = this.policyBf16 ?? base16;
+    this.model = new TrainModel(cfg, this.params, this.grads, this.lora, kernels, { ...opts, ...(policy16 ? { bf16: policy16 } : {}) });
     // Forward only: the shared layer buffers and a chunked head are the least memory, at no cost.
-    this.reference = new TrainModel(cfg, base, null, null, kernels, { ...opts, checkpoint: true, chunkedHead: true });
+    const referenceOpts = { ...opts, checkpoint: true, chunkedHead: true, ...(base16 ? { bf16: base16 } : {}) };
+    this.reference = new TrainModel(cfg, base, null, null, kernels, referenceOpts);
   }
 
   get steps(): number {
@@ -119,9 +138,16 @@ export class LearnerCore {
     this.optimizer.zeroGrad();
   }
 
+  /** The bf16 copy of the trained weights (full fine-tuning at bf16), current after each step. */
+  get bf16Values(): Uint16Array | null {
+    return this.policyBf16?.data ?? null;
+  }
+
   /** Clips the accumulated gradients and applies one AdamW step. */
   optimStep(): StepResult {
-    return this.optimizer.step();
+    const r = this.optimizer.step();
+    if (this.policyBf16 && r.applied) refreshBf16(this.kernels, this.policyBf16, this.params.data);
+    return r;
   }
 
   /** Current log-probs of each sample's completion, without gradients. */

@@ -1,8 +1,10 @@
 // A linear layer as the trainer sees it: frozen or trainable base weight W [out, in] (Hugging
 // Face layout), optional bias, optional LoRA adapter (A [r, in], B [out, r], scale alpha / r):
 //   y = x W^T + b + scale * (x A^T) B^T
+// Every product goes through `gemm` (precision.ts): sgemm at fp32; at bf16 gemmBf16, reading the
+// base weight's bf16 copy W16 where there is one.
 
-import type { Kernels } from '../kernels/kernels.js';
+import type { Gemm } from '../precision.js';
 
 export interface LoraPair {
   A: Float32Array;
@@ -17,6 +19,8 @@ export interface TrainLinear {
   inDim: number;
   outDim: number;
   W: Float32Array;
+  /** W rounded to bf16 once (training and serving at bf16), read instead of W by the GEMMs. */
+  W16: Uint16Array | null;
   bias: Float32Array | null;
   /** Gradient buffers when the base weight (and bias) train; null when frozen. */
   dW: Float32Array | null;
@@ -29,22 +33,22 @@ export interface TrainLinear {
  * connection); u[T, r] receives x A^T for the backward.
  */
 export function linearForward(
-  k: Kernels, y: Float32Array, x: Float32Array, T: number, L: TrainLinear, u: Float32Array | null, beta: 0 | 1 = 0,
+  gemm: Gemm, y: Float32Array, x: Float32Array, T: number, L: TrainLinear, u: Float32Array | null, beta: 0 | 1 = 0,
 ): void {
-  k.sgemm(false, true, T, L.outDim, L.inDim, 1, x, L.inDim, L.W, L.inDim, beta, y, L.outDim);
+  gemm(false, true, T, L.outDim, L.inDim, 1, x, L.inDim, L.W16 ?? L.W, L.inDim, beta, y, L.outDim);
   if (L.bias) addRowVector(y, L.bias, T, L.outDim);
   if (L.lora && u) {
-    loraInput(k, u, x, T, L);
+    loraInput(gemm, u, x, T, L);
     const { B, rank, scale } = L.lora;
-    k.sgemm(false, true, T, L.outDim, rank, scale, u, rank, B, rank, 1, y, L.outDim);
+    gemm(false, true, T, L.outDim, rank, scale, u, rank, B, rank, 1, y, L.outDim);
   }
 }
 
 /** u[T, r] = x A^T alone: what the backward needs of a LoRA layer whose output is already known. */
-export function loraInput(k: Kernels, u: Float32Array, x: Float32Array, T: number, L: TrainLinear): void {
+export function loraInput(gemm: Gemm, u: Float32Array, x: Float32Array, T: number, L: TrainLinear): void {
   if (!L.lora) return;
   const { A, rank } = L.lora;
-  k.sgemm(false, true, T, rank, L.inDim, 1, x, L.inDim, A, L.inDim, 0, u, rank);
+  gemm(false, true, T, rank, L.inDim, 1, x, L.inDim, A, L.inDim, 0, u, rank);
 }
 
 /**
@@ -52,21 +56,21 @@ export function loraInput(k: Kernels, u: Float32Array, x: Float32Array, T: numbe
  * dx = dy W (+ scale (dy B) A); dW += dy^T x; dB += scale dy^T u; dA += scale (dy B)^T x.
  */
 export function linearBackward(
-  k: Kernels, dx: Float32Array | null, dy: Float32Array, x: Float32Array, u: Float32Array | null, T: number,
+  gemm: Gemm, dx: Float32Array | null, dy: Float32Array, x: Float32Array, u: Float32Array | null, T: number,
   L: TrainLinear, beta: 0 | 1, scratch: Float32Array,
 ): void {
-  if (L.dW) k.sgemm(true, false, L.outDim, L.inDim, T, 1, dy, L.outDim, x, L.inDim, 1, L.dW, L.inDim);
+  if (L.dW) gemm(true, false, L.outDim, L.inDim, T, 1, dy, L.outDim, x, L.inDim, 1, L.dW, L.inDim);
   if (L.dBias) {
     for (let t = 0; t < T; t++) for (let o = 0; o < L.outDim; o++) L.dBias[o] = L.dBias[o]! + dy[t * L.outDim + o]!;
   }
-  if (dx) k.sgemm(false, false, T, L.inDim, L.outDim, 1, dy, L.outDim, L.W, L.inDim, beta, dx, L.inDim);
+  if (dx) gemm(false, false, T, L.inDim, L.outDim, 1, dy, L.outDim, L.W16 ?? L.W, L.inDim, beta, dx, L.inDim);
   if (L.lora && u) {
     const { A, B, dA, dB, rank, scale } = L.lora;
     const dyB = scratch.subarray(0, T * rank); // [T, r]
-    k.sgemm(false, false, T, rank, L.outDim, 1, dy, L.outDim, B, rank, 0, dyB, rank);
-    k.sgemm(true, false, L.outDim, rank, T, scale, dy, L.outDim, u, rank, 1, dB, rank);
-    k.sgemm(true, false, rank, L.inDim, T, scale, dyB, rank, x, L.inDim, 1, dA, L.inDim);
-    if (dx) k.sgemm(false, false, T, L.inDim, rank, scale, dyB, rank, A, L.inDim, 1, dx, L.inDim);
+    gemm(false, false, T, rank, L.outDim, 1, dy, L.outDim, B, rank, 0, dyB, rank);
+    gemm(true, false, L.outDim, rank, T, scale, dy, L.outDim, u, rank, 1, dB, rank);
+    gemm(true, false, rank, L.inDim, T, scale, dyB, rank, x, L.inDim, 1, dA, L.inDim);
+    if (dx) gemm(false, false, T, L.inDim, rank, scale, dyB, rank, A, L.inDim, 1, dx, L.inDim);
   }
 }
 

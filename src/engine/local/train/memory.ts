@@ -71,6 +71,15 @@ export function trainStepBytes(cfg: ModelConfig, step: StepSize): number {
   return 4 * (tape + head + backward + attention);
 }
 
+/**
+ * Bytes of a bf16 copy of `values` weights (precision bf16): the frozen base's, made once, or
+ * a full fine-tuning's own, refreshed after each step. Not part of a step: it does not grow with
+ * the tokens, so it belongs with the weights and the learner's state (memory-plan.ts).
+ */
+export function bf16CopyBytes(values: number): number {
+  return 2 * values;
+}
+
 export interface SampleLimitOptions {
   /** LoRA rank; 0 for full fine-tuning. */
   loraRank: number;

@@ -13,12 +13,17 @@
 // the log-sum-exp and entropy (and the log-probs it returns), and the backward computes each
 // chunk's logits again from the final hidden rows just before that chunk's backward.
 //
+// At bf16 (precision.ts) every GEMM (projections, LoRA, LM head, attention scores and values,
+// forward and backward) rounds its inputs to bf16 and sums in fp32, reading the weights' bf16
+// copies, which the caller owns and refreshes (LearnerCore, after each optimizer step).
+//
 // Shapes: T = packed tokens, D = hidden, F = ffn, H/KV = heads, hd = head dim, V = vocab,
 // R = completion tokens (rows with logits), r = LoRA rank.
 
 import type { Kernels } from '../kernels/kernels.js';
 import { type ModelConfig, ropeInvFreq } from '../model/config.js';
 import type { ParamStore } from '../model/weights.js';
+import { type Bf16Params, type Gemm, gemmFor } from '../precision.js';
 import { attentionBackward, attentionForward, attentionScratchSize, type PackedSequence } from './attention.js';
 import { linearBackward, linearForward, loraInput, type TrainLinear } from './linear.js';
 import { type LogitGrads, logitsBackward, rowStats, type RowStats } from './logits.js';
@@ -95,6 +100,11 @@ export interface TrainModelOptions {
   chunkedHead?: boolean;
   /** Logits rows per chunk of a chunked LM head; default HEAD_CHUNK_ROWS. */
   headChunkRows?: number;
+  /**
+   * bf16 copies of `params` (bf16ParamsOf): every GEMM then runs at bf16, reading them for the
+   * weights. Default: none, every GEMM is sgemm (fp32).
+   */
+  bf16?: Bf16Params;
 }
 
 /**
@@ -130,6 +140,7 @@ export class TrainModel {
   private readonly forceCheckpoint: boolean | undefined;
   private readonly forceChunkedHead: boolean | undefined;
   private readonly headChunkRows: number;
+  private readonly gemm: Gemm;
 
   /** grads: a buffer shaped like params for full fine-tuning; null with LoRA (base frozen). */
   constructor(
@@ -141,6 +152,12 @@ export class TrainModel {
     this.forceCheckpoint = opts.checkpoint;
     this.forceChunkedHead = opts.chunkedHead;
     this.headChunkRows = opts.headChunkRows ?? HEAD_CHUNK_ROWS;
+    const bf16 = opts.bf16 ?? null;
+    if (bf16 && bf16.data.length !== params.data.length) {
+      throw new RangeError(`the bf16 copy holds ${bf16.data.length} values, the parameters ${params.data.length}`);
+    }
+    this.gemm = gemmFor(k, bf16 ? 'bf16' : 'fp32');
+    const w16 = (name: string) => bf16?.get(name) ?? null;
     if (!(Number.isInteger(this.headChunkRows) && this.headChunkRows >= 1)) {
       throw new RangeError(`headChunkRows must be a positive integer, got ${this.headChunkRows}`);
     }
@@ -155,7 +172,7 @@ export class TrainModel {
         const base = `${p}${PARAM_NAMES[name]}`;
         const [inDim, outDim] = dims[name];
         lin[name] = {
-          inDim, outDim, W: params.get(`${base}.weight`), bias: opt(params, `${base}.bias`),
+          inDim, outDim, W: params.get(`${base}.weight`), W16: w16(`${base}.weight`), bias: opt(params, `${base}.bias`),
           dW: g(`${base}.weight`), dBias: opt(grads, `${base}.bias`), lora: lora?.pair(l, name) ?? null,
         };
       }
@@ -173,7 +190,8 @@ export class TrainModel {
     this.dFinalNorm = g('model.norm.weight');
     const tied = cfg.tieWordEmbeddings;
     this.lmHead = {
-      inDim: D, outDim: cfg.vocabSize, W: tied ? this.embed : params.get('lm_head.weight'), bias: null,
+      inDim: D, outDim: cfg.vocabSize, W: tied ? this.embed : params.get('lm_head.weight'),
+      W16: w16(tied ? 'model.embed_tokens.weight' : 'lm_head.weight'), bias: null,
       dW: tied ? this.dEmbed : g('lm_head.weight'), dBias: null, lora: null,
     };
     this.invFreq = ropeInvFreq(cfg);
@@ -292,7 +310,7 @@ export class TrainModel {
   private headLogits(hf: Float32Array, r0: number, n: number): Float32Array {
     const D = this.cfg.hiddenSize;
     const logits = this.buf('logits', n * this.cfg.vocabSize);
-    linearForward(this.k, logits, hf.subarray(r0 * D, (r0 + n) * D), n, this.lmHead, null);
+    linearForward(this.gemm, logits, hf.subarray(r0 * D, (r0 + n) * D), n, this.lmHead, null);
     return logits;
   }
 
@@ -346,11 +364,11 @@ export class TrainModel {
    * product is skipped; only its LoRA input x A^T is computed again.
    */
   private layerForward(l: number, lt: LayerTape, ctx: StepContext, out: Float32Array | null): void {
-    const { cfg, k } = this;
+    const { cfg, k, gemm } = this;
     const T = ctx.T, H = cfg.numHeads, KV = cfg.numKvHeads, hd = cfg.headDim, eps = cfg.rmsNormEps;
     const w = this.layers[l]!;
     const lin = (name: LinearName, y: Float32Array, input: Float32Array, beta: 0 | 1 = 0) =>
-      linearForward(k, y, input, T, w.lin[name], lt.u[name] ?? null, beta);
+      linearForward(gemm, y, input, T, w.lin[name], lt.u[name] ?? null, beta);
     k.rmsnorm(lt.h1, lt.x, w.norm1, T, cfg.hiddenSize, eps);
     lin('q', lt.q, lt.h1);
     lin('k', lt.k, lt.h1);
@@ -364,7 +382,7 @@ export class TrainModel {
     k.rope(lt.q, T, H, hd, ctx.positions, this.invFreq);
     k.rope(lt.k, T, KV, hd, ctx.positions, this.invFreq);
     const shape = { nHeads: H, nKvHeads: KV, headDim: hd };
-    attentionForward(k, lt.att, lt.lse, lt.q, lt.k, lt.v, ctx.seqs, shape, this.buf('att.scratch', ctx.scratchSize));
+    attentionForward(k, gemm, lt.att, lt.lse, lt.q, lt.k, lt.v, ctx.seqs, shape, this.buf('att.scratch', ctx.scratchSize));
     // The residual connections: the block's input copied in, the projection added onto it.
     lt.xMid.set(lt.x);
     lin('o', lt.xMid, lt.att, 1);
@@ -376,7 +394,7 @@ export class TrainModel {
       out.set(lt.xMid);
       lin('down', out, lt.act, 1);
     } else if (lt.u.down) {
-      loraInput(k, lt.u.down, lt.act, T, w.lin.down);
+      loraInput(gemm, lt.u.down, lt.act, T, w.lin.down);
     }
   }
 
@@ -395,7 +413,7 @@ export class TrainModel {
     const tape = this.tape;
     if (!tape) throw new Error('backward() needs a forward() first (each forward allows one backward)');
     this.tape = null;
-    const { cfg, k } = this;
+    const { cfg, k, gemm } = this;
     const D = cfg.hiddenSize, F = cfg.intermediateSize, hd = cfg.headDim, V = cfg.vocabSize;
     const H = cfg.numHeads, KV = cfg.numKvHeads, qDim = H * hd, kvDim = KV * hd, eps = cfg.rmsNormEps;
     const { ctx, R } = tape, T = ctx.T;
@@ -410,7 +428,7 @@ export class TrainModel {
       logitsBackward(k, logits, r0, n, V, tape.targets, tape.stats, grads);
       const rows = (a: Float32Array) => a.subarray(r0 * D, (r0 + n) * D);
       // With chunks, the head's weight gradient (full fine-tuning) is summed chunk by chunk.
-      linearBackward(k, rows(dhf), logits, rows(tape.hf), null, n, this.lmHead, 0, scratch);
+      linearBackward(gemm, rows(dhf), logits, rows(tape.hf), null, n, this.lmHead, 0, scratch);
     }
     const dxRows = this.buf('d.xRows', R * D);
     k.rmsnormBackward(dxRows, this.dFinalNorm, dhf, tape.xFinal, this.finalNorm, R, D, eps, false);
@@ -431,15 +449,15 @@ export class TrainModel {
       const w = this.layers[l]!, lt = tape.layers[l] ?? this.recompute(l, tape);
       const lin = w.lin;
       // MLP: dx is d loss / d (layer output) = d / d xMid through the residual, plus the MLP path.
-      linearBackward(k, dAct, dx, lt.act, lt.u.down ?? null, T, lin.down, 0, scratch);
+      linearBackward(gemm, dAct, dx, lt.act, lt.u.down ?? null, T, lin.down, 0, scratch);
       k.siluMulBackward(dGate, dUp, dAct, lt.gate, lt.up, T * F);
-      linearBackward(k, dh, dGate, lt.h2, lt.u.gate ?? null, T, lin.gate, 0, scratch);
-      linearBackward(k, dh, dUp, lt.h2, lt.u.up ?? null, T, lin.up, 1, scratch);
+      linearBackward(gemm, dh, dGate, lt.h2, lt.u.gate ?? null, T, lin.gate, 0, scratch);
+      linearBackward(gemm, dh, dUp, lt.h2, lt.u.up ?? null, T, lin.up, 1, scratch);
       k.rmsnormBackward(dx, w.dNorm2, dh, lt.xMid, w.norm2, T, D, eps, true);
       // Attention: dx is now d loss / d xMid.
-      linearBackward(k, dAtt, dx, lt.att, lt.u.o ?? null, T, lin.o, 0, scratch);
+      linearBackward(gemm, dAtt, dx, lt.att, lt.u.o ?? null, T, lin.o, 0, scratch);
       const attScratch = this.buf('att.scratch', ctx.scratchSize);
-      attentionBackward(k, dq, dk, dv, dAtt, lt.att, lt.lse, lt.q, lt.k, lt.v, ctx.seqs, shape, attScratch);
+      attentionBackward(k, gemm, dq, dk, dv, dAtt, lt.att, lt.lse, lt.q, lt.k, lt.v, ctx.seqs, shape, attScratch);
       k.rope(dq, T, H, hd, tape.negPositions, this.invFreq);
       k.rope(dk, T, KV, hd, tape.negPositions, this.invFreq);
       let dqIn = dq, dkIn = dk;
@@ -453,9 +471,9 @@ export class TrainModel {
       // Below layer 0's q/k/v inputs only the embedding is left: with it frozen (LoRA) and no
       // norm weight to train, nothing needs d loss / d h1 there, so those GEMMs are skipped.
       const dh1 = l > 0 || this.dEmbed || w.dNorm1 ? dh : null;
-      linearBackward(k, dh1, dqIn, lt.h1, lt.u.q ?? null, T, lin.q, 0, scratch);
-      linearBackward(k, dh1, dkIn, lt.h1, lt.u.k ?? null, T, lin.k, 1, scratch);
-      linearBackward(k, dh1, dv, lt.h1, lt.u.v ?? null, T, lin.v, 1, scratch);
+      linearBackward(gemm, dh1, dqIn, lt.h1, lt.u.q ?? null, T, lin.q, 0, scratch);
+      linearBackward(gemm, dh1, dkIn, lt.h1, lt.u.k ?? null, T, lin.k, 1, scratch);
+      linearBackward(gemm, dh1, dv, lt.h1, lt.u.v ?? null, T, lin.v, 1, scratch);
       if (dh1) k.rmsnormBackward(dx, w.dNorm1, dh1, lt.x, w.norm1, T, D, eps, true);
     }
     if (this.dEmbed) {
