@@ -188,16 +188,20 @@ test('checkpoints: a process killed at random instants while saving always leave
     for (let step = Number(process.argv[1]); ; step++) {
       const fill = (k) => new Float32Array(n).fill(step * 10 + k);
       saveCheckpoint(${JSON.stringify(dir)}, { step, consumedSampleIds: ['s' + step], lora: 'full', configHash: 'h', trainable: fill(0), m: fill(1), v: fill(2) });
+      process.stdout.write('saved\\n');
     }`;
   const rng = createRng(5);
   let lastStep = 0;
   for (let round = 0; round < 6; round++) {
-    const proc = spawn(process.execPath, ['--input-type=module', '-e', child, String(lastStep + 1)], { stdio: 'ignore' });
-    await new Promise((r) => setTimeout(r, 150 + rng.next() * 250));
+    const proc = spawn(process.execPath, ['--input-type=module', '-e', child, String(lastStep + 1)], { stdio: ['ignore', 'pipe', 'ignore'] });
+    // Killed at a random instant after its first completed save (however slow the machine is to
+    // start it), so it is usually in the middle of a later one.
+    await new Promise((r) => proc.stdout!.once('data', r));
+    await new Promise((r) => setTimeout(r, rng.next() * 250));
     proc.kill('SIGKILL');
     await new Promise((r) => proc.once('exit', r));
     const ckpt = loadCheckpoint(dir);
-    if (!ckpt) continue; // killed before the first commit
+    assert.ok(ckpt, 'a save completed before the kill');
     assert.ok(ckpt.step >= lastStep, `step went back from ${lastStep} to ${ckpt.step}`);
     assert.deepEqual(ckpt.consumedSampleIds, [`s${ckpt.step}`]);
     for (const [k, values] of [ckpt.trainable, ckpt.m, ckpt.v].entries()) {
