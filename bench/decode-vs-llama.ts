@@ -13,14 +13,12 @@
 // Knobs: BENCH_THREADS (2), BENCH_REPS (runs per side after a warm-up; 7 tiny, 3 otherwise),
 // BENCH_DECODE (64), BENCH_GGUF (Q8_0,BF16,F32). GGUF files are cached in .cache/bench-gguf/.
 
-import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
-import { join } from 'node:path';
 import { LocalEngine, type LocalEngineOptions } from '../src/engine/local/engine.js';
-import { writeGguf, type GgufWeightType } from './gguf.js';
-import { importNodeLlamaCpp, LlamaRunner, NODE_LLAMA_CPP_VERSION, openLlama, type DecodeRun } from './llama-cpp.js';
+import type { GgufWeightType } from './gguf.js';
+import { cachedGguf, importNodeLlamaCpp, LlamaRunner, NODE_LLAMA_CPP_VERSION, openLlama, type DecodeRun } from './llama-cpp.js';
 import { median, printMachine } from './machine.js';
-import { benchModel, ROOT, type BenchPreset } from './models.js';
+import { benchModel, type BenchPreset } from './models.js';
 
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
 const PROMPT = 128;
@@ -68,17 +66,6 @@ async function ourEngine(dir: string, precision: Precision): Promise<Runner | st
     },
     close: () => engine.close(),
   };
-}
-
-function ggufFile(preset: string, dir: string, type: GgufWeightType): string {
-  const out = join(ROOT, '.cache', 'bench-gguf', `${preset}-${type}.gguf`);
-  mkdirSync(join(ROOT, '.cache', 'bench-gguf'), { recursive: true });
-  if (!existsSync(out) || statSync(out).mtimeMs < statSync(join(dir, 'model.safetensors')).mtimeMs) {
-    const t0 = performance.now();
-    const bytes = writeGguf(dir, out, type, `openclaw-rl ${preset}`);
-    console.log(`wrote ${out} (${(bytes / 2 ** 20).toFixed(0)} MiB) in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-  }
-  return out;
 }
 
 const agree = (a: number[], b: number[]) => {
@@ -135,7 +122,7 @@ async function main() {
         candidates.push({
           name,
           open: async () => {
-            const path = ggufFile(preset, dir, type);
+            const path = cachedGguf(preset, dir, type);
             try {
               const runner = await LlamaRunner.open(llama, path, threads, PROMPT + DECODE + 64);
               return { name, run: (salt: number) => runner.run(promptIds(salt), DECODE), close: () => runner.close() };
@@ -155,7 +142,9 @@ async function main() {
         continue;
       }
       try {
-        rows.push(await pair(ref, runner, reps));
+        const row = await pair(ref, runner, reps);
+        rows.push(row);
+        console.log(`  measured ${row.name}: ${row.decode.toFixed(1)} tok/s decode (ours fp32 alongside ${row.refDecode.toFixed(1)}), greedy agreement ${row.agreeRef}/${DECODE}`);
       } finally {
         await runner.close();
       }

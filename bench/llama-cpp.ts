@@ -5,9 +5,10 @@
 // would pull, and without node-llama-cpp's postinstall (which may try to download or build).
 
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { writeGguf, type GgufWeightType } from './gguf.js';
 import { ROOT } from './models.js';
 
 export const NODE_LLAMA_CPP_VERSION = '3.22.1';
@@ -97,4 +98,16 @@ export class LlamaRunner {
     await this.ctx.dispose();
     await this.model.dispose();
   }
+}
+
+/** The model folder `dir` as a GGUF of `type` in .cache/bench-gguf/, converted when missing or older than the weights. */
+export function cachedGguf(name: string, dir: string, type: GgufWeightType): string {
+  const out = join(ROOT, '.cache', 'bench-gguf', `${name}-${type}.gguf`);
+  mkdirSync(join(ROOT, '.cache', 'bench-gguf'), { recursive: true });
+  if (!existsSync(out) || statSync(out).mtimeMs < statSync(join(dir, 'model.safetensors')).mtimeMs) {
+    const t0 = performance.now();
+    const bytes = writeGguf(dir, out, type, `openclaw-rl ${name}`);
+    console.log(`wrote ${out} (${(bytes / 2 ** 20).toFixed(0)} MiB) in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  }
+  return out;
 }
