@@ -10,6 +10,7 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { LocalEngine } from '../src/engine/local/engine.js';
+import { cachedGguf, importNodeLlamaCpp, LlamaRunner, openLlama } from './llama-cpp.js';
 import { benchModel, PYTHON, ROOT, type BenchPreset } from './models.js';
 
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
@@ -54,6 +55,30 @@ async function measureEngine(dir: string, reps: number) {
   }
 }
 
+/** llama.cpp's greedy decode tok/s on the Q8_0 GGUF of the same model, same prompts and lengths (median after a warm-up). */
+async function measureLlamaQ8(preset: string, dir: string, reps: number): Promise<number | string> {
+  const mod = await importNodeLlamaCpp();
+  if (typeof mod === 'string') return mod;
+  const llama = await openLlama(mod, THREADS);
+  try {
+    const runner = await LlamaRunner.open(llama, cachedGguf(preset, dir, 'Q8_0'), THREADS, PROMPT + DECODE + 64);
+    try {
+      const decode: number[] = [];
+      for (let r = 0; r <= reps; r++) {
+        const run = await runner.run(promptIds(PROMPT, r), DECODE);
+        if (r > 0) decode.push(run.decodeTokPerS);
+      }
+      return median(decode);
+    } finally {
+      await runner.close();
+    }
+  } catch (e) {
+    return (e as Error).message;
+  } finally {
+    await llama.dispose();
+  }
+}
+
 function measureTorch(dir: string) {
   const run = spawnSync(PYTHON, [join(ROOT, 'bench', 'torch_engine.py')], {
     input: JSON.stringify({ model: dir, threads: THREADS, promptLen: PROMPT, decodeTokens: DECODE }),
@@ -77,7 +102,9 @@ async function main() {
     console.log(`prefill tok/s   engine ${ours.prefill.toFixed(1).padStart(9)}   torch ${torch.prefillTokPerS.toFixed(1).padStart(9)}   ratio ${(ours.prefill / torch.prefillTokPerS).toFixed(2)}x`);
     console.log(`decode  tok/s   engine ${ours.decode.toFixed(1).padStart(9)}   torch ${torch.decodeTokPerS.toFixed(1).padStart(9)}   ratio ${(ours.decode / torch.decodeTokPerS).toFixed(2)}x`);
     console.log(`concurrent decode (aggregate tok/s, incl. 16-token prompts): 1 stream ${ours.concurrent1.toFixed(1)}, 8 streams ${ours.concurrent8.toFixed(1)} (${(ours.concurrent8 / ours.concurrent1).toFixed(2)}x)`);
-    if (preset === 'qwen3-0.6b') console.log(`decode vs llama.cpp Q8_0 measured 20-27 tok/s: ${(ours.decode / 20).toFixed(2)}x - ${(ours.decode / 27).toFixed(2)}x`);
+    const llama = await measureLlamaQ8(preset, dir, reps);
+    if (typeof llama === 'string') console.log(`decode vs llama.cpp Q8_0: not measured: ${llama}`);
+    else console.log(`decode vs llama.cpp Q8_0 (node-llama-cpp, same model as GGUF, measured now): engine ${ours.decode.toFixed(1)} tok/s, llama.cpp ${llama.toFixed(1)} tok/s, ratio ${(ours.decode / llama).toFixed(2)}x (target >= 1.0x; bench:decode-vs-llama alternates runs and checks tokens)`);
     console.log(`peak RSS so far: engine process ${rssMB.toFixed(0)} MB, torch ${torch.peakRssMB.toFixed(0)} MB`);
   }
 }

@@ -2,12 +2,18 @@
 
 Usage: python3 bench/torch_train.py '{"model": DIR, "threads": 2, "seqLen": 512, "steps": 3,
                                        "lora": {"rank": 16, "alpha": 32} | null,
-                                       "dtype": "float32", "seed": 0, "tuneMalloc": true}'
+                                       "dtype": "float32", "seed": 0, "tuneMalloc": true,
+                                       "autocast": null | "bf16", "gemmPeak": false}'
        (or the same JSON on stdin). Only "model" is required; lora defaults to null (full
-       fine-tuning), dtype to float32 ("float64" is accepted for checks).
+       fine-tuning), dtype to float32 ("float64" is accepted for checks). autocast "bf16" runs
+       forward and loss under torch.autocast('cpu', dtype=torch.bfloat16) (fp32 master weights
+       and optimizer, as mixed-precision training does). gemmPeak: also time torch.matmul on
+       square fp32 and bf16 matrices (1024, 2048) and report GFLOP/s.
 Prints: {"trainTokPerS": seqLen / median step seconds, "stepSeconds": median, "peakRssMB": ...,
          "stepTimes": [...], "stepCpuUser"/"stepCpuSys": median CPU seconds per step,
-         "trainableParams", "loadAvg1m" (machine load at the end), + the settings used}
+         "trainableParams", "loadAvg1m" (machine load at the end), "openblasCore" (the core
+         OpenBLAS chose, e.g. Haswell under OPENBLAS_CORETYPE=Haswell, Cooperlake on its own),
+         "openblasConfig", "gemmPeakGflops" ({"fp32-1024": ..., ...} with gemmPeak), + the settings used}
 Bad arguments or a failure: message on stderr, exit code 2.
 
 One training step = forward over one sequence of seqLen random tokens whose last half is the
@@ -48,7 +54,10 @@ def parse_args(text):
         lora = {"rank": int(lora["rank"]), "alpha": float(lora.get("alpha", 2 * int(lora["rank"])))}
     out = {"model": a["model"], "threads": int(a.get("threads", 2)), "seqLen": int(a.get("seqLen", 512)),
            "steps": int(a.get("steps", 3)), "lora": lora, "dtype": a.get("dtype", "float32"),
-           "seed": int(a.get("seed", 0)), "tuneMalloc": bool(a.get("tuneMalloc", True))}
+           "seed": int(a.get("seed", 0)), "tuneMalloc": bool(a.get("tuneMalloc", True)),
+           "autocast": a.get("autocast"), "gemmPeak": bool(a.get("gemmPeak", False))}
+    if out["autocast"] not in (None, "bf16"):
+        raise ValueError('autocast must be null or "bf16"')
     if out["seqLen"] < 2 or out["steps"] < 1 or out["threads"] < 1:
         raise ValueError("seqLen must be >= 2, steps and threads >= 1")
     if out["dtype"] not in ("float32", "float64"):
@@ -287,8 +296,40 @@ def median(xs):
     return xs[m] if len(xs) % 2 else 0.5 * (xs[m - 1] + xs[m])
 
 
+def openblas_info():
+    """The core and build string of the OpenBLAS torch loaded (libopenblas.so.0 is already in the
+    process, so CDLL returns that copy); None where torch does not use OpenBLAS."""
+    import ctypes
+    try:
+        lib = ctypes.CDLL("libopenblas.so.0")
+        lib.openblas_get_corename.restype = ctypes.c_char_p
+        lib.openblas_get_config.restype = ctypes.c_char_p
+        return lib.openblas_get_corename().decode(), lib.openblas_get_config().decode()
+    except (OSError, AttributeError):
+        return None, None
+
+
+def gemm_peaks():
+    """GFLOP/s of torch.matmul on square matrices, fp32 and bf16 (median of >= 3 calls over >= 1 s)."""
+    out = {}
+    for n in (1024, 2048):
+        for name, dt in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+            a = torch.rand(n, n, dtype=torch.float32).to(dt)
+            b = torch.rand(n, n, dtype=torch.float32).to(dt)
+            torch.matmul(a, b)
+            times, t_end = [], time.perf_counter() + 1.0
+            while len(times) < 3 or time.perf_counter() < t_end:
+                t0 = time.perf_counter()
+                torch.matmul(a, b)
+                times.append(time.perf_counter() - t0)
+            out[f"{name}-{n}"] = 2 * n ** 3 / median(times) / 1e9
+    return out
+
+
 def bench(a):
     torch.set_num_threads(a["threads"])
+    core, config = openblas_info()
+    peaks = gemm_peaks() if a["gemmPeak"] else None
     dtype = torch.float32 if a["dtype"] == "float32" else torch.float64
     model = TrainModel(a["model"], a["lora"], dtype, seed=a["seed"])
     params = model.params()
@@ -304,7 +345,11 @@ def bench(a):
     def step():
         t0, c0 = time.perf_counter(), os.times()
         opt.zero_grad(set_to_none=True)
-        loss = model.loss(ids, P, adv)
+        if a["autocast"] == "bf16":
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = model.loss(ids, P, adv)
+        else:
+            loss = model.loss(ids, P, adv)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -322,7 +367,9 @@ def bench(a):
             "stepTimes": times, "stepCpuUser": median([r[1] for r in runs]),
             "stepCpuSys": median([r[2] for r in runs]), "trainableParams": sum(p.numel() for p in params),
             "threads": a["threads"], "seqLen": T, "steps": a["steps"], "lora": a["lora"], "dtype": a["dtype"],
-            "tuneMalloc": a["tuneMalloc"], "loadAvg1m": os.getloadavg()[0]}
+            "tuneMalloc": a["tuneMalloc"], "loadAvg1m": os.getloadavg()[0], "autocast": a["autocast"],
+            "openblasCore": core, "openblasConfig": config, "gemmPeakGflops": peaks,
+            "openblasEnv": {v: os.environ.get(v) for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}}
 
 
 if __name__ == "__main__":

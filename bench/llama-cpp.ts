@@ -1,0 +1,113 @@
+// llama.cpp through node-llama-cpp, for the decode benchmark only (never a dependency of the
+// package): installed on demand into .cache/bench-llama/ at a pinned version, with only the
+// prebuilt CPU binaries for linux-x64 (@node-llama-cpp/linux-x64: ggml CPU backends for each
+// x86 level, picked at load time), not the CUDA/Vulkan packages the optional dependencies
+// would pull, and without node-llama-cpp's postinstall (which may try to download or build).
+
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { writeGguf, type GgufWeightType } from './gguf.js';
+import { ROOT } from './models.js';
+
+export const NODE_LLAMA_CPP_VERSION = '3.22.1';
+export const LLAMA_PREFIX = join(ROOT, '.cache', 'bench-llama');
+
+// The few node-llama-cpp calls we use, typed here so the package is not needed to compile.
+interface LlamaSequence {
+  evaluate(tokens: number[], options?: { temperature?: number }): AsyncGenerator<number, void, unknown>;
+  clearHistory(): Promise<void>;
+}
+interface LlamaContext { getSequence(): LlamaSequence; dispose(): Promise<void> }
+interface LlamaModel {
+  createContext(o: { contextSize: number; batchSize: number; threads: { ideal: number; min: number }; sequences: number }): Promise<LlamaContext>;
+  dispose(): Promise<void>;
+}
+interface Llama {
+  loadModel(o: { modelPath: string; gpuLayers: number; useMmap?: boolean }): Promise<LlamaModel>;
+  readonly systemInfo: string;
+  readonly buildType: string;
+  readonly gpu: unknown;
+  dispose(): Promise<void>;
+}
+interface NodeLlamaCpp {
+  getLlama(o: Record<string, unknown>): Promise<Llama>;
+  LlamaLogLevel: Record<string, unknown>;
+}
+
+/** Imports node-llama-cpp from the cache, installing it first if missing; a reason string if that fails. */
+export async function importNodeLlamaCpp(): Promise<NodeLlamaCpp | string> {
+  const entry = join(LLAMA_PREFIX, 'node_modules', 'node-llama-cpp', 'dist', 'index.js');
+  if (!existsSync(entry)) {
+    if (process.platform !== 'linux' || process.arch !== 'x64') return `no prebuilt CPU package chosen for ${process.platform}-${process.arch} in this bench`;
+    mkdirSync(LLAMA_PREFIX, { recursive: true });
+    if (!existsSync(join(LLAMA_PREFIX, 'package.json'))) writeFileSync(join(LLAMA_PREFIX, 'package.json'), '{"name":"bench-llama","private":true}\n');
+    console.log(`installing node-llama-cpp@${NODE_LLAMA_CPP_VERSION} (CPU binaries only) into ${LLAMA_PREFIX} ...`);
+    const r = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--ignore-scripts', '--omit=optional',
+      `node-llama-cpp@${NODE_LLAMA_CPP_VERSION}`, `@node-llama-cpp/linux-x64@${NODE_LLAMA_CPP_VERSION}`],
+    { cwd: LLAMA_PREFIX, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    if (r.status !== 0 || !existsSync(entry)) return `npm install failed (${r.status}): ${(r.stderr || r.error?.message || '').trim().split('\n').slice(-3).join(' | ')}`;
+  }
+  try {
+    return (await import(pathToFileURL(entry).href)) as NodeLlamaCpp;
+  } catch (e) {
+    return `node-llama-cpp did not load: ${(e as Error).message}`;
+  }
+}
+
+export async function openLlama(mod: NodeLlamaCpp, threads: number): Promise<Llama> {
+  return mod.getLlama({
+    gpu: false, build: 'never', usePrebuiltBinaries: true, skipDownload: true, progressLogs: false,
+    maxThreads: threads, logLevel: mod.LlamaLogLevel.error,
+  });
+}
+
+export interface DecodeRun {
+  prefillTokPerS: number;
+  decodeTokPerS: number;
+  tokens: number[];
+}
+
+/** A loaded GGUF ready for greedy runs: prompt ids in, generated ids and timings out. */
+export class LlamaRunner {
+  private constructor(private readonly model: LlamaModel, private readonly ctx: LlamaContext, private readonly seq: LlamaSequence) {}
+
+  static async open(llama: Llama, path: string, threads: number, contextSize: number): Promise<LlamaRunner> {
+    const model = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
+    const ctx = await model.createContext({ contextSize, batchSize: 512, threads: { ideal: threads, min: threads }, sequences: 1 });
+    return new LlamaRunner(model, ctx, ctx.getSequence());
+  }
+
+  /** Greedy decode of `n` tokens after `prompt`, timed as our engine's runs are: prefill to the first token, decode after it. */
+  async run(prompt: number[], n: number): Promise<DecodeRun> {
+    await this.seq.clearHistory();
+    const tokens: number[] = [];
+    const t0 = performance.now();
+    let first = 0;
+    for await (const t of this.seq.evaluate(prompt, { temperature: 0 })) {
+      if (tokens.length === 0) first = performance.now();
+      tokens.push(t);
+      if (tokens.length >= n) break;
+    }
+    const end = performance.now();
+    return { prefillTokPerS: prompt.length / ((first - t0) / 1000), decodeTokPerS: (tokens.length - 1) / ((end - first) / 1000), tokens };
+  }
+
+  async close(): Promise<void> {
+    await this.ctx.dispose();
+    await this.model.dispose();
+  }
+}
+
+/** The model folder `dir` as a GGUF of `type` in .cache/bench-gguf/, converted when missing or older than the weights. */
+export function cachedGguf(name: string, dir: string, type: GgufWeightType): string {
+  const out = join(ROOT, '.cache', 'bench-gguf', `${name}-${type}.gguf`);
+  mkdirSync(join(ROOT, '.cache', 'bench-gguf'), { recursive: true });
+  if (!existsSync(out) || statSync(out).mtimeMs < statSync(join(dir, 'model.safetensors')).mtimeMs) {
+    const t0 = performance.now();
+    const bytes = writeGguf(dir, out, type, `openclaw-rl ${name}`);
+    console.log(`wrote ${out} (${(bytes / 2 ** 20).toFixed(0)} MiB) in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  }
+  return out;
+}
