@@ -27,7 +27,7 @@ import { loadKernels } from '../src/engine/local/kernels/index.js';
 import { LocalLearner } from '../src/engine/local/learner.js';
 import type { ModelConfig } from '../src/engine/local/model/config.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
-import { DEFAULT_LEARNER, type LearnerConfig } from '../src/engine/local/train/learner.js';
+import { type LearnerConfig } from '../src/engine/local/train/learner.js';
 import type { TrainingSample } from '../src/engine/types.js';
 import { envWithoutOpenblasOverrides, median, printMachine } from './machine.js';
 import { benchModel, PYTHON, ROOT, type BenchPreset } from './models.js';
@@ -40,12 +40,6 @@ const TORCH_CONFIGS = (process.env.BENCH_TORCH ?? 'fp32,fp32-own,bf16,bf16-own')
 const OURS = (process.env.BENCH_OURS ?? 'fp32,bf16').split(',') as Precision[];
 
 type Precision = 'fp32' | 'bf16';
-// The learner's `precision` field is being added on another branch. Until LearnerConfig has it,
-// the config is widened here and bf16 is only timed when the learner is known to honour it
-// (the field present in DEFAULT_LEARNER, or BENCH_FORCE_PRECISION=1). Once LearnerConfig has
-// `precision`, drop the widening: that is the one line to change.
-type LearnerConfigWithPrecision = Partial<LearnerConfig> & { precision?: Precision };
-const PRECISION_SUPPORTED = 'precision' in DEFAULT_LEARNER || process.env.BENCH_FORCE_PRECISION === '1';
 
 /** Matmul FLOPs of one step: forward 2PT, backward 2PT for inputs (+2PT for weights when full). */
 function stepFlops(cfg: ModelConfig, lora: boolean): number {
@@ -79,15 +73,14 @@ function ourSgemmPeak(n: number): number {
 interface StepResult { seconds: number; cpuSeconds: number; cfg?: ModelConfig }
 
 async function measureOurs(dir: string, lora: boolean, precision: Precision): Promise<StepResult | string> {
-  if (precision === 'bf16' && !PRECISION_SUPPORTED) return 'the learner on this branch has no `precision` option yet (LearnerConfig)';
   const engine = await LocalEngine.open(dir, { threads: THREADS });
-  const config: LearnerConfigWithPrecision = {
+  const config: Partial<LearnerConfig> = {
     mode: lora ? { kind: 'lora', spec: { ...LORA, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } } : { kind: 'full' },
     optimizer: { lr: 1e-5, beta1: 0.9, beta2: 0.98, eps: 1e-8, weightDecay: 0.1, warmupSteps: 0, maxGradNorm: 1 },
     microBatchTokens: SEQ,
-    ...(PRECISION_SUPPORTED ? { precision } : {}),
+    precision,
   };
-  const learner = await LocalLearner.open(engine, { threads: THREADS, config: config as Partial<LearnerConfig> });
+  const learner = await LocalLearner.open(engine, { threads: THREADS, config });
   try {
     const rng = createRng(1);
     const V = engine.folder.config.vocabSize;
@@ -133,7 +126,6 @@ async function main() {
   const presets = (which.length ? which : ['tiny', 'qwen3-0.6b']) as BenchPreset[];
   const modes = (process.env.BENCH_MODES ?? 'lora,full').split(',');
   printMachine(THREADS);
-  console.log(`learner precision option: ${PRECISION_SUPPORTED ? 'passed to the learner' : 'not in LearnerConfig on this branch (bf16 rows skipped)'}`);
   const peaks: Record<string, number> = { 'ours sgemm fp32-1024': ourSgemmPeak(1024), 'ours sgemm fp32-2048': ourSgemmPeak(2048) };
   const peaksFrom = new Set<string>();
 
