@@ -1,6 +1,11 @@
 # The openclaw_native addon: N-API in C over the system BLAS. Built at install time by
 # scripts/build-native.mjs; see that script for how a failed build is handled.
 {
+  "variables": {
+    # 1 when oneDNN's header and library are installed (Debian: libdnnl-dev), so sgemm and
+    # gemmBf16 run on it; OPENCLAW_RL_BUILD_ONEDNN=0 builds without it (to test that build).
+    "onednn%": "<!(node -p \"const fs = require('fs'); const lib = ['/usr/lib/x86_64-linux-gnu', '/usr/lib/aarch64-linux-gnu', '/usr/lib64', '/usr/lib', '/usr/local/lib'].some((d) => fs.existsSync(d + '/libdnnl.so')); +(process.env.OPENCLAW_RL_BUILD_ONEDNN !== '0' && lib && ['/usr/include', '/usr/local/include'].some((d) => fs.existsSync(d + '/oneapi/dnnl/dnnl.h')))\")"
+  },
   "targets": [
     {
       "target_name": "openclaw_native",
@@ -8,6 +13,9 @@
         "src/addon.c",
         "src/args.c",
         "src/blas_ops.c",
+        "src/bf16.c",
+        "src/bf16_ops.c",
+        "src/onednn.c",
         "src/layer_ops.c",
         "src/layer_kernels.c",
         "src/attention.c",
@@ -30,6 +38,13 @@
           # Fedora and others put OpenBLAS's cblas.h here; Debian has it on the default path.
           "include_dirs": ["/usr/include/openblas"],
           "libraries": ["-lopenblas", "-lm"]
+        }],
+        # oneDNN's Debian build threads with OpenMP (libgomp); the addon's own parallel loops
+        # (bf16 conversion, the small-M bf16 kernel) share that runtime and its thread count.
+        ["onednn==1", {
+          "defines": ["OPENCLAW_ONEDNN=1"],
+          "cflags_c": ["-fopenmp"],
+          "libraries": ["-ldnnl", "-fopenmp"]
         }],
         ["OS=='mac'", {
           "xcode_settings": {
