@@ -118,7 +118,7 @@ describe('toBf16, native against portable', { skip: skipNative }, () => {
 });
 
 describe('gemmBf16, native against the portable oracle', { skip: skipNative }, () => {
-  test('decode shapes, M = 1..8 against a bf16 matrix stored [N,K] (the small-M kernel)', () => {
+  test('decode shapes, M = 1..8 against a bf16 matrix stored [N,K] (M = 1: the hand-written kernel)', () => {
     for (let M = 1; M <= 8; M++) {
       check(native(), { ...base, M, N: 67, K: 300 });
       check(native(), { ...base, M, N: 300, K: 1027, pad: 3, kindA: M % 2 ? 'f32' : 'bf16', transA: M > 4 });

@@ -56,8 +56,7 @@ static void pack_rows(void* out, bool out_bf16, const void* x, bool is_bf16, siz
   }
 }
 
-// Transposed copies only happen for small operands (the small-M path's A, the fallback), so a
-// plain gather is enough.
+// Only the small-M path's A (a row or a few) is copied transposed, so a plain gather is enough.
 static void pack_transposed(void* out, bool out_bf16, const void* x, bool is_bf16, size_t rows, size_t cols,
                             size_t ld) {
   for (size_t r = 0; r < rows; r++)
@@ -125,7 +124,7 @@ static inline float dot_f32_bf16(const float* a, const uint16_t* b, size_t n) {
 }
 
 // Columns [first, first + count): each b row is read from memory once and then stays in L1
-// for the m (<= a few) rows of a, so the kernel runs at the speed of streaming b.
+// for the m (a row or a few) rows of a, so the kernel runs at the speed of streaming b.
 SIMD_CLONES
 static void gemm_bf16_columns(size_t m, size_t first, size_t count, size_t k, float alpha, const float* a,
                               const uint16_t* b, size_t ldb, float beta, float* c, size_t ldc) {
