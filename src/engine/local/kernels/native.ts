@@ -5,6 +5,7 @@
 // op, so its functions are exposed as they are, with this file supplying the types.
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { isMainThread } from 'node:worker_threads';
 import type { KernelInfo, Kernels } from './kernels.js';
 
 /** Where the install step builds the addon: the package root, seen from dist/src/engine/local/kernels/. */
@@ -20,6 +21,19 @@ export const NATIVE_BUILD_HINT =
 const ADDON_API_VERSION = 5;
 
 type NativeAddon = Omit<Kernels, 'name' | 'info'> & { readonly apiVersion: number; readonly info: KernelInfo };
+
+// oneDNN's OpenMP runtime (libgomp) spins its idle threads by default. On 2 busy cores that
+// spinning held a 1x1024x2048 sgemm at 8 ms instead of 0.14 ms (and slowed the BLAS calls in
+// between), so sleep is the default here unless the user chose a policy. libgomp reads its
+// environment once, when the addon first loads it, and only the main thread's process.env
+// reaches the C environment (a worker's is a copy): so this runs when this module is imported
+// on the main thread, which must happen before a worker loads the addon.
+function preferPassiveOpenMp(): void {
+  if (isMainThread && process.env.OMP_WAIT_POLICY === undefined && process.env.GOMP_SPINCOUNT === undefined) {
+    process.env.OMP_WAIT_POLICY = 'passive';
+  }
+}
+preferPassiveOpenMp();
 
 /** Loads the addon (once per thread, by Node's module cache) or throws an Error saying why and how to fix it. */
 export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernels {
