@@ -1,6 +1,6 @@
 // GEMM throughput of every backend on 2 threads, in one run so that the ratios hold on shared
 // vCPUs: our sgemm on oneDNN and on OpenBLAS (forced with OPENCLAW_RL_GEMM=blas, in a child
-// process), our gemmBf16 (fp32 activations, bf16 weights), our sgemv for single tokens, and
+// process), our gemmBf16 (fp32 activations, bf16 weights), our sgemv (both backends) for single tokens, and
 // PyTorch (Debian's python3-torch) in fp32 with OpenBLAS's own kernel choice, in fp32 with the
 // environment's OPENBLAS_CORETYPE, and in bf16. Shapes: 2048^3 and Qwen3-0.6B's linear layers.
 // Run: npm run bench:gemm
@@ -22,7 +22,9 @@ function shapes(): Shape[] {
   const layers: Array<[string, number, number]> = [
     ['q', 1024, 2048], ['k/v', 1024, 1024], ['o', 2048, 1024], ['gate/up', 1024, 3072], ['down', 3072, 1024],
   ];
-  for (const tokens of [512, 1]) for (const [name, K, N] of layers) out.push({ name: `${name} T=${tokens}`, M: tokens, K, N });
+  for (const tokens of [512, 1]) {
+    for (const [name, K, N] of layers) out.push({ name: `${name} T=${tokens}`, M: tokens, K, N });
+  }
   out.push({ name: 'head T=1', M: 1, K: 1024, N: 151936 });
   return out;
 }
@@ -44,9 +46,9 @@ function measureOurs(bf16: boolean): Results {
     const [x, W, y] = [randomArray(s.M * s.K), randomArray(s.N * s.K), new Float32Array(s.M * s.N)];
     const gflops = (run: () => void): number => (2 * s.M * s.N * s.K) / secondsPerCall(run, MIN_SECONDS) / 1e9;
     const row: Record<string, number> = {};
-    row[`ours sgemm ${kernels.info.gemm}`] = gflops(() => kernels.sgemm(false, true, s.M, s.N, s.K, 1, x, s.K, W, s.K, 0, y, s.N));
-    // sgemv always runs on the system BLAS.
-    if (s.M === 1) row['ours sgemv blas'] = gflops(() => kernels.sgemv(false, s.N, s.K, 1, W, s.K, x, 0, y));
+    row[`ours sgemm ${kernels.info.gemm}`] =
+      gflops(() => kernels.sgemm(false, true, s.M, s.N, s.K, 1, x, s.K, W, s.K, 0, y, s.N));
+    if (s.M === 1) row[`ours sgemv ${kernels.info.gemm}`] = gflops(() => kernels.sgemv(false, s.N, s.K, 1, W, s.K, x, 0, y));
     if (bf16) {
       const W16 = new Uint16Array(W.length);
       toBf16(W16, W, W.length);
@@ -122,7 +124,8 @@ function main(): void {
   const peak = Math.max(...Object.values(results).flatMap((row) => Object.values(row)));
   const info = loadNativeKernels().info;
   console.log(`GFLOP/s on ${THREADS} threads (median per call); ours: ${info.gemm} ${info.isa}, bf16 instructions ` +
-    `${info.bf16Instructions}; "vs torch" = / PyTorch's best fp32 on that shape; "of peak" = / ${peak.toFixed(0)} GFLOP/s, ` +
+    `${info.bf16Instructions}; "vs torch" = / PyTorch's best fp32 on that shape; ` +
+    `"of peak" = / ${peak.toFixed(0)} GFLOP/s, ` +
     `the best measured in this run`);
   console.log(`| shape [MxKxN] | implementation | GFLOP/s | vs torch fp32 | of peak |`);
   console.log(`|---|---|---:|---:|---:|`);
@@ -130,7 +133,8 @@ function main(): void {
     const row = results[s.name];
     const torchBest = Math.max(...Object.entries(row).filter(([k]) => k.startsWith('torch fp32')).map(([, v]) => v));
     for (const [impl, value] of Object.entries(row).sort(([, a], [, b]) => b - a)) {
-      console.log(`| ${s.name} [${s.M}x${s.K}x${s.N}] | ${impl} | ${value.toFixed(1)} | ${(value / torchBest).toFixed(2)} | ` +
+      console.log(`| ${s.name} [${s.M}x${s.K}x${s.N}] | ${impl} | ${value.toFixed(1)} | ` +
+        `${(value / torchBest).toFixed(2)} | ` +
         `${((100 * value) / peak).toFixed(0)}% |`);
     }
   }

@@ -1,10 +1,12 @@
-# The openclaw_native addon: N-API in C over the system BLAS. Built at install time by
-# scripts/build-native.mjs; see that script for how a failed build is handled.
+# The openclaw_native addon: N-API in C over oneDNN (when installed) and the system BLAS.
+# Built at install time by scripts/build-native.mjs; see that script for how a failed build is handled.
 {
   "variables": {
     # 1 when oneDNN's header and library are installed (Debian: libdnnl-dev), so sgemm and
     # gemmBf16 run on it; OPENCLAW_RL_BUILD_ONEDNN=0 builds without it (to test that build).
-    "onednn%": "<!(node -p \"const fs = require('fs'); const lib = ['/usr/lib/x86_64-linux-gnu', '/usr/lib/aarch64-linux-gnu', '/usr/lib64', '/usr/lib', '/usr/local/lib'].some((d) => fs.existsSync(d + '/libdnnl.so')); +(process.env.OPENCLAW_RL_BUILD_ONEDNN !== '0' && lib && ['/usr/include', '/usr/local/include'].some((d) => fs.existsSync(d + '/oneapi/dnnl/dnnl.h')))\")"
+    "onednn%": "<!(node -p \"const fs = require('fs'); const has = (dirs, file) => dirs.some((d) => fs.existsSync(d + file)); "
+               "+(process.env.OPENCLAW_RL_BUILD_ONEDNN !== '0' && has(['/usr/include', '/usr/local/include'], '/oneapi/dnnl/dnnl.h') && "
+               "has(['/usr/lib/x86_64-linux-gnu', '/usr/lib/aarch64-linux-gnu', '/usr/lib64', '/usr/lib', '/usr/local/lib'], '/libdnnl.so'))\")"
   },
   "targets": [
     {
@@ -54,6 +56,13 @@
           "libraries": ["-framework Accelerate"]
         }]
       ]
+    },
+    {
+      # Loaded first (src/openmp_env.c): sets OpenMP's wait policy before libgomp reads it.
+      "target_name": "openclaw_openmp_env",
+      "sources": ["src/openmp_env.c"],
+      "defines": ["NAPI_VERSION=8"],
+      "cflags_c": ["-O2", "-std=gnu11"]
     }
   ]
 }

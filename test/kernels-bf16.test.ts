@@ -71,14 +71,19 @@ function check(kernels: Kernels, c: Case): void {
       const at = i * ldc + j;
       const bound = (c.K + 3) * 2 ** -24 * (Math.abs(c.alpha) * magnitude + (c.beta === 0 ? 0 : Math.abs(c.beta * C0[at])));
       const error = Math.abs(actual[at] - expected[at]);
-      assert.ok(error <= bound, `${name(c)}: C[${i},${j}] is ${actual[at]}, expected ${expected[at]} (error ${error} > ${bound})`);
+      assert.ok(error <= bound,
+        `${name(c)}: C[${i},${j}] is ${actual[at]}, expected ${expected[at]} (error ${error} > ${bound})`);
     }
     // The padding of C is not written.
-    for (let j = c.N; j < ldc; j++) assert.ok(Object.is(actual[i * ldc + j], C0[i * ldc + j]), `${name(c)}: C padding written`);
+    for (let j = c.N; j < ldc; j++) {
+      assert.ok(Object.is(actual[i * ldc + j], C0[i * ldc + j]), `${name(c)}: C padding written`);
+    }
   }
 }
 
-const base: Case = { M: 1, N: 1, K: 1, transA: false, transB: true, pad: 0, alpha: 1, beta: 0, kindA: 'f32', kindB: 'bf16' };
+const base: Case = {
+  M: 1, N: 1, K: 1, transA: false, transB: true, pad: 0, alpha: 1, beta: 0, kindA: 'f32', kindB: 'bf16',
+};
 
 describe('toBf16, native against portable', { skip: skipNative }, () => {
   test('bit-exact on ties, subnormals, Inf, NaN and signed zeros', () => {

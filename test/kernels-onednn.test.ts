@@ -18,15 +18,17 @@ const nativePath = fileURLToPath(new URL('../src/engine/local/kernels/native.js'
 /** Runs `script` (an ES module body with `native` = loadNativeKernels()) in a child with the given OPENCLAW_RL_GEMM. */
 function inChild(gemm: string, script: string): ReturnType<typeof spawnSync> {
   const env = { ...process.env, OPENCLAW_RL_GEMM: gemm };
-  const body = `import { loadNativeKernels } from ${JSON.stringify(nativePath)}; const native = loadNativeKernels(); ${script}`;
+  const body = `import { loadNativeKernels } from ${JSON.stringify(nativePath)};\n` +
+    `const native = loadNativeKernels();\n${script}`;
   return spawnSync(process.execPath, ['--input-type=module', '-e', body], { env, encoding: 'utf8' });
 }
 
-/** The relative error of sgemm against portable (float64 sums) over transposes and strides, as max |diff| / max |expected|. */
+/** The error of sgemm against portable (float64 sums) over transposes and strides: max |diff| / max |expected|. */
 function sgemmError(sgemm: typeof portableKernels.sgemm): number {
   let worst = 0;
   for (const [transA, transB] of [[false, false], [false, true], [true, false], [true, true]] as const) {
-    for (const [M, N, K, pad, alpha, beta] of [[1, 300, 257, 0, 1, 0], [37, 53, 129, 3, 0.5, 1], [130, 70, 300, 1, -1, 0.25]]) {
+    const cases = [[1, 300, 257, 0, 1, 0], [37, 53, 129, 3, 0.5, 1], [130, 70, 300, 1, -1, 0.25]];
+    for (const [M, N, K, pad, alpha, beta] of cases) {
       const lda = (transA ? M : K) + pad, ldb = (transB ? K : N) + pad, ldc = N + pad;
       const A = randomArrayFrom(random, (transA ? K : M) * lda), B = randomArrayFrom(random, (transB ? N : K) * ldb);
       const C0 = randomArrayFrom(random, M * ldc);
@@ -69,12 +71,16 @@ describe('the native GEMM backend', { skip: skipNative }, () => {
   test('OPENCLAW_RL_GEMM=blas forces the system BLAS, which matches too', () => {
     const child = inChild('blas', `
       const { portableKernels } = await import(${JSON.stringify(nativePath.replace(/native\.js$/, 'portable.js'))});
-      const A = Float32Array.from({ length: 70 * 90 }, (_, i) => Math.sin(i)), B = Float32Array.from({ length: 90 * 50 }, (_, i) => Math.cos(i));
+      const A = Float32Array.from({ length: 70 * 90 }, (_, i) => Math.sin(i));
+      const B = Float32Array.from({ length: 90 * 50 }, (_, i) => Math.cos(i));
       const [C, D] = [new Float32Array(70 * 50), new Float32Array(70 * 50)];
       native.sgemm(false, true, 70, 50, 90, 1, A, 90, B, 90, 0, C, 50);
       portableKernels.sgemm(false, true, 70, 50, 90, 1, A, 90, B, 90, 0, D, 50);
       let error = 0, scale = 0;
-      for (let i = 0; i < C.length; i++) { error = Math.max(error, Math.abs(C[i] - D[i])); scale = Math.max(scale, Math.abs(D[i])); }
+      for (let i = 0; i < C.length; i++) {
+        error = Math.max(error, Math.abs(C[i] - D[i]));
+        scale = Math.max(scale, Math.abs(D[i]));
+      }
       console.log(JSON.stringify({ info: native.info, relative: error / scale }));`);
     assert.equal(child.status, 0, String(child.stderr));
     const { info, relative } = JSON.parse(String(child.stdout)) as { info: { gemm: string }; relative: number };
@@ -86,6 +92,25 @@ describe('the native GEMM backend', { skip: skipNative }, () => {
     const child = inChild('mkl', 'console.log(native.info.gemm);');
     assert.notEqual(child.status, 0);
     assert.match(String(child.stderr), /OPENCLAW_RL_GEMM must be "onednn", "blas", or unset/);
+  });
+
+  test('loading the kernels in a worker makes idle OpenMP threads sleep, unless the user chose a policy', () => {
+    // The worker's process.env is a copy; the main thread's reads the C environment libgomp reads.
+    const policyAfterWorkerLoad = (policy: string | undefined): string => {
+      const { OMP_WAIT_POLICY: _, GOMP_SPINCOUNT: __, ...env } = process.env;
+      const script = `const { Worker } = require('node:worker_threads');
+        const w = new Worker('import(' + JSON.stringify(${JSON.stringify(nativePath)}) + ').then((m) => m.loadNativeKernels())',
+          { eval: true });
+        w.on('exit', () => console.log(process.env.OMP_WAIT_POLICY ?? 'unset'));`;
+      const child = spawnSync(process.execPath, ['-e', script], {
+        env: policy === undefined ? env : { ...env, OMP_WAIT_POLICY: policy },
+        encoding: 'utf8',
+      });
+      assert.equal(child.status, 0, child.stderr);
+      return child.stdout.trim();
+    };
+    assert.equal(policyAfterWorkerLoad(undefined), 'passive');
+    assert.equal(policyAfterWorkerLoad('active'), 'active');
   });
 
   test('setThreads(1) and back keeps sgemm correct', () => {
@@ -132,11 +157,13 @@ describe('gemmBf16 against PyTorch', { skip: skipNative }, () => {
         const [ours, exact, bf16] = [C[i * N + j], torch.exact[i * N + j], torch.bf16[i * N + j]];
         assert.ok(Math.abs(ours - exact) <= fp32Bound, `C[${i},${j}] = ${ours}, float64 reference ${exact}`);
         // torch rounds its result to bf16 (half an ulp, at most 2^-8 relative) after its own fp32 sum.
-        assert.ok(Math.abs(ours - bf16) <= 2 ** -8 * Math.abs(bf16) + 2 * fp32Bound, `C[${i},${j}] = ${ours}, torch bf16 ${bf16}`);
+        const torchBound = 2 ** -8 * Math.abs(bf16) + 2 * fp32Bound;
+        assert.ok(Math.abs(ours - bf16) <= torchBound, `C[${i},${j}] = ${ours}, torch bf16 ${bf16}`);
         worstExact = Math.max(worstExact, Math.abs(ours - exact) / magnitude);
         worstBf16 = Math.max(worstBf16, Math.abs(ours - bf16) / magnitude);
       }
     }
-    t.diagnostic(`max |ours - float64| / sum|a||b| = ${worstExact.toExponential(2)}; vs torch bf16: ${worstBf16.toExponential(2)}`);
+    t.diagnostic(`max |ours - float64| / sum|a||b| = ${worstExact.toExponential(2)}; ` +
+      `vs torch bf16: ${worstBf16.toExponential(2)}`);
   });
 });

@@ -1,5 +1,6 @@
 // toBf16 and gemmBf16 (see kernels.ts). gemmBf16 picks, per call:
-// - one row against a bf16 matrix stored [N,K] (decode: a token times a weight matrix): the hand-written kernel in bf16.c, which streams the weights once;
+// - one row against a bf16 matrix stored [N,K] (decode: a token times a weight matrix): the
+//   hand-written kernel in bf16.c, which streams the weights once;
 // - else, with oneDNN: a bf16 matmul primitive (onednn.c) on bf16 copies of float32 operands;
 // - else (or where oneDNN has no fast kernel): float32 copies of the rounded operands, then
 //   the BLAS sgemm. Every path rounds the same inputs and sums the products in fp32.

@@ -3,9 +3,10 @@
 // (OPENCLAW_RL_GEMM=blas forces the BLAS; docs/engine.md, GEMM backends). The addon checks every argument itself
 // (types, counts, and that each access stays inside its array) and throws an Error naming the
 // op, so its functions are exposed as they are, with this file supplying the types.
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { isMainThread } from 'node:worker_threads';
 import type { KernelInfo, Kernels } from './kernels.js';
 
 /** Where the install step builds the addon: the package root, seen from dist/src/engine/local/kernels/. */
@@ -22,24 +23,17 @@ const ADDON_API_VERSION = 5;
 
 type NativeAddon = Omit<Kernels, 'name' | 'info'> & { readonly apiVersion: number; readonly info: KernelInfo };
 
-// oneDNN's OpenMP runtime (libgomp) spins its idle threads by default. On 2 busy cores that
-// spinning held a 1x1024x2048 sgemm at 8 ms instead of 0.14 ms (and slowed the BLAS calls in
-// between), so sleep is the default here unless the user chose a policy. libgomp reads its
-// environment once, when the addon first loads it, and only the main thread's process.env
-// reaches the C environment (a worker's is a copy): so this runs when this module is imported
-// on the main thread, which must happen before a worker loads the addon.
-function preferPassiveOpenMp(): void {
-  if (isMainThread && process.env.OMP_WAIT_POLICY === undefined && process.env.GOMP_SPINCOUNT === undefined) {
-    process.env.OMP_WAIT_POLICY = 'passive';
-  }
-}
-preferPassiveOpenMp();
-
 /** Loads the addon (once per thread, by Node's module cache) or throws an Error saying why and how to fix it. */
 export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernels {
   let addon: NativeAddon;
   try {
-    addon = createRequire(import.meta.url)(addonPath) as NativeAddon;
+    const require = createRequire(import.meta.url);
+    // Built beside the addon (native/src/openmp_env.c): makes idle OpenMP threads sleep unless the
+    // user set OMP_WAIT_POLICY or GOMP_SPINCOUNT, and must run before the addon loads libgomp.
+    // Only a performance default, so an addon path without it (a copied build) loads as it is.
+    const openMpEnv = join(dirname(addonPath), 'openclaw_openmp_env.node');
+    if (existsSync(openMpEnv)) require(openMpEnv);
+    addon = require(addonPath) as NativeAddon;
   } catch (err) {
     throw new Error(`native kernels unavailable: ${loadFailure(err, addonPath)}. For the fast path: ${NATIVE_BUILD_HINT}`, {
       cause: err,
