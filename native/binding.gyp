@@ -17,6 +17,7 @@
         "src/blas_ops.c",
         "src/bf16.c",
         "src/bf16_ops.c",
+        "src/gemv.c",
         "src/onednn.c",
         "src/layer_ops.c",
         "src/layer_kernels.c",

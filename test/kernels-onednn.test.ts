@@ -68,6 +68,23 @@ describe('the native GEMM backend', { skip: skipNative }, () => {
     assert.ok(sgemmError(native().sgemm) <= SGEMM_TOLERANCE);
   });
 
+  test('sgemv matches the portable kernels, on one thread and on several (both transposes, padded rows)', () => {
+    for (const [M, N, pad] of [[5, 7, 0], [3001, 257, 3], [300, 2100, 1]]) {
+      for (const trans of [false, true]) {
+        const A = randomArrayFrom(random, M * (N + pad)), x = randomArrayFrom(random, trans ? M : N);
+        const y0 = randomArrayFrom(random, trans ? N : M);
+        for (const [alpha, beta] of [[1, 0], [-0.5, 2]]) {
+          const [actual, expected] = [y0.slice(), y0.slice()];
+          native().sgemv(trans, M, N, alpha, A, N + pad, x, beta, actual);
+          portableKernels.sgemv(trans, M, N, alpha, A, N + pad, x, beta, expected);
+          const scale = expected.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+          const error = actual.reduce((m, v, i) => Math.max(m, Math.abs(v - expected[i])), 0);
+          assert.ok(error <= SGEMM_TOLERANCE * scale, `${M}x${N} trans ${trans}: error ${error}, scale ${scale}`);
+        }
+      }
+    }
+  });
+
   test('OPENCLAW_RL_GEMM=blas forces the system BLAS, which matches too', () => {
     const child = inChild('blas', `
       const { portableKernels } = await import(${JSON.stringify(nativePath.replace(/native\.js$/, 'portable.js'))});

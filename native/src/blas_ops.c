@@ -93,12 +93,14 @@ napi_value op_sgemv(napi_env env, napi_callback_info info) {
     return NULL;
   }
   if (gemm_uses_onednn()) {
-    // As a one-row sgemm: y^T = x^T A^T (x has N elements), or y^T = x^T A (x has M). The two
-    // are about as fast on decode shapes; what matters is that a decode step, which alternates
-    // sgemv with the LoRA sgemms, keeps to one thread pool: with sgemv on OpenBLAS, the serving
-    // benchmark decoded 2.5 tok/s on 2 busy cores, against 4.9 with everything on oneDNN.
-    const char* failure = trans ? onednn_sgemm(false, false, 1, n, m, alpha, x.data, m, a.data, lda, beta, y.data, n)
-                                : onednn_sgemm(false, true, 1, m, n, alpha, x.data, n, a.data, lda, beta, y.data, m);
+    // Kept off OpenBLAS so that a decode step, which alternates sgemv with the LoRA sgemms, keeps
+    // to one thread pool: with sgemv on OpenBLAS, the serving benchmark decoded 2.5 tok/s on 2
+    // busy cores, against 4.9 with everything on oneDNN. A^T x is a one-row sgemm, x^T A.
+    if (!trans) {
+      gemv_f32(m, n, alpha, a.data, lda, x.data, beta, y.data);
+      return NULL;
+    }
+    const char* failure = onednn_sgemm(false, false, 1, n, m, alpha, x.data, m, a.data, lda, beta, y.data, n);
     if (failure) op_throw_value(&call, "oneDNN's sgemm failed: %s", failure);
     return NULL;
   }

@@ -17,6 +17,9 @@ void gemm_scale_rows(float* y, size_t rows, size_t cols, size_t stride, float be
 void blas_sgemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float* a, size_t lda,
                 const float* b, size_t ldb, float beta, float* c, size_t ldc);
 
+// y[i] = alpha * dot(A row i, x) + beta * y[i] (beta == 0 overwrites) for i < m; A is m x n, row stride lda.
+void gemv_f32(size_t m, size_t n, float alpha, const float* a, size_t lda, const float* x, float beta, float* y);
+
 // Chooses the backend once, at load, from OPENCLAW_RL_GEMM (unset: oneDNN when built with it;
 // "onednn"; "blas"). Returns NULL, or a message saying why the setting cannot be honoured.
 const char* gemm_select_backend(void);
