@@ -1,6 +1,13 @@
-# The openclaw_native addon: N-API in C over the system BLAS. Built at install time by
-# scripts/build-native.mjs; see that script for how a failed build is handled.
+# The openclaw_native addon: N-API in C over oneDNN (when installed) and the system BLAS.
+# Built at install time by scripts/build-native.mjs; see that script for how a failed build is handled.
 {
+  "variables": {
+    # 1 when oneDNN's header and library are installed (Debian: libdnnl-dev), so sgemm and
+    # gemmBf16 run on it; OPENCLAW_RL_BUILD_ONEDNN=0 builds without it (to test that build).
+    "onednn%": "<!(node -p \"const fs = require('fs'); const has = (dirs, file) => dirs.some((d) => fs.existsSync(d + file)); "
+               "+(process.env.OPENCLAW_RL_BUILD_ONEDNN !== '0' && has(['/usr/include', '/usr/local/include'], '/oneapi/dnnl/dnnl.h') && "
+               "has(['/usr/lib/x86_64-linux-gnu', '/usr/lib/aarch64-linux-gnu', '/usr/lib64', '/usr/lib', '/usr/local/lib'], '/libdnnl.so'))\")"
+  },
   "targets": [
     {
       "target_name": "openclaw_native",
@@ -8,6 +15,10 @@
         "src/addon.c",
         "src/args.c",
         "src/blas_ops.c",
+        "src/bf16.c",
+        "src/bf16_ops.c",
+        "src/gemv.c",
+        "src/onednn.c",
         "src/layer_ops.c",
         "src/layer_kernels.c",
         "src/attention.c",
@@ -31,6 +42,13 @@
           "include_dirs": ["/usr/include/openblas"],
           "libraries": ["-lopenblas", "-lm"]
         }],
+        # oneDNN's Debian build threads with OpenMP (libgomp); the addon's own parallel loops
+        # (bf16 conversion, the small-M bf16 kernel) share that runtime and its thread count.
+        ["onednn==1", {
+          "defines": ["OPENCLAW_ONEDNN=1"],
+          "cflags_c": ["-fopenmp"],
+          "libraries": ["-ldnnl", "-fopenmp"]
+        }],
         ["OS=='mac'", {
           "xcode_settings": {
             "GCC_OPTIMIZATION_LEVEL": "3",
@@ -39,6 +57,13 @@
           "libraries": ["-framework Accelerate"]
         }]
       ]
+    },
+    {
+      # Loaded first (src/openmp_env.c): sets OpenMP's wait policy before libgomp reads it.
+      "target_name": "openclaw_openmp_env",
+      "sources": ["src/openmp_env.c"],
+      "defines": ["NAPI_VERSION=8"],
+      "cflags_c": ["-O2", "-std=gnu11"]
     }
   ]
 }

@@ -105,6 +105,7 @@ function diagnose(output, status) {
   const known = [
     [/cblas\.h: No such file|'cblas\.h' file not found/, 'OpenBLAS headers not found'],
     [/cannot find -lopenblas|library not found for -lopenblas/, 'OpenBLAS library not found'],
+    [/dnnl\.h: No such file|cannot find -ldnnl/, 'oneDNN (libdnnl-dev) only partly installed'],
     [/find any Python|Python is not set/i, 'Python 3 not found, node-gyp needs it'],
     [/node_api\.h: No such file|network connectivity|ENOTFOUND|EAI_AGAIN|ECONNREFUSED/, 'Node.js headers not found and not downloadable'],
     [/not found: make|make: not found|spawn make ENOENT/, 'make not found'],
@@ -119,8 +120,8 @@ function diagnose(output, status) {
 function giveUp(reason, output) {
   process.stderr.write(
     `openclaw-rl: native BLAS addon not built (${reason}); the engine will use the portable TypeScript ` +
-      `kernels (much slower). For the fast path: apt-get install libopenblas-dev (macOS: Xcode command ` +
-      `line tools), then npm rebuild openclaw-rl\n`,
+      `kernels (much slower). For the fast path: apt-get install libopenblas-dev libdnnl-dev (macOS: Xcode ` +
+      `command line tools), then npm rebuild openclaw-rl\n`,
   );
   const tail = relevantLines(output).slice(-OUTPUT_TAIL_LINES);
   if (tail.length > 0) process.stderr.write(tail.map((line) => `  ${line}\n`).join(''));

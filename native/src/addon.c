@@ -1,20 +1,30 @@
 // Entry point of the openclaw_native addon: the kernel table the TypeScript wrapper
-// (src/engine/local/kernels/native.ts) binds to. The addon keeps no state of its own, so it
-// can be loaded in any number of worker threads.
+// (src/engine/local/kernels/native.ts) binds to. The addon's only state is per thread (scratch
+// buffers, cached oneDNN primitives) or fixed at load (the GEMM backend), so it can be loaded in
+// any number of worker threads.
 #include <node_api.h>
 
+#include "gemm.h"
 #include "ops.h"
 
 // Bumped whenever an export changes meaning, so that a stale build is refused with a
 // "rebuild" message instead of being called with the wrong arguments.
-#define ADDON_API_VERSION 4
+#define ADDON_API_VERSION 5
 
 NAPI_MODULE_INIT() {
-  napi_value version;
-  if (napi_create_uint32(env, ADDON_API_VERSION, &version) != napi_ok) return NULL;
+  napi_value version, gemm;
+  const char* refusal = gemm_select_backend();
+  if (refusal) {
+    napi_throw_error(env, NULL, refusal);
+    return NULL;
+  }
+  if (napi_create_uint32(env, ADDON_API_VERSION, &version) != napi_ok || !(gemm = gemm_info(env))) return NULL;
   const napi_property_descriptor properties[] = {
       {"apiVersion", NULL, NULL, NULL, NULL, version, napi_enumerable, NULL},
+      {"info", NULL, NULL, NULL, NULL, gemm, napi_enumerable, NULL},
       {"sgemm", NULL, op_sgemm, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"gemmBf16", NULL, op_gemm_bf16, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"toBf16", NULL, op_to_bf16, NULL, NULL, NULL, napi_enumerable, NULL},
       {"sgemv", NULL, op_sgemv, NULL, NULL, NULL, napi_enumerable, NULL},
       {"rmsnorm", NULL, op_rmsnorm, NULL, NULL, NULL, napi_enumerable, NULL},
       {"siluMul", NULL, op_silu_mul, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -143,6 +143,29 @@ bool op_i32_array(OpCall* call, size_t index, const char* name, I32Array* out) {
   return true;
 }
 
+bool op_u16_array(OpCall* call, size_t index, const char* name, U16Array* out) {
+  void* data;
+  if (!get_typed_array(call, index, name, napi_uint16_array, "Uint16Array", &data, &out->length)) return false;
+  out->data = data;
+  return true;
+}
+
+bool op_bf16_operand(OpCall* call, size_t index, const char* name, Bf16Operand* out) {
+  bool is_typed_array = false;
+  napi_typedarray_type type;
+  napi_value buffer;
+  size_t byte_offset;
+  if (napi_is_typedarray(call->env, call->argv[index], &is_typed_array) != napi_ok || !is_typed_array ||
+      napi_get_typedarray_info(call->env, call->argv[index], &type, &out->length, &out->data, &buffer,
+                               &byte_offset) != napi_ok ||
+      (type != napi_float32_array && type != napi_uint16_array)) {
+    throw_type(call, "argument %zu (%s) must be a Float32Array or a Uint16Array of bf16 bits", index, name);
+    return false;
+  }
+  out->is_bf16 = type == napi_uint16_array;
+  return true;
+}
+
 bool op_check_matrix(OpCall* call, const char* name, size_t length, size_t rows, size_t cols,
                      const char* dims, size_t stride, const char* stride_name) {
   if (stride < cols || stride < 1) {

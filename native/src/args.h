@@ -28,6 +28,18 @@ typedef struct {
   size_t length;
 } I32Array;
 
+typedef struct {
+  uint16_t* data;
+  size_t length;
+} U16Array;
+
+// A Float32Array, or a Uint16Array of bf16 bits (is_bf16).
+typedef struct {
+  void* data;
+  size_t length;
+  bool is_bf16;
+} Bf16Operand;
+
 // Fetches the arguments; exactly `argc` (<= OP_MAX_ARGS) must have been passed.
 bool op_begin(napi_env env, napi_callback_info info, const char* op, size_t argc, OpCall* call);
 
@@ -42,6 +54,8 @@ bool op_f32_array(OpCall* call, size_t index, const char* name, F32Array* out);
 // A Float32Array, or null: then data is NULL and length 0.
 bool op_f32_array_or_null(OpCall* call, size_t index, const char* name, F32Array* out);
 bool op_i32_array(OpCall* call, size_t index, const char* name, I32Array* out);
+bool op_u16_array(OpCall* call, size_t index, const char* name, U16Array* out);
+bool op_bf16_operand(OpCall* call, size_t index, const char* name, Bf16Operand* out);
 
 // `length` must cover `rows` rows of `cols` elements, `stride` apart, with stride >=
 // max(1, cols) as BLAS requires. The last row may end at the end of the array, so that a

@@ -10,7 +10,10 @@
 export interface KernelInfo {
   /** The library behind sgemm: oneDNN, else the system BLAS, else the TypeScript loops. */
   readonly gemm: 'onednn' | 'openblas' | 'accelerate' | 'typescript';
-  /** The instruction set the GEMM library chose at load time (oneDNN's name, e.g. avx512_core_bf16), or 'unknown'. */
+  /**
+   * The instruction set the GEMM library chose at load time: oneDNN's name (e.g. avx512_core_bf16),
+   * OpenBLAS's core name (e.g. Haswell), or 'unknown'.
+   */
   readonly isa: string;
   /** Whether gemmBf16 runs on bf16 instructions (AVX512-BF16, AMX); otherwise it is emulated in fp32. */
   readonly bf16Instructions: boolean;
@@ -132,6 +135,9 @@ export interface Kernels {
     rows: number, cols: number, firstRow: number, headDim: number, stride: number,
   ): void;
 
-  /** Number of BLAS threads (no-op for portable). */
+  /**
+   * Number of GEMM threads (no-op for portable): OpenBLAS's are process-wide; oneDNN's (OpenMP)
+   * are those of the teams the calling thread starts.
+   */
   setThreads(n: number): void;
 }

@@ -1,11 +1,13 @@
 // The native kernels: the openclaw_native addon (native/, built at install time by
-// scripts/build-native.mjs) over the system BLAS. The addon checks every argument itself
+// scripts/build-native.mjs) over oneDNN when it was built with it, else the system BLAS
+// (OPENCLAW_RL_GEMM=blas forces the BLAS; docs/engine.md, GEMM backends). The addon checks every argument itself
 // (types, counts, and that each access stays inside its array) and throws an Error naming the
 // op, so its functions are exposed as they are, with this file supplying the types.
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { portableGemmBf16, toBf16 } from './bf16.js';
-import type { Kernels } from './kernels.js';
+import type { KernelInfo, Kernels } from './kernels.js';
 
 /** Where the install step builds the addon: the package root, seen from dist/src/engine/local/kernels/. */
 export const NATIVE_ADDON_PATH = fileURLToPath(
@@ -14,18 +16,24 @@ export const NATIVE_ADDON_PATH = fileURLToPath(
 
 /** What a person has to do to get the native kernels. */
 export const NATIVE_BUILD_HINT =
-  'apt-get install libopenblas-dev (macOS: Xcode command line tools), then npm rebuild openclaw-rl';
+  'apt-get install libopenblas-dev libdnnl-dev (macOS: Xcode command line tools), then npm rebuild openclaw-rl';
 
 // Must equal ADDON_API_VERSION in native/src/addon.c.
-const ADDON_API_VERSION = 4;
+const ADDON_API_VERSION = 5;
 
-type NativeAddon = Omit<Kernels, 'name' | 'info' | 'gemmBf16' | 'toBf16'> & { readonly apiVersion: number };
+type NativeAddon = Omit<Kernels, 'name' | 'info'> & { readonly apiVersion: number; readonly info: KernelInfo };
 
 /** Loads the addon (once per thread, by Node's module cache) or throws an Error saying why and how to fix it. */
 export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernels {
   let addon: NativeAddon;
   try {
-    addon = createRequire(import.meta.url)(addonPath) as NativeAddon;
+    const require = createRequire(import.meta.url);
+    // Built beside the addon (native/src/openmp_env.c): makes idle OpenMP threads sleep unless the
+    // user set OMP_WAIT_POLICY or GOMP_SPINCOUNT, and must run before the addon loads libgomp.
+    // Only a performance default, so an addon path without it (a copied build) loads as it is.
+    const openMpEnv = join(dirname(addonPath), 'openclaw_openmp_env.node');
+    if (existsSync(openMpEnv)) require(openMpEnv);
+    addon = require(addonPath) as NativeAddon;
   } catch (err) {
     throw new Error(`native kernels unavailable: ${loadFailure(err, addonPath)}. For the fast path: ${NATIVE_BUILD_HINT}`, {
       cause: err,
@@ -39,10 +47,10 @@ export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernel
   }
   return {
     name: 'native',
-    info: { gemm: 'openblas', isa: 'unknown', bf16Instructions: false },
+    info: addon.info,
     sgemm: addon.sgemm,
-    gemmBf16: portableGemmBf16(addon.sgemm),
-    toBf16,
+    gemmBf16: addon.gemmBf16,
+    toBf16: addon.toBf16,
     sgemv: addon.sgemv,
     rmsnorm: addon.rmsnorm,
     siluMul: addon.siluMul,

@@ -1,0 +1,151 @@
+// bfloat16 conversions and the small-M bf16 GEMM. The loops are compiled per instruction set
+// (dispatch.h); the OpenMP pragmas only take effect in a oneDNN build (-fopenmp, binding.gyp),
+// where they share oneDNN's threads.
+#include "bf16.h"
+
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "dispatch.h"
+#include "vec_math.h"
+
+// Big enough that a parallel region (a few microseconds) pays for itself.
+#define PARALLEL_MIN_ELEMENTS ((size_t)1 << 16)
+
+typedef uint16_t u16x8 __attribute__((vector_size(16)));
+
+static inline uint16_t bf16_bits(float x) {
+  uint32_t bits;
+  memcpy(&bits, &x, sizeof bits);
+  // NaN: keep sign and top payload bits, force the quiet bit so that truncation cannot make Inf.
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x0040u);
+  // Round to nearest, ties to even: add just under half an ulp, plus the lsb that is kept.
+  return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+static inline float bf16_value(uint16_t bits) {
+  uint32_t wide = (uint32_t)bits << 16;
+  float x;
+  memcpy(&x, &wide, sizeof x);
+  return x;
+}
+
+SIMD_CLONES
+void bf16_from_f32(uint16_t* out, const float* x, size_t n) {
+  for (size_t i = 0; i < n; i++) out[i] = bf16_bits(x[i]);
+}
+
+SIMD_CLONES
+static void pack_rows(void* out, bool out_bf16, const void* x, bool is_bf16, size_t rows, size_t cols,
+                      size_t ld) {
+  for (size_t r = 0; r < rows; r++) {
+    const float* xf = (const float*)x + r * ld;
+    const uint16_t* xb = (const uint16_t*)x + r * ld;
+    uint16_t* ob = (uint16_t*)out + r * cols;
+    float* of = (float*)out + r * cols;
+    if (out_bf16 && is_bf16)
+      memcpy(ob, xb, cols * sizeof *ob);
+    else if (out_bf16)
+      for (size_t c = 0; c < cols; c++) ob[c] = bf16_bits(xf[c]);
+    else if (is_bf16)
+      for (size_t c = 0; c < cols; c++) of[c] = bf16_value(xb[c]);
+    else
+      for (size_t c = 0; c < cols; c++) of[c] = bf16_value(bf16_bits(xf[c]));
+  }
+}
+
+// Only the small-M path's A (a row or a few) is copied transposed, so a plain gather is enough.
+static void pack_transposed(void* out, bool out_bf16, const void* x, bool is_bf16, size_t rows, size_t cols,
+                            size_t ld) {
+  for (size_t r = 0; r < rows; r++)
+    for (size_t c = 0; c < cols; c++) {
+      size_t at = c * ld + r;
+      uint16_t bits = is_bf16 ? ((const uint16_t*)x)[at] : bf16_bits(((const float*)x)[at]);
+      if (out_bf16)
+        ((uint16_t*)out)[r * cols + c] = bits;
+      else
+        ((float*)out)[r * cols + c] = bf16_value(bits);
+    }
+}
+
+static void pack(void* out, bool out_bf16, const void* x, bool is_bf16, size_t rows, size_t cols, size_t ld,
+                 bool transposed) {
+  if (transposed) {
+    pack_transposed(out, out_bf16, x, is_bf16, rows, cols, ld);
+    return;
+  }
+  size_t out_size = out_bf16 ? sizeof(uint16_t) : sizeof(float), in_size = is_bf16 ? sizeof(uint16_t) : sizeof(float);
+#pragma omp parallel if (rows * cols >= PARALLEL_MIN_ELEMENTS)
+  {
+    size_t first = 0, count = rows;
+#ifdef _OPENMP
+    size_t teams = (size_t)omp_get_num_threads(), me = (size_t)omp_get_thread_num();
+    first = rows * me / teams;
+    count = rows * (me + 1) / teams - first;
+#endif
+    pack_rows((char*)out + first * cols * out_size, out_bf16, (const char*)x + first * ld * in_size, is_bf16, count,
+              cols, ld);
+  }
+}
+
+void pack_bf16(uint16_t* out, const void* x, bool is_bf16, size_t rows, size_t cols, size_t ld, bool transposed) {
+  pack(out, true, x, is_bf16, rows, cols, ld, transposed);
+}
+
+void pack_rounded_f32(float* out, const void* x, bool is_bf16, size_t rows, size_t cols, size_t ld,
+                      bool transposed) {
+  pack(out, false, x, is_bf16, rows, cols, ld, transposed);
+}
+
+static inline f32x8 widen8(const uint16_t* p) {
+  u16x8 bits;
+  memcpy(&bits, p, sizeof bits);
+  u32x8 wide = __builtin_convertvector(bits, u32x8) << 16;
+  f32x8 x;
+  memcpy(&x, &wide, sizeof x);
+  return x;
+}
+
+static inline float dot_f32_bf16(const float* a, const uint16_t* b, size_t n) {
+  f32x8 acc0 = {0}, acc1 = {0}, acc2 = {0}, acc3 = {0};
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 += load8(a + i) * widen8(b + i);
+    acc1 += load8(a + i + 8) * widen8(b + i + 8);
+    acc2 += load8(a + i + 16) * widen8(b + i + 16);
+    acc3 += load8(a + i + 24) * widen8(b + i + 24);
+  }
+  for (; i + 8 <= n; i += 8) acc0 += load8(a + i) * widen8(b + i);
+  float tail = 0.f;
+  for (; i < n; i++) tail += a[i] * bf16_value(b[i]);
+  return add_lanes((acc0 + acc1) + (acc2 + acc3)) + tail;
+}
+
+// Columns [first, first + count): each b row is read from memory once and then stays in L1
+// for the m (a row or a few) rows of a, so the kernel runs at the speed of streaming b.
+SIMD_CLONES
+static void gemm_bf16_columns(size_t m, size_t first, size_t count, size_t k, float alpha, const float* a,
+                              const uint16_t* b, size_t ldb, float beta, float* c, size_t ldc) {
+  for (size_t j = first; j < first + count; j++)
+    for (size_t i = 0; i < m; i++) {
+      float sum = alpha * dot_f32_bf16(a + i * k, b + j * ldb, k);
+      float* out = c + i * ldc + j;
+      *out = beta == 0.f ? sum : sum + beta * *out;
+    }
+}
+
+void gemm_bf16_rows(size_t m, size_t n, size_t k, float alpha, const float* a, const uint16_t* b, size_t ldb,
+                    float beta, float* c, size_t ldc) {
+#pragma omp parallel if (n * k >= PARALLEL_MIN_ELEMENTS)
+  {
+    size_t first = 0, count = n;
+#ifdef _OPENMP
+    size_t teams = (size_t)omp_get_num_threads(), me = (size_t)omp_get_thread_num();
+    first = n * me / teams;
+    count = n * (me + 1) / teams - first;
+#endif
+    gemm_bf16_columns(m, first, count, k, alpha, a, b, ldb, beta, c, ldc);
+  }
+}

@@ -1,0 +1,25 @@
+// bfloat16 conversions and the small-M bf16 GEMM, in plain C. They trust their arguments: the
+// N-API layer (bf16_ops.c) has checked every size. A bf16 value is the upper half of a float32.
+#ifndef OPENCLAW_BF16_H
+#define OPENCLAW_BF16_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+// out[i] = the bf16 bits nearest to x[i] (ties to even; NaN stays a quiet NaN of the same sign).
+void bf16_from_f32(uint16_t* out, const float* x, size_t n);
+
+// Copies op(X) (stored rows x cols with row stride ld, or cols x rows when transposed; float32
+// when !is_bf16, else bf16 bits) into a contiguous rows x cols matrix: bf16 bits (pack_bf16) or
+// the float32 values of the rounded elements (pack_rounded_f32).
+void pack_bf16(uint16_t* out, const void* x, bool is_bf16, size_t rows, size_t cols, size_t ld, bool transposed);
+void pack_rounded_f32(float* out, const void* x, bool is_bf16, size_t rows, size_t cols, size_t ld,
+                      bool transposed);
+
+// C[i,j] = alpha * sum_p a[i,p] * b[j,p] + beta * C[i,j] (beta == 0 overwrites) for i < m, j < n:
+// a is m x k float32, contiguous; b is bf16 bits, n rows of k, row stride ldb.
+void gemm_bf16_rows(size_t m, size_t n, size_t k, float alpha, const float* a, const uint16_t* b, size_t ldb,
+                    float beta, float* c, size_t ldc);
+
+#endif

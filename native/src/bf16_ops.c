@@ -1,0 +1,148 @@
+// toBf16 and gemmBf16 (see kernels.ts). gemmBf16 picks, per call:
+// - one row against a bf16 matrix stored [N,K] (decode: a token times a weight matrix): the
+//   hand-written kernel in bf16.c, which streams the weights once;
+// - else, with oneDNN: a bf16 matmul primitive (onednn.c) on bf16 copies of float32 operands;
+// - else (or where oneDNN has no fast kernel): float32 copies of the rounded operands, then
+//   the BLAS sgemm. Every path rounds the same inputs and sums the products in fp32.
+#include <stdlib.h>
+
+#include "args.h"
+#include "bf16.h"
+#include "gemm.h"
+#include "ops.h"
+
+// Up to this many rows the hand-written kernel beats the primitive. Measured on 2 threads
+// (AVX512-BF16, K x N = 1024x3072, 3072x1024, 1024x2048): it takes 0.55-0.9x the primitive's
+// time at M = 1, but 1.5-3x at M = 2..8, where the primitive's bf16 dot products win.
+#define SMALL_M_MAX 1
+
+// Buffers larger than this are freed after the call instead of kept for the next one.
+#define SCRATCH_KEEP_BYTES ((size_t)64 << 20)
+
+// Per thread, so that workers never share them; grown on demand.
+static __thread void* scratch[2];
+static __thread size_t scratch_bytes[2];
+
+static void* scratch_get(OpCall* call, int slot, size_t bytes) {
+  if (bytes > scratch_bytes[slot]) {
+    void* grown = realloc(scratch[slot], bytes);
+    if (!grown) {
+      op_throw_size(call, "could not allocate %zu bytes of scratch memory", bytes);
+      return NULL;
+    }
+    scratch[slot] = grown;
+    scratch_bytes[slot] = bytes;
+  }
+  return scratch[slot];
+}
+
+static void scratch_trim(void) {
+  for (int slot = 0; slot < 2; slot++)
+    if (scratch_bytes[slot] > SCRATCH_KEEP_BYTES) {
+      free(scratch[slot]);
+      scratch[slot] = NULL;
+      scratch_bytes[slot] = 0;
+    }
+}
+
+// toBf16(out, x, n)
+napi_value op_to_bf16(napi_env env, napi_callback_info info) {
+  OpCall call;
+  U16Array out;
+  F32Array x;
+  size_t n;
+  if (!op_begin(env, info, "toBf16", 3, &call) || !op_u16_array(&call, 0, "out", &out) ||
+      !op_f32_array(&call, 1, "x", &x) || !op_size(&call, 2, "n", 0, &n) ||
+      !op_check_length(&call, "out", out.length, n, 1, 1, "n") || !op_check_length(&call, "x", x.length, n, 1, 1, "n"))
+    return NULL;
+  bf16_from_f32(out.data, x.data, n);
+  return NULL;
+}
+
+typedef struct {
+  bool trans_a, trans_b;
+  size_t m, n, k, lda, ldb, ldc;
+  float alpha, beta;
+  Bf16Operand a, b;
+  F32Array c;
+} Bf16Gemm;
+
+static bool small_m(OpCall* call, const Bf16Gemm* g) {
+  float* a = scratch_get(call, 0, g->m * g->k * sizeof(float));
+  if (!a) return false;
+  pack_rounded_f32(a, g->a.data, g->a.is_bf16, g->m, g->k, g->lda, g->trans_a);
+  gemm_bf16_rows(g->m, g->n, g->k, g->alpha, a, g->b.data, g->ldb, g->beta, g->c.data, g->ldc);
+  return true;
+}
+
+// A bf16 view of an operand: the caller's Uint16Array as it is, or a packed copy (ld = cols).
+static const uint16_t* bf16_view(OpCall* call, int slot, const Bf16Operand* x, size_t rows, size_t cols, size_t ld,
+                                 bool transposed, size_t* view_ld) {
+  *view_ld = ld;
+  if (x->is_bf16) return x->data;
+  size_t stored_rows = transposed ? cols : rows, stored_cols = transposed ? rows : cols;
+  uint16_t* out = scratch_get(call, slot, stored_rows * stored_cols * sizeof(uint16_t));
+  if (!out) return NULL;
+  pack_bf16(out, x->data, false, stored_rows, stored_cols, ld, false);
+  *view_ld = stored_cols;
+  return out;
+}
+
+// Returns BF16_FAILED with a JS error pending, or whether the primitive ran.
+static Bf16Status with_onednn(OpCall* call, const Bf16Gemm* g) {
+  size_t lda, ldb;
+  const uint16_t* a = bf16_view(call, 0, &g->a, g->m, g->k, g->lda, g->trans_a, &lda);
+  const uint16_t* b = a ? bf16_view(call, 1, &g->b, g->k, g->n, g->ldb, g->trans_b, &ldb) : NULL;
+  if (!b) return BF16_FAILED;
+  Bf16Status status = onednn_gemm_bf16(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, a, lda, b, ldb, g->beta,
+                                       g->c.data, g->ldc);
+  if (status == BF16_FAILED) op_throw_value(call, "oneDNN's bf16 matmul failed");
+  return status;
+}
+
+// float32 copies of the rounded operands, in their stored layout (ld = stored columns).
+static bool with_blas(OpCall* call, const Bf16Gemm* g) {
+  size_t a_rows = g->trans_a ? g->k : g->m, a_cols = g->trans_a ? g->m : g->k;
+  size_t b_rows = g->trans_b ? g->n : g->k, b_cols = g->trans_b ? g->k : g->n;
+  float* a = scratch_get(call, 0, a_rows * a_cols * sizeof(float));
+  float* b = a ? scratch_get(call, 1, b_rows * b_cols * sizeof(float)) : NULL;
+  if (!b) return false;
+  pack_rounded_f32(a, g->a.data, g->a.is_bf16, a_rows, a_cols, g->lda, false);
+  pack_rounded_f32(b, g->b.data, g->b.is_bf16, b_rows, b_cols, g->ldb, false);
+  blas_sgemm(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, a, a_cols, b, b_cols, g->beta, g->c.data, g->ldc);
+  return true;
+}
+
+// gemmBf16(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)
+napi_value op_gemm_bf16(napi_env env, napi_callback_info info) {
+  OpCall call;
+  Bf16Gemm g;
+  if (!op_begin(env, info, "gemmBf16", 13, &call) || !op_bool(&call, 0, "transA", &g.trans_a) ||
+      !op_bool(&call, 1, "transB", &g.trans_b) || !op_size(&call, 2, "M", 0, &g.m) ||
+      !op_size(&call, 3, "N", 0, &g.n) || !op_size(&call, 4, "K", 0, &g.k) ||
+      !op_float(&call, 5, "alpha", &g.alpha) || !op_bf16_operand(&call, 6, "A", &g.a) ||
+      !op_size(&call, 7, "lda", 0, &g.lda) || !op_bf16_operand(&call, 8, "B", &g.b) ||
+      !op_size(&call, 9, "ldb", 0, &g.ldb) || !op_float(&call, 10, "beta", &g.beta) ||
+      !op_f32_array(&call, 11, "C", &g.c) || !op_size(&call, 12, "ldc", 0, &g.ldc))
+    return NULL;
+  size_t m = g.m, n = g.n, k = g.k;
+  if (!op_check_matrix(&call, "A", g.a.length, g.trans_a ? k : m, g.trans_a ? m : k, g.trans_a ? "K x M" : "M x K",
+                       g.lda, "lda") ||
+      !op_check_matrix(&call, "B", g.b.length, g.trans_b ? n : k, g.trans_b ? k : n, g.trans_b ? "N x K" : "K x N",
+                       g.ldb, "ldb") ||
+      !op_check_matrix(&call, "C", g.c.length, m, n, "M x N", g.ldc, "ldc"))
+    return NULL;
+  if (m == 0 || n == 0) return NULL;
+  if (k == 0) {
+    gemm_scale_rows(g.c.data, m, n, g.ldc, g.beta);
+    return NULL;
+  }
+  if (m <= SMALL_M_MAX && g.trans_b && g.b.is_bf16) {
+    small_m(&call, &g);
+  } else {
+    Bf16Status status = gemm_uses_onednn() ? with_onednn(&call, &g) : BF16_UNSUPPORTED;
+    if (status == BF16_UNSUPPORTED) with_blas(&call, &g);
+  }
+  scratch_trim();
+  return NULL;
+}

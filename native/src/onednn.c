@@ -1,0 +1,229 @@
+// The backend choice and everything that talks to oneDNN: sgemm through dnnl_sgemm, and bf16
+// GEMMs on matmul primitives. Built without OPENCLAW_ONEDNN, only the BLAS side remains.
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemm.h"
+
+#ifdef OPENCLAW_ONEDNN
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+#include <pthread.h>
+#endif
+#ifndef __APPLE__
+// OpenBLAS's own (not in a generic cblas.h); the addon links OpenBLAS explicitly.
+char* openblas_get_corename(void);
+#endif
+
+// Written once by gemm_select_backend while the addon loads, read-only afterwards.
+static bool use_onednn = false;
+
+bool gemm_uses_onednn(void) { return use_onednn; }
+
+const char* gemm_select_backend(void) {
+  const char* setting = getenv("OPENCLAW_RL_GEMM");
+  bool built = false;
+#ifdef OPENCLAW_ONEDNN
+  built = true;
+#endif
+  if (setting == NULL || setting[0] == '\0') {
+    use_onednn = built;
+  } else if (strcmp(setting, "blas") == 0) {
+    use_onednn = false;
+  } else if (strcmp(setting, "onednn") == 0) {
+    if (!built)
+      return "OPENCLAW_RL_GEMM=onednn, but the addon was built without oneDNN (apt-get install libdnnl-dev, "
+             "then npm rebuild openclaw-rl)";
+    use_onednn = true;
+  } else {
+    return "OPENCLAW_RL_GEMM must be \"onednn\", \"blas\", or unset (oneDNN when the addon has it)";
+  }
+  return NULL;
+}
+
+static bool set_string(napi_env env, napi_value object, const char* key, const char* value) {
+  napi_value v;
+  return napi_create_string_utf8(env, value, NAPI_AUTO_LENGTH, &v) == napi_ok &&
+         napi_set_named_property(env, object, key, v) == napi_ok;
+}
+
+napi_value gemm_info(napi_env env) {
+  const char* library;
+  const char* isa = "unknown";
+  bool bf16_instructions = false;
+#ifdef __APPLE__
+  library = "accelerate";
+#else
+  library = "openblas";
+  isa = openblas_get_corename();
+#endif
+#ifdef OPENCLAW_ONEDNN
+  if (use_onednn) {
+    library = "onednn";
+    dnnl_cpu_isa_t effective = dnnl_get_effective_cpu_isa();
+    isa = dnnl_cpu_isa2str(effective);
+    if (strncmp(isa, "cpu_isa_", 8) == 0) isa += 8;
+    // The ISA values are bit sets: AMX includes every bit of avx512_core_bf16.
+    bf16_instructions = (effective & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+  }
+#endif
+  napi_value info, flag;
+  if (napi_create_object(env, &info) != napi_ok || !set_string(env, info, "gemm", library) ||
+      !set_string(env, info, "isa", isa) || napi_get_boolean(env, bf16_instructions, &flag) != napi_ok ||
+      napi_set_named_property(env, info, "bf16Instructions", flag) != napi_ok || napi_object_freeze(env, info) != napi_ok)
+    return NULL;
+  return info;
+}
+
+#ifndef OPENCLAW_ONEDNN
+
+void gemm_set_threads(int threads) { (void)threads; }
+
+const char* onednn_sgemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float* a,
+                         size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc) {
+  (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)b, (void)ldb;
+  (void)beta, (void)c, (void)ldc;
+  return "the addon was built without oneDNN";
+}
+
+Bf16Status onednn_gemm_bf16(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
+                            const uint16_t* a, size_t lda, const uint16_t* b, size_t ldb, float beta, float* c,
+                            size_t ldc) {
+  (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)b, (void)ldb;
+  (void)beta, (void)c, (void)ldc;
+  return BF16_UNSUPPORTED;
+}
+
+#else
+
+// OpenMP's thread count is per calling thread, so each worker that calls setThreads sizes only
+// its own teams.
+void gemm_set_threads(int threads) { omp_set_num_threads(threads); }
+
+const char* onednn_sgemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float* a,
+                         size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc) {
+  dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', (dnnl_dim_t)m, (dnnl_dim_t)n,
+                                    (dnnl_dim_t)k, alpha, a, (dnnl_dim_t)lda, b, (dnnl_dim_t)ldb, beta, c,
+                                    (dnnl_dim_t)ldc);
+  return status == dnnl_success ? NULL : dnnl_status2str(status);
+}
+
+// Creating a matmul primitive costs far more than a small GEMM (and oneDNN's own primitive
+// cache still needs a primitive descriptor per call), so each thread keeps its last few
+// primitives, keyed by everything that is baked into them.
+typedef struct {
+  bool trans_a, trans_b;
+  size_t m, n, k, lda, ldb, ldc;
+  float alpha, beta;
+} MatmulKey;
+
+typedef struct {
+  bool used, supported;
+  MatmulKey key;
+  dnnl_primitive_t primitive;
+  dnnl_memory_t src, weights, dst;
+} MatmulEntry;
+
+#define MATMUL_CACHE_SIZE 16
+
+static dnnl_engine_t engine;
+static dnnl_status_t engine_status = dnnl_runtime_error;
+static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+static void create_engine(void) { engine_status = dnnl_engine_create(&engine, dnnl_cpu, 0); }
+
+static __thread dnnl_stream_t stream;
+static __thread MatmulEntry cache[MATMUL_CACHE_SIZE];
+static __thread unsigned next_slot;
+
+static void release(MatmulEntry* e) {
+  if (e->primitive) dnnl_primitive_destroy(e->primitive);
+  if (e->src) dnnl_memory_destroy(e->src);
+  if (e->weights) dnnl_memory_destroy(e->weights);
+  if (e->dst) dnnl_memory_destroy(e->dst);
+  memset(e, 0, sizeof *e);
+}
+
+static void matrix_desc(dnnl_memory_desc_t* md, size_t rows, size_t cols, size_t ld, bool transposed,
+                        dnnl_data_type_t type) {
+  dnnl_dims_t dims = {(dnnl_dim_t)rows, (dnnl_dim_t)cols};
+  dnnl_dims_t strides = {transposed ? 1 : (dnnl_dim_t)ld, transposed ? (dnnl_dim_t)ld : 1};
+  dnnl_memory_desc_init_by_strides(md, 2, dims, type, strides);
+}
+
+// Fills e->primitive and its memory objects for e->key. Returns false when oneDNN refuses or
+// would run its reference (scalar) implementation, which is slower than the fallback.
+static bool create_matmul(MatmulEntry* e) {
+  const MatmulKey* key = &e->key;
+  dnnl_memory_desc_t src_md, weights_md, dst_md;
+  matrix_desc(&src_md, key->m, key->k, key->lda, key->trans_a, dnnl_bf16);
+  matrix_desc(&weights_md, key->k, key->n, key->ldb, key->trans_b, dnnl_bf16);
+  matrix_desc(&dst_md, key->m, key->n, key->ldc, false, dnnl_f32);
+  dnnl_matmul_desc_t desc;
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_post_ops_t post_ops = NULL;
+  dnnl_primitive_desc_t pd = NULL;
+  bool ok = dnnl_matmul_desc_init(&desc, &src_md, &weights_md, NULL, &dst_md) == dnnl_success &&
+            dnnl_primitive_attr_create(&attr) == dnnl_success &&
+            (key->alpha == 1.f || dnnl_primitive_attr_set_output_scales(attr, 1, 0, &key->alpha) == dnnl_success);
+  // beta == 0 must overwrite C (NaN included), so the sum post-op is only added otherwise.
+  if (ok && key->beta != 0.f)
+    ok = dnnl_post_ops_create(&post_ops) == dnnl_success && dnnl_post_ops_append_sum(post_ops, key->beta) == dnnl_success &&
+         dnnl_primitive_attr_set_post_ops(attr, post_ops) == dnnl_success;
+  ok = ok && dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) == dnnl_success;
+  const char* impl = "";
+  ok = ok && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
+       strncmp(impl, "ref", 3) != 0;
+  ok = ok && dnnl_primitive_create(&e->primitive, pd) == dnnl_success &&
+       dnnl_memory_create(&e->src, &src_md, engine, DNNL_MEMORY_NONE) == dnnl_success &&
+       dnnl_memory_create(&e->weights, &weights_md, engine, DNNL_MEMORY_NONE) == dnnl_success &&
+       dnnl_memory_create(&e->dst, &dst_md, engine, DNNL_MEMORY_NONE) == dnnl_success;
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (post_ops) dnnl_post_ops_destroy(post_ops);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  return ok;
+}
+
+static MatmulEntry* find_or_create(const MatmulKey* key) {
+  for (size_t i = 0; i < MATMUL_CACHE_SIZE; i++)
+    if (cache[i].used && memcmp(&cache[i].key, key, sizeof *key) == 0) return &cache[i];
+  MatmulEntry* e = &cache[next_slot];
+  next_slot = (next_slot + 1) % MATMUL_CACHE_SIZE;
+  release(e);
+  e->used = true;
+  e->key = *key;
+  e->supported = create_matmul(e);
+  if (!e->supported) {
+    release(e);
+    e->used = true; // remembered as unsupported, so the refusal is not recomputed every call
+    e->key = *key;
+  }
+  return e;
+}
+
+Bf16Status onednn_gemm_bf16(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
+                            const uint16_t* a, size_t lda, const uint16_t* b, size_t ldb, float beta, float* c,
+                            size_t ldc) {
+  if (!use_onednn) return BF16_UNSUPPORTED;
+  pthread_once(&engine_once, create_engine);
+  if (engine_status != dnnl_success) return BF16_UNSUPPORTED;
+  if (!stream && dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) != dnnl_success) {
+    stream = NULL;
+    return BF16_UNSUPPORTED;
+  }
+  MatmulKey key;
+  memset(&key, 0, sizeof key); // the padding too, since keys are compared with memcmp
+  key.trans_a = trans_a, key.trans_b = trans_b, key.m = m, key.n = n, key.k = k;
+  key.lda = lda, key.ldb = ldb, key.ldc = ldc, key.alpha = alpha, key.beta = beta;
+  MatmulEntry* e = find_or_create(&key);
+  if (!e->supported) return BF16_UNSUPPORTED;
+  dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->src}, {DNNL_ARG_WEIGHTS, e->weights}, {DNNL_ARG_DST, e->dst}};
+  bool ok = dnnl_memory_set_data_handle(e->src, (void*)a) == dnnl_success &&
+            dnnl_memory_set_data_handle(e->weights, (void*)b) == dnnl_success &&
+            dnnl_memory_set_data_handle(e->dst, c) == dnnl_success &&
+            dnnl_primitive_execute(e->primitive, stream, 3, args) == dnnl_success &&
+            dnnl_stream_wait(stream) == dnnl_success;
+  return ok ? BF16_DONE : BF16_FAILED;
+}
+
+#endif
