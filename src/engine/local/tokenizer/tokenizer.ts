@@ -30,7 +30,7 @@ const MAX_HELD_TOKENS = 16;
 /**
  * How many UTF-16 units of text NFC can fold into one: a character whose decomposition is 4 units
  * (U+1F82) composes to 1, and a supplementary character (2 units) can normalize to a BMP one
- * (U+2F800). test/gateway-bounds.test.ts checks both figures against every code point.
+ * (U+2F800). test/gateway-limits.test.ts checks both figures against every code point.
  */
 export const NFC_MAX_SHRINK = 8;
 
