@@ -73,12 +73,14 @@ export function chatCompletions(deps: ChatDeps): Handler {
 async function render(backend: ChatBackend, req: ChatRequest, tools: ChatRequest['tools']): Promise<RenderedPrompt> {
   let rendered: Awaited<ReturnType<typeof renderRequestBounded>>;
   try {
-    rendered = await renderRequestBounded(backend, { messages: req.messages, tools, enableThinking: req.enableThinking }, backend.contextLength);
+    const input = { messages: req.messages, tools, enableThinking: req.enableThinking };
+    rendered = await renderRequestBounded(backend, input, backend.contextLength);
   } catch (e) {
     throw invalid('messages', `the model's chat template cannot render these messages: ${(e as Error).message}`, 'template_error');
   }
   if ('atLeast' in rendered) {
-    throw invalid('messages', `prompt is at least ${rendered.atLeast} tokens, the model's context is ${backend.contextLength} (context length exceeded): shorten or compact the conversation`, 'context_length_exceeded');
+    throw invalid('messages', `prompt is at least ${rendered.atLeast} tokens, the model's context is ${backend.contextLength} ` +
+      '(context length exceeded): shorten or compact the conversation', 'context_length_exceeded');
   }
   return rendered.prompt;
 }

@@ -79,7 +79,8 @@ export class Gateway {
       .on('GET', '/v1/models/:id*', route([], (ctx) => this.model(ctx)))
       // A request slot is taken once the body has arrived: a client that sends headers and stalls
       // holds a connection until bodyTimeoutMs, never a slot. admit() refuses early, without reading.
-      .on('POST', '/v1/chat/completions', route([api, this.admit(), jsonBody({ maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs }), this.limit()], chat))
+      .on('POST', '/v1/chat/completions', route(
+        [api, this.admit(), jsonBody({ maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs }), this.limit()], chat))
       .on('GET', '/admin/status', route([this.adminEnabled(), admin], (ctx) => sendJson(ctx, 200, this.status())))
       .on('DELETE', '/admin/sessions/:id', route([this.adminEnabled(), admin], (ctx) => this.deleteSession(ctx)));
     this.handle = compose([requestId()], async (ctx) => {
@@ -202,8 +203,11 @@ export class Gateway {
 
   private refuseIfFull(): void {
     const max = this.opts.config.maxConcurrentRequests;
-    if (this.closing) throw new GatewayError(503, 'the server is shutting down: retry shortly', { code: 'shutting_down', headers: { 'retry-after': '1' } });
-    if (this.inflight >= max) throw new GatewayError(503, `the server is at its limit of ${max} concurrent requests: retry shortly`, { code: 'overloaded', headers: { 'retry-after': '1' } });
+    const headers = { 'retry-after': '1' };
+    if (this.closing) throw new GatewayError(503, 'the server is shutting down: retry shortly', { code: 'shutting_down', headers });
+    if (this.inflight >= max) {
+      throw new GatewayError(503, `the server is at its limit of ${max} concurrent requests: retry shortly`, { code: 'overloaded', headers });
+    }
   }
 
   private limit(): Middleware {

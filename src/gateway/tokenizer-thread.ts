@@ -25,7 +25,8 @@ export type WholeEncodeCheck = (text: string, ids: number[]) => Promise<{ same: 
  * Each piece's ids (or, given `whole`, the ids of that text, whose text pieces `pieces` are), or
  * `atLeast` tokens when the pieces together certainly reach `limit`.
  */
-export type PiecesEncode = (pieces: string[], limit: number, whole?: string) => Promise<{ ids: number[][] } | { atLeast: number }>;
+export type PiecesEncode = (pieces: string[], limit: number, whole?: string) =>
+  Promise<{ ids: number[][] } | { atLeast: number }>;
 
 /** Jobs larger than this (in characters) end the thread when done, so its heap is returned. */
 export const RECYCLE_CHARS = 1_000_000;
@@ -57,7 +58,8 @@ export class TokenizerThread {
 
   readonly encode: PiecesEncode = async (pieces, limit, whole) => {
     const chars = whole?.length ?? pieces.reduce((n, p) => n + p.length, 0);
-    const r = await this.run({ type: 'encode', id: this.nextId++, pieces, limit, ...(whole === undefined ? {} : { whole }) }, chars);
+    const job: ThreadJob = { type: 'encode', id: this.nextId++, pieces, limit, ...(whole === undefined ? {} : { whole }) };
+    const r = await this.run(job, chars);
     if ('atLeast' in r) return { atLeast: r.atLeast };
     if ('ids' in r) return { ids: r.ids.map((a) => Array.from(a)) };
     throw new Error('the tokenizer thread answered an encode with something else');
@@ -90,7 +92,8 @@ export class TokenizerThread {
   }
 
   private spawn(): Worker {
-    const worker = new Worker(new URL('./tokenizer-thread-worker.js', import.meta.url), { workerData: { modelDir: this.modelDir } });
+    const url = new URL('./tokenizer-thread-worker.js', import.meta.url);
+    const worker = new Worker(url, { workerData: { modelDir: this.modelDir } });
     worker.on('message', (m: ThreadResult) => {
       const w = this.waiting.get(m.id);
       this.waiting.delete(m.id);

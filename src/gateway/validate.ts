@@ -51,10 +51,13 @@ function checkToolResults(messages: readonly ChatMessage[]): void {
     }
     const path = `messages[${i}].tool_call_id`;
     if (calls === null) {
-      throw invalid(`messages[${i}]`, `messages[${i}] has role "tool" but does not follow an assistant message with tool_calls: a tool message must answer one of its calls`, 'invalid_tool_message');
+      throw invalid(`messages[${i}]`, `messages[${i}] has role "tool" but does not follow an assistant message with tool_calls: ` +
+        'a tool message must answer one of its calls', 'invalid_tool_message');
     }
     if (!calls.has(m.tool_call_id!)) {
-      throw invalid(path, `${path} ${JSON.stringify(m.tool_call_id!.slice(0, 64))} matches no id in the tool_calls of the assistant message before it (${[...calls].map((c) => JSON.stringify(c.slice(0, 64))).join(', ')})`, 'invalid_tool_message');
+      const ids = [...calls].map((c) => JSON.stringify(c.slice(0, 64))).join(', ');
+      throw invalid(path, `${path} ${JSON.stringify(m.tool_call_id!.slice(0, 64))} matches no id in the tool_calls of the assistant message before it (${ids})`,
+        'invalid_tool_message');
     }
   });
 }
@@ -72,7 +75,9 @@ function parseMessage(value: unknown, path: string): ChatMessage {
   }
   if (role === 'tool') {
     out.tool_call_id = requireString(value.tool_call_id, `${path}.tool_call_id`, 'the id of the tool call this message answers');
-    if (out.tool_call_id === '') throw invalid(`${path}.tool_call_id`, `${path}.tool_call_id is empty: it must be the id of the tool call this message answers`);
+    if (out.tool_call_id === '') {
+      throw invalid(`${path}.tool_call_id`, `${path}.tool_call_id is empty: it must be the id of the tool call this message answers`);
+    }
   }
   if (value.reasoning_content !== undefined && value.reasoning_content !== null) {
     out.reasoning_content = requireString(value.reasoning_content, `${path}.reasoning_content`);
@@ -151,7 +156,8 @@ export function parseToolChoice(value: unknown, tools: readonly ToolSpec[] | und
   if (isObject(value) && value.type === 'function' && isObject(value.function) && typeof value.function.name === 'string') {
     const name = value.function.name;
     if (!tools?.some((t) => t.function.name === name)) {
-      const known = tools?.length ? `the tools are ${tools.map((t) => t.function.name).slice(0, 20).join(', ')}` : 'the request has no tools';
+      const names = tools?.map((t) => t.function.name).slice(0, 20).join(', ');
+      const known = names ? `the tools are ${names}` : 'the request has no tools';
       throw invalid('tool_choice', `tool_choice names the function ${JSON.stringify(name.slice(0, 64))}, which is not in tools (${known})`);
     }
     return { name };

@@ -21,7 +21,8 @@ export function jsonBody({ maxBytes, timeoutMs }: JsonBodyOptions): Middleware {
   return async function jsonBodyMiddleware(ctx, next) {
     const declared = Number(ctx.req.headers['content-length'] ?? NaN);
     if (declared > maxBytes) throw tooLarge();
-    const tooSlow = () => new GatewayError(408, `the request body did not arrive within ${timeoutMs / 1000} s: send it at once, right after the headers`, { code: 'request_timeout' });
+    const tooSlow = () => new GatewayError(408,
+      `the request body did not arrive within ${timeoutMs / 1000} s: send it at once, right after the headers`, { code: 'request_timeout' });
     const deadline = ctx.startedAt + timeoutMs - performance.now();
     const text = (await readBody(ctx.req, maxBytes, deadline, tooLarge, tooSlow)).toString('utf8');
     if (text.trim() === '') throw new GatewayError(400, 'request body is empty: send a JSON object', { code: 'invalid_json' });
@@ -35,7 +36,9 @@ export function jsonBody({ maxBytes, timeoutMs }: JsonBodyOptions): Middleware {
 }
 
 /** Collects the body; stops listening (without destroying the socket) at the limit or the deadline. */
-function readBody(req: IncomingMessage, maxBytes: number, deadlineMs: number, tooLarge: () => GatewayError, tooSlow: () => GatewayError): Promise<Buffer> {
+function readBody(
+  req: IncomingMessage, maxBytes: number, deadlineMs: number, tooLarge: () => GatewayError, tooSlow: () => GatewayError,
+): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;

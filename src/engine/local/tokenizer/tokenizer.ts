@@ -44,11 +44,13 @@ interface TokenizerInternals {
 }
 
 /** Pre-tokenizers that keep every character of the text (Split "Isolated" and ByteLevel only reshape it). */
-function keepsCharacters(config: { type?: string; behavior?: string; invert?: boolean; pretokenizers?: unknown[] } | null): boolean {
+type PreTokenizerConfig = { type?: string; behavior?: string; invert?: boolean; pretokenizers?: unknown[] } | null;
+
+function keepsCharacters(config: PreTokenizerConfig): boolean {
   if (config === null) return true;
   if (config.type === 'ByteLevel' || config.type === 'Digits') return true;
   if (config.type === 'Split') return config.behavior === 'Isolated' && !config.invert;
-  if (config.type === 'Sequence') return (config.pretokenizers ?? []).every((c) => keepsCharacters(c as typeof config));
+  if (config.type === 'Sequence') return (config.pretokenizers ?? []).every((c) => keepsCharacters(c as PreTokenizerConfig));
   return false;
 }
 
@@ -76,11 +78,12 @@ export class TextTokenizer {
     this.byteLevel = ByteLevelPieces.forTokenizer(inner, this.vocabSize);
     const internals = inner as unknown as TokenizerInternals;
     const plainAdded = [...inner.get_added_tokens_decoder().values()].every((t) => !t.lstrip && !t.rstrip && !t.normalized);
-    const exact = plainAdded && !internals.remove_space && !internals.do_lowercase_and_remove_accent && !internals.model?.fuse_unk;
+    const reshapes = internals.remove_space || internals.do_lowercase_and_remove_accent || internals.model?.fuse_unk;
+    const exact = plainAdded && !reshapes;
     let longest = 0;
     for (const token of inner.get_vocab(true).keys()) longest = Math.max(longest, token.length);
     this.longestToken = exact && longest > 0 ? longest : Infinity;
-    const json = tokenizerJson as { normalizer?: { type?: string } | null; pre_tokenizer?: Parameters<typeof keepsCharacters>[0] };
+    const json = tokenizerJson as { normalizer?: { type?: string } | null; pre_tokenizer?: PreTokenizerConfig };
     const normalizer = json.normalizer?.type;
     const shrink = normalizer === undefined ? 1 : normalizer === 'NFC' ? NFC_MAX_SHRINK : Infinity;
     this.maxUnitsPerToken = keepsCharacters(json.pre_tokenizer ?? null) ? this.longestToken * shrink : Infinity;
