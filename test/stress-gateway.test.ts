@@ -26,8 +26,10 @@ const BODY_TIMEOUT_MS = 5000;
 const quantile = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))] ?? NaN;
 
 /** Runs the clients' thread until its work or time is done; returns what it saw. */
-async function storm(gw: TestGateway, opts: Omit<LoadOptions, 'url' | 'seed' | 'maxBodyBytes' | 'normalEveryMs'>): Promise<LoadTally> {
-  const workerData: LoadOptions = { url: gw.url, seed: SEED, maxBodyBytes: MAX_BODY, normalEveryMs: NORMAL_EVERY_MS, ...opts };
+async function storm(gw: TestGateway, opts: Pick<LoadOptions, 'mutations' | 'seconds' | 'stalled' | 'overrides'>): Promise<LoadTally> {
+  const workerData: LoadOptions = {
+    url: gw.url, seed: SEED, maxBodyBytes: MAX_BODY, normalEveryMs: NORMAL_EVERY_MS, minSeconds: BODY_TIMEOUT_MS / 1000 + 2, ...opts,
+  };
   const worker = new Worker(new URL('./helpers/stress-load.js', import.meta.url), { workerData });
   try {
     return await new Promise<LoadTally>((resolve, reject) => {

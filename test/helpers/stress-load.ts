@@ -13,6 +13,8 @@ export interface LoadOptions {
   seed: number;
   mutations: number;
   seconds: number;
+  /** The other clients go on at least this long, so that stalled ones meet the body deadline. */
+  minSeconds: number;
   stalled: number;
   maxBodyBytes: number;
   /** Fields put into every mutated body (the real engine: a small max_completion_tokens). */
@@ -43,7 +45,8 @@ const count = (status: number) => statuses.set(status, (statuses.get(status) ?? 
 const deadline = Date.now() + opts.seconds * 1000;
 const MUTATORS = 8;
 let mutatorsLeft = MUTATORS;
-const over = () => Date.now() > deadline || mutatorsLeft === 0;
+const minEnd = Date.now() + opts.minSeconds * 1000;
+const over = () => Date.now() > deadline || (mutatorsLeft === 0 && Date.now() > minEnd);
 
 async function send(headers: Record<string, string>, body: string, why: string): Promise<void> {
   const res = await fetch(`${opts.url}/v1/chat/completions`, { method: 'POST', headers, body });
