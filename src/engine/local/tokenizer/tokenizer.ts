@@ -77,7 +77,9 @@ export class TextTokenizer {
     this.specialIds = special;
     this.byteLevel = ByteLevelPieces.forTokenizer(inner, this.vocabSize);
     const internals = inner as unknown as TokenizerInternals;
-    const plainAdded = [...inner.get_added_tokens_decoder().values()].every((t) => !t.lstrip && !t.rstrip && !t.normalized);
+    // The same test as the prompt encoder's: only then do its pieces hold no added token to miscount.
+    const plainAdded = [...inner.get_added_tokens_decoder().values()]
+      .every((t) => !t.lstrip && !t.rstrip && !t.single_word && !t.normalized);
     const reshapes = internals.remove_space || internals.do_lowercase_and_remove_accent || internals.model?.fuse_unk;
     const exact = plainAdded && !reshapes;
     let longest = 0;
