@@ -83,7 +83,10 @@ export class TextTokenizer {
     const reshapes = internals.remove_space || internals.do_lowercase_and_remove_accent || internals.model?.fuse_unk;
     const exact = plainAdded && !reshapes;
     let longest = 0;
-    for (const token of inner.get_vocab(true).keys()) longest = Math.max(longest, token.length);
+    // A vocabulary entry that is not a string (a hand-made tokenizer.json) leaves no bound.
+    for (const token of inner.get_vocab(true).keys()) {
+      longest = Math.max(longest, typeof token === 'string' ? token.length : Infinity);
+    }
     this.longestToken = exact && longest > 0 ? longest : Infinity;
     const json = tokenizerJson as { normalizer?: { type?: string } | null; pre_tokenizer?: PreTokenizerConfig };
     const normalizer = json.normalizer?.type;
