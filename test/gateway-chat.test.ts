@@ -133,6 +133,8 @@ test('tool_choice none hides the tools from the model; required is accepted', ()
   }
 }));
 
+const toolTurn = [{ role: 'user', content: 'q' }, { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'read', arguments: '{}' } }] }];
+
 test('bad requests get a 4xx naming the problem, write nothing, and leave the server healthy', () => withGateway(async (gw) => {
   const long = 'word '.repeat(6000);
   const cases: [unknown, Record<string, string>, number, RegExp, string | null][] = [
@@ -156,11 +158,19 @@ test('bad requests get a 4xx naming the problem, write nothing, and leave the se
     [ask({ stop: new Array(17).fill('x') }), {}, 400, /at most 16/, 'invalid_value'],
     [ask({ tools: [{ type: 'function' }] }), {}, 400, /tools\[0\] must be/, 'invalid_type'],
     [ask({ tool_choice: 'sometimes' }), {}, 400, /tool_choice must be/, 'invalid_value'],
+    // Issue 15 item 6, decided as OpenAI does:
+    [ask({ max_tokens: 'abc', max_completion_tokens: 5 }), {}, 400, /max_tokens must be an integer >= 1, got "abc"/, 'invalid_value'],
+    [ask({ tools, tool_choice: { type: 'function', function: { name: 'write' } } }), {}, 400, /tool_choice names the function "write", which is not in tools \(the tools are read\)/, 'invalid_value'],
+    [ask({ tool_choice: { type: 'function', function: { name: 'read' } } }), {}, 400, /which is not in tools \(the request has no tools\)/, 'invalid_value'],
+    [{ messages: [...toolTurn, { role: 'tool', content: 'r', tool_call_id: '' }] }, {}, 400, /messages\[2\]\.tool_call_id is empty/, 'invalid_value'],
+    [{ messages: [...toolTurn, { role: 'tool', content: 'r', tool_call_id: 'call_2' }] }, {}, 400, /messages\[2\]\.tool_call_id "call_2" matches no id in the tool_calls of the assistant message before it \("call_1"\)/, 'invalid_tool_message'],
+    [{ messages: [{ role: 'user', content: 'q' }, { role: 'tool', content: 'r', tool_call_id: 'call_1' }] }, {}, 400, /messages\[1\] has role "tool" but does not follow an assistant message with tool_calls/, 'invalid_tool_message'],
+    [{ messages: [...toolTurn, { role: 'tool', content: 'r', tool_call_id: 'call_1' }, { role: 'user', content: 'u' }, { role: 'tool', content: 'r', tool_call_id: 'call_1' }] }, {}, 400, /messages\[4\] has role "tool" but does not follow/, 'invalid_tool_message'],
     [ask({ stream: 'yes' }), {}, 400, /stream must be true or false/, 'invalid_type'],
     [ask(), { 'x-turn-type': 'primary' }, 400, /X-Turn-Type must be "main" or "side"/, 'invalid_value'],
     [ask(), { 'x-session-id': 'x'.repeat(300) }, 400, /X-Session-Id header must be 1-256 printable characters/, 'invalid_value'],
     [ask(), { 'x-learning-opt-out': 'maybe' }, 400, /X-Learning-Opt-Out must be/, 'invalid_value'],
-    [ask({ messages: [{ role: 'user', content: long }] }), {}, 400, /^prompt is \d+ tokens, the model's context is 4096 \(context length exceeded\)/, 'context_length_exceeded'],
+    [ask({ messages: [{ role: 'user', content: long }] }), {}, 400, /^prompt is (at least )?\d+ tokens, the model's context is 4096 \(context length exceeded\)/, 'context_length_exceeded'],
   ];
   for (const [body, headers, status, message, code] of cases) {
     const res = await post(`${gw.url}/v1/chat/completions`, body, headers);
@@ -172,6 +182,19 @@ test('bad requests get a 4xx naming the problem, write nothing, and leave the se
   assert.equal(sampler.calls.length, 0, 'the model never ran');
   assert.deepEqual(gw.store.counts(), { sessions: 0, turns: 0, next_states: 0, closed_turns: 0 });
   assert.equal((await fetch(`${gw.url}/healthz`)).status, 200);
+}));
+
+test('accepted as OpenAI accepts them: history tool calls whose arguments are not JSON, parallel results, named tool_choice', () => withGateway(async (gw) => {
+  // A model (ours too) can emit arguments that are not JSON; refusing them in the history would
+  // fail every later request of that conversation. They are rendered as sent.
+  const messages = [{ role: 'user', content: 'q' }, { role: 'assistant', content: null, tool_calls: [
+    { id: 'call_1', type: 'function', function: { name: 'read', arguments: '{"path": "a.txt"' } },
+    { id: 'call_2', type: 'function', function: { name: 'read', arguments: 'not json' } },
+  ] }, { role: 'tool', content: 'r2', tool_call_id: 'call_2' }, { role: 'tool', content: 'r1', tool_call_id: 'call_1' }];
+  sampler.push(replyIds(tok, { content: 'fine' }));
+  const res = await post(`${gw.url}/v1/chat/completions`, ask({ messages, tools, tool_choice: { type: 'function', function: { name: 'read' } } }), MAIN);
+  assert.equal(res.status, 200, res.text);
+  assert.deepEqual([...gw.store.exportLines()][0]!.messages[1]!.tool_calls!.map((c) => c.function.arguments), ['{"path": "a.txt"', 'not json']);
 }));
 
 test('the body limit answers 413 before reading, even for a body sent in chunks', () => withGateway(async (gw) => {

@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { TextTokenizer } from '../src/engine/local/tokenizer/tokenizer.js';
-import { EncodeChecker, type WholeEncodeCheck } from '../src/gateway/encode-checker.js';
+import { RECYCLE_CHARS, TokenizerThread, type WholeEncodeCheck } from '../src/gateway/tokenizer-thread.js';
 import { PromptEncoder } from '../src/gateway/prompt-encoder.js';
 import { tinyModel } from './helpers/gateway.js';
 
@@ -70,8 +70,8 @@ test('with a checker, the request goes on with piecewise ids and a mismatch foun
   assert.match(told[0]!, /in a request already served; prompt caching is off/);
 });
 
-test('the checker thread encodes the whole text with the model tokenizer', async () => {
-  const checker = EncodeChecker.start(dir);
+test('the tokenizer thread checks whole texts with the model tokenizer', async () => {
+  const checker = TokenizerThread.start(dir);
   try {
     const text = prompt(5);
     const ids = tokenizer.encode(text);
@@ -80,5 +80,23 @@ test('the checker thread encodes the whole text with the model tokenizer', async
   } finally {
     await checker.close();
   }
-  await assert.rejects(checker.check('x', [1]), /encode checker thread exited/);
+  await assert.rejects(checker.check('x', [1]), /tokenizer thread is closed/);
+});
+
+test('the tokenizer thread encodes pieces, counts what cannot fit without encoding it, and ends after a large job', async () => {
+  const thread = TokenizerThread.start(dir);
+  try {
+    const pieces = ['hello there', 'general kenobi'];
+    assert.deepEqual(await thread.encode(pieces, 1000), { ids: pieces.map((p) => tokenizer.encode(p)) });
+    assert.deepEqual(await thread.encode(['x'], 1000, prompt(1)), { ids: [tokenizer.encode(prompt(1))] });
+    const words = 'word '.repeat(5000);
+    const r = await thread.encode([words], 4096);
+    assert.ok('atLeast' in r && r.atLeast >= 4096 && r.atLeast <= tokenizer.encode(words).length, JSON.stringify(r).slice(0, 80));
+    assert.ok(thread.running);
+    await thread.encode(['a '.repeat(RECYCLE_CHARS / 2 + 1)], 10);
+    assert.equal(thread.running, false, 'a job over RECYCLE_CHARS ends the thread, returning its heap');
+    assert.deepEqual(await thread.encode(['again'], 10), { ids: [tokenizer.encode('again')] }, 'the next job starts a new one');
+  } finally {
+    await thread.close();
+  }
 });

@@ -11,9 +11,9 @@ import type { ChatTemplate } from '../engine/local/tokenizer/chat-template.js';
 import type { TextTokenizer } from '../engine/local/tokenizer/tokenizer.js';
 import type { Sampler } from '../engine/types.js';
 import type { RetemplateCheck } from '../types.js';
-import { EncodeChecker, type WholeEncodeCheck } from './encode-checker.js';
-import { PromptEncoder, type PromptEncoderOptions } from './prompt-encoder.js';
+import { PromptEncoder, type BoundedEncoding, type PromptEncoderOptions } from './prompt-encoder.js';
 import { PromptRenderer } from './prompt-renderer.js';
+import { TokenizerThread } from './tokenizer-thread.js';
 
 export interface ChatBackend {
   sampler: Sampler;
@@ -49,20 +49,19 @@ export async function loadChatBackend(modelDir: string, modelId: string, opts: L
  */
 export function chatBackendOf(model: ChatModel, modelId: string, encoder?: PromptEncoderOptions): ChatBackend {
   const modelDir = model.engine.folder.dir;
-  // The prompt encoder's full-encode checks run on a thread of their own, started by the first one.
-  let checker: EncodeChecker | null = null;
-  const check: WholeEncodeCheck = (text, ids) => (checker ??= EncodeChecker.start(modelDir)).check(text, ids);
+  // Long encodes and the prompt encoder's full-encode checks run on a thread of their own.
+  const thread = TokenizerThread.start(modelDir);
   return {
     sampler: model.engine,
     tokenizer: model.tokenizer,
     template: model.template,
     renderer: new PromptRenderer(model.template, encoder?.onMismatch ? { onMismatch: encoder.onMismatch } : {}),
-    encoder: PromptEncoder.forModelDir(modelDir, model.tokenizer, { check, ...encoder }),
+    encoder: PromptEncoder.forModelDir(modelDir, model.tokenizer, { check: thread.check, encodeAway: thread.encode, ...encoder }),
     contextLength: model.engine.folder.config.maxPositionEmbeddings,
     generationDefaults: model.engine.folder.generationDefaults,
     modelId,
     async close() {
-      await checker?.close();
+      await thread.close();
       await model.engine.close();
     },
   };
@@ -70,12 +69,26 @@ export function chatBackendOf(model: ChatModel, modelId: string, encoder?: Promp
 
 /** Like engine/chat/prompt.ts renderPrompt, but with the backend's renderer and caching encoder. */
 export function renderRequest(backend: ChatBackend, input: RenderInput, addGenerationPrompt = true): RenderedPrompt {
-  const text = backend.renderer.render(input.messages.map(toTemplateMessage), {
+  const text = renderText(backend, input, addGenerationPrompt);
+  return { text, ids: backend.encoder.encode(text), thinkingOpen: text.trimEnd().endsWith('<think>') };
+}
+
+/** The prompt of a request, or how many tokens it has at least when it reaches `limit` (off the event loop). */
+export async function renderRequestBounded(
+  backend: ChatBackend, input: RenderInput, limit: number,
+): Promise<{ prompt: RenderedPrompt } | { atLeast: number }> {
+  const text = renderText(backend, input, true);
+  const encoded: BoundedEncoding = await backend.encoder.encodeBounded(text, limit);
+  if ('atLeast' in encoded) return encoded;
+  return { prompt: { text, ids: encoded.ids, thinkingOpen: text.trimEnd().endsWith('<think>') } };
+}
+
+function renderText(backend: ChatBackend, input: RenderInput, addGenerationPrompt: boolean): string {
+  return backend.renderer.render(input.messages.map(toTemplateMessage), {
     ...(input.tools ? { tools: input.tools } : {}),
     addGenerationPrompt,
     ...(input.enableThinking !== undefined ? { enableThinking: input.enableThinking } : {}),
   });
-  return { text, ids: backend.encoder.encode(text), thinkingOpen: text.trimEnd().endsWith('<think>') };
 }
 
 /**

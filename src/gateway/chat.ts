@@ -14,13 +14,13 @@ import type { GenerationEvent, SamplingParams } from '../engine/types.js';
 import type { TurnPlan, TurnRecorder } from '../sessions/recorder.js';
 import type { SamplingUsed, Turn } from '../types.js';
 import { CompletionAssembler, type AnswerDelta } from './assembler.js';
-import { checkRetemplate, renderRequest, type ChatBackend } from './backend.js';
+import { checkRetemplate, renderRequestBounded, type ChatBackend } from './backend.js';
 import { GatewayError, invalid } from './errors.js';
 import { sendJson, type Context, type Handler } from './http.js';
 import type { Logger } from './log.js';
 import { ChunkTemplate, chunkObject, completionObject, deltasOf, usageChunk, usageOf, type CompletionIds } from './openai-format.js';
 import { parseChatRequest, type ChatRequest } from './params.js';
-import { requestMeta } from './request-meta.js';
+import { requestMeta, sessionHeaderValue } from './request-meta.js';
 import { SseWriter } from './sse.js';
 
 export interface ChatDeps {
@@ -51,7 +51,8 @@ export function chatCompletions(deps: ChatDeps): Handler {
     const req = parseChatRequest(ctx.json);
     const meta = requestMeta(ctx.req.headers, req);
     const tools = req.toolChoice === 'none' ? undefined : req.tools;
-    const prompt = render(deps.backend, req, tools);
+    const prompt = await render(deps.backend, req, tools);
+    if (ctx.signal.aborted) return; // the client left while the prompt was encoded: nothing began
     const { params, used } = resolveSampling(deps.backend, req, prompt.ids.length);
     const receivedAt = deps.now();
     const plan = deps.recorder.begin({
@@ -69,17 +70,19 @@ export function chatCompletions(deps: ChatDeps): Handler {
   };
 }
 
-function render(backend: ChatBackend, req: ChatRequest, tools: ChatRequest['tools']): RenderedPrompt {
-  let prompt: RenderedPrompt;
+async function render(backend: ChatBackend, req: ChatRequest, tools: ChatRequest['tools']): Promise<RenderedPrompt> {
+  let rendered: Awaited<ReturnType<typeof renderRequestBounded>>;
   try {
-    prompt = renderRequest(backend, { messages: req.messages, tools, enableThinking: req.enableThinking });
+    const input = { messages: req.messages, tools, enableThinking: req.enableThinking };
+    rendered = await renderRequestBounded(backend, input, backend.contextLength);
   } catch (e) {
     throw invalid('messages', `the model's chat template cannot render these messages: ${(e as Error).message}`, 'template_error');
   }
-  if (prompt.ids.length >= backend.contextLength) {
-    throw invalid('messages', `prompt is ${prompt.ids.length} tokens, the model's context is ${backend.contextLength} (context length exceeded): shorten or compact the conversation`, 'context_length_exceeded');
+  if ('atLeast' in rendered) {
+    throw invalid('messages', `prompt is at least ${rendered.atLeast} tokens, the model's context is ${backend.contextLength} ` +
+      '(context length exceeded): shorten or compact the conversation', 'context_length_exceeded');
   }
-  return prompt;
+  return rendered.prompt;
 }
 
 /** Request values, else the model's generation_config.json, else OpenAI's defaults; all recorded. */
@@ -111,7 +114,7 @@ async function answer(
 ): Promise<void> {
   const ids: CompletionIds = { id: `chatcmpl-${plan.turnId.slice(5)}`, created: Math.floor(receivedAt / 1000), model: req.model ?? deps.backend.modelId };
   const headers: Record<string, string> = { 'x-turn-id': plan.turnId, 'x-turn-type': plan.kind };
-  if (plan.sessionId !== null) headers['x-session-id'] = plan.sessionId;
+  if (plan.sessionId !== null) headers['x-session-id'] = sessionHeaderValue(plan.sessionId);
   if (req.ignored.length > 0) headers['x-openclaw-rl-ignored'] = req.ignored.join(',');
   const asm = new CompletionAssembler(deps.backend.tokenizer, { thinkingOpen: prompt.thinkingOpen, stop: req.stop, logprobs: req.logprobs, ...(deps.newToolCallId ? { newToolCallId: deps.newToolCallId } : {}) });
   // Token chunks come from the response's template; those with log-probs or the finish are built whole.
@@ -126,12 +129,39 @@ async function answer(
     return room;
   };
 
+  // However this request ends (answered, client gone, an error anywhere below), the generation
+  // stops with it: the engine starts on generate(), before anyone iterates its events.
+  const generation = new AbortController();
+  const stop = () => generation.abort();
+  ctx.signal.addEventListener('abort', stop, { once: true });
   let events: AsyncIterable<GenerationEvent>;
   try {
-    events = deps.backend.sampler.generate(prompt.ids, params, ctx.signal);
+    events = deps.backend.sampler.generate(prompt.ids, params, generation.signal);
   } catch (e) {
+    ctx.signal.removeEventListener('abort', stop);
     throw e instanceof RangeError ? invalid(null, e.message) : e;
   }
+  try {
+    await stream(deps, ctx, req, prompt, used, plan, receivedAt, progress, events, { ids, headers, asm, chunk, send });
+  } finally {
+    ctx.signal.removeEventListener('abort', stop);
+    stop();
+  }
+}
+
+interface Output {
+  ids: CompletionIds;
+  headers: Record<string, string>;
+  asm: CompletionAssembler;
+  chunk: (delta: Record<string, unknown>, finishReason?: string | null) => string;
+  send: (out: SseWriter, pieces: readonly AnswerDelta[]) => boolean;
+}
+
+/** Streams or collects the events, commits the turn, sends the end. */
+async function stream(
+  deps: ChatDeps, ctx: Context, req: ChatRequest, prompt: RenderedPrompt, used: SamplingUsed, plan: TurnPlan, receivedAt: number,
+  progress: { settled: boolean }, events: AsyncIterable<GenerationEvent>, { ids, headers, asm, chunk, send }: Output,
+): Promise<void> {
   // The engine is prefilling: encode what the commit will store of the request now, not after the last token.
   deps.recorder.prepareInputs(plan, req.messages, req.tools ?? null, prompt.ids);
   const sse = req.stream ? new SseWriter(ctx.res, deps.streamIntervalMs ?? 0) : null;

@@ -29,7 +29,14 @@ export interface GatewayConfig {
   /** Sessions tracked in memory at most (least recently active are closed and released). */
   maxSessions: number;
   maxBodyBytes: number;
-  /** Chat requests served at once; more get 503 with retry-after. */
+  /**
+   * Milliseconds a client has to send a request's headers, and again its body (408 after that):
+   * a stalled client holds a connection this long at most, and never a request slot.
+   */
+  bodyTimeoutMs: number;
+  /** Open connections at most; more are closed at once (stalled clients cannot exhaust memory or descriptors). */
+  maxConnections: number;
+  /** Chat requests served at once (counted once their body has arrived); more get 503 with retry-after. */
   maxConcurrentRequests: number;
   /**
    * A stream's SSE events are written at most once per this many ms (0: each as it is produced).
@@ -55,6 +62,8 @@ export const DEFAULT_CONFIG: GatewayConfig = {
   sessionIdleSeconds: 3600,
   maxSessions: 10_000,
   maxBodyBytes: 16 * 1024 * 1024,
+  bodyTimeoutMs: 10_000,
+  maxConnections: 1024,
   maxConcurrentRequests: 256,
   streamIntervalMs: 16,
   logContent: false,
@@ -85,6 +94,8 @@ const FIELDS: Field[] = [
   { key: 'sessionIdleSeconds', check: positiveInt, want: 'a positive integer' },
   { key: 'maxSessions', check: positiveInt, want: 'a positive integer' },
   { key: 'maxBodyBytes', check: positiveInt, want: 'a positive integer' },
+  { key: 'bodyTimeoutMs', check: positiveInt, want: 'a positive integer (milliseconds)' },
+  { key: 'maxConnections', check: positiveInt, want: 'a positive integer' },
   { key: 'maxConcurrentRequests', check: positiveInt, want: 'a positive integer' },
   { key: 'streamIntervalMs', check: (v) => typeof v === 'number' && v >= 0 && v <= 1000, want: 'a number of ms from 0 to 1000' },
   { key: 'logContent', check: (v) => typeof v === 'boolean', want: 'true or false' },

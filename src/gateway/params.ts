@@ -121,14 +121,18 @@ export function parseChatRequest(json: unknown): ChatRequest {
   const enableThinking = isObject(kwargs) ? bool(kwargs, 'enable_thinking') : undefined;
   const topK = num(body, 'top_k', { integer: true, min: -1 });
   const seed = num(body, 'seed', { integer: true });
+  // Both are checked: OpenAI refuses an invalid max_tokens even when max_completion_tokens wins.
+  const maxCompletionTokens = num(body, 'max_completion_tokens', { integer: true, min: 1 });
+  const maxTokens = num(body, 'max_tokens', { integer: true, min: 1 });
+  const tools = parseTools(body.tools);
   return {
     model: str(body, 'model', 256),
     messages: parseMessages(body.messages),
-    tools: parseTools(body.tools),
-    toolChoice: parseToolChoice(body.tool_choice),
+    tools,
+    toolChoice: parseToolChoice(body.tool_choice, tools),
     stream: bool(body, 'stream') ?? false,
     includeUsage,
-    maxTokens: num(body, 'max_completion_tokens', { integer: true, min: 1 }) ?? num(body, 'max_tokens', { integer: true, min: 1 }),
+    maxTokens: maxCompletionTokens ?? maxTokens,
     temperature: num(body, 'temperature', { min: 0, max: 2 }),
     topP: num(body, 'top_p', { above: 0, max: 1 }),
     topK: topK === undefined ? undefined : Math.max(0, topK),

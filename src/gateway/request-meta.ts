@@ -34,6 +34,16 @@ function parseFlag(value: string | undefined, name: string): boolean {
   throw invalid(name, `${name} must be 1/true/yes/on or 0/false/no/off, got "${value.slice(0, 40)}"`);
 }
 
+/**
+ * A session id as the `x-session-id` response header: HTTP header values are Latin-1 bytes, so
+ * anything outside visible ASCII, and `%` itself, is percent-encoded as UTF-8
+ * (`decodeURIComponent` gives the id back); ASCII ids without `%` or spaces are sent unchanged.
+ * The id has no lone surrogates (identity.ts refuses them), so encoding cannot fail.
+ */
+export function sessionHeaderValue(id: string): string {
+  return id.replace(/[^\x21-\x24\x26-\x7e]+/g, (run) => encodeURIComponent(run));
+}
+
 export function requestMeta(headers: IncomingHttpHeaders, req: ChatRequest): RequestMeta {
   const identity = explicitIdentity({
     xSessionId: header(headers, 'x-session-id'),

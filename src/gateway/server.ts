@@ -77,7 +77,10 @@ export class Gateway {
       .on('GET', '/readyz', route([], (ctx) => this.ready(ctx)))
       .on('GET', '/v1/models', route([], (ctx) => sendJson(ctx, 200, { object: 'list', data: this.models() })))
       .on('GET', '/v1/models/:id*', route([], (ctx) => this.model(ctx)))
-      .on('POST', '/v1/chat/completions', route([api, this.limit(), jsonBody({ maxBytes: config.maxBodyBytes })], chat))
+      // A request slot is taken once the body has arrived: a client that sends headers and stalls
+      // holds a connection until bodyTimeoutMs, never a slot. admit() refuses early, without reading.
+      .on('POST', '/v1/chat/completions', route(
+        [api, this.admit(), jsonBody({ maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs }), this.limit()], chat))
       .on('GET', '/admin/status', route([this.adminEnabled(), admin], (ctx) => sendJson(ctx, 200, this.status())))
       .on('DELETE', '/admin/sessions/:id', route([this.adminEnabled(), admin], (ctx) => this.deleteSession(ctx)));
     this.handle = compose([requestId()], async (ctx) => {
@@ -85,7 +88,15 @@ export class Gateway {
       ctx.params = params;
       await handler(ctx);
     });
-    this.server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => void this.dispatch(req, res));
+    this.server = createServer({
+      keepAliveTimeout: 65_000,
+      // Headers get bodyTimeoutMs, the body bodyTimeoutMs more (jsonBody answers 408 first); Node
+      // checks these every connectionsCheckingInterval (30 s by default, far longer than the limit).
+      headersTimeout: config.bodyTimeoutMs,
+      requestTimeout: 2 * config.bodyTimeoutMs + 1000,
+      connectionsCheckingInterval: Math.min(1000, config.bodyTimeoutMs),
+    }, (req, res) => void this.dispatch(req, res));
+    this.server.maxConnections = config.maxConnections;
     this.server.on('connection', (socket: Socket) => {
       this.sockets.set(socket, 0);
       socket.once('close', () => this.sockets.delete(socket));
@@ -145,7 +156,7 @@ export class Gateway {
     try {
       await this.handle(ctx);
     } catch (e) {
-      this.reply(ctx, e);
+      await this.reply(ctx, e);
     } finally {
       this.logger.event('request', {
         requestId: ctx.requestId || undefined, method: ctx.method, path, ms: Math.round((performance.now() - ctx.startedAt) * 100) / 100,
@@ -154,37 +165,54 @@ export class Gateway {
       if (!res.writableEnded && !res.destroyed) {
         // A client that went away gets nothing more; its connection must not linger half-answered.
         if (controller.signal.aborted) res.destroy();
-        else if (!res.headersSent) this.reply(ctx, new Error('handler returned without answering'));
+        else if (!res.headersSent) void this.reply(ctx, new Error('handler returned without answering'));
         else res.end();
       }
     }
   }
 
-  private reply(ctx: Context, e: unknown): void {
+  private async reply(ctx: Context, e: unknown): Promise<void> {
     const error = asGatewayError(e, ctx.requestId || 'unknown');
     if (error.status >= 500 && !(e instanceof GatewayError)) this.logger.event('error', { requestId: ctx.requestId, cause: (e as Error)?.stack ?? String(e) });
     ctx.log.status = error.status;
     ctx.log.error = error.code ?? error.type;
-    const { res } = ctx;
+    const { req, res } = ctx;
     if (res.headersSent || res.destroyed) {
       if (!res.writableEnded && !res.destroyed) res.end();
       return;
     }
-    // A body we did not read (refused early, too large) is drained, not parsed as a next request;
-    // closing with unread bytes would reset the connection and could lose this reply.
-    const unread = !ctx.req.complete;
+    // A body we did not read (refused early, too large) is read to its end and dropped before the
+    // reply: closing a socket with unread bytes resets the connection, and a client that sent the
+    // whole body at once (as SDKs do) would see the reset, not this reply. A client still sending
+    // after bodyTimeoutMs (or one that stalled: 408) gets the reply and its connection closed.
+    const unread = !req.complete;
+    if (unread && error.code !== 'request_timeout') await drain(req, this.opts.config.bodyTimeoutMs);
+    if (res.destroyed) return;
+    const stillUnread = !req.complete;
     sendJson(ctx, error.status, error.toBody(), { ...error.headers, ...(unread ? { connection: 'close' } : {}) });
-    if (unread) {
-      const giveUp = setTimeout(() => ctx.req.destroy(), 2000).unref();
-      ctx.req.once('end', () => clearTimeout(giveUp)).once('error', () => clearTimeout(giveUp)).resume();
+    if (stillUnread) res.once('finish', () => req.socket.destroy());
+  }
+
+  /** Refuses before the body is read when the server could not serve the request anyway. */
+  private admit(): Middleware {
+    return async (_ctx, next) => {
+      this.refuseIfFull();
+      await next();
+    };
+  }
+
+  private refuseIfFull(): void {
+    const max = this.opts.config.maxConcurrentRequests;
+    const headers = { 'retry-after': '1' };
+    if (this.closing) throw new GatewayError(503, 'the server is shutting down: retry shortly', { code: 'shutting_down', headers });
+    if (this.inflight >= max) {
+      throw new GatewayError(503, `the server is at its limit of ${max} concurrent requests: retry shortly`, { code: 'overloaded', headers });
     }
   }
 
   private limit(): Middleware {
-    const max = this.opts.config.maxConcurrentRequests;
     return async (_ctx, next) => {
-      if (this.closing) throw new GatewayError(503, 'the server is shutting down: retry shortly', { code: 'shutting_down', headers: { 'retry-after': '1' } });
-      if (this.inflight >= max) throw new GatewayError(503, `the server is at its limit of ${max} concurrent requests: retry shortly`, { code: 'overloaded', headers: { 'retry-after': '1' } });
+      this.refuseIfFull();
       this.inflight++;
       try {
         await next();
@@ -232,4 +260,17 @@ export class Gateway {
     this.logger.event('session_deleted', { sessionId: id, turns });
     sendJson(ctx, 200, { deleted: true, session_id: id, turns });
   }
+}
+
+/** Reads and drops the rest of a request body; resolves at its end, when the socket closes, or after ms. */
+function drain(req: IncomingMessage, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      req.off('end', done).off('error', done).off('close', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    req.on('end', done).on('error', done).on('close', done).resume();
+  });
 }

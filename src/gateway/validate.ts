@@ -33,7 +33,33 @@ export function parseMessages(value: unknown): ChatMessage[] {
     throw invalid('messages', `messages must be a non-empty array of message objects, got ${describe(value)}`, 'invalid_type');
   }
   if (value.length > MAX_MESSAGES) throw invalid('messages', `messages has ${value.length} entries, more than the ${MAX_MESSAGES} accepted`);
-  return value.map((m, i) => parseMessage(m, `messages[${i}]`));
+  const messages = value.map((m, i) => parseMessage(m, `messages[${i}]`));
+  checkToolResults(messages);
+  return messages;
+}
+
+/**
+ * As OpenAI does: a tool message answers a call of the assistant message it follows (other tool
+ * messages between them), so a result with no call, or an id no call has, is refused.
+ */
+function checkToolResults(messages: readonly ChatMessage[]): void {
+  let calls: ReadonlySet<string> | null = null;
+  messages.forEach((m, i) => {
+    if (m.role !== 'tool') {
+      calls = m.role === 'assistant' && m.tool_calls?.length ? new Set(m.tool_calls.map((c) => c.id)) : null;
+      return;
+    }
+    const path = `messages[${i}].tool_call_id`;
+    if (calls === null) {
+      throw invalid(`messages[${i}]`, `messages[${i}] has role "tool" but does not follow an assistant message with tool_calls: ` +
+        'a tool message must answer one of its calls', 'invalid_tool_message');
+    }
+    if (!calls.has(m.tool_call_id!)) {
+      const ids = [...calls].map((c) => JSON.stringify(c.slice(0, 64))).join(', ');
+      throw invalid(path, `${path} ${JSON.stringify(m.tool_call_id!.slice(0, 64))} matches no id in the tool_calls of the assistant message before it (${ids})`,
+        'invalid_tool_message');
+    }
+  });
 }
 
 function parseMessage(value: unknown, path: string): ChatMessage {
@@ -47,7 +73,12 @@ function parseMessage(value: unknown, path: string): ChatMessage {
     if (role !== 'assistant') throw invalid(`${path}.tool_calls`, `${path}.tool_calls is only valid on assistant messages (this one is ${role})`);
     out.tool_calls = parseToolCalls(value.tool_calls, `${path}.tool_calls`);
   }
-  if (role === 'tool') out.tool_call_id = requireString(value.tool_call_id, `${path}.tool_call_id`, 'the id of the tool call this message answers');
+  if (role === 'tool') {
+    out.tool_call_id = requireString(value.tool_call_id, `${path}.tool_call_id`, 'the id of the tool call this message answers');
+    if (out.tool_call_id === '') {
+      throw invalid(`${path}.tool_call_id`, `${path}.tool_call_id is empty: it must be the id of the tool call this message answers`);
+    }
+  }
   if (value.reasoning_content !== undefined && value.reasoning_content !== null) {
     out.reasoning_content = requireString(value.reasoning_content, `${path}.reasoning_content`);
   }
@@ -118,11 +149,18 @@ export function parseTools(value: unknown): ToolSpec[] | undefined {
 
 export type ToolChoice = 'auto' | 'none' | 'required' | { name: string };
 
-export function parseToolChoice(value: unknown): ToolChoice | undefined {
+/** tool_choice; a named function must be one of `tools`, as OpenAI requires. */
+export function parseToolChoice(value: unknown, tools: readonly ToolSpec[] | undefined): ToolChoice | undefined {
   if (value === undefined || value === null) return undefined;
   if (value === 'auto' || value === 'none' || value === 'required') return value;
   if (isObject(value) && value.type === 'function' && isObject(value.function) && typeof value.function.name === 'string') {
-    return { name: value.function.name };
+    const name = value.function.name;
+    if (!tools?.some((t) => t.function.name === name)) {
+      const names = tools?.map((t) => t.function.name).slice(0, 20).join(', ');
+      const known = names ? `the tools are ${names}` : 'the request has no tools';
+      throw invalid('tool_choice', `tool_choice names the function ${JSON.stringify(name.slice(0, 64))}, which is not in tools (${known})`);
+    }
+    return { name };
   }
   throw invalid('tool_choice', `tool_choice must be "auto", "none", "required" or {"type": "function", "function": {"name": ...}}, got ${describe(value)}`);
 }

@@ -37,9 +37,12 @@ export function splitAffinityKey(key: string): { id: string; compaction: number 
   return match ? { id: match[1]!, compaction: Number(match[2]) } : { id: key, compaction: null };
 }
 
+/** Half of a UTF-16 surrogate pair without the other: not text, and SQLite would store U+FFFD instead. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 function checkId(value: string, field: string): string | undefined {
-  if (value.length === 0 || value.length > MAX_ID_LENGTH || /[\u0000-\u001f\u007f]/.test(value)) {
-    return `${field} must be 1-${MAX_ID_LENGTH} printable characters`;
+  if (value.length === 0 || value.length > MAX_ID_LENGTH || /[\u0000-\u001f\u007f]/.test(value) || LONE_SURROGATE.test(value)) {
+    return `${field} must be 1-${MAX_ID_LENGTH} printable characters (Unicode text, no control characters or lone surrogates)`;
   }
   return undefined;
 }

@@ -10,6 +10,7 @@ import { memoryLogger } from '../../src/gateway/log.js';
 import { Gateway } from '../../src/gateway/server.js';
 import { PromptEncoder } from '../../src/gateway/prompt-encoder.js';
 import { PromptRenderer } from '../../src/gateway/prompt-renderer.js';
+import { TokenizerThread } from '../../src/gateway/tokenizer-thread.js';
 import type { LocalEngineOptions } from '../../src/engine/local/engine.js';
 import { readModelFolder } from '../../src/engine/local/model/folder.js';
 import { ChatTemplate } from '../../src/engine/local/tokenizer/chat-template.js';
@@ -33,15 +34,20 @@ export function tinyModel(): string {
   return sharedModel;
 }
 
-/** A backend over the model folder's tokenizer and template, sampling from a ScriptedSampler. */
-export async function scriptedBackend(modelDir = tinyModel()): Promise<{ backend: ChatBackend; sampler: ScriptedSampler }> {
+/**
+ * A backend over the model folder's tokenizer and template, sampling from a ScriptedSampler. With
+ * `thread`, long prompts are tokenized on a TokenizerThread, as serve does (close() ends it).
+ */
+export async function scriptedBackend(modelDir = tinyModel(), opts: { thread?: boolean } = {}): Promise<{ backend: ChatBackend; sampler: ScriptedSampler }> {
   const folder = readModelFolder(modelDir);
   const tokenizer = await TextTokenizer.fromModelDir(modelDir);
   const template = await ChatTemplate.fromModelDir(modelDir);
   const sampler = new ScriptedSampler({ stopIds: folder.eosTokenIds });
+  const thread = opts.thread ? TokenizerThread.start(modelDir) : null;
+  const encoder = PromptEncoder.forModelDir(modelDir, tokenizer, thread ? { check: thread.check, encodeAway: thread.encode } : {});
   const backend: ChatBackend = {
-    sampler, tokenizer, template, renderer: new PromptRenderer(template), encoder: PromptEncoder.forModelDir(modelDir, tokenizer), contextLength: folder.config.maxPositionEmbeddings,
-    generationDefaults: folder.generationDefaults, modelId: 'tiny', close: async () => {},
+    sampler, tokenizer, template, renderer: new PromptRenderer(template), encoder, contextLength: folder.config.maxPositionEmbeddings,
+    generationDefaults: folder.generationDefaults, modelId: 'tiny', close: async () => { await thread?.close(); },
   };
   return { backend, sampler };
 }

@@ -20,6 +20,8 @@ export interface Script {
 export interface ScriptedCall {
   promptIds: number[];
   params: SamplingParams;
+  /** The signal the caller passed: aborted once the caller cancelled this generation. */
+  signal: AbortSignal | undefined;
 }
 
 export class ScriptedSampler implements Sampler {
@@ -39,7 +41,7 @@ export class ScriptedSampler implements Sampler {
   }
 
   generate(promptIds: readonly number[], params: SamplingParams, signal?: AbortSignal): AsyncIterable<GenerationEvent> {
-    this.calls.push({ promptIds: [...promptIds], params: { ...params } });
+    this.calls.push({ promptIds: [...promptIds], params: { ...params }, signal });
     const script = this.queue.shift() ?? this.opts.fallback?.(promptIds);
     if (!script) throw new Error('ScriptedSampler: no script queued for this call');
     const version = this.opts.version ?? 0;

@@ -1,7 +1,9 @@
 // Reads the request body up to a limit and parses it as JSON, whatever the content-type says
 // (curl -d sends form encoding; what matters is that the body parses). A declared Content-Length over the
 // limit is refused before reading; a chunked body is counted as it arrives (RFC 9112 lets a body
-// come without a length), and reading stops at the limit.
+// come without a length), and reading stops at the limit. The body must be complete within
+// `timeoutMs` of the request's arrival: a client that sends headers and then nothing gets a 408
+// instead of holding its connection for Node's 300 s request timeout.
 
 import type { IncomingMessage } from 'node:http';
 import { GatewayError } from '../errors.js';
@@ -10,14 +12,19 @@ import type { Middleware } from '../http.js';
 export interface JsonBodyOptions {
   /** Largest accepted body in bytes. */
   maxBytes: number;
+  /** Milliseconds from the request's arrival (Context.startedAt) to the body's last byte. */
+  timeoutMs: number;
 }
 
-export function jsonBody({ maxBytes }: JsonBodyOptions): Middleware {
+export function jsonBody({ maxBytes, timeoutMs }: JsonBodyOptions): Middleware {
   const tooLarge = () => new GatewayError(413, `request body is larger than the limit of ${maxBytes} bytes: shorten the conversation or raise maxBodyBytes in the server config`, { code: 'request_too_large' });
   return async function jsonBodyMiddleware(ctx, next) {
     const declared = Number(ctx.req.headers['content-length'] ?? NaN);
     if (declared > maxBytes) throw tooLarge();
-    const text = (await readBody(ctx.req, maxBytes, tooLarge)).toString('utf8');
+    const tooSlow = () => new GatewayError(408,
+      `the request body did not arrive within ${timeoutMs / 1000} s: send it at once, right after the headers`, { code: 'request_timeout' });
+    const deadline = ctx.startedAt + timeoutMs - performance.now();
+    const text = (await readBody(ctx.req, maxBytes, deadline, tooLarge, tooSlow)).toString('utf8');
     if (text.trim() === '') throw new GatewayError(400, 'request body is empty: send a JSON object', { code: 'invalid_json' });
     try {
       ctx.json = JSON.parse(text);
@@ -28,12 +35,19 @@ export function jsonBody({ maxBytes }: JsonBodyOptions): Middleware {
   };
 }
 
-/** Collects the body; stops listening (without destroying the socket) once it passes the limit. */
-function readBody(req: IncomingMessage, maxBytes: number, tooLarge: () => GatewayError): Promise<Buffer> {
+/** Collects the body; stops listening (without destroying the socket) at the limit or the deadline. */
+function readBody(
+  req: IncomingMessage, maxBytes: number, deadlineMs: number, tooLarge: () => GatewayError, tooSlow: () => GatewayError,
+): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    const timer = setTimeout(() => {
+      cleanup();
+      reject(tooSlow());
+    }, Math.max(0, deadlineMs));
     const cleanup = () => {
+      clearTimeout(timer);
       req.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose);
     };
     const onData = (chunk: Buffer) => {

@@ -27,14 +27,48 @@ const REPLACEMENT_CHARACTER = '\uFFFD';
  */
 const MAX_HELD_TOKENS = 16;
 
+/**
+ * How many UTF-16 units of text NFC can fold into one: a character whose decomposition is 4 units
+ * (U+1F82) composes to 1, and a supplementary character (2 units) can normalize to a BMP one
+ * (U+2F800). test/gateway-limits.test.ts checks both figures against every code point.
+ */
+export const NFC_MAX_SHRINK = 8;
+
+/** The library's internals the token bounds read (not in its typings). */
+interface TokenizerInternals {
+  normalizer: ((text: string) => string) | null;
+  pre_tokenizer: ((text: string, options: { section_index: number }) => string[]) | null;
+  remove_space?: boolean;
+  do_lowercase_and_remove_accent?: boolean;
+  model: { fuse_unk?: boolean } | null;
+}
+
+/** Pre-tokenizers that keep every character of the text (Split "Isolated" and ByteLevel only reshape it). */
+type PreTokenizerConfig = { type?: string; behavior?: string; invert?: boolean; pretokenizers?: unknown[] } | null;
+
+function keepsCharacters(config: PreTokenizerConfig): boolean {
+  if (config === null) return true;
+  if (config.type === 'ByteLevel' || config.type === 'Digits') return true;
+  if (config.type === 'Split') return config.behavior === 'Isolated' && !config.invert;
+  if (config.type === 'Sequence') return (config.pretokenizers ?? []).every((c) => keepsCharacters(c as PreTokenizerConfig));
+  return false;
+}
+
 export class TextTokenizer {
   /** Largest id + 1: every id this tokenizer produces or knows is below it. */
   readonly vocabSize: number;
   readonly specialIds: ReadonlySet<number>;
   /** Set where the decoder is plain ByteLevel, which allows a much cheaper stream decoder. */
   private readonly byteLevel: ByteLevelPieces | undefined;
+  /** The longest vocabulary token: no token stands for more characters of a pre-token (Infinity: no bound). */
+  private readonly longestToken: number;
+  /**
+   * At most this many UTF-16 units of raw text become one token (Infinity where the normalizer or
+   * pre-tokenizer could drop text): `text.length / maxUnitsPerToken` tokens at least, in O(1).
+   */
+  readonly maxUnitsPerToken: number;
 
-  private constructor(private readonly inner: Tokenizer) {
+  private constructor(private readonly inner: Tokenizer, tokenizerJson: object) {
     let largestId = -1;
     for (const id of inner.get_vocab(true).values()) largestId = Math.max(largestId, id);
     this.vocabSize = largestId + 1;
@@ -42,6 +76,22 @@ export class TextTokenizer {
     for (const [id, token] of inner.get_added_tokens_decoder()) if (token.special) special.add(id);
     this.specialIds = special;
     this.byteLevel = ByteLevelPieces.forTokenizer(inner, this.vocabSize);
+    const internals = inner as unknown as TokenizerInternals;
+    // The same test as the prompt encoder's: only then do its pieces hold no added token to miscount.
+    const plainAdded = [...inner.get_added_tokens_decoder().values()]
+      .every((t) => !t.lstrip && !t.rstrip && !t.single_word && !t.normalized);
+    const reshapes = internals.remove_space || internals.do_lowercase_and_remove_accent || internals.model?.fuse_unk;
+    const exact = plainAdded && !reshapes;
+    let longest = 0;
+    // A vocabulary entry that is not a string (a hand-made tokenizer.json) leaves no bound.
+    for (const token of inner.get_vocab(true).keys()) {
+      longest = Math.max(longest, typeof token === 'string' ? token.length : Infinity);
+    }
+    this.longestToken = exact && longest > 0 ? longest : Infinity;
+    const json = tokenizerJson as { normalizer?: { type?: string } | null; pre_tokenizer?: PreTokenizerConfig };
+    const normalizer = json.normalizer?.type;
+    const shrink = normalizer === undefined ? 1 : normalizer === 'NFC' ? NFC_MAX_SHRINK : Infinity;
+    this.maxUnitsPerToken = keepsCharacters(json.pre_tokenizer ?? null) ? this.longestToken * shrink : Infinity;
   }
 
   /** Loads tokenizer.json and tokenizer_config.json from a model folder. */
@@ -58,7 +108,7 @@ export class TextTokenizer {
       throw new Error(`${source} has no model.vocab`);
     }
     try {
-      return new TextTokenizer(new Tokenizer(tokenizerJson, config));
+      return new TextTokenizer(new Tokenizer(tokenizerJson, config), tokenizerJson);
     } catch (error) {
       throw new Error(`${source} cannot be loaded: ${errorMessage(error)}`);
     }
@@ -76,6 +126,27 @@ export class TextTokenizer {
     const missing = ids.indexOf(undefined);
     if (missing >= 0) throw new Error(`cannot encode ${JSON.stringify(tokens[missing])}: not in the vocabulary`);
     return ids as number[];
+  }
+
+  /**
+   * A lower bound on encode(text).length for text without added tokens, without running the model
+   * (BPE): the text is normalized and pre-tokenized as encode() does, and no token spans two
+   * pre-tokens or covers more characters than the longest vocabulary token. Counting stops once
+   * it reaches `stopAt`. 0 where the tokenizer's options (stripping added tokens, lowercasing,
+   * fused unknowns) make such a count unsound.
+   */
+  minTokens(text: string, stopAt = Infinity): number {
+    if (!Number.isFinite(this.longestToken) || text === '') return 0;
+    const inner = this.inner as unknown as TokenizerInternals;
+    const normalized = inner.normalizer ? inner.normalizer(text) : text;
+    // section_index 1: a Metaspace "first" prefix is not added, which only makes the count lower.
+    const pieces = inner.pre_tokenizer ? inner.pre_tokenizer(normalized, { section_index: 1 }) : [normalized];
+    let n = 0;
+    for (const piece of pieces) {
+      n += Math.ceil(piece.length / this.longestToken);
+      if (n >= stopAt) break;
+    }
+    return n;
   }
 
   /**
