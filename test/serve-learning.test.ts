@@ -50,7 +50,9 @@ test('serve judges closed turns, builds samples per the combine table, trains a 
   const hintB = 'Give the number first, then explain.';
   const judge = await startJudgeDouble({ hints: [hintA, hintB] });
   const data = freshDir('learn-e2e-');
-  const serve = await startServe(['--model', tinyModel(), '--data', data, '--threads', '1', '--main-model', 'main-model', '--method', 'combine', '--batch-size', '3',
+  // fp32: the teacher's log-probs are compared below with the exact fp32 reference.
+  const serve = await startServe(['--model', tinyModel(), '--data', data, '--threads', '1', '--precision', 'fp32',
+    '--main-model', 'main-model', '--method', 'combine', '--batch-size', '3',
     '--judge-url', judge.url, '--judge-model', 'judge-double', '--judge-votes', '3', '--admin-key', ADMIN, '--progress-seconds', '0']);
   t.after(async () => { await stopServe(serve); await judge.close(); });
 

@@ -174,8 +174,9 @@ test('session identity: first match wins, OpenClaw suffix stripped, bad ids refu
     [{ promptCacheKey: 'k:12' }, { ok: true, identity: { sessionId: 'k', source: 'prompt_cache_key', compaction: 12, rawKey: 'k:12' } }],
     [{ user: 'thread-1' }, { ok: true, identity: { sessionId: 'user:thread-1', source: 'user', compaction: null, rawKey: 'thread-1' } }],
     [{}, { ok: true, identity: undefined }],
-    [{ xSessionId: '' }, { ok: false, field: 'X-Session-Id header', message: 'X-Session-Id header must be 1-256 printable characters' }],
-    [{ affinity: 'a\u0001b' }, { ok: false, field: 'x-session-affinity header', message: 'x-session-affinity header must be 1-256 printable characters' }],
+    [{ user: '名前' }, { ok: true, identity: { sessionId: 'user:名前', source: 'user', compaction: null, rawKey: '名前' } }],
+    [{ xSessionId: '' }, { ok: false, field: 'X-Session-Id header', message: 'X-Session-Id header must be 1-256 printable characters (Unicode text, no control characters or lone surrogates)' }],
+    [{ affinity: 'a\u0001b' }, { ok: false, field: 'x-session-affinity header', message: 'x-session-affinity header must be 1-256 printable characters (Unicode text, no control characters or lone surrogates)' }],
   ];
   for (const [input, want] of cases) assert.deepEqual(explicitIdentity(input), want, JSON.stringify(input));
   assert.deepEqual(splitAffinityKey('a:b:7'), { id: 'a:b', compaction: 7 });
