@@ -1,6 +1,7 @@
 // Test helpers for the PyTorch learner: one batch of rl, opd and combine samples, and the same
 // training config for the TypeScript learner (LearnerCore) and the PyTorch one (TorchLearner).
 
+import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { loadKernels } from '../../src/engine/local/kernels/index.js';
 import type { ModelFamily } from '../../src/engine/local/model/config.js';
@@ -105,4 +106,19 @@ export function maxAbsDiff(a: Float32Array, b: Float32Array): number {
   let m = 0;
   for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
   return m;
+}
+
+/** Same number of steps, each with the same loss, grad norm and clip fraction; same parameters after. */
+export function assertSame(label: string, ours: Trained, theirs: Trained, tol = 1e-4): void {
+  assert.equal(theirs.metrics.length, ours.metrics.length, `${label}: step count`);
+  ours.metrics.forEach((m, i) => {
+    const t = theirs.metrics[i]!;
+    assert.ok(Math.abs(m.loss - t.loss) <= tol * Math.max(1, Math.abs(m.loss)), `${label} step ${i + 1}: loss ${m.loss} vs ${t.loss}`);
+    assert.ok(Math.abs(m.gradNorm - t.gradNorm) <= tol * Math.max(1, m.gradNorm), `${label} step ${i + 1}: grad norm ${m.gradNorm} vs ${t.gradNorm}`);
+    assert.equal(t.step, m.step);
+    assert.equal(t.tokens, m.tokens);
+    assert.ok(Math.abs(m.clipFraction - t.clipFraction) <= 1e-6, `${label} step ${i + 1}: clip fraction ${m.clipFraction} vs ${t.clipFraction}`);
+  });
+  const d = maxAbsDiff(ours.values, theirs.values);
+  assert.ok(d <= tol, `${label}: parameters differ by up to ${d.toExponential(3)}`);
 }
