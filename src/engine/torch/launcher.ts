@@ -57,7 +57,7 @@ export function preflight(launch: TorchLaunch): PreflightReport {
   } catch {
     throw new TorchLearnerError(`${launch.python} could not run the learner's check (exit ${run.status}): ${tail(run.stderr)}`);
   }
-  if (!report.ok) throw new TorchLearnerError(`the PyTorch learner cannot start: ${report.missing.join('; ')}`);
+  if (!report.ok) throw new TorchLearnerError(`the PyTorch learner cannot start with ${launch.python}: ${report.missing.join('; ')}`);
   return report;
 }
 

@@ -94,6 +94,11 @@ export class TorchLearner {
     }
   }
 
+  /** The launcher's process id (its process group holds every local rank). */
+  get pid(): number {
+    return this.child.pid!;
+  }
+
   /** Null while it runs; the reason once it ended. */
   get failure(): string | null {
     return this.exited;
