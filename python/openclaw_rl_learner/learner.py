@@ -63,7 +63,7 @@ class Learner:
                 return self.reference.completion_logp(self._tokens(s), len(s["promptIds"]))
             return self.model.completion_logp(self._tokens(s), len(s["promptIds"]), use_lora=not reference)
 
-    def _own(self, samples):
+    def own(self, samples):
         return [s for j, s in enumerate(samples) if j % self.world == self.rank]
 
     @torch.no_grad()
@@ -94,7 +94,7 @@ class Learner:
         if policy:
             # Each rank anchors the samples it trains (ownership is fixed by position in the mini-batch).
             for mini in minis:
-                for s, old in zip(self._own(mini), self.logprobs(self._own(mini))):
+                for s, old in zip(self.own(mini), self.logprobs(self.own(mini))):
                     s["oldLogprobs"] = old
         metrics = []
         for _ in range(self.cfg["epochs"]):
@@ -106,7 +106,7 @@ class Learner:
     def _step(self, mini, t0):
         self.optimizer.zero_grad()
         acc = torch.zeros(7, dtype=torch.float64)
-        for micro in self._micro_batches(self._own(mini)):
+        for micro in self._micro_batches(self.own(mini)):
             m = self.forward_backward(micro, len(mini))
             acc += torch.tensor([m["loss"], m["tokens"], m["clipFraction"] * m["tokens"], m["approxKl"] * m["tokens"],
                                  m["entropy"] * m["tokens"], m["tisMean"] * m["tokens"], m["rolloutAbsDiff"] * m["tokens"]],

@@ -14,6 +14,8 @@ from datetime import timedelta
 
 from .preflight import check
 
+MEANS = ("clipFraction", "approxKl", "entropy", "tisMean", "rolloutAbsDiff")
+
 
 def _clean(x):
     if isinstance(x, float) and not math.isfinite(x):
@@ -148,7 +150,14 @@ def run(device_kind):
             elif op == "forwardBackward":
                 for i, s in enumerate(req["samples"]):
                     check_sample(s, i, cfg["loss"]["kind"])
-                result = learner.forward_backward(learner._own(req["samples"]), req["batchSize"])
+                result = learner.forward_backward(learner.own(req["samples"]), req["batchSize"])
+                if world > 1:
+                    sums = torch.tensor([result["loss"], result["tokens"]] + [result[k] * result["tokens"] for k in MEANS],
+                                        dtype=torch.float64)
+                    dist.all_reduce(sums)
+                    n = float(sums[1])
+                    result = {"loss": float(sums[0]), "tokens": n,
+                              **{k: float(v) / n if n > 0 else 0.0 for k, v in zip(MEANS, sums[2:])}}
             elif op == "optimStep":
                 learner.all_reduce_grads()
                 result = learner.optim_step()

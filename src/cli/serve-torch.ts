@@ -41,7 +41,7 @@ export function torchLaunchOf(v: Record<string, unknown>): TorchLaunch | null {
   if (!['cpu', 'cuda', 'mps'].includes(device)) throw new CliError(`--learner-device must be cpu, cuda or mps, got "${device}"`);
   return {
     python: (v['learner-python'] as string | undefined) ?? DEFAULT_LAUNCH.python,
-    nproc: numberFlag(v, 'learner-nproc', { integer: true, min: 1, max: 9 }) ?? 1,
+    nproc: numberFlag(v, 'learner-nproc', { integer: true, min: 1 }) ?? 1,
     device,
     nnodes: numberFlag(v, 'learner-nnodes', { integer: true, min: 1 }) ?? 1,
     masterAddr: (v['learner-master-addr'] as string | undefined) ?? DEFAULT_LAUNCH.masterAddr,

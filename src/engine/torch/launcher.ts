@@ -74,7 +74,8 @@ export function launchCommand(launch: TorchLaunch, nodeRank = 0): { command: str
     args: [
       '-m', 'torch.distributed.run', ...rendezvous, '--nproc_per_node', String(launch.nproc),
       // torch 1.13 on Python 3.11 parses the default redirect "0" as None and crashes; a mapping
-      // (one digit only) for local rank 9 leaves every other rank's output alone on every version.
+      // (one digit only) for local rank 9 leaves every other rank's output alone on every version
+      // (rank 9's, with 10 or more ranks per node, also goes to a log file in torch's log dir).
       '--redirects', '9:1', '--tee', '9:1',
       '-m', 'openclaw_rl_learner', '--device', launch.device,
     ],

@@ -5,7 +5,7 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import type { StepMetrics, TrainingSample } from '../types.js';
+import type { ForwardBackwardResult, OptimStepResult, StepMetrics, TrainingSample } from '../types.js';
 import type { LocalEngine } from '../local/engine.js';
 import type { Publication } from '../local/learner.js';
 import type { LearnerConfig } from '../local/train/learner.js';
@@ -107,6 +107,16 @@ export class TorchLearner {
   trainBatch(samples: TrainingSample[]): Promise<StepMetrics[]> {
     return (this.request({ op: 'trainBatch', samples }) as Promise<StepMetrics[]>)
       .then((steps) => steps.map((s) => ({ ...s, gradNorm: s.gradNorm ?? NaN })));
+  }
+
+  /** Adds the gradients of the loss over `samples` (divided by batchSize), split over the ranks. */
+  forwardBackward(samples: TrainingSample[], batchSize = samples.length): Promise<ForwardBackwardResult> {
+    return this.request({ op: 'forwardBackward', samples, batchSize }) as Promise<ForwardBackwardResult>;
+  }
+
+  /** All-reduces the accumulated gradients, clips them, applies one AdamW step and clears them. */
+  optimStep(): Promise<OptimStepResult> {
+    return (this.request({ op: 'optimStep' }) as Promise<OptimStepResult>).then((r) => ({ ...r, gradNorm: r.gradNorm ?? NaN }));
   }
 
   /** Writes the current weights as the next version's folder. */
