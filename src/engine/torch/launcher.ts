@@ -90,7 +90,9 @@ export function followerCommand(launch: TorchLaunch, nodeRank: number): string {
 
 export function learnerEnv(): NodeJS.ProcessEnv {
   const path = process.env.PYTHONPATH ? `${LEARNER_PYTHONPATH}:${process.env.PYTHONPATH}` : LEARNER_PYTHONPATH;
-  return { ...process.env, PYTHONPATH: path, PYTHONUNBUFFERED: '1' };
+  // Passive OpenMP waits: spinning threads take the cores the serving engine needs (and on a
+  // loaded machine made a tiny model's batch 30x slower here). OMP_WAIT_POLICY set by the user wins.
+  return { OMP_WAIT_POLICY: 'PASSIVE', ...process.env, PYTHONPATH: path, PYTHONUNBUFFERED: '1' };
 }
 
 export function tail(text: string, lines = 12): string {
