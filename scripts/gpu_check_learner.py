@@ -16,6 +16,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from openclaw_rl_learner import st_io  # noqa: E402
 from openclaw_rl_learner.learner import Learner  # noqa: E402
+from openclaw_rl_learner.model import TARGETS  # noqa: E402
 
 SHAPES = {
     "tiny": dict(hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
@@ -40,7 +41,8 @@ def make_model(shape, out):
                   p + "self_attn.q_proj.weight": (q, D), p + "self_attn.k_proj.weight": (kv, D),
                   p + "self_attn.v_proj.weight": (kv, D), p + "self_attn.o_proj.weight": (D, q),
                   p + "self_attn.q_norm.weight": (hd,), p + "self_attn.k_norm.weight": (hd,),
-                  p + "mlp.gate_proj.weight": (F, D), p + "mlp.up_proj.weight": (F, D), p + "mlp.down_proj.weight": (D, F)})
+                  p + "mlp.gate_proj.weight": (F, D), p + "mlp.up_proj.weight": (F, D),
+                  p + "mlp.down_proj.weight": (D, F)})
     tensors = {k: torch.ones(s) if len(s) == 1 else torch.randn(s, generator=g) * 0.02 for k, s in w.items()}
     os.makedirs(out, exist_ok=True)
     st_io.write(os.path.join(out, "model.safetensors"), tensors)
@@ -51,7 +53,7 @@ def make_model(shape, out):
 
 def config(model_dir, lora, precision):
     return {"modelDir": model_dir, "precision": precision, "seed": 0, "initAdapter": None,
-            "mode": {"kind": "lora", "spec": {"rank": 16, "alpha": 32, "targets": ["q", "k", "v", "o", "gate", "up", "down"]}}
+            "mode": {"kind": "lora", "spec": {"rank": 16, "alpha": 32, "targets": list(TARGETS)}}
             if lora else {"kind": "full"},
             # eps 1e-3 keeps the first Adam step proportional to the gradient, so it can be compared.
             "optimizer": {"lr": 1e-3, "beta1": 0.9, "beta2": 0.98, "eps": 1e-3, "weightDecay": 0.1, "warmupSteps": 0,
@@ -63,7 +65,8 @@ def config(model_dir, lora, precision):
 def batch(vocab, n, prompt, completion, seed):
     g = torch.Generator().manual_seed(seed)
     ids = lambda k: torch.randint(0, vocab, (k,), generator=g).tolist()  # noqa: E731
-    return [{"promptIds": ids(prompt), "completionIds": ids(completion), "advantages": [1.0 if i % 2 else -1.0] * completion,
+    return [{"promptIds": ids(prompt), "completionIds": ids(completion),
+             "advantages": [1.0 if i % 2 else -1.0] * completion,
              "rolloutLogprobs": [-math.log(vocab)] * completion} for i in range(n)]
 
 

@@ -15,6 +15,13 @@ import torch.distributed as dist
 from . import losses, model as mdl
 from .optim import AdamW
 
+MEANS = ("clipFraction", "approxKl", "entropy", "tisMean", "rolloutAbsDiff")
+
+
+def sums_of(m):
+    """A forward_backward result as summable numbers: loss, tokens, and each mean times tokens."""
+    return torch.tensor([m["loss"], m["tokens"]] + [m[k] * m["tokens"] for k in MEANS], dtype=torch.float64)
+
 
 class Learner:
     def __init__(self, cfg, device, rank, world, restored=None):
@@ -24,7 +31,8 @@ class Learner:
         mode = cfg["mode"]
         if mode["kind"] == "lora":
             self.lora_spec = mode["spec"]
-            tensors = mdl.lora_tensors(self.model.cfg, self.lora_spec, cfg.get("initAdapter"), cfg.get("seed", 0), device)
+            tensors = mdl.lora_tensors(self.model.cfg, self.lora_spec, cfg.get("initAdapter"), cfg.get("seed", 0),
+                                       device)
             if restored is not None:
                 for k in tensors:
                     tensors[k].copy_(restored["trainable"][k])
@@ -105,24 +113,25 @@ class Learner:
 
     def _step(self, mini, t0):
         self.optimizer.zero_grad()
-        acc = torch.zeros(7, dtype=torch.float64)
+        acc = torch.zeros(2 + len(MEANS), dtype=torch.float64)
         for micro in self._micro_batches(self.own(mini)):
-            m = self.forward_backward(micro, len(mini))
-            acc += torch.tensor([m["loss"], m["tokens"], m["clipFraction"] * m["tokens"], m["approxKl"] * m["tokens"],
-                                 m["entropy"] * m["tokens"], m["tisMean"] * m["tokens"], m["rolloutAbsDiff"] * m["tokens"]],
-                                dtype=torch.float64)
+            acc += sums_of(self.forward_backward(micro, len(mini)))
         self.all_reduce_grads()
-        if self.world > 1:
-            dist.all_reduce(acc)
         r = self.optim_step()
         seconds = time.perf_counter() - t0
-        loss, tokens = float(acc[0]), float(acc[1])
-        per = [float(x) / tokens if tokens > 0 else 0.0 for x in acc[2:]]
         all_tokens = sum(len(s["promptIds"]) + len(s["completionIds"]) for s in mini)
-        return {"step": r["step"], "samples": len(mini), "tokens": all_tokens, "loss": loss, "gradNorm": r["gradNorm"],
-                "applied": r["applied"], "lr": r["lr"], "clipFraction": per[0], "approxKl": per[1], "entropy": per[2],
-                "tisMean": per[3], "rolloutAbsDiff": per[4], "seconds": seconds,
+        # StepMetrics.tokens counts prompt and completion tokens, not the trained ones.
+        return {"step": r["step"], "samples": len(mini), **self.reduce_metrics(acc), "tokens": all_tokens,
+                "gradNorm": r["gradNorm"], "applied": r["applied"], "lr": r["lr"], "seconds": seconds,
                 "tokensPerSecond": all_tokens / seconds, "yieldedMs": 0}
+
+    def reduce_metrics(self, acc):
+        """Sums from sums_of over every rank -> the loss, trained tokens and token-weighted means."""
+        if self.world > 1:
+            dist.all_reduce(acc)
+        n = float(acc[1])
+        means = {k: float(v) / n if n > 0 else 0.0 for k, v in zip(MEANS, acc[2:])}
+        return {"loss": float(acc[0]), "tokens": n, **means}
 
     def all_reduce_grads(self):
         if self.world == 1:

@@ -50,7 +50,8 @@ def policy_terms(lp, ent, old, adv, mask, rollout, ref, cfg, batch_size):
     with torch.no_grad():
         sums = {
             "tokens": float(trained.sum()), "clip": float((is_clipped & trained).sum()), "kl": msum(old - lp),
-            "entropy": msum(ent), "tis": msum(tis), "rollout": msum((old - rollout).abs()) if rollout is not None else 0.0,
+            "entropy": msum(ent), "tis": msum(tis),
+            "rollout": msum((old - rollout).abs()) if rollout is not None else 0.0,
         }
     # Masked tokens are skipped outright (their inputs may be NaN), not multiplied by 0.
     return torch.where(trained, w * term, torch.zeros_like(term)).sum(), sums

@@ -14,8 +14,6 @@ from datetime import timedelta
 
 from .preflight import check
 
-MEANS = ("clipFraction", "approxKl", "entropy", "tisMean", "rolloutAbsDiff")
-
 
 def _clean(x):
     if isinstance(x, float) and not math.isfinite(x):
@@ -100,7 +98,7 @@ def run(device_kind):
         start = broadcast(channel.receive() if channel else None)
         cfg = start["config"]
         cfg["bf16"] = device_kind == "cuda" and report["bf16"] and cfg.get("precision", "auto") != "fp32"
-        from .learner import Learner
+        from .learner import Learner, sums_of
         from . import store
         if rank != 0:
             cfg = {**cfg, "initAdapter": None}  # rank 0's values arrive by broadcast below
@@ -150,14 +148,8 @@ def run(device_kind):
             elif op == "forwardBackward":
                 for i, s in enumerate(req["samples"]):
                     check_sample(s, i, cfg["loss"]["kind"])
-                result = learner.forward_backward(learner.own(req["samples"]), req["batchSize"])
-                if world > 1:
-                    sums = torch.tensor([result["loss"], result["tokens"]] + [result[k] * result["tokens"] for k in MEANS],
-                                        dtype=torch.float64)
-                    dist.all_reduce(sums)
-                    n = float(sums[1])
-                    result = {"loss": float(sums[0]), "tokens": n,
-                              **{k: float(v) / n if n > 0 else 0.0 for k, v in zip(MEANS, sums[2:])}}
+                result = learner.reduce_metrics(sums_of(learner.forward_backward(learner.own(req["samples"]),
+                                                                                  req["batchSize"])))
             elif op == "optimStep":
                 learner.all_reduce_grads()
                 result = learner.optim_step()

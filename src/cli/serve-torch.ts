@@ -38,7 +38,9 @@ export function torchLaunchOf(v: Record<string, unknown>): TorchLaunch | null {
   }
   if (kind !== 'torch') throw new CliError(`--learner must be local or torch, got "${String(kind)}"`);
   const device = (v['learner-device'] ?? 'cpu') as LearnerDevice;
-  if (!['cpu', 'cuda', 'mps'].includes(device)) throw new CliError(`--learner-device must be cpu, cuda or mps, got "${device}"`);
+  if (!['cpu', 'cuda', 'mps'].includes(device)) {
+    throw new CliError(`--learner-device must be cpu, cuda or mps, got "${device}"`);
+  }
   return {
     python: (v['learner-python'] as string | undefined) ?? DEFAULT_LAUNCH.python,
     nproc: numberFlag(v, 'learner-nproc', { integer: true, min: 1 }) ?? 1,
@@ -54,7 +56,8 @@ export function torchLaunchOf(v: Record<string, unknown>): TorchLaunch | null {
  * LoRA, the initial adapter: the embedded learner's own seeded init, so both start alike).
  */
 export async function openTorchLearner(a: {
-  engine: LocalEngine; launch: TorchLaunch; config: Partial<LearnerConfig>; dir: string; versionAfter: number; log: JudgeLog;
+  engine: LocalEngine; launch: TorchLaunch; config: Partial<LearnerConfig>; dir: string;
+  versionAfter: number; log: JudgeLog;
 }): Promise<TorchLearner> {
   const config: LearnerConfig = { ...DEFAULT_LEARNER, ...a.config };
   let initAdapter: string | null = null;
@@ -66,14 +69,20 @@ export async function openTorchLearner(a: {
       writePeftAdapter(initAdapter, lora, { baseModel: a.engine.folder.dir });
     }
   }
-  for (let node = 1; node < a.launch.nnodes; node++) a.log('learner_node_command', { node, command: followerCommand(a.launch, node) });
+  for (let node = 1; node < a.launch.nnodes; node++) {
+    a.log('learner_node_command', { node, command: followerCommand(a.launch, node) });
+  }
   const learner = await TorchLearner.open({
     launch: a.launch, config, modelDir: a.engine.folder.dir, checkpointDir: join(a.dir, 'checkpoints'),
     versionsDir: join(a.dir, 'versions'), initAdapter, versionAfter: a.versionAfter,
-    onExit: (message) => a.log('learner_failed', { message: `${message}; serving goes on with the last published version, restart serve to resume training from the last checkpoint` }),
+    onExit: (message) => a.log('learner_failed', {
+      message: `${message}; serving goes on with the last published version, restart serve to resume training from the last checkpoint`,
+    }),
   });
   const r = learner.resumed;
-  a.log('learner_started', { learner: 'torch', pid: learner.pid, torch: r.torch, device: r.device, bf16: r.bf16, ranks: r.world, steps: r.steps });
+  a.log('learner_started', {
+    learner: 'torch', pid: learner.pid, torch: r.torch, device: r.device, bf16: r.bf16, ranks: r.world, steps: r.steps,
+  });
   return learner;
 }
 

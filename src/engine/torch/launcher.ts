@@ -23,7 +23,8 @@ export interface TorchLaunch {
 }
 
 export const DEFAULT_LAUNCH: TorchLaunch = {
-  python: process.env.OPENCLAW_RL_PYTHON ?? 'python3', nproc: 1, device: 'cpu', nnodes: 1, masterAddr: '127.0.0.1', masterPort: null,
+  python: process.env.OPENCLAW_RL_PYTHON ?? 'python3', nproc: 1, device: 'cpu',
+  nnodes: 1, masterAddr: '127.0.0.1', masterPort: null,
 };
 
 export class TorchLearnerError extends Error {
@@ -43,21 +44,26 @@ export interface PreflightReport {
 
 /** Runs the worker's own check; throws TorchLearnerError saying what is missing. */
 export function preflight(launch: TorchLaunch): PreflightReport {
-  const run = spawnSync(launch.python, ['-m', 'openclaw_rl_learner', '--check', '--device', launch.device, '--world', String(launch.nproc)], {
+  const args = ['-m', 'openclaw_rl_learner', '--check', '--device', launch.device, '--world', String(launch.nproc)];
+  const run = spawnSync(launch.python, args, {
     env: learnerEnv(), encoding: 'utf8', timeout: 120_000,
   });
   if (run.error) {
     const code = (run.error as NodeJS.ErrnoException).code;
     const why = code === 'ENOENT' ? 'not found' : run.error.message;
-    throw new TorchLearnerError(`the PyTorch learner needs Python with PyTorch, but ${launch.python} was ${why}; set --learner-python or OPENCLAW_RL_PYTHON`);
+    throw new TorchLearnerError(`the PyTorch learner needs Python with PyTorch, but ${launch.python} was ${why}; `
+      + 'set --learner-python or OPENCLAW_RL_PYTHON');
   }
   let report: PreflightReport | null = null;
   try {
     report = JSON.parse(run.stdout.trim().split('\n').pop() ?? '') as PreflightReport;
   } catch {
-    throw new TorchLearnerError(`${launch.python} could not run the learner's check (exit ${run.status}): ${tail(run.stderr)}`);
+    throw new TorchLearnerError(`${launch.python} could not run the learner's check (exit ${run.status}): `
+      + tail(run.stderr));
   }
-  if (!report.ok) throw new TorchLearnerError(`the PyTorch learner cannot start with ${launch.python}: ${report.missing.join('; ')}`);
+  if (!report.ok) {
+    throw new TorchLearnerError(`the PyTorch learner cannot start with ${launch.python}: ${report.missing.join('; ')}`);
+  }
   return report;
 }
 
@@ -67,7 +73,8 @@ export function preflight(launch: TorchLaunch): PreflightReport {
  */
 export function launchCommand(launch: TorchLaunch, nodeRank = 0): { command: string; args: string[] } {
   const rendezvous = launch.nnodes > 1
-    ? ['--nnodes', String(launch.nnodes), '--node_rank', String(nodeRank), '--master_addr', launch.masterAddr, '--master_port', String(launch.masterPort ?? 29500)]
+    ? ['--nnodes', String(launch.nnodes), '--node_rank', String(nodeRank),
+      '--master_addr', launch.masterAddr, '--master_port', String(launch.masterPort ?? 29500)]
     : ['--standalone'];
   return {
     command: launch.python,

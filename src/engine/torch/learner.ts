@@ -47,7 +47,10 @@ export class TorchLearner {
   private exited: string | null = null;
   private closing = false;
 
-  private constructor(private readonly child: ChildProcess, readonly resumed: TorchStatus, private readonly stderr: () => string, private readonly opts: TorchLearnerOptions) {}
+  private constructor(
+    private readonly child: ChildProcess, readonly resumed: TorchStatus,
+    private readonly stderr: () => string, private readonly opts: TorchLearnerOptions,
+  ) {}
 
   static async open(opts: TorchLearnerOptions): Promise<TorchLearner> {
     preflight(opts.launch);
@@ -57,13 +60,17 @@ export class TorchLearner {
     let errText = '';
     child.stderr!.setEncoding('utf8').on('data', (d: string) => { errText = (errText + d).slice(-20_000); });
     const lines = createInterface({ input: child.stdout! });
-    const config = { ...opts.config, modelDir: opts.modelDir, checkpointDir: opts.checkpointDir, versionsDir: opts.versionsDir,
-      initAdapter: opts.initAdapter ?? null, versionAfter: opts.versionAfter };
+    const config = {
+      ...opts.config, modelDir: opts.modelDir, checkpointDir: opts.checkpointDir, versionsDir: opts.versionsDir,
+      initAdapter: opts.initAdapter ?? null, versionAfter: opts.versionAfter,
+    };
     child.stdin!.on('error', () => {}); // a dead learner is reported by 'exit'
     child.stdin!.write(JSON.stringify({ op: 'start', config }) + '\n');
     let learner: TorchLearner | null = null;
     const ready = new Promise<TorchStatus>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new TorchLearnerError(`the PyTorch learner did not start within ${(opts.startTimeoutMs ?? 600_000) / 1000} s: ${tail(errText)}`)), opts.startTimeoutMs ?? 600_000);
+      const limitMs = opts.startTimeoutMs ?? 600_000;
+      const timer = setTimeout(() => reject(new TorchLearnerError(
+        `the PyTorch learner did not start within ${limitMs / 1000} s: ${tail(errText)}`)), limitMs);
       lines.on('line', (line) => {
         let m: Reply;
         try {
@@ -76,10 +83,14 @@ export class TorchLearner {
         else if (m.type === 'fatal') { clearTimeout(timer); reject(new TorchLearnerError(m.message)); }
         else learner?.onReply(m);
       });
-      child.on('error', (e) => { clearTimeout(timer); reject(new TorchLearnerError(`the PyTorch learner could not be launched: ${e.message}`)); });
+      child.on('error', (e) => {
+        clearTimeout(timer);
+        reject(new TorchLearnerError(`the PyTorch learner could not be launched: ${e.message}`));
+      });
       child.on('exit', (code, signal) => {
         clearTimeout(timer);
-        const message = `the PyTorch learner exited (${signal ? `signal ${signal}` : `code ${code}`})${errText ? `: ${tail(errText, 6)}` : ''}`;
+        const how = signal ? `signal ${signal}` : `code ${code}`;
+        const message = `the PyTorch learner exited (${how})${errText ? `: ${tail(errText, 6)}` : ''}`;
         if (learner) learner.onExit(message);
         else reject(new TorchLearnerError(message));
       });
@@ -116,7 +127,8 @@ export class TorchLearner {
 
   /** All-reduces the accumulated gradients, clips them, applies one AdamW step and clears them. */
   optimStep(): Promise<OptimStepResult> {
-    return (this.request({ op: 'optimStep' }) as Promise<OptimStepResult>).then((r) => ({ ...r, gradNorm: r.gradNorm ?? NaN }));
+    return (this.request({ op: 'optimStep' }) as Promise<OptimStepResult>)
+      .then((r) => ({ ...r, gradNorm: r.gradNorm ?? NaN }));
   }
 
   /** Writes the current weights as the next version's folder. */
