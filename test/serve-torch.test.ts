@@ -1,8 +1,9 @@
 // `serve --learner torch` end to end, as processes: a scripted conversation judged by a
 // test-double judge, batches trained by the PyTorch learner (LoRA and full fine-tuning) and
 // published as versions that later turns are served by; a SIGKILL of the learner is reported
-// while serving goes on, a SIGKILL of serve loses nothing, and a restart resumes from the
-// checkpoint and trains on. A Python without PyTorch is reported and serving goes on.
+// while serving goes on and the next batch relaunches it from its checkpoint; a SIGKILL of serve
+// loses nothing, and a restart resumes from the checkpoint and trains on. A Python without
+// PyTorch is reported and serving goes on.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -67,26 +68,28 @@ for (const mode of ['lora', 'full'] as const) {
     const served = (await status(serve.root)).version as number;
     assert.equal(served, first.version, 'the published version serves');
 
-    // The learner dies: serve says so and keeps serving.
+    // The learner dies: serve says so and keeps serving; the next batch relaunches it from its
+    // checkpoint and trains on.
     process.kill(started.pid as number, 'SIGKILL');
     const failed = await serve.waitForLog((l) => l.event === 'learner_failed', 60_000);
-    assert.match(String(failed.message), /PyTorch learner exited.*serving goes on/s);
+    assert.match(String(failed.message), /PyTorch learner exited \(signal SIGKILL\).*serving goes on/s);
     await session(serve.url, 's3', 2);
-    await serve.waitForLog((l) => l.event === 'trainer_failed', 120_000);
-    const s = await status(serve.root);
-    assert.equal(s.trainer.state, 'failed');
-    assert.match(s.trainer.error, /PyTorch learner/);
+    const restarted = await serve.waitForLog((l) => l.event === 'learner_restarted', 120_000);
+    assert.deepEqual([restarted.steps, restarted.requeuedSamples], [first.step, 0]);
+    const second = await trained(serve, (first.step as number) + 1);
+    assert.ok((second.version as number) > (first.version as number));
     await session(serve.url, 's4', 0);
+    assert.equal((await status(serve.root)).trainer.state === 'failed', false);
 
-    // serve dies too; a restart resumes from the checkpoint and trains the queued samples.
+    // serve dies too; a restart resumes from the checkpoint and trains on.
     serve.child.kill('SIGKILL');
     await serve.exited;
     serve = await startServe(serveArgs(data, judge.url, extra));
     const resumed = await serve.waitForLog((l) => l.event === 'resumed');
-    assert.equal(resumed.steps, first.step);
-    assert.ok((resumed.version as number) > (first.version as number), 'the checkpoint is published under a new version');
-    await session(serve.url, 's5', 1);
-    const next = await trained(serve, (first.step as number) + 1);
+    assert.equal(resumed.steps, second.step);
+    assert.ok((resumed.version as number) > (second.version as number), 'the checkpoint is published under a new version');
+    await session(serve.url, 's5', 2);
+    const next = await trained(serve, (second.step as number) + 1);
     assert.ok((next.version as number) > (resumed.version as number));
     assert.equal(await stopServe(serve), 0);
   });

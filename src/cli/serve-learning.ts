@@ -5,7 +5,7 @@
 import type { ChatModel } from '../engine/local/chat-model.js';
 import { LocalLearner } from '../engine/local/learner.js';
 import type { TorchLaunch } from '../engine/torch/launcher.js';
-import type { TorchLearner } from '../engine/torch/learner.js';
+import type { SupervisedTorchLearner } from '../engine/torch/supervised.js';
 import type { LearnerConfig } from '../engine/local/train/learner.js';
 import { DEFAULT_LEARNER } from '../engine/local/train/learner.js';
 import { renderRequest, type ChatBackend } from '../gateway/backend.js';
@@ -19,7 +19,7 @@ import { openTorchLearner, unavailablePolicy } from './serve-torch.js';
 export interface RunningLearning {
   loop: LearningLoop;
   /** null: --learner torch could not start (logged; serving and judging go on). */
-  learner: LocalLearner | TorchLearner | null;
+  learner: LocalLearner | SupervisedTorchLearner | null;
   /** One line for the banner and the startup log: method, judge, batch, training mode. */
   summary: string;
   progressLine(): string;
@@ -39,11 +39,15 @@ export async function startLearning(a: {
   const engine = model.engine;
   // Never reuse a version number a turn or step already carries, even one the checkpoint lacks.
   const versionAfter = Math.max(engine.version, store.learning.maxVersion());
-  let learner: LocalLearner | TorchLearner | null = null;
+  let learner: LocalLearner | SupervisedTorchLearner | null = null;
   let unavailable: string | null = null;
   if (a.torch) {
     try {
-      learner = await openTorchLearner({ engine, launch: a.torch.launch, config: learnerConfig(settings), dir: a.torch.dir, versionAfter, log: a.log });
+      learner = await openTorchLearner({
+        engine, launch: a.torch.launch, config: learnerConfig(settings), dir: a.torch.dir, log: a.log,
+        versionAfter: () => Math.max(engine.version, store.learning.maxVersion()),
+        reconcile: (steps) => store.learning.reconcileWithCheckpoint(steps),
+      });
     } catch (e) {
       // Serving and judging go on (samples stay queued for a restart); training reports this.
       unavailable = (e as Error).message;

@@ -9,6 +9,7 @@ import { DEFAULT_LEARNER, type LearnerConfig } from '../engine/local/train/learn
 import { Lora } from '../engine/local/train/lora.js';
 import { DEFAULT_LAUNCH, followerCommand, type LearnerDevice, type TorchLaunch } from '../engine/torch/launcher.js';
 import { TorchLearner } from '../engine/torch/learner.js';
+import { SupervisedTorchLearner } from '../engine/torch/supervised.js';
 import type { JudgeLog } from '../judge/index.js';
 import type { PolicyBackend } from '../learn/trainer.js';
 import { CliError, numberFlag } from './args.js';
@@ -57,8 +58,12 @@ export function torchLaunchOf(v: Record<string, unknown>): TorchLaunch | null {
  */
 export async function openTorchLearner(a: {
   engine: LocalEngine; launch: TorchLaunch; config: Partial<LearnerConfig>; dir: string;
-  versionAfter: number; log: JudgeLog;
-}): Promise<TorchLearner> {
+  /** The number the next publication must exceed (asked again at each relaunch). */
+  versionAfter: () => number;
+  /** Requeues the samples trained after a relaunched learner's checkpoint. */
+  reconcile: (steps: number) => number;
+  log: JudgeLog;
+}): Promise<SupervisedTorchLearner> {
   const config: LearnerConfig = { ...DEFAULT_LEARNER, ...a.config };
   let initAdapter: string | null = null;
   if (config.mode.kind === 'lora') {
@@ -72,18 +77,21 @@ export async function openTorchLearner(a: {
   for (let node = 1; node < a.launch.nnodes; node++) {
     a.log('learner_node_command', { node, command: followerCommand(a.launch, node) });
   }
-  const learner = await TorchLearner.open({
-    launch: a.launch, config, modelDir: a.engine.folder.dir, checkpointDir: join(a.dir, 'checkpoints'),
-    versionsDir: join(a.dir, 'versions'), initAdapter, versionAfter: a.versionAfter,
-    onExit: (message) => a.log('learner_failed', {
-      message: `${message}; serving goes on with the last published version, restart serve to resume training from the last checkpoint`,
-    }),
-  });
-  const r = learner.resumed;
-  a.log('learner_started', {
-    learner: 'torch', pid: learner.pid, torch: r.torch, device: r.device, bf16: r.bf16, ranks: r.world, steps: r.steps,
-  });
-  return learner;
+  const open = async () => {
+    const learner = await TorchLearner.open({
+      launch: a.launch, config, modelDir: a.engine.folder.dir, checkpointDir: join(a.dir, 'checkpoints'),
+      versionsDir: join(a.dir, 'versions'), initAdapter, versionAfter: a.versionAfter(),
+      onExit: (message) => a.log('learner_failed', {
+        message: `${message}; serving goes on with the last published version, and the next batch relaunches the learner from its last checkpoint`,
+      }),
+    });
+    const r = learner.resumed;
+    a.log('learner_started', {
+      learner: 'torch', pid: learner.pid, torch: r.torch, device: r.device, bf16: r.bf16, ranks: r.world, steps: r.steps,
+    });
+    return learner;
+  };
+  return new SupervisedTorchLearner(await open(), { reopen: open, reconcile: a.reconcile, log: a.log });
 }
 
 /** The trainer's backend when the learner could not start: every batch fails with why. */
