@@ -15,6 +15,7 @@ import { LocalLearner } from '../src/engine/local/learner.js';
 import { readModelFolder } from '../src/engine/local/model/folder.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import { DEFAULT_LEARNER, type LearnerConfig } from '../src/engine/local/train/learner.js';
+import { LORA_TARGETS } from '../src/engine/local/train/lora.js';
 import { DEFAULT_LAUNCH } from '../src/engine/torch/launcher.js';
 import { TorchLearner } from '../src/engine/torch/learner.js';
 import type { StepMetrics, TrainingSample } from '../src/engine/types.js';
@@ -27,7 +28,7 @@ const SAMPLES = 4, PROMPT = 128, COMPLETION = 128;
 function config(lora: boolean): LearnerConfig {
   return {
     ...DEFAULT_LEARNER,
-    mode: lora ? { kind: 'lora', spec: { rank: 16, alpha: 32, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } } : { kind: 'full' },
+    mode: lora ? { kind: 'lora', spec: { rank: 16, alpha: 32, targets: [...LORA_TARGETS] } } : { kind: 'full' },
     optimizer: { ...DEFAULT_LEARNER.optimizer, lr: 1e-5 },
     miniBatchSize: SAMPLES, epochs: 1, microBatchTokens: 2 * (PROMPT + COMPLETION),
   };
@@ -101,7 +102,8 @@ async function main() {
       for (const nproc of [1, 2]) {
         const t = await torch(dir, lora, nproc, vocab);
         const dLoss = Math.abs(t.first[0]!.loss - ts.first[0]!.loss);
-        console.log(`PyTorch, ${nproc} rank${nproc > 1 ? 's' : ' '}        ${t.tokPerS.toFixed(1).padStart(9)} tok/s  ${t.seconds.toFixed(2)} s/batch`
+        const ranks = `${nproc} rank${nproc > 1 ? 's' : ' '}`;
+        console.log(`PyTorch, ${ranks}        ${t.tokPerS.toFixed(1).padStart(9)} tok/s  ${t.seconds.toFixed(2)} s/batch`
           + `  (${(t.tokPerS / ts.tokPerS).toFixed(2)}x TypeScript; first-batch loss differs by ${dLoss.toExponential(2)})`);
       }
     }

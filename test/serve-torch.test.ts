@@ -44,12 +44,14 @@ async function status(root: string): Promise<Record<string, any>> {
 }
 
 function serveArgs(data: string, judgeUrl: string, extra: string[]): string[] {
-  return ['--model', tinyModel(), '--data', data, '--threads', '1', '--main-model', 'main-model', '--method', 'rl', '--batch-size', '2',
+  return ['--model', tinyModel(), '--data', data, '--threads', '1', '--main-model', 'main-model',
+    '--method', 'rl', '--batch-size', '2',
     '--judge-url', judgeUrl, '--judge-model', 'judge-double', '--judge-votes', '3', '--admin-key', ADMIN, '--progress-seconds', '0',
     '--learner', 'torch', '--learner-python', TORCH_PYTHON, ...extra];
 }
 
-const trained = (serve: ServeProcess, step: number) => serve.waitForLog((l) => l.event === 'batch_trained' && (l.step as number) >= step, 180_000);
+const trained = (serve: ServeProcess, step: number) =>
+  serve.waitForLog((l) => l.event === 'batch_trained' && (l.step as number) >= step, 180_000);
 
 for (const mode of ['lora', 'full'] as const) {
   test(`serve --learner torch (${mode}): trains, publishes, survives a SIGKILL of the learner and of serve, resumes`, async (t) => {
@@ -100,7 +102,8 @@ test('serve --learner torch with a Python that lacks PyTorch says so and serves 
   const dir = freshDir('torch-nopy-');
   const python = join(dir, 'python-without-torch');
   writeFileSync(python, `#!${TORCH_PYTHON}\nimport runpy, sys\nsys.modules["torch"] = None\n`
-    + 'assert sys.argv[1] == "-m"\nmod = sys.argv[2]\nsys.argv = [mod] + sys.argv[3:]\nrunpy.run_module(mod, run_name="__main__", alter_sys=True)\n');
+    + 'assert sys.argv[1] == "-m"\nmod = sys.argv[2]\nsys.argv = [mod] + sys.argv[3:]\n'
+    + 'runpy.run_module(mod, run_name="__main__", alter_sys=True)\n');
   chmodSync(python, 0o755);
   const judge = await startJudgeDouble({});
   const serve = await startServe([...serveArgs(join(dir, 'data'), judge.url, []), '--learner-python', python]);

@@ -38,7 +38,10 @@ test('two launcher nodes on 127.0.0.1 (--nnodes 2) give the 1-rank update (full 
   const exited = once(follower, 'exit');
   try {
     const two = await trainTorch(s, launch);
-    const [code] = await Promise.race([exited, new Promise<never>((_, reject) => setTimeout(() => reject(new Error('node 1 did not exit within 60 s of node 0')), 60_000).unref())]);
+    const late = new Promise<never>((_, reject) => {
+      setTimeout(() => reject(new Error('node 1 did not exit within 60 s of node 0')), 60_000).unref();
+    });
+    const [code] = await Promise.race([exited, late]);
     assert.equal(code, 0, `node 1 exited with ${code}: ${followerErr.slice(-2000)}`);
     assertSame('TypeScript vs 2 nodes', trainTs(s), two);
   } finally {

@@ -16,7 +16,8 @@ const cases: [ModelFamily, boolean, 'policy' | 'topk'][] = [
   ['qwen3', true, 'policy'], ['llama', false, 'policy'], ['qwen2', true, 'policy'], ['qwen3', false, 'topk'],
 ];
 for (const [family, lora, loss] of cases) {
-  test(`${family}, ${lora ? 'LoRA' : 'full fine-tuning'}, ${loss} loss: the PyTorch learner matches the TypeScript learner`, async () => {
+  const what = `${family}, ${lora ? 'LoRA' : 'full fine-tuning'}, ${loss} loss`;
+  test(`${what}: the PyTorch learner matches the TypeScript learner`, async () => {
     const s = setup(family, lora, loss);
     const before = (s.ts.values).slice();
     const ours = trainTs(s);
@@ -46,7 +47,8 @@ test('forwardBackward over 2 ranks, then optimStep: the same loss, metrics and s
       assert.ok(Math.abs(ours[k] - theirs[k]) <= 1e-5, `${k}: ${ours[k]} vs ${theirs[k]}`);
     }
     assert.deepEqual([step.step, step.applied, step.lr], [ourStep.step, ourStep.applied, ourStep.lr]);
-    assert.ok(Math.abs(step.gradNorm - ourStep.gradNorm) <= 1e-4 * ourStep.gradNorm, `grad norm ${ourStep.gradNorm} vs ${step.gradNorm}`);
+    assert.ok(Math.abs(step.gradNorm - ourStep.gradNorm) <= 1e-4 * ourStep.gradNorm,
+      `grad norm ${ourStep.gradNorm} vs ${step.gradNorm}`);
   } finally {
     await learner.close();
   }

@@ -82,7 +82,8 @@ export async function openTorchLearner(a: {
       launch: a.launch, config, modelDir: a.engine.folder.dir, checkpointDir: join(a.dir, 'checkpoints'),
       versionsDir: join(a.dir, 'versions'), initAdapter, versionAfter: a.versionAfter(),
       onExit: (message) => a.log('learner_failed', {
-        message: `${message}; serving goes on with the last published version, and the next batch relaunches the learner from its last checkpoint`,
+        message: `${message}; serving goes on with the last published version, `
+          + 'and the next batch relaunches the learner from its last checkpoint',
       }),
     });
     const r = learner.resumed;

@@ -23,7 +23,9 @@ export function conformanceConfig(lora: boolean, loss: 'policy' | 'topk' = 'poli
     mode: lora ? { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } } : { kind: 'full' },
     // eps is large so tiny gradients do not turn into lr-sized steps (see train-torch.test.ts).
     optimizer: { lr: 1e-2, beta1: 0.9, beta2: 0.999, eps: 1e-3, weightDecay: 0.1, warmupSteps: 2, maxGradNorm: 1 },
-    loss: loss === 'policy' ? { kind: 'policy', eps: 0.2, epsHigh: 0.28, tisCap: 2, klCoef: 0.1, entropyCoef: 0.01 } : { kind: 'topk', entropyCoef: 0.01 },
+    loss: loss === 'policy'
+      ? { kind: 'policy', eps: 0.2, epsHigh: 0.28, tisCap: 2, klCoef: 0.1, entropyCoef: 0.01 }
+      : { kind: 'topk', entropyCoef: 0.01 },
     // 5 samples: mini-batches of 2, 2 and 1, two epochs (6 steps); micro-batches of ~20 tokens.
     miniBatchSize: 2, epochs: 2, microBatchTokens: 20, activationBudgetBytes: Infinity, seed: 3,
   };
@@ -44,7 +46,10 @@ export function conformanceBatch(vocab: number, loss: 'policy' | 'topk' = 'polic
       return { ...s, teacherTop: { ids: s.completionIds.map((_, t) => [(t * 7) % vocab, (t * 7 + 1) % vocab, (t * 7 + 2) % vocab]),
         logprobs: s.completionIds.map((_, t) => [-0.7, t === 1 ? NaN : -1.9, -3.1]) } };
     }
-    if (i === 2) return { ...s, advantages: Array(c).fill(0), opd: { teacherLogprobs: around(c, -4, 2).map((x, t) => (t === 3 ? NaN : x)), weight: 1 } };
+    if (i === 2) {
+      const teacherLogprobs = around(c, -4, 2).map((x, t) => (t === 3 ? NaN : x));
+      return { ...s, advantages: Array(c).fill(0), opd: { teacherLogprobs, weight: 1 } };
+    }
     if (i === 3) return { ...s, opd: { teacherLogprobs: around(c, -4, 2), weight: 0.5 } };
     return s;
   });
@@ -114,10 +119,12 @@ export function assertSame(label: string, ours: Trained, theirs: Trained, tol = 
   ours.metrics.forEach((m, i) => {
     const t = theirs.metrics[i]!;
     assert.ok(Math.abs(m.loss - t.loss) <= tol * Math.max(1, Math.abs(m.loss)), `${label} step ${i + 1}: loss ${m.loss} vs ${t.loss}`);
-    assert.ok(Math.abs(m.gradNorm - t.gradNorm) <= tol * Math.max(1, m.gradNorm), `${label} step ${i + 1}: grad norm ${m.gradNorm} vs ${t.gradNorm}`);
+    assert.ok(Math.abs(m.gradNorm - t.gradNorm) <= tol * Math.max(1, m.gradNorm),
+      `${label} step ${i + 1}: grad norm ${m.gradNorm} vs ${t.gradNorm}`);
     assert.equal(t.step, m.step);
     assert.equal(t.tokens, m.tokens);
-    assert.ok(Math.abs(m.clipFraction - t.clipFraction) <= 1e-6, `${label} step ${i + 1}: clip fraction ${m.clipFraction} vs ${t.clipFraction}`);
+    assert.ok(Math.abs(m.clipFraction - t.clipFraction) <= 1e-6,
+      `${label} step ${i + 1}: clip fraction ${m.clipFraction} vs ${t.clipFraction}`);
   });
   const d = maxAbsDiff(ours.values, theirs.values);
   assert.ok(d <= tol, `${label}: parameters differ by up to ${d.toExponential(3)}`);
