@@ -36,6 +36,11 @@ export class SupervisedTorchLearner {
     }
   }
 
+  /** Writes the current weights as the next version's folder. */
+  publish(): Promise<{ version: number; path: string }> {
+    return this.learner.publish();
+  }
+
   publishTo(engine: LocalEngine): Promise<Publication> {
     return this.learner.publishTo(engine);
   }
