@@ -13,14 +13,15 @@ import { readPolicyVersion } from '../src/engine/torch/versions.js';
 import { scratchDir } from './helpers/models.js';
 import { assertSame, setup, TORCH_PYTHON, trainTs } from './helpers/torch-learner.js';
 
-test('SIGKILL of the learner with trainBatch in flight: relaunched, reconciled, the batch trains as if nothing happened', async () => {
+test('SIGKILL of the learner with trainBatch in flight: relaunched, reconciled, the batch trains as before', async () => {
   const s = setup('qwen3', true);
   const work = scratchDir('ocrl-torch-sup-');
   const events: [string, Record<string, unknown>][] = [];
   const reconciled: number[] = [];
   const open = () => TorchLearner.open({
     launch: { ...DEFAULT_LAUNCH, python: TORCH_PYTHON }, config: s.config, modelDir: s.dir,
-    checkpointDir: join(work, 'checkpoints'), versionsDir: join(work, 'versions'), initAdapter: s.initAdapter, versionAfter: 0,
+    checkpointDir: join(work, 'checkpoints'), versionsDir: join(work, 'versions'), initAdapter: s.initAdapter,
+    versionAfter: 0,
   });
   const first = await open();
   const learner = new SupervisedTorchLearner(first, {

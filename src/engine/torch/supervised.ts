@@ -56,7 +56,8 @@ export class SupervisedTorchLearner {
   private async restart(): Promise<void> {
     const reason = this.learner.failure;
     if (this.restarts >= this.maxRestarts) {
-      throw new Error(`the PyTorch learner died ${this.restarts + 1} times; not restarting it again. Last: ${reason}`);
+      throw new Error(`the PyTorch learner died ${this.restarts + 1} times; not restarting it again. `
+        + `Last: ${reason}`);
     }
     this.restarts++;
     await this.learner.close();
