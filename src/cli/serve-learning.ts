@@ -4,6 +4,8 @@
 
 import type { ChatModel } from '../engine/local/chat-model.js';
 import { LocalLearner } from '../engine/local/learner.js';
+import type { TorchLaunch } from '../engine/torch/launcher.js';
+import type { SupervisedTorchLearner } from '../engine/torch/supervised.js';
 import type { LearnerConfig } from '../engine/local/train/learner.js';
 import { DEFAULT_LEARNER } from '../engine/local/train/learner.js';
 import { renderRequest, type ChatBackend } from '../gateway/backend.js';
@@ -12,10 +14,12 @@ import { LearningLoop } from '../learn/loop.js';
 import { progressLine } from '../learn/status.js';
 import type { Store } from '../store/store.js';
 import type { ServeLearning } from './serve-config.js';
+import { openTorchLearner, unavailablePolicy } from './serve-torch.js';
 
 export interface RunningLearning {
   loop: LearningLoop;
-  learner: LocalLearner;
+  /** null: --learner torch could not start (logged; serving and judging go on). */
+  learner: LocalLearner | SupervisedTorchLearner | null;
   /** One line for the banner and the startup log: method, judge, batch, training mode. */
   summary: string;
   progressLine(): string;
@@ -28,24 +32,45 @@ export async function startLearning(a: {
   model: ChatModel; backend: ChatBackend; store: Store; settings: ServeLearning; checkpointDir: string; log: JudgeLog;
   /** What one training step's buffers may take (the memory plan's share). */
   activationBudgetBytes: number;
+  /** --learner torch: the PyTorch learner, under torch.dir, trains instead. */
+  torch?: { launch: TorchLaunch; dir: string } | null;
 }): Promise<RunningLearning> {
   const { model, backend, store, settings } = a;
   const engine = model.engine;
-  const learner = await LocalLearner.open(engine, {
-    config: { ...learnerConfig(settings), activationBudgetBytes: a.activationBudgetBytes },
-    checkpointDir: a.checkpointDir,
-    maxYieldMs: settings.training.maxYieldMs,
-    // Never reuse a version number a turn or step already carries, even one the checkpoint lacks.
-    versionAfter: Math.max(engine.version, store.learning.maxVersion()),
-  });
-  try {
-    const requeued = store.learning.reconcileWithCheckpoint(learner.resumed.steps);
-    // Serve the checkpoint's weights from the first request on.
-    const p = learner.resumed.steps > 0 ? await learner.publishTo(engine) : null;
-    a.log('resumed', { steps: learner.resumed.steps, version: engine.version, requeuedSamples: requeued, ...(p ? { snapshotMs: p.snapshotMs, swapMs: p.swapMs } : {}) });
-  } catch (e) {
-    await learner.close();
-    throw e;
+  // Never reuse a version number a turn or step already carries, even one the checkpoint lacks.
+  const versionAfter = Math.max(engine.version, store.learning.maxVersion());
+  let learner: LocalLearner | SupervisedTorchLearner | null = null;
+  let unavailable: string | null = null;
+  if (a.torch) {
+    try {
+      learner = await openTorchLearner({
+        engine, launch: a.torch.launch, config: learnerConfig(settings), dir: a.torch.dir, log: a.log,
+        versionAfter: () => Math.max(engine.version, store.learning.maxVersion()),
+        reconcile: (steps) => store.learning.reconcileWithCheckpoint(steps),
+      });
+    } catch (e) {
+      // Serving and judging go on (samples stay queued for a restart); training reports this.
+      unavailable = (e as Error).message;
+      a.log('learner_unavailable', { message: unavailable });
+    }
+  } else {
+    learner = await LocalLearner.open(engine, {
+      config: { ...learnerConfig(settings), activationBudgetBytes: a.activationBudgetBytes },
+      checkpointDir: a.checkpointDir,
+      maxYieldMs: settings.training.maxYieldMs,
+      versionAfter,
+    });
+  }
+  if (learner) {
+    try {
+      const requeued = store.learning.reconcileWithCheckpoint(learner.resumed.steps);
+      // Serve the checkpoint's weights from the first request on.
+      const p = learner.resumed.steps > 0 ? await learner.publishTo(engine) : null;
+      a.log('resumed', { steps: learner.resumed.steps, version: engine.version, requeuedSamples: requeued, ...(p ? { snapshotMs: p.snapshotMs, swapMs: p.swapMs } : {}) });
+    } catch (e) {
+      await learner.close();
+      throw e;
+    }
   }
   const judgeClient: JudgeClient = settings.judge.kind === 'self'
     ? new LocalJudgeClient({ engine, tokenizer: model.tokenizer, renderPrompt: (messages, o) => model.renderPrompt(messages, o) })
@@ -61,13 +86,13 @@ export async function startLearning(a: {
       scorer: engine,
       contextLength: backend.contextLength,
     },
-    policy: {
+    policy: learner ? {
       trainBatch: (samples) => learner.trainBatch(samples),
       publish: () => learner.publishTo(engine),
       checkpoint: () => learner.save([]),
       servingVersion: () => engine.version,
       stopTraining: () => learner.close(),
-    },
+    } : unavailablePolicy(unavailable!, () => engine.version),
     log: a.log,
   });
   loop.start();
@@ -76,12 +101,13 @@ export async function startLearning(a: {
   return {
     loop,
     learner,
-    summary: `${settings.learn.method}, judge ${judgeClient.name} (${j.votes} votes), batch ${settings.learn.batchSize}, ${mode}, resumed at step ${learner.resumed.steps}`,
+    summary: `${settings.learn.method}, judge ${judgeClient.name} (${j.votes} votes), batch ${settings.learn.batchSize}, ${mode}, `
+      + (learner ? `resumed at step ${learner.resumed.steps}` : `learner unavailable: ${unavailable}`),
     progressLine: () => progressLine(loop.status()),
     stopJudging: () => loop.feed.close(),
     async close() {
       await loop.close();
-      await learner.close();
+      await learner?.close();
     },
   };
 }

@@ -31,6 +31,7 @@ import { openStore } from '../store/store.js';
 import { CliError, precisionFlag, numberFlag, parseFlags, stringFlag } from './args.js';
 import { advertisedUrl, startupBanner } from './banner.js';
 import { startLearning, type RunningLearning } from './serve-learning.js';
+import { TORCH_FLAGS, TORCH_USAGE, torchLaunchOf } from './serve-torch.js';
 import { learningFromEnv, resolveServeLearning, splitConfigFile, type LearningLayer, type ServeLearning } from './serve-config.js';
 
 const USAGE = `usage: openclaw-rl serve --model DIR|OWNER/NAME[@REVISION] [options]
@@ -74,7 +75,7 @@ learning:
                           not trained (too_long). Default: what one training step can hold in the
                           memory left after weights, learner state, prefix cache and runtime (printed)
   --progress-seconds S    progress line on stderr every S seconds (default 30; 0 = off)
-  --no-learning           record and serve only
+  --no-learning           record and serve only${TORCH_USAGE}
 
 --model takes a local model folder or a Hugging Face id (e.g. Qwen/Qwen3-0.6B), downloaded once
 into the Hugging Face cache (HF_HUB_CACHE, HF_HOME; HF_TOKEN for gated models; HF_ENDPOINT for a
@@ -92,7 +93,7 @@ const FLAGS = {
   'judge-model': { type: 'string' }, 'judge-key': { type: 'string' }, 'judge-votes': { type: 'string' }, 'lora-rank': { type: 'string' },
   lr: { type: 'string' }, 'max-stale': { type: 'string' }, 'checkpoint-every': { type: 'string' }, 'progress-seconds': { type: 'string' },
   'no-learning': { type: 'boolean' }, 'rl-weight': { type: 'string' }, 'opd-weight': { type: 'string' },
-  'kv-cache-mb': { type: 'string' }, 'max-train-tokens': { type: 'string' },
+  'kv-cache-mb': { type: 'string' }, 'max-train-tokens': { type: 'string' }, ...TORCH_FLAGS,
 } as const;
 
 export async function runServe(argv: string[]): Promise<number> {
@@ -103,6 +104,7 @@ export async function runServe(argv: string[]): Promise<number> {
   }
   const modelSpec = stringFlag(v, 'model', USAGE);
   const { gateway: config, learning } = serveSettings(v);
+  const torchLaunch = torchLaunchOf(v);
 
   // A local folder, or a Hugging Face id (owner/name[@revision]) downloaded once into the cache.
   const bar = progressBar();
@@ -145,6 +147,7 @@ export async function runServe(argv: string[]): Promise<number> {
       running = await startLearning({
         model, backend, store, settings: learning, checkpointDir: join(config.dataDir, 'checkpoints'), log: (e, f) => logger.event(e, f),
         activationBudgetBytes: plan.activationBudgetBytes,
+        torch: torchLaunch && { launch: torchLaunch, dir: join(config.dataDir, 'torch-learner') },
       });
     }
   } catch (e) {

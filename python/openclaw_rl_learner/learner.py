@@ -1,0 +1,190 @@
+"""The PPO procedure of src/engine/local/train/learner.ts over data-parallel ranks.
+
+  trainBatch: old = log-probs before the first step (the ratio's anchor), then per epoch and
+  mini-batch: zero grads; each rank forward/backwards its share of the mini-batch (sample j goes
+  to rank j % world) in micro-batches; gradients and metric sums are all-reduced; every rank
+  applies the same AdamW step to its replica. Losses are divided by the mini-batch's sample
+  count, so the reduced gradient is the one-rank gradient."""
+
+import contextlib
+import time
+
+import torch
+import torch.distributed as dist
+
+from . import losses, model as mdl
+from .optim import AdamW
+
+MEANS = ("clipFraction", "approxKl", "entropy", "tisMean", "rolloutAbsDiff")
+
+
+def sums_of(m):
+    """A forward_backward result as summable numbers: loss, tokens, and each mean times tokens."""
+    return torch.tensor([m["loss"], m["tokens"]] + [m[k] * m["tokens"] for k in MEANS], dtype=torch.float64)
+
+
+class Learner:
+    def __init__(self, cfg, device, rank, world, restored=None):
+        self.cfg, self.device, self.rank, self.world = cfg, device, rank, world
+        self.model = mdl.load(cfg["modelDir"], device)
+        self.bf16 = cfg.get("bf16", False)
+        mode = cfg["mode"]
+        if mode["kind"] == "lora":
+            self.lora_spec = mode["spec"]
+            tensors = mdl.lora_tensors(self.model.cfg, self.lora_spec, cfg.get("initAdapter"), cfg.get("seed", 0),
+                                       device)
+            if restored is not None:
+                for k in tensors:
+                    tensors[k].copy_(restored["trainable"][k])
+            mdl.attach_lora(self.model, tensors, self.lora_spec)
+            self.trainable = tensors
+        else:
+            self.lora_spec = None
+            # The frozen base for the KL term: a copy only when that term is on.
+            loss = cfg["loss"]
+            needs_ref = loss["kind"] == "policy" and loss["klCoef"] > 0
+            self.reference = mdl.Decoder(self.model.cfg, {k: v.clone() for k, v in self.model.weights.items()}) \
+                if needs_ref else None
+            if restored is not None:
+                for k, v in self.model.weights.items():
+                    v.copy_(restored["trainable"][k])
+            self.trainable = self.model.weights
+        for p in self.trainable.values():
+            p.requires_grad_(True)
+        self.optimizer = AdamW(self.trainable, cfg["optimizer"], restored["optimizer"] if restored else None)
+
+    @property
+    def steps(self):
+        return self.optimizer.step_count
+
+    def _autocast(self):
+        if self.bf16 and self.device.type == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def _tokens(self, s):
+        return torch.tensor(s["promptIds"] + s["completionIds"], dtype=torch.long, device=self.device)
+
+    def _logp(self, s, reference=False):
+        with self._autocast():
+            if reference and self.lora_spec is None:
+                return self.reference.completion_logp(self._tokens(s), len(s["promptIds"]))
+            return self.model.completion_logp(self._tokens(s), len(s["promptIds"]), use_lora=not reference)
+
+    def own(self, samples):
+        return [s for j, s in enumerate(samples) if j % self.world == self.rank]
+
+    @torch.no_grad()
+    def logprobs(self, samples, reference=False):
+        out = []
+        for s in samples:
+            lp = self._logp(s, reference)
+            out.append(lp.gather(1, torch.tensor(s["completionIds"], device=self.device)[:, None])[:, 0])
+        return out
+
+    def _micro_batches(self, samples):
+        batch, tokens = [], 0
+        for s in samples:
+            n = len(s["promptIds"]) + len(s["completionIds"])
+            if batch and tokens + n > self.cfg["microBatchTokens"]:
+                yield batch
+                batch, tokens = [], 0
+            batch.append(s)
+            tokens += n
+        if batch:
+            yield batch
+
+    def train_batch(self, samples):
+        t0 = time.perf_counter()
+        policy = self.cfg["loss"]["kind"] == "policy"
+        mb = self.cfg["miniBatchSize"]
+        minis = [samples[i:i + mb] for i in range(0, len(samples), mb)]
+        if policy:
+            # Each rank anchors the samples it trains (ownership is fixed by position in the mini-batch).
+            for mini in minis:
+                for s, old in zip(self.own(mini), self.logprobs(self.own(mini))):
+                    s["oldLogprobs"] = old
+        metrics = []
+        for _ in range(self.cfg["epochs"]):
+            for mini in minis:
+                metrics.append(self._step(mini, t0))
+                t0 = time.perf_counter()
+        return metrics
+
+    def _step(self, mini, t0):
+        self.optimizer.zero_grad()
+        acc = torch.zeros(2 + len(MEANS), dtype=torch.float64)
+        for micro in self._micro_batches(self.own(mini)):
+            acc += sums_of(self.forward_backward(micro, len(mini)))
+        self.all_reduce_grads()
+        r = self.optim_step()
+        seconds = time.perf_counter() - t0
+        all_tokens = sum(len(s["promptIds"]) + len(s["completionIds"]) for s in mini)
+        # StepMetrics.tokens counts prompt and completion tokens, not the trained ones.
+        return {"step": r["step"], "samples": len(mini), **self.reduce_metrics(acc), "tokens": all_tokens,
+                "gradNorm": r["gradNorm"], "applied": r["applied"], "lr": r["lr"], "seconds": seconds,
+                "tokensPerSecond": all_tokens / seconds, "yieldedMs": 0}
+
+    def reduce_metrics(self, acc):
+        """Sums from sums_of over every rank -> the loss, trained tokens and token-weighted means."""
+        if self.world > 1:
+            dist.all_reduce(acc)
+        n = float(acc[1])
+        means = {k: float(v) / n if n > 0 else 0.0 for k, v in zip(MEANS, acc[2:])}
+        return {"loss": float(acc[0]), "tokens": n, **means}
+
+    def all_reduce_grads(self):
+        if self.world == 1:
+            return
+        params = list(self.trainable.values())
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
+        dist.all_reduce(flat)
+        o = 0
+        for p in params:
+            p.grad = flat[o:o + p.numel()].view_as(p).clone()
+            o += p.numel()
+
+    def optim_step(self):
+        r = self.optimizer.step()
+        self.optimizer.zero_grad()
+        return r
+
+    def forward_backward(self, samples, batch_size):
+        """Adds the gradients of this micro-batch's loss (divided by batch_size samples)."""
+        loss_cfg = self.cfg["loss"]
+        total, acc = 0.0, {"tokens": 0.0, "clip": 0.0, "kl": 0.0, "entropy": 0.0, "tis": 0.0, "rollout": 0.0}
+        has_rollout = all(s.get("rolloutLogprobs") is not None for s in samples)
+        f32 = dict(dtype=torch.float32, device=self.device)
+        for i, s in enumerate(samples):
+            logp = self._logp(s)
+            mask = torch.tensor(s["mask"] if s.get("mask") is not None else [1.0] * len(s["completionIds"]), **f32)
+            losses.check_mask(mask, i)
+            ids = torch.tensor(s["completionIds"], device=self.device)
+            if loss_cfg["kind"] == "topk":
+                top = s["teacherTop"]
+                t_ids = torch.tensor(top["ids"], dtype=torch.long, device=self.device)
+                teacher = torch.tensor([losses.finite_or_nan(r) for r in top["logprobs"]], **f32)
+                loss, sums = losses.topk_terms(logp, t_ids, teacher, mask, loss_cfg["entropyCoef"], batch_size)
+                sums.update(clip=0.0, tis=sums["tokens"], rollout=0.0)
+            else:
+                lp = logp.gather(1, ids[:, None])[:, 0]
+                ent = -(logp.exp() * logp).sum(-1)
+                old = s["oldLogprobs"] if s.get("oldLogprobs") is not None else lp.detach()
+                old = old if torch.is_tensor(old) else torch.tensor(losses.finite_or_nan(old), **f32)
+                adv = torch.tensor(s["advantages"], **f32)
+                if s.get("opd"):
+                    teacher = torch.tensor(losses.finite_or_nan(s["opd"]["teacherLogprobs"]), **f32)
+                    adv, mask = losses.opd_advantages(adv, mask, teacher, old, float(s["opd"]["weight"]))
+                rollout = torch.tensor(losses.finite_or_nan(s["rolloutLogprobs"]), **f32) if has_rollout else None
+                ref = self.logprobs([s], reference=True)[0] if loss_cfg["klCoef"] > 0 else None
+                loss, sums = losses.policy_terms(lp, ent, old, adv, mask, rollout, ref, loss_cfg, batch_size)
+            if loss.requires_grad:
+                loss.backward()
+            total += float(loss)
+            for k in acc:
+                acc[k] += sums[k]
+        n = acc["tokens"]
+        mean = (lambda x: x / n) if n > 0 else (lambda x: 0.0)
+        return {"loss": total, "tokens": n, "clipFraction": mean(acc["clip"]), "approxKl": mean(acc["kl"]),
+                "entropy": mean(acc["entropy"]), "tisMean": mean(acc["tis"]) if loss_cfg["kind"] == "policy" else 1.0,
+                "rolloutAbsDiff": mean(acc["rollout"])}

@@ -1,0 +1,217 @@
+// The PyTorch learner as the rest of the project sees it: a process tree started by PyTorch's
+// launcher, driven over rank 0's stdin/stdout (JSON lines), publishing each version as a folder
+// on disk that the embedded sampler then loads. Its surface is LocalLearner's (trainBatch,
+// publishTo, save, close, resumed), so serve drives either one the same way.
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import type { ForwardBackwardResult, OptimStepResult, StepMetrics, TrainingSample } from '../types.js';
+import type { LocalEngine } from '../local/engine.js';
+import type { Publication } from '../local/learner.js';
+import type { LearnerConfig } from '../local/train/learner.js';
+import { learnerEnv, launchCommand, preflight, tail, TorchLearnerError, type TorchLaunch } from './launcher.js';
+import { readPolicyVersion } from './versions.js';
+
+export interface TorchLearnerOptions {
+  launch: TorchLaunch;
+  config: LearnerConfig;
+  modelDir: string;
+  checkpointDir: string;
+  versionsDir: string;
+  /** A PEFT adapter folder to start a LoRA from (so both learners start alike); default: a seeded init. */
+  initAdapter?: string | null;
+  /** The next publication is max(versionAfter, the checkpoint's published version) + 1. */
+  versionAfter: number;
+  /** Longest wait for the learner to load and say ready (default 10 minutes). */
+  startTimeoutMs?: number;
+  /** Called once if the learner process ends while open (crash, SIGKILL, out of memory). */
+  onExit?: (message: string) => void;
+}
+
+export interface TorchStatus {
+  steps: number;
+  version: number;
+  consumedSampleIds: string[];
+  torch: string;
+  device: string;
+  bf16: boolean;
+  world: number;
+}
+
+type Reply = { type: 'ready'; status: TorchStatus } | { type: 'fatal'; message: string }
+  | { type: 'reply'; id: number; result: unknown } | { type: 'failed'; id: number; message: string };
+
+export class TorchLearner {
+  private nextId = 1;
+  private readonly pending = new Map<number, { resolve(r: unknown): void; reject(e: Error): void }>();
+  private exited: string | null = null;
+  private closing = false;
+
+  private constructor(
+    private readonly child: ChildProcess, readonly resumed: TorchStatus,
+    private readonly stderr: () => string, private readonly opts: TorchLearnerOptions,
+  ) {}
+
+  static async open(opts: TorchLearnerOptions): Promise<TorchLearner> {
+    preflight(opts.launch);
+    const { command, args } = launchCommand(opts.launch);
+    // Its own process group, so close() can end the launcher and every rank it started.
+    const child = spawn(command, args, { env: learnerEnv(), stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+    let errText = '';
+    child.stderr!.setEncoding('utf8').on('data', (d: string) => { errText = (errText + d).slice(-20_000); });
+    const lines = createInterface({ input: child.stdout! });
+    const config = {
+      ...opts.config, modelDir: opts.modelDir, checkpointDir: opts.checkpointDir, versionsDir: opts.versionsDir,
+      initAdapter: opts.initAdapter ?? null, versionAfter: opts.versionAfter,
+    };
+    child.stdin!.on('error', () => {}); // a dead learner is reported by 'exit'
+    child.stdin!.write(JSON.stringify({ op: 'start', config }) + '\n');
+    let learner: TorchLearner | null = null;
+    const ready = new Promise<TorchStatus>((resolve, reject) => {
+      const limitMs = opts.startTimeoutMs ?? 600_000;
+      const timer = setTimeout(() => reject(new TorchLearnerError(
+        `the PyTorch learner did not start within ${limitMs / 1000} s: ${tail(errText)}`)), limitMs);
+      lines.on('line', (line) => {
+        let m: Reply;
+        try {
+          m = JSON.parse(line) as Reply;
+        } catch {
+          errText += `\n(stdout) ${line}`;
+          return;
+        }
+        if (m.type === 'ready') { clearTimeout(timer); resolve(m.status); }
+        else if (m.type === 'fatal') { clearTimeout(timer); reject(new TorchLearnerError(m.message)); }
+        else learner?.onReply(m);
+      });
+      child.on('error', (e) => {
+        clearTimeout(timer);
+        reject(new TorchLearnerError(`the PyTorch learner could not be launched: ${e.message}`));
+      });
+      child.on('exit', (code, signal) => {
+        clearTimeout(timer);
+        const how = signal ? `signal ${signal}` : `code ${code}`;
+        const message = `the PyTorch learner exited (${how})${errText ? `: ${tail(errText, 6)}` : ''}`;
+        if (learner) learner.onExit(message);
+        else reject(new TorchLearnerError(message));
+      });
+    });
+    try {
+      const status = await ready;
+      learner = new TorchLearner(child, status, () => errText, opts);
+      return learner;
+    } catch (e) {
+      killGroup(child);
+      throw e;
+    }
+  }
+
+  /** The launcher's process id (its process group holds every local rank). */
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  /** Null while it runs; the reason once it ended. */
+  get failure(): string | null {
+    return this.exited;
+  }
+
+  trainBatch(samples: TrainingSample[]): Promise<StepMetrics[]> {
+    return (this.request({ op: 'trainBatch', samples }) as Promise<StepMetrics[]>)
+      .then((steps) => steps.map((s) => ({ ...s, gradNorm: s.gradNorm ?? NaN })));
+  }
+
+  /** Adds the gradients of the loss over `samples` (divided by batchSize), split over the ranks. */
+  forwardBackward(samples: TrainingSample[], batchSize = samples.length): Promise<ForwardBackwardResult> {
+    return this.request({ op: 'forwardBackward', samples, batchSize }) as Promise<ForwardBackwardResult>;
+  }
+
+  /** All-reduces the accumulated gradients, clips them, applies one AdamW step and clears them. */
+  optimStep(): Promise<OptimStepResult> {
+    return (this.request({ op: 'optimStep' }) as Promise<OptimStepResult>)
+      .then((r) => ({ ...r, gradNorm: r.gradNorm ?? NaN }));
+  }
+
+  /** Writes the current weights as the next version's folder. */
+  publish(): Promise<{ version: number; path: string }> {
+    return this.request({ op: 'publish' }) as Promise<{ version: number; path: string }>;
+  }
+
+  /** Publishes the current weights and makes `engine` serve them. */
+  async publishTo(engine: LocalEngine): Promise<Publication> {
+    const t0 = performance.now();
+    const r = await this.publish();
+    const update = readPolicyVersion(r.path, r.version, engine.folder.config);
+    const snapshotMs = performance.now() - t0;
+    const swapMs = await engine.publish(update);
+    return { version: r.version, snapshotMs, swapMs };
+  }
+
+  async save(consumedSampleIds: string[]): Promise<void> {
+    await this.request({ op: 'save', consumedSampleIds });
+  }
+
+  /** Asks the learner to stop, and ends its process group if it has not within `graceMs`. */
+  async close(graceMs = 10_000): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    if (this.exited) return;
+    const gone = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
+    this.child.stdin!.end(JSON.stringify({ op: 'shutdown', id: 0 }) + '\n');
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => { timer = setTimeout(() => resolve('late'), graceMs); });
+    if (await Promise.race([gone, late]) === 'late') {
+      killGroup(this.child);
+      await gone;
+    }
+    clearTimeout(timer);
+    this.failAll(new Error('the PyTorch learner was closed'));
+  }
+
+  private request(body: Record<string, unknown>): Promise<unknown> {
+    if (this.exited) return Promise.reject(new TorchLearnerError(this.exited));
+    if (this.closing) return Promise.reject(new Error('the PyTorch learner is closed'));
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.child.stdin!.write(JSON.stringify({ ...body, id }, wireValue) + '\n');
+    });
+  }
+
+  private onReply(m: Reply): void {
+    if (m.type !== 'reply' && m.type !== 'failed') return;
+    const p = this.pending.get(m.id);
+    this.pending.delete(m.id);
+    if (m.type === 'reply') p?.resolve(m.result);
+    else p?.reject(new TorchLearnerError(`the PyTorch learner failed: ${m.message}`));
+  }
+
+  private onExit(message: string): void {
+    if (this.closing) return;
+    this.exited = message;
+    // The launcher may outlive a killed rank (or the reverse): end whatever is left.
+    killGroup(this.child);
+    this.failAll(new TorchLearnerError(`${message}\n${tail(this.stderr(), 4)}`));
+    this.opts.onExit?.(message);
+  }
+
+  private failAll(e: Error): void {
+    for (const p of this.pending.values()) p.reject(e);
+    this.pending.clear();
+  }
+}
+
+/** JSON has no NaN (null stands for it) and writes typed arrays as objects. */
+function wireValue(_key: string, v: unknown): unknown {
+  if (typeof v === 'number' && !Number.isFinite(v)) return null;
+  if (ArrayBuffer.isView(v) && !(v instanceof DataView)) return Array.from(v as Float32Array);
+  return v;
+}
+
+function killGroup(child: ChildProcess): void {
+  if (child.pid === undefined) return;
+  try {
+    process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    // Already gone.
+  }
+}

@@ -1,0 +1,131 @@
+// Test helpers for the PyTorch learner: one batch of rl, opd and combine samples, and the same
+// training config for the TypeScript learner (LearnerCore) and the PyTorch one (TorchLearner).
+
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { loadKernels } from '../../src/engine/local/kernels/index.js';
+import type { ModelFamily } from '../../src/engine/local/model/config.js';
+import { readModelFolder } from '../../src/engine/local/model/folder.js';
+import { loadWeights } from '../../src/engine/local/model/weights.js';
+import { createRng } from '../../src/engine/local/sampling/random.js';
+import { writePeftAdapter } from '../../src/engine/local/train/checkpoint.js';
+import { LearnerCore, type LearnerConfig } from '../../src/engine/local/train/learner.js';
+import { DEFAULT_LAUNCH, type TorchLaunch } from '../../src/engine/torch/launcher.js';
+import { TorchLearner } from '../../src/engine/torch/learner.js';
+import { readPolicyVersion } from '../../src/engine/torch/versions.js';
+import type { StepMetrics, TrainingSample } from '../../src/engine/types.js';
+import { makeTinyModel, PYTHON, scratchDir } from './models.js';
+
+export const TORCH_PYTHON = PYTHON;
+
+export function conformanceConfig(lora: boolean, loss: 'policy' | 'topk' = 'policy'): LearnerConfig {
+  return {
+    mode: lora ? { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } } : { kind: 'full' },
+    // eps is large so tiny gradients do not turn into lr-sized steps (see train-torch.test.ts).
+    optimizer: { lr: 1e-2, beta1: 0.9, beta2: 0.999, eps: 1e-3, weightDecay: 0.1, warmupSteps: 2, maxGradNorm: 1 },
+    loss: loss === 'policy'
+      ? { kind: 'policy', eps: 0.2, epsHigh: 0.28, tisCap: 2, klCoef: 0.1, entropyCoef: 0.01 }
+      : { kind: 'topk', entropyCoef: 0.01 },
+    // 5 samples: mini-batches of 2, 2 and 1, two epochs (6 steps); micro-batches of ~20 tokens.
+    miniBatchSize: 2, epochs: 2, microBatchTokens: 20, activationBudgetBytes: Infinity, seed: 3,
+  };
+}
+
+/** Five samples: rl (with rollout log-probs and a mask), opd (a NaN teacher token) and combine. */
+export function conformanceBatch(vocab: number, loss: 'policy' | 'topk' = 'policy'): TrainingSample[] {
+  const rng = createRng(5);
+  const ids = (n: number) => Array.from({ length: n }, () => Math.floor(rng.next() * vocab));
+  const around = (n: number, c: number, w: number) => Array.from({ length: n }, () => c + (rng.next() - 0.5) * w);
+  const shapes: [number, number][] = [[7, 6], [3, 9], [5, 5], [9, 4], [4, 7]];
+  return shapes.map(([p, c], i) => {
+    const s: TrainingSample = {
+      promptIds: ids(p), completionIds: ids(c), advantages: Array(c).fill(i % 2 === 0 ? 1 : -1),
+      rolloutLogprobs: around(c, -5, 3), ...(i === 1 ? { mask: Array.from({ length: c }, (_, t) => (t % 3 === 2 ? 0 : 1)) } : {}),
+    };
+    if (loss === 'topk') {
+      return { ...s, teacherTop: { ids: s.completionIds.map((_, t) => [(t * 7) % vocab, (t * 7 + 1) % vocab, (t * 7 + 2) % vocab]),
+        logprobs: s.completionIds.map((_, t) => [-0.7, t === 1 ? NaN : -1.9, -3.1]) } };
+    }
+    if (i === 2) {
+      const teacherLogprobs = around(c, -4, 2).map((x, t) => (t === 3 ? NaN : x));
+      return { ...s, advantages: Array(c).fill(0), opd: { teacherLogprobs, weight: 1 } };
+    }
+    if (i === 3) return { ...s, opd: { teacherLogprobs: around(c, -4, 2), weight: 0.5 } };
+    return s;
+  });
+}
+
+export interface Trained {
+  metrics: StepMetrics[];
+  values: Float32Array;
+}
+
+export interface Setup {
+  dir: string;
+  config: LearnerConfig;
+  samples: TrainingSample[];
+  /** PEFT folder both learners start from (LoRA), with a nonzero B so A trains from step 1. */
+  initAdapter: string | null;
+  ts: LearnerCore;
+}
+
+export function setup(family: ModelFamily, lora: boolean, loss: 'policy' | 'topk' = 'policy'): Setup {
+  const dir = makeTinyModel({ family, seed: 31, shape: { tieWordEmbeddings: family !== 'llama' } });
+  const cfg = readModelFolder(dir).config;
+  const config = conformanceConfig(lora, loss);
+  const ts = new LearnerCore(cfg, loadWeights(dir, cfg), config, loadKernels());
+  let initAdapter: string | null = null;
+  if (ts.lora) {
+    const rng = createRng(9);
+    for (const t of ts.lora.tensors) if (t.part === 'B') ts.lora.view(t).forEach((_, i, v) => { v[i] = (rng.next() - 0.5) * 0.2; });
+    initAdapter = join(scratchDir('ocrl-init-'), 'adapter');
+    writePeftAdapter(initAdapter, ts.lora, { baseModel: dir });
+  }
+  return { dir, config, samples: conformanceBatch(cfg.vocabSize, loss), initAdapter, ts };
+}
+
+export function trainTs(s: Setup): Trained {
+  const metrics = s.ts.trainBatch(s.samples);
+  return { metrics, values: s.ts.values.slice() };
+}
+
+export async function trainTorch(s: Setup, launch: Partial<TorchLaunch> = {}): Promise<Trained> {
+  const work = scratchDir('ocrl-torch-run-');
+  const learner = await TorchLearner.open({
+    launch: { ...DEFAULT_LAUNCH, python: TORCH_PYTHON, ...launch }, config: s.config, modelDir: s.dir,
+    checkpointDir: join(work, 'checkpoints'), versionsDir: join(work, 'versions'), initAdapter: s.initAdapter, versionAfter: 0,
+  });
+  try {
+    const metrics = await learner.trainBatch(s.samples);
+    const v = await learner.publish();
+    const update = readPolicyVersion(v.path, v.version, readModelFolder(s.dir).config);
+    const values = update.kind === 'lora' ? update.data : new Float32Array(update.params);
+    return { metrics, values };
+  } finally {
+    await learner.close();
+  }
+}
+
+export function maxAbsDiff(a: Float32Array, b: Float32Array): number {
+  if (a.length !== b.length) throw new Error(`lengths differ: ${a.length} vs ${b.length}`);
+  let m = 0;
+  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
+  return m;
+}
+
+/** Same number of steps, each with the same loss, grad norm and clip fraction; same parameters after. */
+export function assertSame(label: string, ours: Trained, theirs: Trained, tol = 1e-4): void {
+  assert.equal(theirs.metrics.length, ours.metrics.length, `${label}: step count`);
+  ours.metrics.forEach((m, i) => {
+    const t = theirs.metrics[i]!;
+    assert.ok(Math.abs(m.loss - t.loss) <= tol * Math.max(1, Math.abs(m.loss)), `${label} step ${i + 1}: loss ${m.loss} vs ${t.loss}`);
+    assert.ok(Math.abs(m.gradNorm - t.gradNorm) <= tol * Math.max(1, m.gradNorm),
+      `${label} step ${i + 1}: grad norm ${m.gradNorm} vs ${t.gradNorm}`);
+    assert.equal(t.step, m.step);
+    assert.equal(t.tokens, m.tokens);
+    assert.ok(Math.abs(m.clipFraction - t.clipFraction) <= 1e-6,
+      `${label} step ${i + 1}: clip fraction ${m.clipFraction} vs ${t.clipFraction}`);
+  });
+  const d = maxAbsDiff(ours.values, theirs.values);
+  assert.ok(d <= tol, `${label}: parameters differ by up to ${d.toExponential(3)}`);
+}
