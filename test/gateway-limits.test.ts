@@ -122,6 +122,35 @@ async function maxTickGap(run: () => Promise<void>): Promise<number> {
   return worst;
 }
 
+test('bodies buffered at once are bounded over all connections: past maxBufferedBodyBytes a new one gets 503', { timeout: 30_000 }, async () => {
+  const gw = await startGateway(backend, { maxBodyBytes: 1_000_000, maxBufferedBodyBytes: 1_500_000 });
+  const port = Number(new URL(gw.url).port);
+  try {
+    const body = JSON.stringify(ask(`${'x'.repeat(900_000)}`));
+    const head = `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`;
+    // A holds 800 kB of its body (under each limit alone) and waits.
+    const a = await connect(port, head + body.slice(0, 800_000));
+    const aReply = untilClosed(a, 20_000);
+    while (gw.gateway.bufferedBodyBytes() < 800_000) await new Promise((r) => setImmediate(r));
+    // B's whole body would take the total past 1.5 MB: refused with a JSON 503 (after its body is drained).
+    const b = await connect(port, head + body);
+    b.end();
+    const bReply = await untilClosed(b, 20_000);
+    assert.match(bReply, /HTTP\/1\.1 503 /);
+    assert.match(bReply, /"code":"server_busy"/);
+    // A finishes; its bytes are released, and a normal request is served.
+    sampler.push(replyIds(tok, { content: 'after' }));
+    a.end(body.slice(800_000));
+    assert.match(await aReply, /HTTP\/1\.1 (200|400) /);
+    assert.equal(gw.gateway.bufferedBodyBytes(), 0, 'every byte released');
+    sampler.push(replyIds(tok, { content: 'small' }));
+    const res = await post(`${gw.url}/v1/chat/completions`, ask('small question'), MAIN);
+    assert.equal(res.status, 200, res.text);
+  } finally {
+    await gw.close();
+  }
+});
+
 test('a prompt that cannot fit is refused without tokenizing it on the event loop', { timeout: 60_000 }, async (t) => {
   const gw = await startGateway(backend);
   try {

@@ -36,6 +36,11 @@ export interface GatewayConfig {
   bodyTimeoutMs: number;
   /** Open connections at most; more are closed at once (stalled clients cannot exhaust memory or descriptors). */
   maxConnections: number;
+  /**
+   * Bytes of request bodies buffered at once, over all connections: a new chunk past this gets a
+   * 503 (retry). Without it, maxConnections clients each sending maxBodyBytes could hold 16 GiB.
+   */
+  maxBufferedBodyBytes: number;
   /** Chat requests served at once (counted once their body has arrived); more get 503 with retry-after. */
   maxConcurrentRequests: number;
   /**
@@ -64,6 +69,7 @@ export const DEFAULT_CONFIG: GatewayConfig = {
   maxBodyBytes: 16 * 1024 * 1024,
   bodyTimeoutMs: 10_000,
   maxConnections: 1024,
+  maxBufferedBodyBytes: 256 * 1024 * 1024,
   maxConcurrentRequests: 256,
   streamIntervalMs: 16,
   logContent: false,
@@ -96,6 +102,7 @@ const FIELDS: Field[] = [
   { key: 'maxBodyBytes', check: positiveInt, want: 'a positive integer' },
   { key: 'bodyTimeoutMs', check: positiveInt, want: 'a positive integer (milliseconds)' },
   { key: 'maxConnections', check: positiveInt, want: 'a positive integer' },
+  { key: 'maxBufferedBodyBytes', check: positiveInt, want: 'a positive integer' },
   { key: 'maxConcurrentRequests', check: positiveInt, want: 'a positive integer' },
   { key: 'streamIntervalMs', check: (v) => typeof v === 'number' && v >= 0 && v <= 1000, want: 'a number of ms from 0 to 1000' },
   { key: 'logContent', check: (v) => typeof v === 'boolean', want: 'true or false' },

@@ -20,7 +20,7 @@ import { asGatewayError, GatewayError } from './errors.js';
 import { compose, Router, sendJson, type Context, type Handler, type Middleware } from './http.js';
 import { silentLogger, type Logger } from './log.js';
 import { bearerAuth } from './middleware/auth.js';
-import { jsonBody } from './middleware/json-body.js';
+import { BufferedBodyBytes, jsonBody } from './middleware/json-body.js';
 import { requestId } from './middleware/request-id.js';
 
 export interface GatewayOptions {
@@ -49,9 +49,16 @@ export class Gateway {
   private closing = false;
   /** Open connections and how many requests each has in progress (for a prompt shutdown). */
   private readonly sockets = new Map<Socket, number>();
+  private readonly bufferedBodies: BufferedBodyBytes;
+
+  /** Bytes of request bodies being read right now, over all connections (bounded by maxBufferedBodyBytes). */
+  bufferedBodyBytes(): number {
+    return this.bufferedBodies.used;
+  }
 
   constructor(private readonly opts: GatewayOptions) {
     const { config, store, backend } = opts;
+    this.bufferedBodies = new BufferedBodyBytes(config.maxBufferedBodyBytes);
     this.logger = opts.logger ?? silentLogger;
     this.now = opts.now ?? Date.now;
     this.recorder = new TurnRecorder(store, {
@@ -80,7 +87,9 @@ export class Gateway {
       // A request slot is taken once the body has arrived: a client that sends headers and stalls
       // holds a connection until bodyTimeoutMs, never a slot. admit() refuses early, without reading.
       .on('POST', '/v1/chat/completions', route(
-        [api, this.admit(), jsonBody({ maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs }), this.limit()], chat))
+        [api, this.admit(), jsonBody({
+          maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs, buffered: this.bufferedBodies,
+        }), this.limit()], chat))
       .on('GET', '/admin/status', route([this.adminEnabled(), admin], (ctx) => sendJson(ctx, 200, this.status())))
       .on('DELETE', '/admin/sessions/:id', route([this.adminEnabled(), admin], (ctx) => this.deleteSession(ctx)));
     this.handle = compose([requestId()], async (ctx) => {
