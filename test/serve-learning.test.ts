@@ -16,26 +16,16 @@ import { openStore } from '../src/store/store.js';
 import { freshDir, tinyModel } from './helpers/gateway.js';
 import { startJudgeDouble } from './helpers/judge-double.js';
 import { maxAbsDiff, referenceLogprobs } from './helpers/models.js';
-import { CLI, startServe, stopServe } from './helpers/serve-process.js';
+import { chatAsMain, CLI, startServe, stopServe } from './helpers/serve-process.js';
 
 const ADMIN = 'admin-secret';
-
-async function chat(url: string, session: string, messages: ChatMessage[]): Promise<ChatMessage> {
-  const res = await fetch(`${url}/chat/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json', 'x-session-id': session },
-    body: JSON.stringify({ model: 'main-model', messages, max_tokens: 6, temperature: 1 }),
-  });
-  assert.equal(res.status, 200, await res.clone().text());
-  const body = await res.json() as { choices: { message: ChatMessage }[] };
-  return { role: 'assistant', content: body.choices[0]!.message.content ?? '' };
-}
 
 /** Plays one session: each user text after the first is the next state of the previous turn. */
 async function conversation(url: string, session: string, userTexts: string[]): Promise<void> {
   const messages: ChatMessage[] = [];
   for (const text of userTexts) {
     messages.push({ role: 'user', content: text });
-    messages.push(await chat(url, session, messages));
+    messages.push(await chatAsMain(url, session, messages));
   }
 }
 

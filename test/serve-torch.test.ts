@@ -12,28 +12,17 @@ import { join } from 'node:path';
 import type { ChatMessage } from '../src/engine/chat/messages.js';
 import { freshDir, tinyModel } from './helpers/gateway.js';
 import { startJudgeDouble } from './helpers/judge-double.js';
-import { startServe, stopServe, type ServeProcess } from './helpers/serve-process.js';
+import { chatAsMain, startServe, stopServe, type ServeProcess } from './helpers/serve-process.js';
 import { TORCH_PYTHON } from './helpers/torch-learner.js';
 
 const ADMIN = 'admin-secret';
-
-/** Every request must succeed: zero failed requests through training, crashes and restarts. */
-async function chat(url: string, session: string, messages: ChatMessage[]): Promise<ChatMessage> {
-  const res = await fetch(`${url}/chat/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json', 'x-session-id': session },
-    body: JSON.stringify({ model: 'main-model', messages, max_tokens: 6, temperature: 1 }),
-  });
-  assert.equal(res.status, 200, await res.clone().text());
-  const body = await res.json() as { choices: { message: ChatMessage }[] };
-  return { role: 'assistant', content: body.choices[0]!.message.content ?? '' };
-}
 
 /** One session of `turns` judged +1 turns (each next state thanks), then a closing message. */
 async function session(url: string, name: string, turns: number): Promise<void> {
   const messages: ChatMessage[] = [];
   for (let i = 0; i <= turns; i++) {
     messages.push({ role: 'user', content: i === 0 ? 'What is 2 plus 2?' : `Thanks! {{eval: 1|1|1}} (${i})` });
-    messages.push(await chat(url, name, messages));
+    messages.push(await chatAsMain(url, name, messages));
   }
 }
 

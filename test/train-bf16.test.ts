@@ -29,28 +29,18 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadKernels } from '../src/engine/local/kernels/index.js';
 import { readModelFolder } from '../src/engine/local/model/folder.js';
-import { readSafetensorsHeader, readTensorInto, writeSafetensors } from '../src/engine/local/model/safetensors.js';
+import { writeSafetensors } from '../src/engine/local/model/safetensors.js';
 import { loadWeights } from '../src/engine/local/model/weights.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import { DEFAULT_LEARNER, LearnerCore, type LearnerConfig } from '../src/engine/local/train/learner.js';
 import type { TrainingSample } from '../src/engine/types.js';
-import { makeTinyModel, PYTHON, scratchDir } from './helpers/models.js';
+import { makeTinyModel, PYTHON, scratchDir, readAllTensors } from './helpers/models.js';
 
 const TRAIN_STEP = fileURLToPath(new URL('../../test/reference/train_step.py', import.meta.url));
 const LOSS_TOLERANCE = 1e-4 + 2 ** -8;
 const TOLERANCE = 2 ** -6;
 const AUTOCAST_BOUND = 0.05;
 const LORA = { rank: 4, alpha: 8, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const };
-
-function readAll(path: string): Map<string, Float32Array> {
-  const out = new Map<string, Float32Array>();
-  for (const [name, entry] of readSafetensorsHeader(path).tensors) {
-    const data = new Float32Array(entry.shape.reduce((a, d) => a * d, 1));
-    readTensorInto(path, entry, data);
-    out.set(name, data);
-  }
-  return out;
-}
 
 /** The largest |ours - theirs| over every tensor, each relative to that tensor's largest |theirs|. */
 function worstRelative(ours: Map<string, Float32Array>, theirs: Map<string, Float32Array>): { worst: number; name: string } {
@@ -69,7 +59,7 @@ function worstRelative(ours: Map<string, Float32Array>, theirs: Map<string, Floa
 function torchStep(input: object, precision: string, dtype: string, out: string) {
   const run = spawnSync(PYTHON, [TRAIN_STEP], { input: JSON.stringify({ ...input, precision, dtype, out }), encoding: 'utf8' });
   if (run.status !== 0) throw new Error(`train_step.py (${precision}) failed: ${run.stderr}`);
-  return { loss: (JSON.parse(run.stdout) as { loss: number }).loss, grads: readAll(join(out, 'grads.safetensors')) };
+  return { loss: (JSON.parse(run.stdout) as { loss: number }).loss, grads: readAllTensors(join(out, 'grads.safetensors')) };
 }
 
 async function crossCheck(lora: boolean) {

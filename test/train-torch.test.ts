@@ -13,29 +13,19 @@ import { fileURLToPath } from 'node:url';
 import { loadKernels } from '../src/engine/local/kernels/index.js';
 import type { ModelFamily } from '../src/engine/local/model/config.js';
 import { readModelFolder } from '../src/engine/local/model/folder.js';
-import { readSafetensorsHeader, readTensorInto, writeSafetensors } from '../src/engine/local/model/safetensors.js';
+import { writeSafetensors } from '../src/engine/local/model/safetensors.js';
 import { loadWeights } from '../src/engine/local/model/weights.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import { LearnerCore, type LearnerConfig } from '../src/engine/local/train/learner.js';
 import { trainStepBytes } from '../src/engine/local/train/memory.js';
 import { TrainModel } from '../src/engine/local/train/model.js';
 import type { TrainingSample } from '../src/engine/types.js';
-import { makeTinyModel, PYTHON, scratchDir } from './helpers/models.js';
+import { makeTinyModel, PYTHON, scratchDir, readAllTensors } from './helpers/models.js';
 
 const TRAIN_STEP = fileURLToPath(new URL('../../test/reference/train_step.py', import.meta.url));
 // eps is large so that the first Adam step, lr * g / (|g| + eps), stays well conditioned where
 // gradients are tiny: with eps = 1e-8 a 1e-9 gradient difference moves such a weight by ~lr/10.
 const optimizer = { lr: 1e-2, beta1: 0.9, beta2: 0.999, eps: 1e-3, weightDecay: 0.1, warmupSteps: 0, maxGradNorm: 1 };
-
-function readAll(path: string): Map<string, Float32Array> {
-  const out = new Map<string, Float32Array>();
-  for (const [name, entry] of readSafetensorsHeader(path).tensors) {
-    const data = new Float32Array(entry.shape.reduce((a, d) => a * d, 1));
-    readTensorInto(path, entry, data);
-    out.set(name, data);
-  }
-  return out;
-}
 
 function compare(label: string, ours: Float32Array, theirs: Float32Array, tol: number) {
   let scale = 0, worst = 0;
@@ -140,8 +130,8 @@ async function crossCheck(family: ModelFamily, lora: boolean, lossKind: 'policy'
   if (lossKind === 'policy') assert.ok(torch.metrics.clipFraction > 0, 'the batch should exercise the clip');
   assert.ok(Math.abs(step.gradNorm - torch.gradNorm) <= 1e-4 * torch.gradNorm, `grad norm ${step.gradNorm} vs torch ${torch.gradNorm}`);
 
-  const torchGrads = readAll(join(work, 'grads.safetensors'));
-  const torchAfter = readAll(join(work, 'after.safetensors'));
+  const torchGrads = readAllTensors(join(work, 'grads.safetensors'));
+  const torchAfter = readAllTensors(join(work, 'after.safetensors'));
   const views = lora
     ? learner.lora!.tensors.map((t) => ({ name: t.name, grad: learner.lora!.view(t, ourGrads), value: learner.lora!.view(t) }))
     : learner.params.specs.map((s) => ({ name: s.name, grad: ourGrads.subarray(s.offset, s.offset + s.size), value: learner.params.get(s.name) }));

@@ -1,8 +1,10 @@
 // `openclaw-rl serve` as a child process for end-to-end tests: started on port 0, its URL read
 // from the `listening` log event, every JSON log line kept, stderr kept for failure messages.
 
+import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import type { ChatMessage } from '../../src/engine/chat/messages.js';
 
 export const CLI = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
 
@@ -60,4 +62,15 @@ export async function stopServe(p: ServeProcess, graceMs = 30_000): Promise<numb
   const code = await p.exited;
   clearTimeout(timer);
   return code;
+}
+
+/** One main-model request in a session (6 tokens at temperature 1); it must succeed (200). */
+export async function chatAsMain(url: string, session: string, messages: ChatMessage[]): Promise<ChatMessage> {
+  const res = await fetch(`${url}/chat/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json', 'x-session-id': session },
+    body: JSON.stringify({ model: 'main-model', messages, max_tokens: 6, temperature: 1 }),
+  });
+  assert.equal(res.status, 200, await res.clone().text());
+  const body = await res.json() as { choices: { message: ChatMessage }[] };
+  return { role: 'assistant', content: body.choices[0]!.message.content ?? '' };
 }
