@@ -29,14 +29,39 @@ async function session(url: string, name: string, turns: number): Promise<void> 
 async function status(root: string): Promise<Record<string, any>> {
   const res = await fetch(`${root}/admin/status`, { headers: { authorization: `Bearer ${ADMIN}` } });
   assert.equal(res.status, 200);
-  return await res.json() as Record<string, any>;
+  return (await res.json()) as Record<string, any>;
 }
 
 function serveArgs(data: string, judgeUrl: string, extra: string[]): string[] {
-  return ['--model', tinyModel(), '--data', data, '--threads', '1', '--main-model', 'main-model',
-    '--method', 'rl', '--batch-size', '2',
-    '--judge-url', judgeUrl, '--judge-model', 'judge-double', '--judge-votes', '3', '--admin-key', ADMIN, '--progress-seconds', '0',
-    '--learner', 'torch', '--learner-python', TORCH_PYTHON, ...extra];
+  return [
+    '--model',
+    tinyModel(),
+    '--data',
+    data,
+    '--threads',
+    '1',
+    '--main-model',
+    'main-model',
+    '--method',
+    'rl',
+    '--batch-size',
+    '2',
+    '--judge-url',
+    judgeUrl,
+    '--judge-model',
+    'judge-double',
+    '--judge-votes',
+    '3',
+    '--admin-key',
+    ADMIN,
+    '--progress-seconds',
+    '0',
+    '--learner',
+    'torch',
+    '--learner-python',
+    TORCH_PYTHON,
+    ...extra,
+  ];
 }
 
 const trained = (serve: ServeProcess, step: number) =>
@@ -48,7 +73,10 @@ for (const mode of ['lora', 'full'] as const) {
     const data = freshDir('torch-e2e-');
     const extra = mode === 'full' ? ['--lora-rank', '0'] : [];
     let serve = await startServe(serveArgs(data, judge.url, extra));
-    t.after(async () => { serve.child.kill('SIGKILL'); await judge.close(); });
+    t.after(async () => {
+      serve.child.kill('SIGKILL');
+      await judge.close();
+    });
     const started = await serve.waitForLog((l) => l.event === 'learner_started');
     assert.equal(started.device, 'cpu');
 
@@ -78,7 +106,10 @@ for (const mode of ['lora', 'full'] as const) {
     serve = await startServe(serveArgs(data, judge.url, extra));
     const resumed = await serve.waitForLog((l) => l.event === 'resumed');
     assert.equal(resumed.steps, second.step);
-    assert.ok((resumed.version as number) > (second.version as number), 'the checkpoint is published under a new version');
+    assert.ok(
+      (resumed.version as number) > (second.version as number),
+      'the checkpoint is published under a new version',
+    );
     await session(serve.url, 's5', 2);
     const next = await trained(serve, (second.step as number) + 1);
     assert.ok((next.version as number) > (resumed.version as number));
@@ -90,15 +121,24 @@ test('serve --learner torch with a Python that lacks PyTorch says so and serves 
   // TEST DOUBLE: a real Python whose `import torch` fails, as on a machine without PyTorch.
   const dir = freshDir('torch-nopy-');
   const python = join(dir, 'python-without-torch');
-  writeFileSync(python, `#!${TORCH_PYTHON}\nimport runpy, sys\nsys.modules["torch"] = None\n`
-    + 'assert sys.argv[1] == "-m"\nmod = sys.argv[2]\nsys.argv = [mod] + sys.argv[3:]\n'
-    + 'runpy.run_module(mod, run_name="__main__", alter_sys=True)\n');
+  writeFileSync(
+    python,
+    `#!${TORCH_PYTHON}\nimport runpy, sys\nsys.modules["torch"] = None\n` +
+      'assert sys.argv[1] == "-m"\nmod = sys.argv[2]\nsys.argv = [mod] + sys.argv[3:]\n' +
+      'runpy.run_module(mod, run_name="__main__", alter_sys=True)\n',
+  );
   chmodSync(python, 0o755);
   const judge = await startJudgeDouble({});
   const serve = await startServe([...serveArgs(join(dir, 'data'), judge.url, []), '--learner-python', python]);
-  t.after(async () => { await stopServe(serve); await judge.close(); });
+  t.after(async () => {
+    await stopServe(serve);
+    await judge.close();
+  });
   const line = await serve.waitForLog((l) => l.event === 'learner_unavailable');
-  assert.match(String(line.message), /cannot start with .*python-without-torch: PyTorch is not installed .*python3-torch/s);
+  assert.match(
+    String(line.message),
+    /cannot start with .*python-without-torch: PyTorch is not installed .*python3-torch/s,
+  );
   await session(serve.url, 'n1', 2);
   await serve.waitForLog((l) => l.event === 'trainer_failed', 120_000);
   const s = await status(serve.root);

@@ -20,5 +20,11 @@ export const silentLogger: Logger = { logContent: false, event() {} };
 /** A logger that keeps events in memory (tests). */
 export function memoryLogger(logContent = false): Logger & { lines: Record<string, unknown>[] } {
   const lines: Record<string, unknown>[] = [];
-  return { logContent, lines, event(name, fields = {}) { lines.push({ event: name, ...fields }); } };
+  return {
+    logContent,
+    lines,
+    event(name, fields = {}) {
+      lines.push({ event: name, ...fields });
+    },
+  };
 }

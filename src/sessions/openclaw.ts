@@ -7,7 +7,8 @@ import { contentToText, type ChatMessage, type ToolSpec } from '../engine/chat/m
 /** Appended as the last user message of every agent request, never replayed. */
 export const INTERNAL_CONTEXT_MARKER = '<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>';
 /** Wraps the user message on a retry: `[ts] [Queued ...below.]\n<original>\n\nContinue the current task ...`. */
-const QUEUED_HEADER = '[Queued user message from a previous active turn; preserved as context only. Continue with the active prompt below.]';
+const QUEUED_HEADER =
+  '[Queued user message from a previous active turn; preserved as context only. Continue with the active prompt below.]';
 /** Opens the transient retry message (and the paragraph the queued wrapper appends). */
 const CONTINUE_PREFIX = 'Continue the current task from the existing transcript';
 const TURN_ABORTED = '<turn_aborted>';
@@ -131,7 +132,11 @@ function lastRealUserText(messages: readonly ChatMessage[]): string | undefined 
  * Recognises OpenClaw's housekeeping requests without any routing config. Heartbeat polls,
  * memory flushes, compaction summaries, activity recaps, dreaming and cron runs are side turns.
  */
-export function openClawSideTask(messages: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined, sessionKey: string | undefined): SideTask | undefined {
+export function openClawSideTask(
+  messages: readonly ChatMessage[],
+  tools: readonly ToolSpec[] | undefined,
+  sessionKey: string | undefined,
+): SideTask | undefined {
   const system = messages[0]?.role === 'system' || messages[0]?.role === 'developer' ? textOf(messages[0]) : '';
   if (system.startsWith('You are a context summarization assistant')) return 'compaction';
   if (system.startsWith('Write an Activity recap')) return 'activity_recap';
@@ -143,7 +148,10 @@ export function openClawSideTask(messages: readonly ChatMessage[], tools: readon
     if (last.startsWith('Pre-compaction memory flush')) return 'memory_flush';
     if (last.startsWith('[cron:')) return 'cron';
   }
-  const names = (tools ?? []).map((t) => t.function.name).sort().join(',');
+  const names = (tools ?? [])
+    .map((t) => t.function.name)
+    .sort()
+    .join(',');
   if (system.startsWith(AGENT_SYSTEM_MARKER) && names === 'read,write') return 'memory_flush';
   return undefined;
 }
@@ -151,5 +159,10 @@ export function openClawSideTask(messages: readonly ChatMessage[], tools: readon
 /** An ordinary OpenClaw agent turn: its agent system prompt with tools, and no side-task signature. */
 export function isOpenClawAgentTurn(messages: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined): boolean {
   const first = messages[0];
-  return first !== undefined && first.role === 'system' && textOf(first).startsWith(AGENT_SYSTEM_MARKER) && (tools?.length ?? 0) > 0;
+  return (
+    first !== undefined &&
+    first.role === 'system' &&
+    textOf(first).startsWith(AGENT_SYSTEM_MARKER) &&
+    (tools?.length ?? 0) > 0
+  );
 }

@@ -49,5 +49,14 @@ export class Console {
 export function paint(out: NodeJS.WriteStream = process.stdout) {
   const on = out.isTTY === true && !process.env.NO_COLOR;
   const wrap = (code: number) => (s: string) => (on ? `\x1b[${code}m${s}\x1b[0m` : s);
-  return { dim: wrap(2), bold: wrap(1), red: wrap(31), green: wrap(32), yellow: wrap(33), blue: wrap(34), magenta: wrap(35), cyan: wrap(36) };
+  return {
+    dim: wrap(2),
+    bold: wrap(1),
+    red: wrap(31),
+    green: wrap(32),
+    yellow: wrap(33),
+    blue: wrap(34),
+    magenta: wrap(35),
+    cyan: wrap(36),
+  };
 }

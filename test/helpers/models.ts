@@ -51,7 +51,10 @@ export function referenceLogprobs(model: string, sequences: number[][]): number[
     encoding: 'utf8',
     maxBuffer: 256 * 1024 * 1024,
   });
-  if (run.status !== 0) throw new Error(`reference failed (${PYTHON} logprobs.py, exit ${run.status}): ${run.stderr || run.error?.message}`);
+  if (run.status !== 0)
+    throw new Error(
+      `reference failed (${PYTHON} logprobs.py, exit ${run.status}): ${run.stderr || run.error?.message}`,
+    );
   return (JSON.parse(run.stdout) as { logprobs: number[][] }).logprobs;
 }
 

@@ -34,10 +34,12 @@ export type Gemm = Kernels['gemmBf16'];
 
 /** bf16: gemmBf16. fp32: sgemm, which takes only float32 operands (a bf16 copy there is a bug). */
 export function gemmFor(k: Kernels, precision: Precision): Gemm {
-  if (precision === 'bf16') return (tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) =>
-    k.gemmBf16(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (precision === 'bf16')
+    return (tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) =>
+      k.gemmBf16(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   return (tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) => {
-    if (!(A instanceof Float32Array && B instanceof Float32Array)) throw new TypeError('an fp32 GEMM was given bf16 operands');
+    if (!(A instanceof Float32Array && B instanceof Float32Array))
+      throw new TypeError('an fp32 GEMM was given bf16 operands');
     k.sgemm(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   };
 }
@@ -76,7 +78,9 @@ export function bf16ParamsOver(specs: readonly TensorSpec[], data: Uint16Array):
 /** Rounds `data` into `copy` again (full fine-tuning: after every optimizer step). */
 export function refreshBf16(k: Kernels, copy: Bf16Params, data: Float32Array): void {
   const chunks = refreshBf16InChunks(k, copy, data);
-  while (!chunks.next().done) { /* every chunk, at once */ }
+  while (!chunks.next().done) {
+    /* every chunk, at once */
+  }
 }
 
 /** The same conversion one chunk per iteration, for a thread that must keep serving in between. */
