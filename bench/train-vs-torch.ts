@@ -27,7 +27,7 @@ import { loadKernels } from '../src/engine/local/kernels/index.js';
 import { LocalLearner } from '../src/engine/local/learner.js';
 import type { ModelConfig } from '../src/engine/local/model/config.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
-import { type LearnerConfig } from '../src/engine/local/train/learner.js';
+import type { LearnerConfig } from '../src/engine/local/train/learner.js';
 import type { TrainingSample } from '../src/engine/types.js';
 import { envWithoutOpenblasOverrides, median, printMachine } from './machine.js';
 import { benchModel, PYTHON, ROOT, type BenchPreset } from './models.js';
@@ -206,7 +206,7 @@ async function main() {
         }
         const speed = typeof ours === 'string' ? NaN : row.r.seconds / ours.seconds;
         console.log(
-          `${row.name.padEnd(16)} ${fmt(row.r.seconds).padStart(8)} ${fmt(row.r.cpuSeconds).padStart(10)} ${fmt(SEQ / row.r.seconds, 1).padStart(8)}  ${(fmt(speed, 2) + 'x').padStart(17)}  ${row.note ?? ''}`,
+          `${row.name.padEnd(16)} ${fmt(row.r.seconds).padStart(8)} ${fmt(row.r.cpuSeconds).padStart(10)} ${fmt(SEQ / row.r.seconds, 1).padStart(8)}  ${(`${fmt(speed, 2)}x`).padStart(17)}  ${row.note ?? ''}`,
         );
       }
       const best = (prefix: string) =>

@@ -75,7 +75,7 @@ async function npmInstall(dir, spec, { extra = [], lock = null } = {}) {
   mkdirSync(tmp, { recursive: true });
   if (lock)
     for (const f of ['package.json', 'package-lock.json']) writeFileSync(join(tmp, f), readFileSync(join(lock, f)));
-  else writeFileSync(join(tmp, 'package.json'), JSON.stringify({ name: 'openclaw-e2e-deps', private: true }) + '\n');
+  else writeFileSync(join(tmp, 'package.json'), `${JSON.stringify({ name: 'openclaw-e2e-deps', private: true })}\n`);
   say(`installing ${spec}${lock ? ' (locked dependencies)' : ''} from the npm registry into ${dir}`);
   const args = lock
     ? ['ci', '--no-audit', '--no-fund', '--no-update-notifier', ...extra]
@@ -506,12 +506,12 @@ async function main() {
   const text = (c) => (typeof c === 'string' ? c : Array.isArray(c) ? c.map((p) => p?.text ?? '').join('') : '');
   writeFileSync(
     join(logs, 'turns-summary.txt'),
-    all
+    `${all
       .map(
         (t) =>
           `${t.id} ${t.kind} ${t.kind_reason} session=${t.session_id} v${t.policy_version} ${t.finish_reason} closure=${t.closure_reason} ${JSON.stringify(t.response).slice(0, 160)}`,
       )
-      .join('\n') + '\n',
+      .join('\n')}\n`,
   );
 
   const cliTurns = turns.filter((t) => t.via === 'cli');

@@ -40,7 +40,7 @@ test("the pasted provider config carries the model ids, the URL and the model's 
   assert.equal(json.agents.defaults.model.primary, 'openclaw-rl/qwen3');
   assert.equal(json.agents.defaults.heartbeat.model, 'openclaw-rl/side-model');
   assert.doesNotMatch(text, /start serve with --side-model/);
-  assert.match(text, /\n  memory: {3}prefix cache 64 MB\n/);
+  assert.match(text, /\n {2}memory: {3}prefix cache 64 MB\n/);
 });
 
 test('without a side model the banner says how to add one; a small context caps maxTokens', () => {

@@ -67,7 +67,7 @@ const samples = [
 
 test('train writes a PEFT adapter that loads, with a progress line per step', () => {
   const file = join(work, 'samples.jsonl');
-  writeFileSync(file, samples.map((s) => JSON.stringify(s)).join('\n') + '\n');
+  writeFileSync(file, `${samples.map((s) => JSON.stringify(s)).join('\n')}\n`);
   const out = join(work, 'adapter');
   const r = cli(
     'train',

@@ -137,7 +137,7 @@ test('rendering details', () => {
   const line = renderLine(progress(512_300_000, 1_190_000_000, { bytesPerSecond: 24.1e6 }), 200);
   assert.match(
     line,
-    /^Qwen\/Qwen3-0\.6B \[#{13}-{17}\]  43% {2}512\.3 MB\/1\.19 GB {2}24\.1 MB\/s {2}29s {2}model-00001-of-00002\.safetensors$/,
+    /^Qwen\/Qwen3-0\.6B \[#{13}-{17}\] {2}43% {2}512\.3 MB\/1\.19 GB {2}24\.1 MB\/s {2}29s {2}model-00001-of-00002\.safetensors$/,
   );
   assert.ok(renderLine(progress(1, 2), 50).length <= 50);
   assert.doesNotMatch(renderLine(progress(1, 2), 70), /model-/, 'the file name gives way first');

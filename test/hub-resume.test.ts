@@ -8,7 +8,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, afterEach, before, test } from 'node:test';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { HubError, resolveModel, type ResolveOptions } from '../src/engine/local/hub/index.js';
+import { type HubError, resolveModel, type ResolveOptions } from '../src/engine/local/hub/index.js';
 import { HubDouble, sha256 } from './helpers/hub-double.js';
 import { makeTinyModel, scratchDir } from './helpers/models.js';
 

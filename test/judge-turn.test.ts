@@ -24,8 +24,7 @@ test('majority +1 with 2/3 agreement; the longest acceptable hint wins; short on
   withDouble(async (double, client) => {
     const long = 'Give temperatures in Kelvin whenever SI units are asked for.';
     const closed = makeClosedTurn({
-      request:
-        'Convert 20 C to SI units {{eval: 1|1|-1}} {{hint: hint=Use Kelvin for SI.|hint=tiny|hint=' + long + '}}',
+      request: `Convert 20 C to SI units {{eval: 1|1|-1}} {{hint: hint=Use Kelvin for SI.|hint=tiny|hint=${long}}}`,
       reply: '20 C is 68 F.',
       next: [{ role: 'user', content: 'Kelvin please.' }],
     });

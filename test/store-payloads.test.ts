@@ -21,7 +21,7 @@ import { judgedFixture, learnTurn, rlDraft, stepMetrics } from './helpers/learni
 
 /** A database at `version`, made by the migrations themselves (as an older build left it). */
 function databaseAt(version: number): { dir: string; db: SqliteDatabase } {
-  const dir = freshDir('store-v' + version + '-');
+  const dir = freshDir(`store-v${version}-`);
   const db = openSqlite(join(dir, STORE_FILE), 'normal');
   for (const m of MIGRATIONS.filter((x) => x.version <= version)) {
     db.exec(m.up);
@@ -38,7 +38,7 @@ function insertV2Turn(
 ): void {
   const row = turnToRow(turn, closure);
   const columns = Object.keys(row);
-  db.prepare(`INSERT INTO turns (${columns.join(', ')}) VALUES (${columns.map((c) => '@' + c).join(', ')})`).run(row);
+  db.prepare(`INSERT INTO turns (${columns.join(', ')}) VALUES (${columns.map((c) => `@${c}`).join(', ')})`).run(row);
 }
 
 // Schema 2's next_states row: schema 6 added raw_messages.
@@ -294,7 +294,7 @@ test('payload rows: checked against their turn, inserted with it or not at all, 
 test('closing a turn or saving its re-template check writes a few pages, not its 300 kB payload', () => {
   const dir = freshDir('store-');
   const store = openStore({ dir });
-  const wal = join(dir, STORE_FILE + '-wal');
+  const wal = join(dir, `${STORE_FILE}-wal`);
   const pageSize = store.db.pragma('page_size', { simple: true }) as number;
   // Frames appended to the WAL by `write`, from an empty WAL.
   const frames = (write: () => void): number => {

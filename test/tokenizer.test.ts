@@ -81,7 +81,7 @@ test('training is deterministic', () => {
 test('ids: 256 byte symbols, then merges, then the added tokens', () => {
   const vocab = vocabOf(files.tokenizerJson);
   assert.equal(vocab['!'], 0);
-  assert.equal(vocab['Ġ'], 188 + 32, 'space is the 33rd remapped byte, after the 188 visible ones');
+  assert.equal(vocab.Ġ, 188 + 32, 'space is the 33rd remapped byte, after the 188 visible ones');
   const merges = mergesOf(files.tokenizerJson);
   assert.equal(merges.length, files.mergeCount);
   assert.ok(files.mergeCount > 1000);
@@ -351,7 +351,7 @@ test('a Metaspace tokenizer streams through the window decoder without its leadi
     },
     {},
   );
-  const ids = [vocab['▁Hello'], vocab['▁world'], vocab['▁'], vocab['H'], vocab['e'], 0];
+  const ids = [vocab['▁Hello'], vocab['▁world'], vocab['▁'], vocab.H, vocab.e, 0];
   for (const skipSpecialTokens of [false, true]) {
     const stream = sentencePiece.createStreamDecoder({ skipSpecialTokens });
     assert.ok(stream instanceof WindowStreamDecoder);

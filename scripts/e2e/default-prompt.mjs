@@ -56,7 +56,7 @@ export async function defaultPromptScenario(ctx) {
   cpSync(ctx.toolModelDir, model, { recursive: true });
   const config = JSON.parse(readFileSync(join(model, 'config.json'), 'utf8'));
   config.max_position_embeddings = CONTEXT;
-  writeFileSync(join(model, 'config.json'), JSON.stringify(config, null, 2) + '\n');
+  writeFileSync(join(model, 'config.json'), `${JSON.stringify(config, null, 2)}\n`);
 
   const judge = await startJudgeDouble({ log: join(logs, 'judge-requests.jsonl') });
   const port = await freePort();

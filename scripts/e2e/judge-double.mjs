@@ -70,7 +70,7 @@ export function startJudgeDouble({ port = 0, log = null } = {}) {
         request: user.slice(0, 200),
       };
       requests.push(entry);
-      if (log) appendFileSync(log, JSON.stringify(entry) + '\n');
+      if (log) appendFileSync(log, `${JSON.stringify(entry)}\n`);
       if (body.stream) return sse(res, body.model, answer);
       json(res, 200, {
         id: `chatcmpl-judge-${requests.length}`,
@@ -109,7 +109,7 @@ function sse(res, model, answer) {
   res.writeHead(200, { 'content-type': 'text/event-stream' });
   const chunk = (delta, finish) =>
     `data: ${JSON.stringify({ id: 'chatcmpl-judge', object: 'chat.completion.chunk', created: 0, model: model ?? 'judge-double', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
-  res.end(chunk({ role: 'assistant', content: answer }, null) + chunk({}, 'stop') + 'data: [DONE]\n\n');
+  res.end(`${chunk({ role: 'assistant', content: answer }, null) + chunk({}, 'stop')}data: [DONE]\n\n`);
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

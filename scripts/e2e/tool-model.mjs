@@ -92,7 +92,7 @@ export async function buildToolModel(out, log = (line) => console.error(line)) {
     const t0 = Date.now();
     await writeBase(join(work, 'base'));
     const samples = await makeSamples(join(work, 'base'));
-    writeFileSync(join(work, 'samples.jsonl'), samples.map((s) => JSON.stringify(s)).join('\n') + '\n');
+    writeFileSync(join(work, 'samples.jsonl'), `${samples.map((s) => JSON.stringify(s)).join('\n')}\n`);
     log(
       `tool model: ${samples.length} samples, ${samples.reduce((n, s) => n + s.promptIds.length, 0)} prompt tokens; training`,
     );
@@ -114,7 +114,7 @@ export async function buildToolModel(out, log = (line) => console.error(line)) {
     const genPath = join(work, 'model', 'generation_config.json');
     writeFileSync(
       genPath,
-      JSON.stringify({ ...JSON.parse(readFileSync(genPath, 'utf8')), ...RECIPE.generation }, null, 2) + '\n',
+      `${JSON.stringify({ ...JSON.parse(readFileSync(genPath, 'utf8')), ...RECIPE.generation }, null, 2)}\n`,
     );
     rmSync(out, { recursive: true, force: true });
     renameSync(join(work, 'model'), out);
@@ -158,8 +158,8 @@ export async function writeBase(out) {
   };
   tok.added_tokens.push({ id, ...token });
   cfg.added_tokens_decoder[String(id)] = token;
-  writeFileSync(tokPath, JSON.stringify(tok, null, 2) + '\n');
-  writeFileSync(cfgPath, JSON.stringify(cfg, null, 2) + '\n');
+  writeFileSync(tokPath, `${JSON.stringify(tok, null, 2)}\n`);
+  writeFileSync(cfgPath, `${JSON.stringify(cfg, null, 2)}\n`);
 }
 
 function run(args, log, show = null) {
@@ -218,11 +218,11 @@ function capture(storePath) {
   );
   writeFileSync(
     PROMPT_FIXTURE,
-    JSON.stringify(
+    `${JSON.stringify(
       { openclaw: version, note: 'captured by scripts/e2e/tool-model.mjs --capture from an e2e run', systems, tools },
       null,
       2,
-    ) + '\n',
+    )}\n`,
   );
   console.log(`${PROMPT_FIXTURE}: ${systems.length} system prompts, ${tools.length} tools`);
 }
@@ -258,7 +258,7 @@ export async function makeSamples(modelDir, { count = RECIPE.samples, seed = REC
       'job',
       'agent',
     ]) + (random() < 0.4 ? String(int(1, 99)) : '');
-  const path = () => '/' + Array.from({ length: int(1, 4) }, word).join('/');
+  const path = () => `/${Array.from({ length: int(1, 4) }, word).join('/')}`;
   const banned = /notes|\.txt|apple|<tool_|<\|/i;
   const corpus = builtinCorpus({ targetChars: 120_000 }).filter((d) => !banned.test(d));
   const sentences = corpus
@@ -285,7 +285,7 @@ export async function makeSamples(modelDir, { count = RECIPE.samples, seed = REC
     role: 'user',
     content:
       stamp() +
-      (random() < 0.3 ? text(1, 1) + ' ' : '') +
+      (random() < 0.3 ? `${text(1, 1)} ` : '') +
       pick(['Please read', 'Read', 'Open', 'What is in']) +
       ` ${TOOL_MARKER}\n\n${repeat(TOOL_MARKER, 120, 200)}` +
       (first ? runtime() : ''),

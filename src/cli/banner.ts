@@ -43,7 +43,7 @@ export function startupBanner(b: BannerInput): string {
       '',
       `  (start serve with --side-model ${side} so OpenClaw's side tasks are recorded as side turns and not trained)`,
     );
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 /**

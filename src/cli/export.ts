@@ -40,7 +40,7 @@ export async function runExport(argv: string[]): Promise<number> {
   let count = 0;
   try {
     for (const line of store.exportLines(kindFlag === 'all' ? null : (kindFlag as 'main' | 'side'))) {
-      if (!sink.write(JSON.stringify(line) + '\n')) await once(sink, 'drain');
+      if (!sink.write(`${JSON.stringify(line)}\n`)) await once(sink, 'drain');
       count++;
     }
     if (tmp) {

@@ -107,7 +107,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
         JSON.stringify({ text, promptIds, completionIds: ids, logprobs, sampledLogprobs, finishReason, ...stats }),
       );
     } else {
-      process.stdout.write(decoder.flush() + '\n');
+      process.stdout.write(`${decoder.flush()}\n`);
       console.error(
         `[${stats.completionTokens} tokens, ${stats.tokensPerSecond} tok/s decode, first token after ${stats.timeToFirstTokenMs} ms, prompt ${stats.promptTokens} tokens, finish: ${finishReason}, kernels: ${stats.kernels}, precision: ${stats.precision}]`,
       );

@@ -10,7 +10,7 @@ export function jsonLogger(write: (line: string) => void, logContent = false): L
   return {
     logContent,
     event(name, fields = {}) {
-      write(JSON.stringify({ ts: new Date().toISOString(), event: name, ...fields }) + '\n');
+      write(`${JSON.stringify({ ts: new Date().toISOString(), event: name, ...fields })}\n`);
     },
   };
 }

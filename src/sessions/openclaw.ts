@@ -57,7 +57,7 @@ export function isHeartbeatPoll(message: ChatMessage): boolean {
 export function userMessageBody(text: string): string {
   let body = withoutTimestamp(text);
   if (body.startsWith(QUEUED_HEADER)) body = withoutTimestamp(body.slice(QUEUED_HEADER.length).replace(/^\n/, ''));
-  for (const cut of ['\n\n' + CONTINUE_PREFIX, '\n\nRuntime: ']) {
+  for (const cut of [`\n\n${CONTINUE_PREFIX}`, '\n\nRuntime: ']) {
     const at = body.indexOf(cut);
     if (at >= 0) body = body.slice(0, at);
   }
@@ -92,7 +92,7 @@ export function unwrapQueuedText(text: string): string | undefined {
   let original = text.slice(timestamp.length + QUEUED_HEADER.length).replace(/^\n/, '');
   let after = '';
   // The wrapper's paragraph is the last one opening with these words: the user may have written them too.
-  const at = original.lastIndexOf('\n\n' + CONTINUE_PREFIX);
+  const at = original.lastIndexOf(`\n\n${CONTINUE_PREFIX}`);
   if (at >= 0) {
     const end = original.indexOf('\n\n', at + 2);
     after = end < 0 ? '' : original.slice(end);

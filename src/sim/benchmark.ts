@@ -69,7 +69,7 @@ export async function runBenchmark(o: BenchmarkOptions): Promise<BenchmarkOutput
   }));
   writeFileSync(
     files.json,
-    JSON.stringify(
+    `${JSON.stringify(
       {
         settings: {
           ...settings,
@@ -83,7 +83,7 @@ export async function runBenchmark(o: BenchmarkOptions): Promise<BenchmarkOutput
       },
       null,
       2,
-    ) + '\n',
+    )}\n`,
   );
   writeFileSync(files.markdown, markdown);
   writeFileSync(files.png, plotScores(summary, 'PERSONALIZATION SCORE'));

@@ -142,7 +142,7 @@ export function pretrain(
       heldOutNll,
       seconds: (performance.now() - started) / 1000,
     };
-    writeFileSync(join(tmp, 'model', 'pretrain.json'), JSON.stringify(record, null, 2) + '\n');
+    writeFileSync(join(tmp, 'model', 'pretrain.json'), `${JSON.stringify(record, null, 2)}\n`);
     if (existsSync(out)) rmSync(out, { recursive: true });
     renameSync(join(tmp, 'model'), out);
     return { heldOutNll };
@@ -168,7 +168,7 @@ function initialFolder(dir: string, conversations: readonly ChatMessage[][], o: 
   const generation = join(dir, 'generation_config.json');
   writeFileSync(
     generation,
-    JSON.stringify({ ...JSON.parse(readFileSync(generation, 'utf8')), ...o.generation }, null, 2) + '\n',
+    `${JSON.stringify({ ...JSON.parse(readFileSync(generation, 'utf8')), ...o.generation }, null, 2)}\n`,
   );
 }
 

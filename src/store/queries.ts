@@ -13,12 +13,12 @@ const PAYLOAD_COLUMNS = 'messages, tools, prompt_ids, completion_ids, logprobs, 
 const names = (columns: string) => columns.split(',').map((c) => c.trim());
 const params = (columns: string) =>
   names(columns)
-    .map((c) => '@' + c)
+    .map((c) => `@${c}`)
     .join(', ');
 
 // A turn with its payload (FullTurnRow), and with its next state too (TurnWithNextStateRow).
 const PAYLOAD = names(PAYLOAD_COLUMNS)
-  .map((c) => 'p.' + c)
+  .map((c) => `p.${c}`)
   .join(', ');
 const FULL_TURN = `SELECT t.*, ${PAYLOAD} FROM turns t JOIN turn_payloads p ON p.turn_id = t.id`;
 const WITH_NEXT_STATE = `SELECT t.*, ${PAYLOAD},

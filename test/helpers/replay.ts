@@ -123,7 +123,7 @@ async function send(
   abortEarly: boolean,
 ): Promise<Omit<ReplayedAnswer, 'seq'>> {
   const controller = new AbortController();
-  const res = await fetch(url + '/v1/chat/completions', {
+  const res = await fetch(`${url}/v1/chat/completions`, {
     method: 'POST',
     headers,
     body: JSON.stringify(body),

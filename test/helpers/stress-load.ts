@@ -65,7 +65,7 @@ async function send(headers: Record<string, string>, body: string, why: string):
 }
 
 async function mutate(next: ReturnType<typeof mutator>): Promise<void> {
-  const extra = opts.overrides ? JSON.stringify(opts.overrides).slice(1, -1) + ',' : '';
+  const extra = opts.overrides ? `${JSON.stringify(opts.overrides).slice(1, -1)},` : '';
   while (tally.mutations < opts.mutations && Date.now() < deadline) {
     tally.mutations++;
     const m = next();

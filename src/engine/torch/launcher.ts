@@ -67,7 +67,7 @@ export function preflight(launch: TorchLaunch): PreflightReport {
     report = JSON.parse(run.stdout.trim().split('\n').pop() ?? '') as PreflightReport;
   } catch {
     throw new TorchLearnerError(
-      `${launch.python} could not run the learner's check (exit ${run.status}): ` + tail(run.stderr),
+      `${launch.python} could not run the learner's check (exit ${run.status}): ${tail(run.stderr)}`,
     );
   }
   if (!report.ok) {

@@ -76,7 +76,7 @@ export class TorchLearner {
       versionAfter: opts.versionAfter,
     };
     child.stdin!.on('error', () => {}); // a dead learner is reported by 'exit'
-    child.stdin!.write(JSON.stringify({ op: 'start', config }) + '\n');
+    child.stdin!.write(`${JSON.stringify({ op: 'start', config })}\n`);
     let learner: TorchLearner | null = null;
     const ready = new Promise<TorchStatus>((resolve, reject) => {
       const limitMs = opts.startTimeoutMs ?? 600_000;
@@ -179,7 +179,7 @@ export class TorchLearner {
     this.closing = true;
     if (this.exited) return;
     const gone = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
-    this.child.stdin!.end(JSON.stringify({ op: 'shutdown', id: 0 }) + '\n');
+    this.child.stdin!.end(`${JSON.stringify({ op: 'shutdown', id: 0 })}\n`);
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<'late'>((resolve) => {
       timer = setTimeout(() => resolve('late'), graceMs);
@@ -198,7 +198,7 @@ export class TorchLearner {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      this.child.stdin!.write(JSON.stringify({ ...body, id }, wireValue) + '\n');
+      this.child.stdin!.write(`${JSON.stringify({ ...body, id }, wireValue)}\n`);
     });
   }
 

@@ -198,7 +198,7 @@ export function ropeInvFreq(cfg: ModelConfig): Float32Array {
   const half = cfg.headDim / 2;
   const out = new Float32Array(half);
   for (let i = 0; i < half; i++) {
-    let f = 1 / Math.pow(cfg.ropeTheta, (2 * i) / cfg.headDim);
+    let f = 1 / cfg.ropeTheta ** ((2 * i) / cfg.headDim);
     const s = cfg.ropeScaling;
     if (s) {
       const wavelen = (2 * Math.PI) / f;

@@ -143,7 +143,7 @@ export function writeModelFolder(opts: InitOptions): ModelConfig {
   mkdirSync(tmp);
   try {
     const json = (name: string, value: unknown) =>
-      writeFileSync(join(tmp, name), JSON.stringify(value, null, 2) + '\n');
+      writeFileSync(join(tmp, name), `${JSON.stringify(value, null, 2)}\n`);
     json('config.json', configJson(cfg));
     json('generation_config.json', {
       eos_token_id: [imEnd, endOfText],
@@ -194,6 +194,6 @@ function writeWeights(dir: string, params: ParamStore, dtype: 'F32' | 'BF16', sh
   const bytes = total * (dtype === 'F32' ? 4 : 2);
   writeFileSync(
     join(dir, 'model.safetensors.index.json'),
-    JSON.stringify({ metadata: { total_size: bytes }, weight_map: weightMap }, null, 2) + '\n',
+    `${JSON.stringify({ metadata: { total_size: bytes }, weight_map: weightMap }, null, 2)}\n`,
   );
 }

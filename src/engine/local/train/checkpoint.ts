@@ -73,7 +73,7 @@ export function writePeftAdapter(dir: string, lora: Lora, opts: { baseModel: str
     use_dora: false,
     modules_to_save: null,
   };
-  writeFileAtomic(join(dir, ADAPTER_CONFIG), JSON.stringify(config, null, 2) + '\n');
+  writeFileAtomic(join(dir, ADAPTER_CONFIG), `${JSON.stringify(config, null, 2)}\n`);
 }
 
 /** Reads a PEFT LoRA adapter folder for this model, checking the config and every tensor. */
@@ -273,7 +273,7 @@ export function saveCheckpoint(dir: string, ckpt: TrainingCheckpoint): string {
       publishedVersion: ckpt.publishedVersion,
       consumedSampleIds: ckpt.consumedSampleIds,
     };
-    writeFileSynced(join(tmp, META), JSON.stringify(meta) + '\n');
+    writeFileSynced(join(tmp, META), `${JSON.stringify(meta)}\n`);
     fsyncDir(tmp);
     renameSync(tmp, join(dir, name));
     fsyncDir(dir);
@@ -281,7 +281,7 @@ export function saveCheckpoint(dir: string, ckpt: TrainingCheckpoint): string {
     rmSync(tmp, { recursive: true, force: true });
     throw e;
   }
-  writeFileAtomic(join(dir, LATEST), name + '\n'); // the commit point
+  writeFileAtomic(join(dir, LATEST), `${name}\n`); // the commit point
   // Older versions, and any a crash left renamed but never named by `latest`.
   for (const e of readdirSync(dir))
     if (VERSION.test(e) && e !== name) rmSync(join(dir, e), { recursive: true, force: true });

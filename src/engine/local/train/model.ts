@@ -205,7 +205,7 @@ export class TrainModel {
       throw new RangeError(`headChunkRows must be a positive integer, got ${this.headChunkRows}`);
     }
     const g = (name: string) => (grads ? grads.get(name) : null);
-    const opt = (store: ParamStore | null, name: string) => (store && store.has(name) ? store.get(name) : null);
+    const opt = (store: ParamStore | null, name: string) => (store?.has(name) ? store.get(name) : null);
     const D = cfg.hiddenSize,
       F = cfg.intermediateSize,
       qDim = cfg.numHeads * cfg.headDim,
