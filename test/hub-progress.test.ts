@@ -107,6 +107,7 @@ test('on a terminal: one line redrawn with \\r, at most ten times a second, ende
   assert.equal(writes[writes.length - 1], '\n');
   assert.match(
     writes[writes.length - 2]!,
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: the line ends with an escape sequence
     /^\rQwen\/Qwen3-0\.6B \[#{10}\] 100% {2}1\.00 MB\/1\.00 MB {2}24\.1 MB\/s {2}done {2}…\S+-of-00002\.safetensors\x1b\[K$/,
   );
 });

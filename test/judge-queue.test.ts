@@ -24,7 +24,11 @@ class GatedClient implements JudgeClient {
         this.aborted++;
         reject(opts.signal!.reason);
       });
-      this.waiters = this.waiters.filter((w) => (this.open.length >= w.n ? (w.resolve(), false) : true));
+      this.waiters = this.waiters.filter((w) => {
+        if (this.open.length < w.n) return true;
+        w.resolve();
+        return false;
+      });
     });
   }
 

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { LocalEngine } from '../src/engine/local/engine.js';
 import { LocalLearner } from '../src/engine/local/learner.js';
-import type { TrainingSample } from '../src/engine/types.js';
+import type { GenerationEvent, TrainingSample } from '../src/engine/types.js';
 import { makeTinyModel, maxAbsDiff, scratchDir } from './helpers/models.js';
 
 const dir = makeTinyModel({ family: 'qwen3', seed: 51, initStd: 0.05 });
@@ -50,7 +50,7 @@ for (const mode of ['lora', 'full'] as const) {
       assert.ok(after > before + 1, `served log-prob ${before.toFixed(3)} -> ${after.toFixed(3)}`);
       const base = mean((await engine.logprobs(promptIds, completionIds, { version: 0 })).logprobs);
       assert.ok(Math.abs(base - before) < 1e-6, 'the frozen base changed');
-      let finish;
+      let finish: Extract<GenerationEvent, { type: 'finish' }> | undefined;
       for await (const e of engine.generate(promptIds, { maxTokens: 2, seed: 1, stopTokenIds: [] }))
         if (e.type === 'finish') finish = e;
       assert.equal(finish!.version, 1);

@@ -12,6 +12,7 @@ import { readModelFolder } from '../src/engine/local/model/folder.js';
 import { createKvCache } from '../src/engine/local/model/kv-cache.js';
 import { Transformer } from '../src/engine/local/model/transformer.js';
 import { loadWeights, paramStoreOver, tensorSpecs } from '../src/engine/local/model/weights.js';
+import type { GenerationEvent } from '../src/engine/types.js';
 import { bf16ParamsOf, parsePrecision, resolvePrecision } from '../src/engine/local/precision.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import { DEFAULT_LEARNER, LearnerCore } from '../src/engine/local/train/learner.js';
@@ -131,7 +132,7 @@ test('a bf16 engine publishes a full version: its bf16 copy is made between step
     next.set(new Float32Array(engine.info.baseParams));
     for (let i = 0; i < next.length; i++) next[i] = next[i]! + (rng.next() - 0.5) * 0.05;
     await engine.publish({ version: 1, kind: 'full', params: next.buffer as SharedArrayBuffer });
-    let last;
+    let last: GenerationEvent | undefined;
     for (let r = await inFlight.next(); !r.done; r = await inFlight.next()) last = r.value;
     assert.ok(last?.type === 'finish' && last.version === 0, 'the in-flight generation must finish on version 0');
     const served = await engine.logprobs(prompt, completion, { version: 1 });

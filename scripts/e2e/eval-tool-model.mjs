@@ -41,7 +41,7 @@ for (const r of rows) {
   // A run recorded with an older request or file text: asked the way the e2e run asks now.
   const messages = JSON.parse(r.messages).map((m) =>
     m.role === 'user' && typeof m.content === 'string' && m.content.split(TOOL_MARKER).length > 10
-      ? { ...m, content: m.content.replace(/Please read notes\.txt[^]*?(?=\n\nRuntime:|$)/, TOOL_REQUEST) }
+      ? { ...m, content: m.content.replace(/Please read notes\.txt[\s\S]*?(?=\n\nRuntime:|$)/, TOOL_REQUEST) }
       : m.role === 'tool' && text(m.content).includes('PINEAPPLE')
         ? { ...m, content: NOTES_CONTENT }
         : m,

@@ -196,6 +196,7 @@ export function parseTools(value: unknown): ToolSpec[] | undefined {
       );
     }
     const name = requireString(tool.function.name, `${p}.function.name`);
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this rejects
     if (!/^[^\s\u0000-\u001f]{1,256}$/.test(name))
       throw invalid(`${p}.function.name`, `${p}.function.name must be 1-256 characters without spaces`);
     const spec: ToolSpec = { type: 'function', function: { name } };

@@ -46,6 +46,7 @@ function checkId(value: string, field: string): string | undefined {
   if (
     value.length === 0 ||
     value.length > MAX_ID_LENGTH ||
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this rejects
     /[\u0000-\u001f\u007f]/.test(value) ||
     LONE_SURROGATE.test(value)
   ) {

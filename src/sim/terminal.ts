@@ -40,6 +40,7 @@ export class Console {
   /** Fits the terminal's width; colors (escape codes, no width) are dropped from a line that must be cut. */
   private clip(text: string): string {
     const width = (this.out.columns ?? 100) - 1;
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: strips the terminal's escape sequences
     const plain = text.replace(/\x1b\[[0-9;]*m/g, '');
     return plain.length > width ? `${plain.slice(0, width - 1)}…` : text;
   }

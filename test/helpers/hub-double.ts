@@ -276,7 +276,9 @@ export class HubDouble {
     }
     if (req.method === 'HEAD') return void res.end();
     const drop = this.knobs.drop;
-    const dropAt = drop && drop.path === path && drop.times > 0 ? (drop.times--, drop.afterBytes) : Infinity;
+    const dropping = drop !== undefined && drop.path === path && drop.times > 0;
+    if (dropping) drop.times--;
+    const dropAt = dropping ? drop.afterBytes : Infinity;
     const size = this.knobs.chunkSize ?? 65536;
     let sent = 0;
     for (let pos = start; pos < data.length; pos += size) {

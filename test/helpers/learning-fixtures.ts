@@ -211,7 +211,11 @@ export class PolicyBackendDouble implements PolicyBackend {
     if (this.failPublish) throw this.failPublish;
     this.version += 1;
     this.publishedCount += 1;
-    this.waiters = this.waiters.filter((w) => (this.publishedCount >= w.n ? (w.resolve(), false) : true));
+    this.waiters = this.waiters.filter((w) => {
+      if (this.publishedCount < w.n) return true;
+      w.resolve();
+      return false;
+    });
     return { version: this.version, snapshotMs: 1, swapMs: 2 };
   }
 
@@ -236,7 +240,11 @@ export class LogRecorder {
   private waiters: { event: string; resolve(fields: Record<string, unknown>): void }[] = [];
   readonly log = (event: string, fields: Record<string, unknown>): void => {
     this.events.push({ event, fields });
-    this.waiters = this.waiters.filter((w) => (w.event === event ? (w.resolve(fields), false) : true));
+    this.waiters = this.waiters.filter((w) => {
+      if (w.event !== event) return true;
+      w.resolve(fields);
+      return false;
+    });
   };
 
   next(event: string): Promise<Record<string, unknown>> {
