@@ -8,13 +8,7 @@ import { homedir } from 'node:os';
 import { basename, join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { LocalEngine } from '../src/engine/local/engine.js';
-import {
-  defaultCacheDir,
-  HubError,
-  parseModelSpec,
-  resolveModel,
-  type ResolveOptions,
-} from '../src/engine/local/hub/index.js';
+import { defaultCacheDir, HubError, parseModelSpec, resolveModel, type ResolveOptions } from '../src/hub/index.js';
 import { closedPort, gitBlobId, HubDouble, sha256 } from './helpers/hub-double.js';
 import { makeTinyModel, scratchDir } from './helpers/models.js';
 
