@@ -159,7 +159,7 @@ test('verifyCached re-hashes the cache and repairs a damaged blob', async () => 
   const blob = join(dir, readlinkSync(join(dir, 'model.safetensors')));
   const good = readFileSync(blob);
   const bad = Buffer.from(good);
-  bad[100] ^= 1;
+  bad[100]! ^= 1;
   writeFileSync(blob, bad);
   assert.equal(await resolveModel('test/single', o), dir, 'trusted without verifyCached');
   assert.equal(await resolveModel('test/single', { ...o, verifyCached: true }), dir);
