@@ -300,7 +300,7 @@ test('toTemplateMessage: developer becomes system, arguments become objects when
       role: 'assistant',
       content: null,
       tool_calls: [{ id: 'i', type: 'function', function: { name: 'f', arguments: args } }],
-    }).tool_calls![0].function.arguments;
+    }).tool_calls![0]!.function.arguments;
   assert.deepEqual(call('{"a": [1]}'), { a: [1] });
   assert.equal(call('[1, 2]'), '[1, 2]');
   assert.equal(call('{broken'), '{broken');

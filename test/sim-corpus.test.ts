@@ -22,7 +22,7 @@ const rubricOf = (opener: string) =>
   opener.includes('grading') || opener.includes('grade') ? TEACHER_RUBRIC : STUDENT_RUBRIC;
 
 test('first replies follow the base mix: the preferred style is a minority as set for each user', () => {
-  const firsts = { student: [0, 0], teacher: [0, 0] };
+  const firsts: Record<'student' | 'teacher', [number, number]> = { student: [0, 0], teacher: [0, 0] };
   for (const c of corpus) {
     const opener = c[0]!.content as string;
     if (opener.includes(HINT_HEADER)) continue;
