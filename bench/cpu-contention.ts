@@ -8,7 +8,7 @@
 
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { renderPrompt } from '../src/engine/chat/prompt.js';
+import { renderPrompt } from '../src/chat/prompt.js';
 import { loadChatBackend } from '../src/gateway/backend.js';
 import { ROOT } from './models.js';
 

@@ -17,7 +17,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { ChatMessage } from '../src/engine/chat/messages.js';
+import type { ChatMessage } from '../src/chat/messages.js';
 import type { GenerationEvent, Sampler, SamplingParams } from '../src/engine/types.js';
 import { loadChatBackend } from '../src/gateway/backend.js';
 import { DEFAULT_CONFIG } from '../src/gateway/config.js';

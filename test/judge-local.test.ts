@@ -4,7 +4,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { loadChatModel } from '../src/engine/local/chat-model.js';
+import { loadChatModel } from '../src/cli/chat-model.js';
 import { readModelFolder } from '../src/engine/local/model/folder.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import { Lora } from '../src/engine/local/train/lora.js';

@@ -6,7 +6,7 @@
 // The prompt is sent as one user message through the model's chat template (--raw: as plain
 // text). Text streams to stdout; --json prints one object with token ids and both log-probs.
 
-import { loadChatModel } from '../engine/local/chat-model.js';
+import { loadChatModel } from './chat-model.js';
 import { numberFlag, parseFlags, precisionFlag, PRECISION_USAGE, stringFlag } from './args.js';
 
 const USAGE = `usage: openclaw-rl generate --model DIR --prompt TEXT [options]

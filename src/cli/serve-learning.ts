@@ -2,7 +2,7 @@
 // last checkpoint, which the store is reconciled against and which is published at once), the
 // judge client, the teacher, and the loop that drives them.
 
-import type { ChatModel } from '../engine/local/chat-model.js';
+import type { ChatModel } from './chat-model.js';
 import { LocalLearner } from '../engine/local/learner.js';
 import type { TorchLaunch } from '../engine/torch/launcher.js';
 import type { SupervisedTorchLearner } from '../engine/torch/supervised.js';

@@ -23,7 +23,7 @@ import {
 } from '../gateway/config.js';
 import { jsonLogger } from '../gateway/log.js';
 import { Gateway } from '../gateway/server.js';
-import { loadChatModel } from '../engine/local/chat-model.js';
+import { loadChatModel } from './chat-model.js';
 import type { PrefixCacheStats } from '../engine/local/engine.js';
 import { defaultKvCacheBytes } from '../engine/local/kv-cache-budget.js';
 import { describeMemoryPlan, memoryPlan, type MemoryPlan } from '../engine/local/memory-plan.js';

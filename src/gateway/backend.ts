@@ -2,18 +2,18 @@
 // messages into prompt ids, and the model's limits and defaults. loadChatBackend() builds it from
 // a model folder with the embedded engine; tests build one around a scripted Sampler.
 
-import { toTemplateMessage, type RenderedPrompt } from '../engine/chat/prompt.js';
-import type { ChatMessage, ToolSpec } from '../engine/chat/messages.js';
-import { loadChatModel, type ChatModel } from '../engine/local/chat-model.js';
+import { toTemplateMessage, type RenderedPrompt } from '../chat/prompt.js';
+import type { ChatMessage, ToolSpec } from '../chat/messages.js';
+import { loadChatModel, type ChatModel } from '../cli/chat-model.js';
 import type { LocalEngineOptions } from '../engine/local/engine.js';
 import type { GenerationDefaults } from '../engine/local/model/folder.js';
-import type { ChatTemplate } from '../engine/local/tokenizer/chat-template.js';
-import type { TextTokenizer } from '../engine/local/tokenizer/tokenizer.js';
+import type { ChatTemplate } from '../chat/tokenizer/chat-template.js';
+import type { TextTokenizer } from '../chat/tokenizer/tokenizer.js';
 import type { Sampler } from '../engine/types.js';
 import type { RetemplateCheck } from '../types.js';
-import { PromptEncoder, type BoundedEncoding, type PromptEncoderOptions } from './prompt-encoder.js';
-import { PromptRenderer } from './prompt-renderer.js';
-import { TokenizerThread } from './tokenizer-thread.js';
+import { PromptEncoder, type BoundedEncoding, type PromptEncoderOptions } from '../chat/prompt-encoder.js';
+import { PromptRenderer } from '../chat/prompt-renderer.js';
+import { TokenizerThread } from '../chat/tokenizer-thread.js';
 
 export interface ChatBackend {
   sampler: Sampler;

@@ -8,7 +8,7 @@
 //   6. send the end; check token-exactness in the background
 
 import { randomUUID } from 'node:crypto';
-import type { RenderedPrompt } from '../engine/chat/prompt.js';
+import type { RenderedPrompt } from '../chat/prompt.js';
 import { randomSeed } from '../engine/local/sampling/random.js';
 import type { GenerationEvent, SamplingParams } from '../engine/types.js';
 import type { TurnPlan, TurnRecorder } from '../sessions/recorder.js';

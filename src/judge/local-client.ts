@@ -2,7 +2,7 @@
 // the policy that is being trained from it. Version 0 is asked for explicitly on every request
 // and checked on every answer, so publishing new weights never changes the judge.
 
-import type { ChatMessage } from '../engine/chat/messages.js';
+import type { ChatMessage } from '../chat/messages.js';
 import type { Sampler } from '../engine/types.js';
 import { JudgeClientError } from './errors.js';
 import type { CompleteOptions, JudgeClient } from './types.js';

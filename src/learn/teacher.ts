@@ -3,7 +3,7 @@
 // completion ids. teacher[t] = log p(completion_t | hinted prompt, completion_<t), one value per
 // completion token, token 0 included (the original gave token 0 a fake 0).
 
-import { contentToText, type ChatMessage, type ToolSpec } from '../engine/chat/messages.js';
+import { contentToText, type ChatMessage, type ToolSpec } from '../chat/messages.js';
 import type { Scorer } from '../engine/types.js';
 import type { Turn } from '../types.js';
 

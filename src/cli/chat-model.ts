@@ -4,10 +4,10 @@
 import { join } from 'node:path';
 import type { ChatMessage, ToolSpec } from '../chat/messages.js';
 import { renderPrompt } from '../chat/prompt.js';
-import { LocalEngine, type LocalEngineOptions } from './engine.js';
-import { readJsonFile, readModelFolder } from './model/folder.js';
-import { ChatTemplate } from './tokenizer/chat-template.js';
-import { TextTokenizer } from './tokenizer/tokenizer.js';
+import { LocalEngine, type LocalEngineOptions } from '../engine/local/engine.js';
+import { readJsonFile, readModelFolder } from '../engine/local/model/folder.js';
+import { ChatTemplate } from '../chat/tokenizer/chat-template.js';
+import { TextTokenizer } from '../chat/tokenizer/tokenizer.js';
 
 export interface ChatModel {
   engine: LocalEngine;
