@@ -9,7 +9,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { renderPrompt } from '../src/chat/prompt.js';
-import { loadChatBackend } from '../src/gateway/backend.js';
+import { loadChatBackend } from '../src/cli/chat-model.js';
 import { ROOT } from './models.js';
 
 const STREAMS = 32;

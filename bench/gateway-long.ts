@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ChatMessage } from '../src/chat/messages.js';
 import type { GenerationEvent, Sampler, SamplingParams } from '../src/engine/types.js';
-import { loadChatBackend } from '../src/gateway/backend.js';
+import { loadChatBackend } from '../src/cli/chat-model.js';
 import { DEFAULT_CONFIG } from '../src/gateway/config.js';
 import { memoryLogger } from '../src/gateway/log.js';
 import { Gateway } from '../src/gateway/server.js';

@@ -1,34 +1,49 @@
-// A model folder ready for chat: the engine (in its worker) plus the tokenizer and chat
-// template on this thread, which turn OpenAI-style messages into prompt ids.
+// A model folder ready for chat: the engine (in its worker) plus the chat codec on this thread,
+// which turns OpenAI-style messages into prompt ids; and the gateway's backend built from them.
 
-import { join } from 'node:path';
-import type { ChatMessage, ToolSpec } from '../chat/messages.js';
-import { renderPrompt } from '../chat/prompt.js';
+import { loadChatCodec, type ChatCodec } from '../chat/codec.js';
+import { openPromptCodec } from '../chat/prompt-codec.js';
+import type { PromptEncoderOptions } from '../chat/prompt-encoder.js';
 import { LocalEngine, type LocalEngineOptions } from '../engine/local/engine.js';
-import { readJsonFile, readModelFolder } from '../engine/local/model/folder.js';
-import { ChatTemplate } from '../chat/tokenizer/chat-template.js';
-import { TextTokenizer } from '../chat/tokenizer/tokenizer.js';
+import { readModelFolder } from '../engine/local/model/folder.js';
+import type { ChatBackend } from '../gateway/backend.js';
 
-export interface ChatModel {
+export interface ChatModel extends ChatCodec {
   engine: LocalEngine;
-  tokenizer: TextTokenizer;
-  template: ChatTemplate;
-  renderPrompt(
-    messages: ChatMessage[],
-    opts: { tools?: ToolSpec[]; addGenerationPrompt?: boolean; enableThinking?: boolean },
-  ): { text: string; ids: number[] };
 }
 
 export async function loadChatModel(modelDir: string, opts: LocalEngineOptions = {}): Promise<ChatModel> {
   readModelFolder(modelDir); // the folder-level errors first: missing folder, config, tokenizer files
-  const tokenizer = await TextTokenizer.fromModelDir(modelDir);
-  const configPath = join(modelDir, 'tokenizer_config.json');
-  const template = ChatTemplate.fromTokenizerConfig(readJsonFile(configPath) as object, configPath);
+  const codec = await loadChatCodec(modelDir);
   const engine = await LocalEngine.open(modelDir, opts);
+  return { ...codec, engine };
+}
+
+/** A backend over a model folder with the embedded engine (tests and benchmarks). */
+export async function loadChatBackend(
+  modelDir: string,
+  modelId: string,
+  opts: LocalEngineOptions & { encoder?: PromptEncoderOptions } = {},
+): Promise<ChatBackend> {
+  const { encoder, ...engineOptions } = opts;
+  return chatBackendOf(await loadChatModel(modelDir, engineOptions), modelId, encoder);
+}
+
+/**
+ * The backend over an already loaded chat model (serve keeps the model for its learner).
+ * `encoder.onMismatch` also hears when the direct template renderer turns itself off.
+ */
+export function chatBackendOf(model: ChatModel, modelId: string, encoder?: PromptEncoderOptions): ChatBackend {
+  const codec = openPromptCodec(model.engine.folder.dir, model, encoder);
   return {
-    engine,
-    tokenizer,
-    template,
-    renderPrompt: (messages, o) => renderPrompt(template, tokenizer, messages, o),
+    ...codec,
+    sampler: model.engine,
+    contextLength: model.engine.folder.config.maxPositionEmbeddings,
+    generationDefaults: model.engine.folder.generationDefaults,
+    modelId,
+    async close() {
+      await codec.close();
+      await model.engine.close();
+    },
   };
 }

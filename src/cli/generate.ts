@@ -6,6 +6,7 @@
 // The prompt is sent as one user message through the model's chat template (--raw: as plain
 // text). Text streams to stdout; --json prints one object with token ids and both log-probs.
 
+import { renderPrompt } from '../chat/prompt.js';
 import { loadChatModel } from './chat-model.js';
 import { numberFlag, parseFlags, precisionFlag, PRECISION_USAGE, stringFlag } from './args.js';
 
@@ -62,7 +63,10 @@ export async function runGenerate(argv: string[]): Promise<number> {
     ];
     const promptIds = v.raw
       ? model.tokenizer.encode(prompt)
-      : model.renderPrompt(messages, { addGenerationPrompt: true, enableThinking: Boolean(v.think) }).ids;
+      : renderPrompt(model.template, model.tokenizer, messages, {
+          addGenerationPrompt: true,
+          enableThinking: Boolean(v.think),
+        }).ids;
     const params = {
       maxTokens: numberFlag(v, 'max-tokens', { integer: true, min: 1 }) ?? 128,
       temperature: numberFlag(v, 'temperature', { min: 0 }) ?? 1,

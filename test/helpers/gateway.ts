@@ -4,7 +4,8 @@
 
 import { mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadChatBackend, type ChatBackend } from '../../src/gateway/backend.js';
+import { loadChatBackend } from '../../src/cli/chat-model.js';
+import type { ChatBackend } from '../../src/gateway/backend.js';
 import { DEFAULT_CONFIG, type GatewayConfig } from '../../src/gateway/config.js';
 import { memoryLogger } from '../../src/gateway/log.js';
 import { Gateway } from '../../src/gateway/server.js';

@@ -2,7 +2,8 @@
 // where they first differ is reported. The renderer and encoder are test doubles returning fixed ids.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { checkRetemplate, type ChatBackend } from '../src/gateway/backend.js';
+import { checkRetemplate } from '../src/chat/retemplate-check.js';
+import type { ChatBackend } from '../src/gateway/backend.js';
 
 function backendDouble(rendered: number[] | Error): ChatBackend {
   return {
