@@ -6,7 +6,7 @@ import {
   type CompletionParseOptions,
   type ParsedCompletion,
   type StreamDelta,
-} from '../src/engine/chat/completion.js';
+} from '../src/chat/completion.js';
 
 /** Deterministic ids, so streamed and whole parses can be compared. */
 function counterIds(): () => string {

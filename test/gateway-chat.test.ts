@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createConnection } from 'node:net';
-import { renderRequest } from '../src/gateway/backend.js';
+import { renderRequest } from '../src/chat/prompt-codec.js';
 import { post, scriptedBackend, sseEvents, startGateway, type TestGateway } from './helpers/gateway.js';
 import { replyIds, type ScriptedSampler } from './helpers/scripted-sampler.js';
 

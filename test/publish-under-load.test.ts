@@ -26,8 +26,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chatBackendOf } from '../src/gateway/backend.js';
-import { loadChatModel } from '../src/engine/local/chat-model.js';
+import { chatBackendOf, loadChatModel } from '../src/cli/chat-model.js';
 import { LocalEngine } from '../src/engine/local/engine.js';
 import { LocalLearner, type Publication } from '../src/engine/local/learner.js';
 import { DEFAULT_ADAMW } from '../src/engine/local/train/optimizer.js';

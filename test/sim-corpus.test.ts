@@ -5,10 +5,10 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { renderPrompt } from '../src/engine/chat/prompt.js';
-import { ChatTemplate, OPENCLAW_CHAT_TEMPLATE } from '../src/engine/local/tokenizer/chat-template.js';
-import { TextTokenizer } from '../src/engine/local/tokenizer/tokenizer.js';
-import { DEFAULT_SPECIAL_TOKENS, trainByteLevelBpe } from '../src/engine/local/tokenizer/train-bpe.js';
+import { renderPrompt } from '../src/chat/prompt.js';
+import { ChatTemplate, OPENCLAW_CHAT_TEMPLATE } from '../src/chat/tokenizer/chat-template.js';
+import { TextTokenizer } from '../src/chat/tokenizer/tokenizer.js';
+import { DEFAULT_SPECIAL_TOKENS, trainByteLevelBpe } from '../src/chat/tokenizer-training/train-bpe.js';
 import { HINT_HEADER } from '../src/learn/teacher.js';
 import { buildCorpus, DEFAULT_CORPUS, GRADING_MIX, HOMEWORK_MIX } from '../src/sim/corpus.js';
 import { VAGUE_HINTS } from '../src/sim/hints.js';

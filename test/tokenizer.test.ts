@@ -3,16 +3,16 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { seededRandom } from '../src/engine/local/tokenizer/corpus.js';
+import { seededRandom } from '../src/chat/tokenizer-training/corpus.js';
 import {
   builtinCorpus,
   DEFAULT_ADDED_TOKENS,
   DEFAULT_SPECIAL_TOKENS,
   trainByteLevelBpe,
   type TokenizerFiles,
-} from '../src/engine/local/tokenizer/train-bpe.js';
-import { TextTokenizer, WindowStreamDecoder } from '../src/engine/local/tokenizer/tokenizer.js';
-import { ByteLevelStreamDecoder } from '../src/engine/local/tokenizer/byte-level-decoder.js';
+} from '../src/chat/tokenizer-training/train-bpe.js';
+import { TextTokenizer, WindowStreamDecoder } from '../src/chat/tokenizer/tokenizer.js';
+import { ByteLevelStreamDecoder } from '../src/chat/tokenizer/byte-level-decoder.js';
 
 const TOKENS = { specialTokens: DEFAULT_SPECIAL_TOKENS, addedTokens: DEFAULT_ADDED_TOKENS };
 const files = trainByteLevelBpe(builtinCorpus({ targetChars: 100_000 }), { vocabSize: 1500, ...TOKENS });

@@ -2,13 +2,14 @@
 // last checkpoint, which the store is reconciled against and which is published at once), the
 // judge client, the teacher, and the loop that drives them.
 
-import type { ChatModel } from '../engine/local/chat-model.js';
+import type { ChatModel } from './chat-model.js';
 import { LocalLearner } from '../engine/local/learner.js';
 import type { TorchLaunch } from '../engine/torch/launcher.js';
 import type { SupervisedTorchLearner } from '../engine/torch/supervised.js';
 import type { LearnerConfig } from '../engine/local/train/learner.js';
 import { DEFAULT_LEARNER } from '../engine/local/train/learner.js';
-import { renderRequest, type ChatBackend } from '../gateway/backend.js';
+import { renderIdsOf } from '../chat/prompt-codec.js';
+import type { ChatBackend } from '../gateway/backend.js';
 import {
   DEFAULT_HINT_CHOICE,
   LocalJudgeClient,
@@ -94,11 +95,7 @@ export async function startLearning(a: {
   }
   const judgeClient: JudgeClient =
     settings.judge.kind === 'self'
-      ? new LocalJudgeClient({
-          engine,
-          tokenizer: model.tokenizer,
-          renderPrompt: (messages, o) => model.renderPrompt(messages, o),
-        })
+      ? new LocalJudgeClient(model)
       : new OpenAIJudgeClient({
           baseUrl: settings.judge.url!,
           model: settings.judge.model!,
@@ -118,7 +115,7 @@ export async function startLearning(a: {
       hintChoice: { ...DEFAULT_HINT_CHOICE, quorum: j.hintQuorum },
     },
     teacher: {
-      render: (messages, tools, enableThinking) => renderRequest(backend, { messages, tools, enableThinking }).ids,
+      render: renderIdsOf(backend),
       scorer: engine,
       contextLength: backend.contextLength,
     },

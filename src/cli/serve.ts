@@ -12,7 +12,6 @@
 import { basename, join, resolve } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { networkInterfaces, totalmem } from 'node:os';
-import { chatBackendOf } from '../gateway/backend.js';
 import {
   checkPartialConfig,
   ConfigError,
@@ -23,7 +22,7 @@ import {
 } from '../gateway/config.js';
 import { jsonLogger } from '../gateway/log.js';
 import { Gateway } from '../gateway/server.js';
-import { loadChatModel } from '../engine/local/chat-model.js';
+import { chatBackendOf, loadChatModel } from './chat-model.js';
 import type { PrefixCacheStats } from '../engine/local/engine.js';
 import { defaultKvCacheBytes } from '../engine/local/kv-cache-budget.js';
 import { describeMemoryPlan, memoryPlan, type MemoryPlan } from '../engine/local/memory-plan.js';

@@ -7,7 +7,6 @@ export {
   HINT_HEADER,
   hintedMessages,
   teacherLogprobs,
-  type RenderIds,
   type TeacherModel,
   type TeacherResult,
 } from './teacher.js';

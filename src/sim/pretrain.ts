@@ -6,15 +6,15 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import type { ChatMessage } from '../engine/chat/messages.js';
+import type { ChatMessage } from '../chat/messages.js';
 import type { TrainingSample } from '../engine/types.js';
 import { loadKernels } from '../engine/local/kernels/index.js';
 import { writeModelFolder, type ModelShape } from '../engine/local/model/init.js';
 import { saveModelFolder } from '../engine/local/model/save.js';
 import { loadWeights } from '../engine/local/model/weights.js';
 import { readModelFolder } from '../engine/local/model/folder.js';
-import { ChatTemplate } from '../engine/local/tokenizer/chat-template.js';
-import { TextTokenizer } from '../engine/local/tokenizer/tokenizer.js';
+import { ChatTemplate } from '../chat/tokenizer/chat-template.js';
+import { TextTokenizer } from '../chat/tokenizer/tokenizer.js';
 import { DEFAULT_LEARNER, LearnerCore } from '../engine/local/train/learner.js';
 import { buildCorpus, DEFAULT_CORPUS, type CorpusOptions } from './corpus.js';
 import { loadProblems } from './problems.js';

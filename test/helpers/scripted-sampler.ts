@@ -4,8 +4,8 @@
 // abort signal like the real engine, and throws when a call has no script.
 
 import type { GenerationEvent, Sampler, SamplingParams } from '../../src/engine/types.js';
-import type { TextTokenizer } from '../../src/engine/local/tokenizer/tokenizer.js';
-import type { ToolCall } from '../../src/engine/chat/messages.js';
+import type { TextTokenizer } from '../../src/chat/tokenizer/tokenizer.js';
+import type { ToolCall } from '../../src/chat/messages.js';
 
 export interface Script {
   ids: number[];

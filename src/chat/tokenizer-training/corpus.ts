@@ -3,8 +3,8 @@
 // tool signatures, tool calls and results, reasoning), i.e. the kind of text an agent policy sees.
 // All text here is written for this project. Same options, same corpus, same tokenizer.
 
-import type { ChatMessage, ToolSpec } from '../../chat/messages.js';
-import { ChatTemplate, OPENCLAW_CHAT_TEMPLATE } from './chat-template.js';
+import type { ChatMessage, ToolSpec } from '../messages.js';
+import { ChatTemplate, OPENCLAW_CHAT_TEMPLATE } from '../tokenizer/chat-template.js';
 
 export interface CorpusOptions {
   /** Approximate size of the generated part in characters. Default 200,000. */

@@ -3,7 +3,7 @@
 // tokenizer from text alone and everything downstream treats it exactly like a real Qwen tokenizer.
 
 import { Tokenizer } from '@huggingface/tokenizers';
-import { OPENCLAW_CHAT_TEMPLATE } from './chat-template.js';
+import { OPENCLAW_CHAT_TEMPLATE } from '../tokenizer/chat-template.js';
 
 export { builtinCorpus, type CorpusOptions } from './corpus.js';
 
