@@ -2,6 +2,8 @@
 // tests any backend runs by calling samplerContract / scorerContract with a factory of its own.
 
 import assert from 'node:assert/strict';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { PolicyVersion } from '../../src/engine/policy-version.js';
 import type { GenerationEvent, Sampler, SamplingParams, Scorer } from '../../src/engine/types.js';
@@ -165,6 +167,14 @@ export function samplerContract(name: string, open: () => Promise<SamplerFixture
       const againOld = await f.scorer.logprobs(prompt, fresh.ids, { version: old });
       assert.ok(maxAbsDiff(underNew.logprobs, againOld.logprobs) > 1e-3, 'the new version has the old weights');
       f.servingVersion = next.version;
+    });
+
+    test('use() of a folder that holds no version rejects, and requests stay on the serving version', async () => {
+      const f = fixture();
+      const missing = join(tmpdir(), `ocrl-contract-missing-${process.pid}`, 'v-1000');
+      await assert.rejects(f.sampler.use({ version: 1000, kind: 'lora', path: missing }), /v-1000/);
+      const g = await collect(f.sampler, promptOf(f.vocab, 4, 7), { maxTokens: 2, seed: 1, stopTokenIds: [] });
+      assert.equal(g.finish.version, f.servingVersion);
     });
   });
 }
