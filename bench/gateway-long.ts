@@ -97,6 +97,9 @@ function runClient(url: string, kb: number, pattern: Pattern): Promise<number[]>
 
 class InstantSampler implements Sampler {
   constructor(private readonly ids: number[]) {}
+  use(): Promise<number> {
+    return Promise.reject(new Error('InstantSampler serves fixed ids; it loads no policy version'));
+  }
   async *generate(promptIds: readonly number[], params: SamplingParams): AsyncIterable<GenerationEvent> {
     const n = params.maxTokens ?? 32;
     for (let i = 0; i < n; i++)

@@ -203,6 +203,9 @@ async function inProcess(sampler: Sampler, promptIds: number[], concurrency: num
 /** A sampler that costs nothing: TOKENS fixed ids at once, so HTTP time is pure gateway overhead. */
 class InstantSampler implements Sampler {
   constructor(private readonly ids: number[]) {}
+  use(): Promise<number> {
+    return Promise.reject(new Error('InstantSampler serves fixed ids; it loads no policy version'));
+  }
   async *generate(promptIds: readonly number[], params: SamplingParams): AsyncIterable<GenerationEvent> {
     const n = Math.min(params.maxTokens ?? TOKENS, this.ids.length);
     for (let i = 0; i < n; i++) yield { type: 'token', token: { id: this.ids[i]!, logprob: -1, sampledLogprob: -1 } };

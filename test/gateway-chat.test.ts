@@ -490,6 +490,7 @@ test('a client that reads slowly still gets the whole stream, in order (backpres
   const tokens = 40_000;
   const id = tok.encode('word')[0]!;
   const flood = {
+    use: () => Promise.reject(new Error('this test publishes no version')),
     async *generate(promptIds: readonly number[]) {
       for (let i = 0; i < tokens; i++) yield { type: 'token' as const, token: { id, logprob: -1, sampledLogprob: -1 } };
       yield {

@@ -75,8 +75,8 @@ test('forwardBackward + optimStep is the same update as trainBatch over one mini
     await b.forwardBackward([sample]);
     const step = await b.optimStep();
     assert.equal(step.step, 1);
-    const [ua, ub] = [await a.publish(), await b.publish()];
-    assert.ok(ua.kind === 'lora' && ub.kind === 'lora');
+    const [ua, ub] = [(await a.publish()).update, (await b.publish()).update];
+    assert.ok(ua?.kind === 'lora' && ub?.kind === 'lora');
     assert.ok(maxAbsDiff(Array.from(ua.data), Array.from(ub.data)) < 1e-7);
   } finally {
     await a.close();
@@ -98,16 +98,16 @@ test('a checkpoint resumes steps, published version, consumed ids and the exact 
     for (let i = 0; i < 3; i++) await first.trainBatch([sample]);
     await first.publish();
     await first.save(['turn-1', 'turn-2']);
-    const saved = await first.publish(); // version 2, from the same weights
+    const saved = (await first.publish()).update; // version 2, from the same weights
     await first.close();
 
     const second = await LocalLearner.open(engine, { config, checkpointDir });
     assert.deepEqual(second.resumed.consumedSampleIds, ['turn-1', 'turn-2']);
     assert.equal(second.resumed.steps, 3);
     assert.equal(second.resumed.version, 1);
-    const resumed = await second.publish();
-    assert.equal(resumed.version, 2);
-    assert.ok(saved.kind === 'lora' && resumed.kind === 'lora');
+    const resumed = (await second.publish()).update;
+    assert.equal(resumed?.version, 2);
+    assert.ok(saved?.kind === 'lora' && resumed?.kind === 'lora');
     assert.deepEqual(Array.from(resumed.data), Array.from(saved.data));
     await second.close();
 

@@ -97,6 +97,7 @@ const seedOf = (index: number) => 1000 + index;
  */
 function timedSampler(inner: Sampler, generations: Map<number, GenerationRecord>): Sampler {
   return {
+    use: (version) => inner.use(version),
     generate(promptIds, params, signal) {
       const record: GenerationRecord = { tokenTimes: [], version: null };
       generations.set(params.seed!, record);

@@ -1,6 +1,8 @@
 // The contracts between the engine and everything above it. Types only: backends implement
 // them (engine/local now; remote samplers and learners later), callers depend on nothing else.
 
+import type { PolicyVersion } from './policy-version.js';
+
 /** How to sample one completion. Unset fields take the documented defaults. */
 export interface SamplingParams {
   /** 0 means greedy. Default 1. */
@@ -64,6 +66,8 @@ export type GenerationEvent =
 export interface Sampler {
   /** Streams one completion of promptIds. Breaking out of the loop cancels the generation. */
   generate(promptIds: readonly number[], params: SamplingParams, signal?: AbortSignal): AsyncIterable<GenerationEvent>;
+  /** Switches new requests to `version` (in-flight ones finish on theirs); resolves with the switch's ms. */
+  use(version: PolicyVersion): Promise<number>;
 }
 
 export interface ScoreOptions {
@@ -170,7 +174,7 @@ export interface Learner {
   /** The whole PPO procedure over one batch (old log-probs, epochs, mini-batches). */
   trainBatch(samples: TrainingSample[]): Promise<StepMetrics[]>;
   /** A snapshot of the current weights as the next policy version. */
-  publish(): Promise<PolicyUpdate>;
+  publish(): Promise<PolicyVersion>;
   /** Writes a crash-safe checkpoint (weights, optimizer, step, consumed sample ids). */
   save(consumedSampleIds: string[]): Promise<void>;
 }

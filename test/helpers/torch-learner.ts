@@ -7,12 +7,12 @@ import { loadKernels } from '../../src/engine/local/kernels/index.js';
 import type { ModelFamily } from '../../src/engine/local/model/config.js';
 import { readModelFolder } from '../../src/engine/local/model/folder.js';
 import { loadWeights } from '../../src/engine/local/model/weights.js';
+import { readPolicyUpdate } from '../../src/engine/local/policy-versions.js';
 import { createRng } from '../../src/engine/local/sampling/random.js';
 import { writePeftAdapter } from '../../src/engine/local/train/checkpoint.js';
 import { LearnerCore, type LearnerConfig } from '../../src/engine/local/train/learner.js';
 import { DEFAULT_LAUNCH, type TorchLaunch } from '../../src/engine/torch/launcher.js';
 import { TorchLearner } from '../../src/engine/torch/learner.js';
-import { readPolicyVersion } from '../../src/engine/torch/versions.js';
 import type { StepMetrics, TrainingSample } from '../../src/engine/types.js';
 import { makeTinyModel, PYTHON, scratchDir } from './models.js';
 
@@ -128,7 +128,7 @@ export async function trainTorch(s: Setup, launch: Partial<TorchLaunch> = {}): P
   try {
     const metrics = await learner.trainBatch(s.samples);
     const v = await learner.publish();
-    const update = readPolicyVersion(v.path, v.version, readModelFolder(s.dir).config);
+    const update = readPolicyUpdate(v, readModelFolder(s.dir).config);
     const values = update.kind === 'lora' ? update.data : new Float32Array(update.params);
     return { metrics, values };
   } finally {

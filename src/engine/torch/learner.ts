@@ -7,10 +7,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import type { ForwardBackwardResult, OptimStepResult, StepMetrics, TrainingSample } from '../types.js';
 import type { LocalEngine } from '../local/engine.js';
+import { policyVersionAt, readPolicyUpdate } from '../local/policy-versions.js';
+import type { PolicyVersion } from '../policy-version.js';
 import type { Publication } from '../local/learner.js';
 import type { LearnerConfig } from '../local/train/learner.js';
 import { learnerEnv, launchCommand, preflight, tail, TorchLearnerError, type TorchLaunch } from './launcher.js';
-import { readPolicyVersion } from './versions.js';
 
 export interface TorchLearnerOptions {
   launch: TorchLaunch;
@@ -154,19 +155,20 @@ export class TorchLearner {
     }));
   }
 
-  /** Writes the current weights as the next version's folder. */
-  publish(): Promise<{ version: number; path: string }> {
-    return this.request({ op: 'publish' }) as Promise<{ version: number; path: string }>;
+  /** Writes the current weights as the next version's folder (a PEFT adapter or a model folder). */
+  async publish(): Promise<PolicyVersion> {
+    const r = (await this.request({ op: 'publish' })) as { version: number; path: string };
+    return policyVersionAt(r.path, r.version);
   }
 
-  /** Publishes the current weights and makes `engine` serve them. */
+  /** Publishes the current weights and makes `engine` serve them; reading the folder counts as the snapshot. */
   async publishTo(engine: LocalEngine): Promise<Publication> {
     const t0 = performance.now();
-    const r = await this.publish();
-    const update = readPolicyVersion(r.path, r.version, engine.folder.config);
+    const v = await this.publish();
+    const update = readPolicyUpdate(v, engine.folder.config);
     const snapshotMs = performance.now() - t0;
-    const swapMs = await engine.publish(update);
-    return { version: r.version, snapshotMs, swapMs };
+    const swapMs = await engine.use({ ...v, update });
+    return { version: v.version, snapshotMs, swapMs };
   }
 
   async save(consumedSampleIds: string[]): Promise<void> {

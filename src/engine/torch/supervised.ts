@@ -6,6 +6,7 @@
 import type { StepMetrics, TrainingSample } from '../types.js';
 import type { LocalEngine } from '../local/engine.js';
 import type { Publication } from '../local/learner.js';
+import type { PolicyVersion } from '../policy-version.js';
 import type { TorchLearner, TorchStatus } from './learner.js';
 
 export interface SupervisorHooks {
@@ -41,7 +42,7 @@ export class SupervisedTorchLearner {
   }
 
   /** Writes the current weights as the next version's folder. */
-  publish(): Promise<{ version: number; path: string }> {
+  publish(): Promise<PolicyVersion> {
     return this.learner.publish();
   }
 

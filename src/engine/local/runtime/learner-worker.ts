@@ -7,6 +7,7 @@ import type { PolicyUpdate } from '../../types.js';
 import { loadKernels } from '../kernels/index.js';
 import { readModelFolder } from '../model/folder.js';
 import { paramStoreOver, tensorSpecs } from '../model/weights.js';
+import { writePolicyVersion } from '../policy-versions.js';
 import { loadCheckpoint, saveCheckpoint } from '../train/checkpoint.js';
 import { LearnerCore } from '../train/learner.js';
 import { Lora } from '../train/lora.js';
@@ -54,8 +55,11 @@ function start(): void {
       }
       case 'trainBatch':
         return learner.trainBatch(r.samples);
-      case 'publish':
-        return snapshot(++version);
+      case 'publish': {
+        const update = snapshot(++version);
+        if (!options.versionsDir) return { version, kind: update.kind, path: null, update };
+        return writePolicyVersion(options.versionsDir, update, { modelDir: options.modelDir, config: cfg });
+      }
       case 'save':
         consumed = r.consumedSampleIds;
         saveCheckpoint(options.checkpointDir ?? fail('no checkpoint folder was configured'), {
