@@ -68,12 +68,7 @@ function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
-export function learnerContract(
-  name: string,
-  open: () => Promise<LearnerFixture>,
-  modes: TrainMode[],
-  opts: { skip?: string | false } = {},
-): void {
+export function learnerContract(name: string, open: () => Promise<LearnerFixture>, modes: TrainMode[]): void {
   let f: LearnerFixture | null = null;
   const fixture = () => f ?? assert.fail('the fixture did not open');
   const sampleWith = (advantage: number): TrainingSample => {
@@ -99,7 +94,7 @@ export function learnerContract(
     }
   };
 
-  describe(`Learner contract: ${name}`, { skip: opts.skip ?? false }, () => {
+  describe(`Learner contract: ${name}`, () => {
     before(async () => {
       f = await open();
     });
