@@ -1,14 +1,15 @@
 // The embedded learner as the rest of the project sees it: the Learner contract over a worker
-// that trains on the engine's own base weights (shared memory, not a copy). Publishing returns
-// a PolicyUpdate for LocalEngine.publish; `publishTo` does both and times the swap.
+// that trains on the engine's own base weights (shared memory, not a copy). learn/ppo.ts drives
+// it through that contract. Publishing returns a PolicyUpdate for LocalEngine.publish;
+// `publishTo` does both and times the swap.
 
 import { Worker } from 'node:worker_threads';
 import type {
   ForwardBackwardResult,
   Learner,
+  LossSpec,
   OptimStepResult,
   PolicyUpdate,
-  StepMetrics,
   TrainingSample,
 } from '../types.js';
 import type { LocalEngine } from './engine.js';
@@ -111,16 +112,20 @@ export class LocalLearner implements Learner {
     return new LocalLearner(worker, config, status);
   }
 
-  forwardBackward(samples: TrainingSample[], batchSize = samples.length): Promise<ForwardBackwardResult> {
-    return this.request({ op: 'forwardBackward', samples, batchSize }) as Promise<ForwardBackwardResult>;
+  logprobs(samples: TrainingSample[]): Promise<Float32Array[]> {
+    return this.request({ op: 'logprobs', samples }) as Promise<Float32Array[]>;
+  }
+
+  forwardBackward(
+    samples: TrainingSample[],
+    loss: LossSpec,
+    batchSize = samples.length,
+  ): Promise<ForwardBackwardResult> {
+    return this.request({ op: 'forwardBackward', samples, loss, batchSize }) as Promise<ForwardBackwardResult>;
   }
 
   optimStep(): Promise<OptimStepResult> {
     return this.request({ op: 'optimStep' }) as Promise<OptimStepResult>;
-  }
-
-  trainBatch(samples: TrainingSample[]): Promise<StepMetrics[]> {
-    return this.request({ op: 'trainBatch', samples }) as Promise<StepMetrics[]>;
   }
 
   publish(): Promise<PolicyUpdate> {

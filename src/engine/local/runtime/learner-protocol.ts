@@ -1,6 +1,6 @@
 // Messages between LocalLearner (main thread) and the learner worker.
 
-import type { ForwardBackwardResult, OptimStepResult, PolicyUpdate, StepMetrics, TrainingSample } from '../../types.js';
+import type { ForwardBackwardResult, LossSpec, OptimStepResult, PolicyUpdate, TrainingSample } from '../../types.js';
 import type { LearnerConfig } from '../train/learner.js';
 
 export interface LearnerWorkerOptions {
@@ -22,13 +22,13 @@ export interface LearnerWorkerOptions {
 }
 
 export type LearnerRequest =
-  | { op: 'forwardBackward'; samples: TrainingSample[]; batchSize: number }
+  | { op: 'logprobs'; samples: TrainingSample[] }
+  | { op: 'forwardBackward'; samples: TrainingSample[]; loss: LossSpec; batchSize: number }
   | { op: 'optimStep' }
-  | { op: 'trainBatch'; samples: TrainingSample[] }
   | { op: 'publish' }
   | { op: 'save'; consumedSampleIds: string[] };
 
-export type LearnerReply = ForwardBackwardResult | OptimStepResult | StepMetrics[] | PolicyUpdate | null;
+export type LearnerReply = Float32Array[] | ForwardBackwardResult | OptimStepResult | PolicyUpdate | null;
 
 export interface LearnerStatus {
   steps: number;

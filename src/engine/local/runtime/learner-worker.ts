@@ -45,15 +45,12 @@ function start(): void {
 
   const handle = (r: LearnerRequest): LearnerReply => {
     switch (r.op) {
+      case 'logprobs':
+        return learner.logprobs(r.samples);
       case 'forwardBackward':
-        return learner.forwardBackward(r.samples, r.batchSize);
-      case 'optimStep': {
-        const result = learner.optimStep();
-        learner.zeroGrad();
-        return result;
-      }
-      case 'trainBatch':
-        return learner.trainBatch(r.samples);
+        return learner.forwardBackward(r.samples, r.loss, r.batchSize);
+      case 'optimStep':
+        return learner.optimStep();
       case 'publish':
         return snapshot(++version);
       case 'save':
