@@ -30,7 +30,10 @@ export interface AdvantageWeights {
 export interface AdvantageInput {
   /** The turn's majority PRM score (-1, 0 or +1). */
   score: number;
-  /** Teacher (hint in context) log-prob of each completion token, NaN where it gave none; null for an RL-only sample [R]. */
+  /**
+   * Teacher (hint in context) log-prob of each completion token, NaN where it gave none; null for
+   * an RL-only sample [R].
+   */
   teacherLogprobs: ArrayLike<number> | null;
   oldLogprobs: ArrayLike<number>;
   mask: ArrayLike<number>;

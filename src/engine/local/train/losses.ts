@@ -1,7 +1,8 @@
 // The training losses as pure functions over per-token arrays: the PPO-clip policy loss with
 // truncated importance weights, KL to the base and an entropy bonus (Binary RL, OPD, Combined),
-// and top-K distillation (the methods' advantages are learn/methods.ts's). Each returns the loss, its gradient w.r.t.
-// what TrainModel.forward produced (so TrainModel.backward can take it as is) and diagnostics.
+// and top-K distillation; the methods' advantages are learn/methods.ts's. Each returns the loss,
+// its gradient w.r.t. what TrainModel.forward produced (so TrainModel.backward can take it as
+// is) and diagnostics.
 //
 // Shapes: R = completion tokens of a mini-batch (its samples concatenated, as in
 // ForwardResult), B = samples, K = teacher top-K entries per token. Suffixes: _R per token,
