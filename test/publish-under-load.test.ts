@@ -34,6 +34,7 @@ import type { GenerationEvent, PolicyUpdate, Sampler, TrainingSample } from '../
 import type { Turn } from '../src/types.js';
 import { startGateway, tinyModel } from './helpers/gateway.js';
 import { maxAbsDiff } from './helpers/models.js';
+import { DEFAULT_PPO, trainBatch } from '../src/learn/ppo.js';
 
 const CLIENTS = 4;
 const PUBLICATIONS = 10;
@@ -361,7 +362,6 @@ test('ten publications under continuous streaming load: no failure, no stall, ea
     config: {
       mode: { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } },
       optimizer: { ...DEFAULT_ADAMW, lr: 2e-2 },
-      miniBatchSize: TURNS_PER_VERSION,
     },
     threads: 1,
     maxYieldMs: 20,
@@ -424,7 +424,7 @@ test('ten publications under continuous streaming load: no failure, no stall, ea
         ),
       }));
     const trainFrom = performance.now();
-    const [metrics] = await learner.trainBatch(samples);
+    const [metrics] = await trainBatch(learner, samples, { ...DEFAULT_PPO, miniBatchSize: TURNS_PER_VERSION });
     training.push([trainFrom, performance.now()]);
     assert.ok(metrics!.applied, `batch ${k} was not applied`);
 

@@ -10,6 +10,7 @@ import { readPolicyUpdate } from '../src/engine/local/policy-versions.js';
 import { DEFAULT_LAUNCH } from '../src/engine/torch/launcher.js';
 import { TorchLearner } from '../src/engine/torch/learner.js';
 import { SupervisedTorchLearner } from '../src/engine/torch/supervised.js';
+import { trainBatch } from '../src/learn/ppo.js';
 import { scratchDir } from './helpers/models.js';
 import { assertSame, setup, TORCH_PYTHON, trainTs } from './helpers/torch-learner.js';
 
@@ -38,7 +39,7 @@ test('SIGKILL of the learner with trainBatch in flight: relaunched, reconciled, 
     log: (e, f) => events.push([e, f]),
   });
   try {
-    const training = learner.trainBatch(s.samples);
+    const training = learner.train((torch) => trainBatch(torch, s.samples, s.ppo));
     // The request is on its way; whatever the learner has done with it, it dies now.
     process.kill(first.pid, 'SIGKILL');
     const metrics = await training;
@@ -48,7 +49,7 @@ test('SIGKILL of the learner with trainBatch in flight: relaunched, reconciled, 
     const published = await learner.publish();
     const update = readPolicyUpdate(published, readModelFolder(s.dir).config);
     assert.ok(update.kind === 'lora');
-    assertSame('TypeScript vs relaunched PyTorch', trainTs(s), { metrics, values: update.data });
+    assertSame('TypeScript vs relaunched PyTorch', await trainTs(s), { metrics, values: update.data });
   } finally {
     await learner.close();
   }

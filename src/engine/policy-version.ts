@@ -1,7 +1,7 @@
 // The PolicyVersion contract: what Learner.publish() returns and Sampler.use() loads. Types only;
 // engine/local/policy-versions.ts reads and writes the folders.
 
-import type { PolicyUpdate } from './types.js';
+import type { PolicyUpdate } from './learner.js';
 
 /**
  * One published policy. The folder is the portable form: a sampler in another process or on

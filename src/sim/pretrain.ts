@@ -21,6 +21,7 @@ import { loadProblems } from './problems.js';
 import { rng } from './random.js';
 import { RUBRIC_VERSION } from './rubrics.js';
 import { conversationSample } from './samples.js';
+import { DEFAULT_PPO } from '../learn/ppo.js';
 
 export interface PretrainOptions {
   shape: ModelShape;
@@ -200,8 +201,8 @@ function trainOnCorpus(
       ...DEFAULT_LEARNER,
       mode: { kind: 'full' },
       optimizer,
-      miniBatchSize: o.batchSize,
-      microBatchTokens: 16384,
+      // Each batch is one forward/backward, as before micro-batching moved into forwardBackward.
+      microBatchTokens: Infinity,
       seed: o.seed,
     },
     loadKernels(),
@@ -233,8 +234,7 @@ function trainOnCorpus(
       const batch: TrainingSample[] = order.slice(b, b + o.batchSize).map((k) => samples[k]!);
       const t0 = performance.now();
       optimizer.lr = o.lr * (1 - (0.9 * Math.max(0, step - o.warmupSteps)) / Math.max(1, steps - o.warmupSteps));
-      core.zeroGrad();
-      core.forwardBackward(batch);
+      core.forwardBackward(batch, DEFAULT_PPO.loss);
       const applied = core.optimStep();
       if (step >= o.warmupSteps && applied.lr !== optimizer.lr)
         throw new Error(`pretraining: the optimizer used lr ${applied.lr}, not the scheduled ${optimizer.lr}`);

@@ -1,9 +1,11 @@
-// The one place the learner suite calls a Learner: when the contract changes (forwardBackward
-// taking the loss spec per call, a Learner.logprobs of its own), only this file adapts.
+// The one place the learner suite calls a Learner: when the contract changes, only this file
+// adapts.
 
 import type { PolicyVersion } from '../../src/engine/policy-version.js';
 import type {
   ForwardBackwardResult,
+  Learner,
+  LossSpec,
   OptimStepResult,
   Sampler,
   Scorer,
@@ -11,20 +13,26 @@ import type {
 } from '../../src/engine/types.js';
 
 /** What the suite needs of a learner backend (LocalLearner and TorchLearner both have it). */
-export interface ContractLearner {
-  forwardBackward(samples: TrainingSample[], batchSize?: number): Promise<ForwardBackwardResult>;
-  optimStep(): Promise<OptimStepResult>;
-  publish(): Promise<PolicyVersion>;
-  save(consumedSampleIds: string[]): Promise<void>;
-  close(): Promise<void>;
-}
+export type ContractLearner = Learner & { close(): Promise<void> };
+
+/** No KL and no entropy bonus: with zero advantages the loss has no gradient at all. */
+export const CONTRACT_LOSS: LossSpec = {
+  kind: 'policy',
+  eps: 0.2,
+  epsHigh: 0.28,
+  tisCap: 2,
+  klCoef: 0,
+  entropyCoef: 0,
+};
 
 export interface LearnerOps {
-  /** One optimizer step over `samples` with the loss of the learner's config. */
+  /** One optimizer step over `samples` with CONTRACT_LOSS. */
   step(samples: TrainingSample[]): Promise<{ forward: ForwardBackwardResult; optim: OptimStepResult }>;
   publish(): Promise<PolicyVersion>;
-  /** Each sample's completion log-probs under the current weights: published, loaded by `reader`, scored. */
+  /** Each sample's completion log-probs under the current weights, by the learner's own forward pass. */
   logprobs(samples: TrainingSample[]): Promise<number[][]>;
+  /** The same, as a sampler serves them: the weights published, loaded by `reader`, scored there. */
+  servedLogprobs(samples: TrainingSample[]): Promise<number[][]>;
   save(): Promise<void>;
   close(): Promise<void>;
 }
@@ -32,11 +40,12 @@ export interface LearnerOps {
 export function learnerOps(learner: ContractLearner, reader: Sampler & Scorer): LearnerOps {
   return {
     async step(samples) {
-      const forward = await learner.forwardBackward(samples);
+      const forward = await learner.forwardBackward(samples, CONTRACT_LOSS);
       return { forward, optim: await learner.optimStep() };
     },
     publish: () => learner.publish(),
-    async logprobs(samples) {
+    logprobs: async (samples) => (await learner.logprobs(samples)).map((lp) => Array.from(lp)),
+    async servedLogprobs(samples) {
       const v = await learner.publish();
       await reader.use(v);
       const out: number[][] = [];

@@ -1,11 +1,12 @@
 // The embedded learner as the rest of the project sees it: the Learner contract over a worker
-// that trains on the engine's own base weights (shared memory, not a copy). Publishing returns
-// a PolicyVersion carrying the weights in memory (and written to a folder when versionsDir is
-// set) for any Sampler's use(); `publishTo` does both and times the swap.
+// that trains on the engine's own base weights (shared memory, not a copy). learn/ppo.ts drives
+// it through that contract. Publishing returns a PolicyVersion carrying the weights in memory
+// (and written to a folder when versionsDir is set) for any Sampler's use(); `publishTo` does
+// both and times the swap.
 
 import { Worker } from 'node:worker_threads';
 import type { PolicyVersion } from '../policy-version.js';
-import type { ForwardBackwardResult, Learner, OptimStepResult, StepMetrics, TrainingSample } from '../types.js';
+import type { ForwardBackwardResult, Learner, LossSpec, OptimStepResult, TrainingSample } from '../types.js';
 import type { LocalEngine } from './engine.js';
 import type {
   FromLearner,
@@ -112,16 +113,20 @@ export class LocalLearner implements Learner {
     return new LocalLearner(worker, config, status);
   }
 
-  forwardBackward(samples: TrainingSample[], batchSize = samples.length): Promise<ForwardBackwardResult> {
-    return this.request({ op: 'forwardBackward', samples, batchSize }) as Promise<ForwardBackwardResult>;
+  logprobs(samples: TrainingSample[]): Promise<Float32Array[]> {
+    return this.request({ op: 'logprobs', samples }) as Promise<Float32Array[]>;
+  }
+
+  forwardBackward(
+    samples: TrainingSample[],
+    loss: LossSpec,
+    batchSize = samples.length,
+  ): Promise<ForwardBackwardResult> {
+    return this.request({ op: 'forwardBackward', samples, loss, batchSize }) as Promise<ForwardBackwardResult>;
   }
 
   optimStep(): Promise<OptimStepResult> {
     return this.request({ op: 'optimStep' }) as Promise<OptimStepResult>;
-  }
-
-  trainBatch(samples: TrainingSample[]): Promise<StepMetrics[]> {
-    return this.request({ op: 'trainBatch', samples }) as Promise<StepMetrics[]>;
   }
 
   /** The current weights as the next version: always in memory, also on disk with versionsDir. */

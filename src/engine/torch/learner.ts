@@ -1,11 +1,12 @@
 // The PyTorch learner as the rest of the project sees it: a process tree started by PyTorch's
 // launcher, driven over rank 0's stdin/stdout (JSON lines), publishing each version as a folder
-// on disk that the embedded sampler then loads. Its surface is LocalLearner's (trainBatch,
-// publishTo, save, close, resumed), so serve drives either one the same way.
+// on disk that the embedded sampler then loads. Its surface is LocalLearner's (logprobs,
+// forwardBackward, optimStep, publishTo, save, close, resumed), so learn/ppo.ts and serve drive
+// either one the same way.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import type { ForwardBackwardResult, OptimStepResult, StepMetrics, TrainingSample } from '../types.js';
+import type { ForwardBackwardResult, LossSpec, OptimStepResult, TrainingSample } from '../types.js';
 import type { LocalEngine } from '../local/engine.js';
 import { policyVersionAt, readPolicyUpdate } from '../local/policy-versions.js';
 import type { PolicyVersion } from '../policy-version.js';
@@ -16,6 +17,8 @@ import { learnerEnv, launchCommand, preflight, tail, TorchLearnerError, type Tor
 export interface TorchLearnerOptions {
   launch: TorchLaunch;
   config: LearnerConfig;
+  /** Keep a copy of the frozen base for a KL term under full fine-tuning (LoRA has the base anyway). */
+  keepReference?: boolean;
   modelDir: string;
   checkpointDir: string;
   versionsDir: string;
@@ -70,6 +73,7 @@ export class TorchLearner {
     const lines = createInterface({ input: child.stdout! });
     const config = {
       ...opts.config,
+      keepReference: opts.keepReference ?? false,
       modelDir: opts.modelDir,
       checkpointDir: opts.checkpointDir,
       versionsDir: opts.versionsDir,
@@ -136,22 +140,29 @@ export class TorchLearner {
     return this.exited;
   }
 
-  trainBatch(samples: TrainingSample[]): Promise<StepMetrics[]> {
-    return (this.request({ op: 'trainBatch', samples }) as Promise<StepMetrics[]>).then((steps) =>
-      steps.map((s) => ({ ...s, gradNorm: s.gradNorm ?? NaN })),
+  /** Each sample's completion log-probs under the current weights, computed over the ranks. */
+  logprobs(samples: TrainingSample[]): Promise<Float32Array[]> {
+    return (this.request({ op: 'logprobs', samples }) as Promise<(number | null)[][]>).then((rows) =>
+      rows.map((row) => Float32Array.from(row, (x) => x ?? NaN)),
     );
   }
 
-  /** Adds the gradients of the loss over `samples` (divided by batchSize), split over the ranks. */
-  forwardBackward(samples: TrainingSample[], batchSize = samples.length): Promise<ForwardBackwardResult> {
-    return this.request({ op: 'forwardBackward', samples, batchSize }) as Promise<ForwardBackwardResult>;
+  /** Adds the gradients of `loss` over `samples` (divided by batchSize), split over the ranks. */
+  forwardBackward(
+    samples: TrainingSample[],
+    loss: LossSpec,
+    batchSize = samples.length,
+  ): Promise<ForwardBackwardResult> {
+    return this.request({ op: 'forwardBackward', samples, loss, batchSize }) as Promise<ForwardBackwardResult>;
   }
 
   /** All-reduces the accumulated gradients, clips them, applies one AdamW step and clears them. */
   optimStep(): Promise<OptimStepResult> {
-    return (this.request({ op: 'optimStep' }) as Promise<OptimStepResult>).then((r) => ({
+    return (this.request({ op: 'optimStep' }) as Promise<Omit<OptimStepResult, 'yieldedMs'>>).then((r) => ({
       ...r,
       gradNorm: r.gradNorm ?? NaN,
+      // It runs on its own devices: it never waits for the sampler.
+      yieldedMs: 0,
     }));
   }
 

@@ -1,7 +1,7 @@
 // Messages between LocalLearner (main thread) and the learner worker.
 
 import type { PolicyVersion } from '../../policy-version.js';
-import type { ForwardBackwardResult, OptimStepResult, StepMetrics, TrainingSample } from '../../types.js';
+import type { ForwardBackwardResult, LossSpec, OptimStepResult, TrainingSample } from '../../types.js';
 import type { LearnerConfig } from '../train/learner.js';
 
 export interface LearnerWorkerOptions {
@@ -25,13 +25,13 @@ export interface LearnerWorkerOptions {
 }
 
 export type LearnerRequest =
-  | { op: 'forwardBackward'; samples: TrainingSample[]; batchSize: number }
+  | { op: 'logprobs'; samples: TrainingSample[] }
+  | { op: 'forwardBackward'; samples: TrainingSample[]; loss: LossSpec; batchSize: number }
   | { op: 'optimStep' }
-  | { op: 'trainBatch'; samples: TrainingSample[] }
   | { op: 'publish' }
   | { op: 'save'; consumedSampleIds: string[] };
 
-export type LearnerReply = ForwardBackwardResult | OptimStepResult | StepMetrics[] | PolicyVersion | null;
+export type LearnerReply = Float32Array[] | ForwardBackwardResult | OptimStepResult | PolicyVersion | null;
 
 export interface LearnerStatus {
   steps: number;

@@ -46,15 +46,12 @@ function start(): void {
 
   const handle = (r: LearnerRequest): LearnerReply => {
     switch (r.op) {
+      case 'logprobs':
+        return learner.logprobs(r.samples);
       case 'forwardBackward':
-        return learner.forwardBackward(r.samples, r.batchSize);
-      case 'optimStep': {
-        const result = learner.optimStep();
-        learner.zeroGrad();
-        return result;
-      }
-      case 'trainBatch':
-        return learner.trainBatch(r.samples);
+        return learner.forwardBackward(r.samples, r.loss, r.batchSize);
+      case 'optimStep':
+        return learner.optimStep();
       case 'publish': {
         const update = snapshot(++version);
         if (!options.versionsDir) return { version, kind: update.kind, path: null, update };
