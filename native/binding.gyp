@@ -18,6 +18,7 @@
         "src/bf16.c",
         "src/bf16_ops.c",
         "src/gemv.c",
+        "src/int8.c",
         "src/onednn.c",
         "src/layer_ops.c",
         "src/layer_kernels.c",

@@ -46,6 +46,19 @@ export interface Kernels {
   /** out[i] = the bf16 bits nearest to x[i] (ties to even; NaN stays NaN), for i < n. */
   toBf16(out: Uint16Array, x: Float32Array, n: number): void;
 
+  /**
+   * Quantizes w [N,K] (K a multiple of 32, else a RangeError) to int8 for gemmInt8: per block of
+   * 32 along K, scales[b] = max|w| / 127 (fp32) and q = w / scale rounded to nearest, ties to even.
+   * q holds N*K values, scales N*K/32.
+   */
+  quantizeInt8(q: Int8Array, scales: Float32Array, w: Float32Array, N: number, K: number): void;
+
+  /**
+   * y[M,N] = x[M,K] . W^T, W [N,K] given as quantizeInt8's q and scales and dequantized on the fly
+   * (sum over blocks of scale * (x . q), in fp32). All contiguous. Meant for decode rows (small M).
+   */
+  gemmInt8(M: number, N: number, K: number, x: Float32Array, q: Int8Array, scales: Float32Array, y: Float32Array): void;
+
   /** y = alpha * op(A) * x + beta * y, with A stored [M,N]; op(A) = A ([M,N]) or A^T ([N,M]). */
   sgemv(
     trans: boolean, M: number, N: number, alpha: number, A: Float32Array, lda: number,
