@@ -122,7 +122,8 @@ napi_value op_gemm_int8(napi_env env, napi_callback_info info) {
       !op_size(&call, 1, "N", 0, &n) || !op_size(&call, 2, "K", 0, &k) || !op_f32_array(&call, 3, "x", &x) ||
       !op_i8_array(&call, 4, "q", &q) || !op_f32_array(&call, 5, "scales", &scales) ||
       !op_f32_array(&call, 6, "y", &y) || !check_blocks(&call, k) ||
-      !op_check_length(&call, "x", x.length, m, k, 1, "M*K") || !op_check_length(&call, "q", q.length, n, k, 1, "N*K") ||
+      !op_check_length(&call, "x", x.length, m, k, 1, "M*K") ||
+      !op_check_length(&call, "q", q.length, n, k, 1, "N*K") ||
       !op_check_length(&call, "scales", scales.length, n, k / BLOCK, 1, "N*K/32") ||
       !op_check_length(&call, "y", y.length, m, n, 1, "M*N"))
     return NULL;

@@ -7,7 +7,7 @@
 // text). Text streams to stdout; --json prints one object with token ids and both log-probs.
 
 import { loadChatModel } from '../engine/local/chat-model.js';
-import { numberFlag, parseFlags, precisionFlag, PRECISION_USAGE, stringFlag } from './args.js';
+import { numberFlag, parseFlags, precisionFlag, SERVE_PRECISION_USAGE, stringFlag } from './args.js';
 
 const USAGE = `usage: openclaw-rl generate --model DIR --prompt TEXT [options]
 
@@ -23,7 +23,7 @@ options:
   --seed N           reproducible sampling
   --stop TEXT        stop sequence (repeatable)
   --threads N        BLAS threads
-  ${PRECISION_USAGE}`;
+  ${SERVE_PRECISION_USAGE}`;
 
 export async function runGenerate(argv: string[]): Promise<number> {
   const v = parseFlags(argv, {

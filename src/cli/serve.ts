@@ -51,8 +51,9 @@ serving:
   --admin-key KEY         enables /admin routes (GET /admin/status); prefer OPENCLAW_RL_ADMIN_KEYS
   --log-content           include conversation text in the logs
   --threads N             BLAS threads
-  --precision P           fp32, bf16 (GEMMs from bf16-rounded inputs, decode from bf16 weights) or auto
-                          (default: bf16 where the native kernels have bf16 instructions)
+  --precision P           fp32, bf16 (GEMMs from bf16-rounded inputs, decode from bf16 weights), int8 (as
+                          bf16, but decode from int8 weights) or auto (default: bf16 where the native
+                          kernels have bf16 instructions)
   --kv-cache-mb N         prefix cache for keys and values, in MB (default: 4 full contexts, at most a
                           quarter of the memory; 0 = off): a prompt that repeats an earlier one's start
                           (the same session's previous turn, the judge's votes) computes only the rest

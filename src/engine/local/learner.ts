@@ -7,6 +7,7 @@ import type { ForwardBackwardResult, Learner, OptimStepResult, PolicyUpdate, Ste
 import type { LocalEngine } from './engine.js';
 import type { FromLearner, LearnerReply, LearnerRequest, LearnerStatus, LearnerWorkerOptions } from './runtime/learner-protocol.js';
 import { DEFAULT_LEARNER, type LearnerConfig } from './train/learner.js';
+import { trainPrecisionOf } from './precision.js';
 
 export interface LocalLearnerOptions {
   config?: Partial<LearnerConfig>;
@@ -55,8 +56,8 @@ export class LocalLearner implements Learner {
 
   /** A learner on `engine`'s model and base weights. */
   static async open(engine: LocalEngine, opts: LocalLearnerOptions = {}): Promise<LocalLearner> {
-    // Unless told otherwise, the learner computes at the precision the engine serves at.
-    const config: LearnerConfig = { ...DEFAULT_LEARNER, precision: engine.info.precision, ...opts.config };
+    // Unless told otherwise, the learner computes at the precision the engine serves at (bf16 behind int8).
+    const config: LearnerConfig = { ...DEFAULT_LEARNER, precision: trainPrecisionOf(engine.info.precision), ...opts.config };
     const maxYieldMs = opts.maxYieldMs ?? 100, versionAfter = opts.versionAfter ?? engine.version;
     if (!(maxYieldMs >= 0)) throw new RangeError(`maxYieldMs must be >= 0, got ${maxYieldMs}`);
     if (!(Number.isInteger(versionAfter) && versionAfter >= 0)) throw new RangeError(`versionAfter must be a non-negative integer, got ${versionAfter}`);

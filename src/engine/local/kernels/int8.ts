@@ -7,7 +7,9 @@ import type { Kernels } from './kernels.js';
 export const INT8_BLOCK = 32;
 
 function checkBlocks(op: string, K: number): void {
-  if (K % INT8_BLOCK !== 0) throw new RangeError(`${op}: K = ${K} must be a multiple of ${INT8_BLOCK}, the quantization block`);
+  if (K % INT8_BLOCK !== 0) {
+    throw new RangeError(`${op}: K = ${K} must be a multiple of ${INT8_BLOCK}, the quantization block`);
+  }
 }
 
 /** Nearest integer to x, ties to even (what C's nearbyintf does in the default rounding mode). */
