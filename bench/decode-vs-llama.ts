@@ -1,6 +1,6 @@
 // Decode benchmark of our engine against llama.cpp (node-llama-cpp, prebuilt CPU binaries) on
 // the same random model: our Hugging Face folder converted to GGUF (bench/gguf.ts) as Q8_0 (the
-// target: ours >= 1.0x llama.cpp Q8_0), BF16 and F32. Greedy, a 128-token prompt, 64 generated
+// target: ours >= 1.0x llama.cpp Q8_0), BF16 and F32; ours at fp32, bf16 and int8. Greedy, a 128-token prompt, 64 generated
 // tokens, the same thread count for both; every candidate's runs alternate with runs of our
 // fp32 engine (the reference, loaded once), so each ratio compares runs made side by side.
 // Correctness: llama.cpp's greedy tokens on the F32 GGUF must equal ours at fp32 (a wrong
@@ -28,7 +28,7 @@ const GGUF_TYPES = (process.env.BENCH_GGUF ?? 'Q8_0,BF16,F32').split(',') as Ggu
 /** Thread counts llama.cpp Q8_0 is timed at (its best counts for the target). */
 const LLAMA_Q8_THREADS = [...new Set([THREADS, ...(process.env.BENCH_LLAMA_Q8_THREADS ?? '1').split(',').map(Number)])];
 
-type Precision = 'fp32' | 'bf16';
+type Precision = 'fp32' | 'bf16' | 'int8';
 
 const promptIds = (salt: number) => Array.from({ length: PROMPT }, (_, i) => (i * 31 + salt * 17) % 400 + 10);
 
@@ -43,7 +43,7 @@ async function ourEngine(dir: string, precision: Precision): Promise<Runner | st
   const engine = await LocalEngine.open(dir, options);
   if (engine.info.precision !== precision) {
     await engine.close();
-    return `the engine serves ${engine.info.precision} here (no bf16 kernels)`;
+    return `the engine serves ${engine.info.precision} here, not ${precision}`;
   }
   return {
     name: `ours ${precision}`,
@@ -129,6 +129,7 @@ async function main() {
       }
     }
     candidates.push({ name: 'ours bf16', open: () => ourEngine(dir, 'bf16') });
+    candidates.push({ name: 'ours int8', open: () => ourEngine(dir, 'int8') });
 
     for (const c of candidates) {
       const runner = await c.open();
@@ -155,11 +156,13 @@ async function main() {
     }
     const q8 = rows.filter((r) => r.name.startsWith('llama.cpp Q8_0') && !r.note).sort((a, b) => a.refDecode / a.decode - b.refDecode / b.decode)[0];
     const f32 = rows.find((r) => r.name === 'llama.cpp F32' && !r.note);
-    const bf16 = rows.find((r) => r.name === 'ours bf16' && !r.note);
+    const lower = rows.filter((r) => (r.name === 'ours bf16' || r.name === 'ours int8') && !r.note);
     if (q8) {
       const ratio = q8.refDecode / q8.decode;
       console.log(`target: decode >= 1.0x llama.cpp Q8_0 (its best thread count: ${q8.name}) -> ours fp32 ${ratio.toFixed(2)}x ${ratio >= 1 ? 'MET' : 'NOT MET'}`);
-      if (bf16) console.log(`         ours bf16 ${(bf16.decode / q8.decode).toFixed(2)}x (runs not side by side: via the two medians)`);
+      for (const r of lower) {
+        console.log(`         ${r.name} ${(r.decode / q8.decode).toFixed(2)}x (runs not side by side: via the two medians)`);
+      }
     }
     if (f32) console.log(`correctness: llama.cpp F32 greedy tokens equal ours fp32 for the first ${f32.agreeRef} of ${DECODE} (need >= ${CHECK}): ${f32.agreeRef >= CHECK ? 'OK' : 'MISMATCH'}`);
   }
