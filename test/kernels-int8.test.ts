@@ -118,14 +118,22 @@ describe('gemmInt8', () => {
     }
   });
 
-  test('native against the oracle for M = 1..8 at decode and head shapes', { skip: skipNative }, () => {
-    for (let M = 1; M <= 8; M++) {
-      checkGemm(M, 67, 32);
-      checkGemm(M, 300, 1024);
-    }
-    checkGemm(1, 1024, 3072);
-    checkGemm(2, 4096, 64);
-  });
+  // Each variant the CPU runs: the widest, and capped by OPENCLAW_RL_INT8_DOT (read on every call).
+  for (const cap of ['', 'avx2', 'generic']) {
+    test(`native against the oracle for M = 1..8 at decode and head shapes${cap && `, ${cap}`}`, { skip: skipNative }, () => {
+      process.env.OPENCLAW_RL_INT8_DOT = cap;
+      try {
+        for (let M = 1; M <= 8; M++) {
+          checkGemm(M, 67, 32);
+          checkGemm(M, 300, 1024);
+        }
+        checkGemm(1, 1024, 3072);
+        checkGemm(2, 4096, 64);
+      } finally {
+        delete process.env.OPENCLAW_RL_INT8_DOT;
+      }
+    });
+  }
 
   test('M = 0 writes nothing; K not a multiple of 32 and short arrays are refused', { skip: skipNative }, () => {
     const y = Float32Array.of(NaN, 7);

@@ -2,11 +2,12 @@
 // stored as int8 in blocks of 32 along K with one fp32 scale per block, 1.125 bytes per weight
 // against bf16's 2, and a decode step's speed is the speed of streaming its weights.
 //
-// The product dequantizes on the fly (int8 -> fp32, times the fp32 activations, sums in fp32)
-// rather than quantizing the activations too for VNNI's int8 dot products: that would add a
-// second rounding error, and with the row of weights in L1 after its first use the fp32
-// arithmetic is not what limits a decode step on the machines measured (docs/engine.md).
+// The product dequantizes on the fly (int8 -> fp32, times the fp32 activations, sums in fp32):
+// the weights' rounding is its only error. The conversions cost more than bf16's (a shift), so
+// this streams fewer GB/s than gemmBf16 (docs/cpu-performance.md); quantizing the activations too
+// for VNNI's int8 dot products would remove them, at the cost of a second rounding.
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -15,7 +16,6 @@
 #include "args.h"
 #include "dispatch.h"
 #include "ops.h"
-#include "vec_math.h"
 
 #define BLOCK 32
 
@@ -94,11 +94,16 @@ __attribute__((target("avx2,fma"))) static float dot_i8_avx2(const float* x, con
 }
 #endif
 
+// The widest variant the CPU runs; OPENCLAW_RL_INT8_DOT=avx2|generic caps it (to test them).
 static DotI8 pick_dot(void) {
+  const char* cap = getenv("OPENCLAW_RL_INT8_DOT");
+  bool generic = cap && strcmp(cap, "generic") == 0, avx2 = cap && strcmp(cap, "avx2") == 0;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512bw")) return dot_i8_avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return dot_i8_avx2;
+  if (!generic && !avx2 && __builtin_cpu_supports("avx512bw")) return dot_i8_avx512;
+  if (!generic && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return dot_i8_avx2;
+#else
+  (void)avx2;
 #endif
   return dot_i8_generic;
 }
