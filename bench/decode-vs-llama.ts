@@ -1,8 +1,9 @@
 // Decode benchmark of our engine against llama.cpp (node-llama-cpp, prebuilt CPU binaries) on
 // the same random model: our Hugging Face folder converted to GGUF (bench/gguf.ts) as Q8_0 (the
-// target: ours >= 1.0x llama.cpp Q8_0), BF16 and F32; ours at fp32, bf16 and int8. Greedy, a 128-token prompt, 64 generated
-// tokens, the same thread count for both; every candidate's runs alternate with runs of our
-// fp32 engine (the reference, loaded once), so each ratio compares runs made side by side.
+// target: ours >= 1.0x llama.cpp Q8_0), BF16 and F32; ours at fp32, bf16 and int8. Greedy, a
+// 128-token prompt, 64 generated tokens, the same thread count for both; every candidate's runs
+// alternate with runs of our fp32 engine (the reference, loaded once), so each ratio compares
+// runs made side by side.
 // Correctness: llama.cpp's greedy tokens on the F32 GGUF must equal ours at fp32 (a wrong
 // tensor layout, norm or RoPE would change them at once); agreement is printed for every variant.
 //

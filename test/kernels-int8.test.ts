@@ -120,7 +120,8 @@ describe('gemmInt8', () => {
 
   // Each variant the CPU runs: the widest, and capped by OPENCLAW_RL_INT8_DOT (read on every call).
   for (const cap of ['', 'avx2', 'generic']) {
-    test(`native against the oracle for M = 1..8 at decode and head shapes${cap && `, ${cap}`}`, { skip: skipNative }, () => {
+    const name = `native against the oracle for M = 1..8 at decode and head shapes${cap && `, ${cap}`}`;
+    test(name, { skip: skipNative }, () => {
       process.env.OPENCLAW_RL_INT8_DOT = cap;
       try {
         for (let M = 1; M <= 8; M++) {

@@ -57,7 +57,8 @@ for (const preset of ['tiny', 'small'] as const) {
     const { kernels, calls } = counting(k);
     const fp32 = new Transformer(cfg, params, k);
     const bf16 = bf16ParamsOf(k, params.specs, params.data);
-    const int8 = new Transformer(cfg, params, kernels, bf16, int8ParamsOf(k, params.specs, params.data, int8Tensors(cfg)));
+    const int8Copies = int8ParamsOf(k, params.specs, params.data, int8Tensors(cfg));
+    const int8 = new Transformer(cfg, params, kernels, bf16, int8Copies);
     const prompt = Array.from({ length: 20 }, (_, i) => (i * 37 + 11) % cfg.vocabSize);
     const [lp32, lp8] = sampleAndScore([fp32, int8], cfg, prompt, 100, 3);
     // The prompt (20 rows): 7 projections per layer through gemmBf16; then 100 decode rows of 7

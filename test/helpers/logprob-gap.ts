@@ -7,7 +7,9 @@ import { createRng } from '../../src/engine/local/sampling/random.js';
  * Samples `n` tokens at temperature 1 from `sampler` after `prompt`, one decode row at a time, and
  * returns each sampled token's log-prob under every model in `models` (fed the same tokens).
  */
-export function sampleAndScore(models: Transformer[], cfg: { vocabSize: number }, prompt: number[], n: number, seed: number): number[][] {
+export function sampleAndScore(
+  models: Transformer[], cfg: { vocabSize: number }, prompt: number[], n: number, seed: number,
+): number[][] {
   const rng = createRng(seed);
   const caches = models.map(() => createKvCache(models[0]!.cfg));
   const out = models.map(() => [] as number[]);
