@@ -18,16 +18,29 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 
 const preset = process.argv[2] ?? 'tiny';
 const backend = await loadChatBackend(join(ROOT, '.cache', 'bench-models', preset), 'bench', { threads: 1 });
-const promptIds = renderPrompt(backend.template, backend.tokenizer, [{ role: 'user', content: 'Please summarise what we decided about the trip to Lisbon.' }], { addGenerationPrompt: true }).ids;
+const promptIds = renderPrompt(
+  backend.template,
+  backend.tokenizer,
+  [{ role: 'user', content: 'Please summarise what we decided about the trip to Lisbon.' }],
+  { addGenerationPrompt: true },
+).ids;
 
 async function tokensPerSecond(): Promise<number> {
   const t0 = performance.now();
   let n = 0;
-  await Promise.all(Array.from({ length: STREAMS }, async (_, w) => {
-    for (let i = 0; i < REQUESTS; i++) {
-      for await (const e of backend.sampler.generate(promptIds, { maxTokens: 32, temperature: 1, topP: 1, seed: w * 1000 + i })) if (e.type === 'token') n++;
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: STREAMS }, async (_, w) => {
+      for (let i = 0; i < REQUESTS; i++) {
+        for await (const e of backend.sampler.generate(promptIds, {
+          maxTokens: 32,
+          temperature: 1,
+          topP: 1,
+          seed: w * 1000 + i,
+        }))
+          if (e.type === 'token') n++;
+      }
+    }),
+  );
   return n / ((performance.now() - t0) / 1000);
 }
 
@@ -42,7 +55,10 @@ await tokensPerSecond(); // warm-up
 const slowdowns: Record<string, number[]> = { '50%': [], '100%': [] };
 for (let r = 0; r < ROUNDS; r++) {
   const alone = await tokensPerSecond();
-  for (const [name, duty] of [['50%', 0.5], ['100%', 1]] as const) {
+  for (const [name, duty] of [
+    ['50%', 0.5],
+    ['100%', 1],
+  ] as const) {
     const child = spinner(duty);
     const busy = await tokensPerSecond();
     child.kill();
@@ -52,6 +68,8 @@ for (let r = 0; r < ROUNDS; r++) {
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 console.log(`${preset} model, ${STREAMS} streams in-process, engine on 1 BLAS thread, ${ROUNDS} rounds`);
 for (const [name, xs] of Object.entries(slowdowns)) {
-  console.log(`another process spinning ${name.padStart(4)} of a core: engine throughput -${median(xs).toFixed(1)}% (median; rounds ${xs.map((x) => x.toFixed(1)).join(' ')})`);
+  console.log(
+    `another process spinning ${name.padStart(4)} of a core: engine throughput -${median(xs).toFixed(1)}% (median; rounds ${xs.map((x) => x.toFixed(1)).join(' ')})`,
+  );
 }
 await backend.close();

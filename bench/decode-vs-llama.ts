@@ -17,7 +17,14 @@
 import { availableParallelism, loadavg } from 'node:os';
 import { LocalEngine, type LocalEngineOptions } from '../src/engine/local/engine.js';
 import type { GgufWeightType } from './gguf.js';
-import { cachedGguf, importNodeLlamaCpp, LlamaRunner, NODE_LLAMA_CPP_VERSION, openLlama, type DecodeRun } from './llama-cpp.js';
+import {
+  cachedGguf,
+  importNodeLlamaCpp,
+  LlamaRunner,
+  NODE_LLAMA_CPP_VERSION,
+  openLlama,
+  type DecodeRun,
+} from './llama-cpp.js';
 import { median, printMachine } from './machine.js';
 import { benchModel, type BenchPreset } from './models.js';
 
@@ -31,7 +38,7 @@ const LLAMA_Q8_THREADS = [...new Set([THREADS, ...(process.env.BENCH_LLAMA_Q8_TH
 
 type Precision = 'fp32' | 'bf16' | 'int8';
 
-const promptIds = (salt: number) => Array.from({ length: PROMPT }, (_, i) => (i * 31 + salt * 17) % 400 + 10);
+const promptIds = (salt: number) => Array.from({ length: PROMPT }, (_, i) => ((i * 31 + salt * 17) % 400) + 10);
 
 interface Runner {
   name: string;
@@ -58,7 +65,11 @@ async function ourEngine(dir: string, precision: Precision): Promise<Runner | st
         ids.push(e.token.id);
       }
       const end = performance.now();
-      return { prefillTokPerS: PROMPT / ((first - t0) / 1000), decodeTokPerS: (ids.length - 1) / ((end - first) / 1000), tokens: ids };
+      return {
+        prefillTokPerS: PROMPT / ((first - t0) / 1000),
+        decodeTokPerS: (ids.length - 1) / ((end - first) / 1000),
+        tokens: ids,
+      };
     },
     close: () => engine.close(),
   };
@@ -70,19 +81,35 @@ const agree = (a: number[], b: number[]) => {
   return n;
 };
 
-interface Row { name: string; decode: number; prefill: number; refDecode: number; agreeRef: number; note?: string }
+interface Row {
+  name: string;
+  decode: number;
+  prefill: number;
+  refDecode: number;
+  agreeRef: number;
+  note?: string;
+}
 
 /** Warm-up, then `reps` alternating runs of the reference and the candidate, different prompts each rep. */
 async function pair(ref: Runner, cand: Runner, reps: number): Promise<Row> {
-  const r0 = await ref.run(0), c0 = await cand.run(0);
-  const refDecode: number[] = [], decode: number[] = [], prefill: number[] = [];
+  const r0 = await ref.run(0),
+    c0 = await cand.run(0);
+  const refDecode: number[] = [],
+    decode: number[] = [],
+    prefill: number[] = [];
   for (let r = 1; r <= reps; r++) {
     refDecode.push((await ref.run(r)).decodeTokPerS);
     const c = await cand.run(r);
     decode.push(c.decodeTokPerS);
     prefill.push(c.prefillTokPerS);
   }
-  return { name: cand.name, decode: median(decode), prefill: median(prefill), refDecode: median(refDecode), agreeRef: agree(r0.tokens, c0.tokens) };
+  return {
+    name: cand.name,
+    decode: median(decode),
+    prefill: median(prefill),
+    refDecode: median(refDecode),
+    agreeRef: agree(r0.tokens, c0.tokens),
+  };
 }
 
 async function main() {
@@ -90,44 +117,64 @@ async function main() {
   const presets = (which.length ? which : ['tiny', 'qwen3-0.6b']) as BenchPreset[];
   printMachine(THREADS);
   const mod = await importNodeLlamaCpp();
-  const llama = typeof mod === 'string' ? mod : await openLlama(mod, THREADS).catch((e: Error) => `getLlama failed: ${e.message}`);
+  const llama =
+    typeof mod === 'string' ? mod : await openLlama(mod, THREADS).catch((e: Error) => `getLlama failed: ${e.message}`);
   if (typeof llama === 'string') console.log(`llama.cpp: not measured: ${llama}`);
   else {
-    console.log(`llama.cpp: node-llama-cpp ${NODE_LLAMA_CPP_VERSION}, ${llama.buildType} binaries, gpu ${String(llama.gpu)}`);
+    console.log(
+      `llama.cpp: node-llama-cpp ${NODE_LLAMA_CPP_VERSION}, ${llama.buildType} binaries, gpu ${String(llama.gpu)}`,
+    );
     console.log(`llama.cpp system info: ${llama.systemInfo}`);
   }
 
   for (const preset of presets) {
     const dir = benchModel(preset);
     const reps = Number(process.env.BENCH_REPS ?? (preset === 'tiny' ? 7 : 3));
-    console.log(`\nload average before: ${loadavg().map((x) => x.toFixed(2)).join(' ')} on ${availableParallelism()} cores`);
-    console.log(`== ${preset}: greedy decode, prompt ${PROMPT}, ${DECODE} generated tokens, ${THREADS} threads, median of ${reps} runs per side ==`);
+    console.log(
+      `\nload average before: ${loadavg()
+        .map((x) => x.toFixed(2))
+        .join(' ')} on ${availableParallelism()} cores`,
+    );
+    console.log(
+      `== ${preset}: greedy decode, prompt ${PROMPT}, ${DECODE} generated tokens, ${THREADS} threads, median of ${reps} runs per side ==`,
+    );
     const ref = await ourEngine(dir, 'fp32');
     if (typeof ref === 'string') throw new Error(ref);
     const rows: Row[] = [];
     const selfRows: DecodeRun[] = [];
     for (let r = 0; r <= reps; r++) selfRows.push(await ref.run(r));
-    rows.push({ name: 'ours fp32 (reference)', decode: median(selfRows.slice(1).map((x) => x.decodeTokPerS)), prefill: median(selfRows.slice(1).map((x) => x.prefillTokPerS)), refDecode: NaN, agreeRef: DECODE });
+    rows.push({
+      name: 'ours fp32 (reference)',
+      decode: median(selfRows.slice(1).map((x) => x.decodeTokPerS)),
+      prefill: median(selfRows.slice(1).map((x) => x.prefillTokPerS)),
+      refDecode: NaN,
+      agreeRef: DECODE,
+    });
 
     const candidates: { name: string; open: () => Promise<Runner | string> }[] = [];
     if (typeof llama !== 'string') {
       // ggml's thread pool spins at barriers: on a machine shared with other jobs a descheduled
       // worker stalls every op, so llama.cpp is also timed on 1 thread and its best counts.
-      for (const type of GGUF_TYPES) for (const threads of type === 'Q8_0' ? LLAMA_Q8_THREADS : [THREADS]) {
-        const name = `llama.cpp ${type}${threads === THREADS ? '' : ` ${threads}t`}`;
-        candidates.push({
-          name,
-          open: async () => {
-            const path = cachedGguf(preset, dir, type);
-            try {
-              const runner = await LlamaRunner.open(llama, path, threads, PROMPT + DECODE + 64);
-              return { name, run: (salt: number) => runner.run(promptIds(salt), DECODE), close: () => runner.close() };
-            } catch (e) {
-              return `llama.cpp could not load ${path}: ${(e as Error).message}`;
-            }
-          },
-        });
-      }
+      for (const type of GGUF_TYPES)
+        for (const threads of type === 'Q8_0' ? LLAMA_Q8_THREADS : [THREADS]) {
+          const name = `llama.cpp ${type}${threads === THREADS ? '' : ` ${threads}t`}`;
+          candidates.push({
+            name,
+            open: async () => {
+              const path = cachedGguf(preset, dir, type);
+              try {
+                const runner = await LlamaRunner.open(llama, path, threads, PROMPT + DECODE + 64);
+                return {
+                  name,
+                  run: (salt: number) => runner.run(promptIds(salt), DECODE),
+                  close: () => runner.close(),
+                };
+              } catch (e) {
+                return `llama.cpp could not load ${path}: ${(e as Error).message}`;
+              }
+            },
+          });
+        }
     }
     candidates.push({ name: 'ours bf16', open: () => ourEngine(dir, 'bf16') });
     candidates.push({ name: 'ours int8', open: () => ourEngine(dir, 'int8') });
@@ -141,31 +188,53 @@ async function main() {
       try {
         const row = await pair(ref, runner, reps);
         rows.push(row);
-        console.log(`  measured ${row.name}: ${row.decode.toFixed(1)} tok/s decode (ours fp32 alongside ${row.refDecode.toFixed(1)}), greedy agreement ${row.agreeRef}/${DECODE}`);
+        console.log(
+          `  measured ${row.name}: ${row.decode.toFixed(1)} tok/s decode (ours fp32 alongside ${row.refDecode.toFixed(1)}), greedy agreement ${row.agreeRef}/${DECODE}`,
+        );
       } finally {
         await runner.close();
       }
     }
     await ref.close();
-    console.log(`load average after: ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+    console.log(
+      `load average after: ${loadavg()
+        .map((x) => x.toFixed(2))
+        .join(' ')}`,
+    );
 
-    console.log(`${'system'.padEnd(24)} ${'decode tok/s'.padStart(12)} ${'prefill tok/s'.padStart(13)}  ours fp32 alongside  ours fp32 / it  greedy tokens = ours fp32`);
+    console.log(
+      `${'system'.padEnd(24)} ${'decode tok/s'.padStart(12)} ${'prefill tok/s'.padStart(13)}  ours fp32 alongside  ours fp32 / it  greedy tokens = ours fp32`,
+    );
     for (const r of rows) {
-      if (r.note) { console.log(`${r.name.padEnd(24)} not measured: ${r.note}`); continue; }
+      if (r.note) {
+        console.log(`${r.name.padEnd(24)} not measured: ${r.note}`);
+        continue;
+      }
       const ratio = Number.isNaN(r.refDecode) ? '' : `${(r.refDecode / r.decode).toFixed(2)}x`;
-      console.log(`${r.name.padEnd(24)} ${r.decode.toFixed(1).padStart(12)} ${r.prefill.toFixed(1).padStart(13)}  ${(Number.isNaN(r.refDecode) ? '' : r.refDecode.toFixed(1)).padStart(19)}  ${ratio.padStart(14)}  ${r.agreeRef}/${DECODE}`);
+      console.log(
+        `${r.name.padEnd(24)} ${r.decode.toFixed(1).padStart(12)} ${r.prefill.toFixed(1).padStart(13)}  ${(Number.isNaN(r.refDecode) ? '' : r.refDecode.toFixed(1)).padStart(19)}  ${ratio.padStart(14)}  ${r.agreeRef}/${DECODE}`,
+      );
     }
-    const q8 = rows.filter((r) => r.name.startsWith('llama.cpp Q8_0') && !r.note).sort((a, b) => a.refDecode / a.decode - b.refDecode / b.decode)[0];
+    const q8 = rows
+      .filter((r) => r.name.startsWith('llama.cpp Q8_0') && !r.note)
+      .sort((a, b) => a.refDecode / a.decode - b.refDecode / b.decode)[0];
     const f32 = rows.find((r) => r.name === 'llama.cpp F32' && !r.note);
     const lower = rows.filter((r) => (r.name === 'ours bf16' || r.name === 'ours int8') && !r.note);
     if (q8) {
       const ratio = q8.refDecode / q8.decode;
-      console.log(`target: decode >= 1.0x llama.cpp Q8_0 (its best thread count: ${q8.name}) -> ours fp32 ${ratio.toFixed(2)}x ${ratio >= 1 ? 'MET' : 'NOT MET'}`);
+      console.log(
+        `target: decode >= 1.0x llama.cpp Q8_0 (its best thread count: ${q8.name}) -> ours fp32 ${ratio.toFixed(2)}x ${ratio >= 1 ? 'MET' : 'NOT MET'}`,
+      );
       for (const r of lower) {
-        console.log(`         ${r.name} ${(r.decode / q8.decode).toFixed(2)}x (runs not side by side: via the two medians)`);
+        console.log(
+          `         ${r.name} ${(r.decode / q8.decode).toFixed(2)}x (runs not side by side: via the two medians)`,
+        );
       }
     }
-    if (f32) console.log(`correctness: llama.cpp F32 greedy tokens equal ours fp32 for the first ${f32.agreeRef} of ${DECODE} (need >= ${CHECK}): ${f32.agreeRef >= CHECK ? 'OK' : 'MISMATCH'}`);
+    if (f32)
+      console.log(
+        `correctness: llama.cpp F32 greedy tokens equal ours fp32 for the first ${f32.agreeRef} of ${DECODE} (need >= ${CHECK}): ${f32.agreeRef >= CHECK ? 'OK' : 'MISMATCH'}`,
+      );
   }
   if (typeof llama !== 'string') await llama.dispose();
 }

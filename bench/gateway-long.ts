@@ -31,13 +31,19 @@ const WARMUP = 40;
 const MEASURED = 60;
 type Pattern = 'fresh' | 'growing';
 
-const WORDS = 'the quick brown fox jumps over the lazy dog and then reads the notes about the trip to Lisbon'.split(' ');
-const text = (n: number, seed: number) => Array.from({ length: n }, (_, i) => WORDS[(i * 7 + seed) % WORDS.length]).join(' ');
+const WORDS = 'the quick brown fox jumps over the lazy dog and then reads the notes about the trip to Lisbon'.split(
+  ' ',
+);
+const text = (n: number, seed: number) =>
+  Array.from({ length: n }, (_, i) => WORDS[(i * 7 + seed) % WORDS.length]).join(' ');
 
 function conversation(kb: number): ChatMessage[] {
   const messages: ChatMessage[] = [{ role: 'system', content: text(Math.min(2000, kb * 100), 1) }];
   while (JSON.stringify(messages).length < kb * 1024) {
-    messages.push({ role: 'user', content: text(200, messages.length) }, { role: 'assistant', content: text(300, messages.length) });
+    messages.push(
+      { role: 'user', content: text(200, messages.length) },
+      { role: 'assistant', content: text(300, messages.length) },
+    );
   }
   messages.push({ role: 'user', content: 'and now?' });
   return messages;
@@ -52,7 +58,8 @@ async function clientMain(url: string, kb: number, pattern: Pattern): Promise<vo
     const session = pattern === 'fresh' ? `long-${kb}-${i}` : `long-${kb}-growing`;
     const t0 = performance.now();
     const res = await fetch(url, {
-      method: 'POST', headers: { 'content-type': 'application/json', 'x-session-id': session, 'x-turn-type': 'main' },
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-session-id': session, 'x-turn-type': 'main' },
       body: JSON.stringify({ messages, stream: true, max_tokens: 32 }),
     });
     const body = await res.text();
@@ -73,10 +80,16 @@ async function clientMain(url: string, kb: number, pattern: Pattern): Promise<vo
 
 function runClient(url: string, kb: number, pattern: Pattern): Promise<number[]> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [fileURLToPath(import.meta.url), '--client', url, String(kb), pattern], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [fileURLToPath(import.meta.url), '--client', url, String(kb), pattern], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let out = '';
-    child.stdout.on('data', (d) => { out += d; });
-    child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out) as number[]) : reject(new Error(`client exited ${code}`))));
+    child.stdout.on('data', (d) => {
+      out += d;
+    });
+    child.on('exit', (code) =>
+      code === 0 ? resolve(JSON.parse(out) as number[]) : reject(new Error(`client exited ${code}`)),
+    );
   });
 }
 
@@ -86,38 +99,58 @@ class InstantSampler implements Sampler {
   constructor(private readonly ids: number[]) {}
   async *generate(promptIds: readonly number[], params: SamplingParams): AsyncIterable<GenerationEvent> {
     const n = params.maxTokens ?? 32;
-    for (let i = 0; i < n; i++) yield { type: 'token', token: { id: this.ids[i % this.ids.length]!, logprob: -1, sampledLogprob: -1 } };
+    for (let i = 0; i < n; i++)
+      yield { type: 'token', token: { id: this.ids[i % this.ids.length]!, logprob: -1, sampledLogprob: -1 } };
     yield { type: 'finish', reason: 'length', version: 0, promptTokens: promptIds.length, completionTokens: n };
   }
 }
 
-const q = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))]!;
+const q = (xs: number[], p: number) =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))]!;
 
 async function serverMain(): Promise<void> {
   // The tiny shape with a context long enough for the biggest conversation.
   const modelDir = join(ROOT, '.cache', 'bench-models', 'tiny-64k');
   if (!existsSync(join(modelDir, 'config.json'))) {
-    writeModelFolder({ out: modelDir, shape: { family: 'qwen3', ...PRESETS.tiny!, maxPositionEmbeddings: 65_536 }, seed: 0, dtype: 'F32', shards: 1, tokenizerVocab: 512, initStd: 0.02 });
+    writeModelFolder({
+      out: modelDir,
+      shape: { family: 'qwen3', ...PRESETS.tiny!, maxPositionEmbeddings: 65_536 },
+      seed: 0,
+      dtype: 'F32',
+      shards: 1,
+      tokenizerVocab: 512,
+      initStd: 0.02,
+    });
   }
   const backend = await loadChatBackend(modelDir, 'bench', { threads: 1 });
   const dir = mkdtempSync(join(tmpdir(), 'ocrl-bench-long-'));
   const store = openStore({ dir, checkpoints: 'background' });
   const logs = memoryLogger();
   const sampler = new InstantSampler(backend.tokenizer.encode('Lisbon: flights booked, hotel open.'));
-  const gateway = new Gateway({ backend: { ...backend, sampler }, store, logger: logs, config: { ...DEFAULT_CONFIG, port: 0, dataDir: dir } });
+  const gateway = new Gateway({
+    backend: { ...backend, sampler },
+    store,
+    logger: logs,
+    config: { ...DEFAULT_CONFIG, port: 0, dataDir: dir },
+  });
   const { port } = await gateway.listen();
   const url = `http://127.0.0.1:${port}/v1/chat/completions`;
 
-  console.log('gateway time per streamed request (instant sampler, 32 tokens) by conversation size; client in a child process');
+  console.log(
+    'gateway time per streamed request (instant sampler, 32 tokens) by conversation size; client in a child process',
+  );
   console.log('   messages   pattern    prompt tokens    server p50    p99     client p50    p99   (ms)');
   for (const kb of [2, 20, 100]) {
     for (const pattern of ['fresh', 'growing'] as const) {
       logs.lines.length = 0;
       const client = await runClient(url, kb, pattern);
       const requests = logs.lines.filter((l) => l.event === 'request').slice(WARMUP);
-      if (requests.some((l) => l.status !== 200)) throw new Error(`a ${kb} kB request failed: ${JSON.stringify(requests.find((l) => l.status !== 200))}`);
+      if (requests.some((l) => l.status !== 200))
+        throw new Error(`a ${kb} kB request failed: ${JSON.stringify(requests.find((l) => l.status !== 200))}`);
       const ms = requests.map((l) => l.ms as number);
-      console.log(`   ${`${kb} kB`.padStart(8)}   ${pattern.padEnd(7)}    ${String(requests[0]!.promptTokens).padStart(13)}    ${q(ms, 0.5).toFixed(2).padStart(10)}  ${q(ms, 0.99).toFixed(2).padStart(6)}    ${q(client, 0.5).toFixed(2).padStart(10)}  ${q(client, 0.99).toFixed(2).padStart(6)}`);
+      console.log(
+        `   ${`${kb} kB`.padStart(8)}   ${pattern.padEnd(7)}    ${String(requests[0]!.promptTokens).padStart(13)}    ${q(ms, 0.5).toFixed(2).padStart(10)}  ${q(ms, 0.99).toFixed(2).padStart(6)}    ${q(client, 0.5).toFixed(2).padStart(10)}  ${q(client, 0.99).toFixed(2).padStart(6)}`,
+      );
     }
   }
   // Handing a long prompt to the engine's worker, on the serving thread (the generation is cancelled at once).
@@ -138,5 +171,6 @@ async function serverMain(): Promise<void> {
   rmSync(dir, { recursive: true, force: true });
 }
 
-if (process.argv[2] === '--client') await clientMain(process.argv[3]!, Number(process.argv[4]), process.argv[5] as Pattern);
+if (process.argv[2] === '--client')
+  await clientMain(process.argv[3]!, Number(process.argv[4]), process.argv[5] as Pattern);
 else await serverMain();

@@ -15,12 +15,21 @@ const MIN_SECONDS = 0.4;
 const PYTHON = process.env.OPENCLAW_RL_PYTHON ?? '/usr/bin/python3';
 
 /** y[M,N] = x[M,K] W[N,K]^T, a linear layer (the engine's layout); named by the layer. */
-interface Shape { name: string; M: number; K: number; N: number }
+interface Shape {
+  name: string;
+  M: number;
+  K: number;
+  N: number;
+}
 
 function shapes(): Shape[] {
   const out: Shape[] = [{ name: '2048^3', M: 2048, K: 2048, N: 2048 }];
   const layers: Array<[string, number, number]> = [
-    ['q', 1024, 2048], ['k/v', 1024, 1024], ['o', 2048, 1024], ['gate/up', 1024, 3072], ['down', 3072, 1024],
+    ['q', 1024, 2048],
+    ['k/v', 1024, 1024],
+    ['o', 2048, 1024],
+    ['gate/up', 1024, 3072],
+    ['down', 3072, 1024],
   ];
   for (const tokens of [512, 1]) {
     for (const [name, K, N] of layers) out.push({ name: `${name} T=${tokens}`, M: tokens, K, N });
@@ -46,9 +55,11 @@ function measureOurs(bf16: boolean): Results {
     const [x, W, y] = [randomArray(s.M * s.K), randomArray(s.N * s.K), new Float32Array(s.M * s.N)];
     const gflops = (run: () => void): number => (2 * s.M * s.N * s.K) / secondsPerCall(run, MIN_SECONDS) / 1e9;
     const row: Record<string, number> = {};
-    row[`ours sgemm ${kernels.info.gemm}`] =
-      gflops(() => kernels.sgemm(false, true, s.M, s.N, s.K, 1, x, s.K, W, s.K, 0, y, s.N));
-    if (s.M === 1) row[`ours sgemv ${kernels.info.gemm}`] = gflops(() => kernels.sgemv(false, s.N, s.K, 1, W, s.K, x, 0, y));
+    row[`ours sgemm ${kernels.info.gemm}`] = gflops(() =>
+      kernels.sgemm(false, true, s.M, s.N, s.K, 1, x, s.K, W, s.K, 0, y, s.N),
+    );
+    if (s.M === 1)
+      row[`ours sgemv ${kernels.info.gemm}`] = gflops(() => kernels.sgemv(false, s.N, s.K, 1, W, s.K, x, 0, y));
     if (bf16) {
       const W16 = new Uint16Array(W.length);
       toBf16(W16, W, W.length);
@@ -123,19 +134,27 @@ function main(): void {
 
   const peak = Math.max(...Object.values(results).flatMap((row) => Object.values(row)));
   const info = loadNativeKernels().info;
-  console.log(`GFLOP/s on ${THREADS} threads (median per call); ours: ${info.gemm} ${info.isa}, bf16 instructions ` +
-    `${info.bf16Instructions}; "vs torch" = / PyTorch's best fp32 on that shape; ` +
-    `"of peak" = / ${peak.toFixed(0)} GFLOP/s, ` +
-    `the best measured in this run`);
+  console.log(
+    `GFLOP/s on ${THREADS} threads (median per call); ours: ${info.gemm} ${info.isa}, bf16 instructions ` +
+      `${info.bf16Instructions}; "vs torch" = / PyTorch's best fp32 on that shape; ` +
+      `"of peak" = / ${peak.toFixed(0)} GFLOP/s, ` +
+      `the best measured in this run`,
+  );
   console.log(`| shape [MxKxN] | implementation | GFLOP/s | vs torch fp32 | of peak |`);
   console.log(`|---|---|---:|---:|---:|`);
   for (const s of shapes()) {
     const row = results[s.name];
-    const torchBest = Math.max(...Object.entries(row).filter(([k]) => k.startsWith('torch fp32')).map(([, v]) => v));
+    const torchBest = Math.max(
+      ...Object.entries(row)
+        .filter(([k]) => k.startsWith('torch fp32'))
+        .map(([, v]) => v),
+    );
     for (const [impl, value] of Object.entries(row).sort(([, a], [, b]) => b - a)) {
-      console.log(`| ${s.name} [${s.M}x${s.K}x${s.N}] | ${impl} | ${value.toFixed(1)} | ` +
-        `${(value / torchBest).toFixed(2)} | ` +
-        `${((100 * value) / peak).toFixed(0)}% |`);
+      console.log(
+        `| ${s.name} [${s.M}x${s.K}x${s.N}] | ${impl} | ${value.toFixed(1)} | ` +
+          `${(value / torchBest).toFixed(2)} | ` +
+          `${((100 * value) / peak).toFixed(0)}% |`,
+      );
     }
   }
 }

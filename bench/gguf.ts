@@ -19,7 +19,12 @@
 import { closeSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { readModelFolder } from '../src/engine/local/model/folder.js';
-import { readSafetensorsHeader, readTensorInto, type SafetensorsHeader, type TensorEntry } from '../src/engine/local/model/safetensors.js';
+import {
+  readSafetensorsHeader,
+  readTensorInto,
+  type SafetensorsHeader,
+  type TensorEntry,
+} from '../src/engine/local/model/safetensors.js';
 
 export type GgufWeightType = 'Q8_0' | 'BF16' | 'F32';
 
@@ -29,13 +34,21 @@ const FILE_TYPE: Record<GgufWeightType, number> = { F32: 0, Q8_0: 7, BF16: 32 };
 // gguf_type ids of metadata values.
 const T = { U32: 4, I32: 5, F32: 6, BOOL: 7, STRING: 8, ARRAY: 9 } as const;
 // llama.cpp token types.
-const TOKEN_NORMAL = 1, TOKEN_CONTROL = 3, TOKEN_USER_DEFINED = 4, TOKEN_UNUSED = 5;
+const TOKEN_NORMAL = 1,
+  TOKEN_CONTROL = 3,
+  TOKEN_USER_DEFINED = 4,
+  TOKEN_UNUSED = 5;
 const ALIGN = 32;
 const QK8_0 = 32;
 
 type Value =
-  | { t: 'u32'; v: number } | { t: 'i32'; v: number } | { t: 'f32'; v: number } | { t: 'bool'; v: boolean }
-  | { t: 'str'; v: string } | { t: 'strs'; v: string[] } | { t: 'i32s'; v: number[] };
+  | { t: 'u32'; v: number }
+  | { t: 'i32'; v: number }
+  | { t: 'f32'; v: number }
+  | { t: 'bool'; v: boolean }
+  | { t: 'str'; v: string }
+  | { t: 'strs'; v: string[] }
+  | { t: 'i32s'; v: number[] };
 
 /** A growable little-endian byte buffer for the header. */
 class Bytes {
@@ -47,11 +60,30 @@ class Bytes {
     this.buf.copy(next, 0, 0, this.length);
     this.buf = next;
   }
-  u32(v: number) { this.ensure(4); this.buf.writeUInt32LE(v, this.length); this.length += 4; }
-  i32(v: number) { this.ensure(4); this.buf.writeInt32LE(v, this.length); this.length += 4; }
-  u64(v: number) { this.ensure(8); this.buf.writeBigUInt64LE(BigInt(v), this.length); this.length += 8; }
-  f32(v: number) { this.ensure(4); this.buf.writeFloatLE(v, this.length); this.length += 4; }
-  u8(v: number) { this.ensure(1); this.buf[this.length++] = v; }
+  u32(v: number) {
+    this.ensure(4);
+    this.buf.writeUInt32LE(v, this.length);
+    this.length += 4;
+  }
+  i32(v: number) {
+    this.ensure(4);
+    this.buf.writeInt32LE(v, this.length);
+    this.length += 4;
+  }
+  u64(v: number) {
+    this.ensure(8);
+    this.buf.writeBigUInt64LE(BigInt(v), this.length);
+    this.length += 8;
+  }
+  f32(v: number) {
+    this.ensure(4);
+    this.buf.writeFloatLE(v, this.length);
+    this.length += 4;
+  }
+  u8(v: number) {
+    this.ensure(1);
+    this.buf[this.length++] = v;
+  }
   str(s: string) {
     const b = Buffer.from(s, 'utf8');
     this.u64(b.length);
@@ -59,19 +91,48 @@ class Bytes {
     b.copy(this.buf, this.length);
     this.length += b.length;
   }
-  pad(align: number) { while (this.length % align) this.u8(0); }
-  bytes(): Buffer { return this.buf.subarray(0, this.length); }
+  pad(align: number) {
+    while (this.length % align) this.u8(0);
+  }
+  bytes(): Buffer {
+    return this.buf.subarray(0, this.length);
+  }
 }
 
 function writeValue(b: Bytes, val: Value) {
   switch (val.t) {
-    case 'u32': b.u32(T.U32); b.u32(val.v); break;
-    case 'i32': b.u32(T.I32); b.i32(val.v); break;
-    case 'f32': b.u32(T.F32); b.f32(val.v); break;
-    case 'bool': b.u32(T.BOOL); b.u8(val.v ? 1 : 0); break;
-    case 'str': b.u32(T.STRING); b.str(val.v); break;
-    case 'strs': b.u32(T.ARRAY); b.u32(T.STRING); b.u64(val.v.length); for (const s of val.v) b.str(s); break;
-    case 'i32s': b.u32(T.ARRAY); b.u32(T.I32); b.u64(val.v.length); for (const x of val.v) b.i32(x); break;
+    case 'u32':
+      b.u32(T.U32);
+      b.u32(val.v);
+      break;
+    case 'i32':
+      b.u32(T.I32);
+      b.i32(val.v);
+      break;
+    case 'f32':
+      b.u32(T.F32);
+      b.f32(val.v);
+      break;
+    case 'bool':
+      b.u32(T.BOOL);
+      b.u8(val.v ? 1 : 0);
+      break;
+    case 'str':
+      b.u32(T.STRING);
+      b.str(val.v);
+      break;
+    case 'strs':
+      b.u32(T.ARRAY);
+      b.u32(T.STRING);
+      b.u64(val.v.length);
+      for (const s of val.v) b.str(s);
+      break;
+    case 'i32s':
+      b.u32(T.ARRAY);
+      b.u32(T.I32);
+      b.u64(val.v.length);
+      for (const x of val.v) b.i32(x);
+      break;
   }
 }
 
@@ -97,20 +158,26 @@ export function toFp16Bits(x: number): number {
     const half = 1 << (shift - 1);
     let m = mant >>> shift;
     const rest = mant & ((1 << shift) - 1);
-    if (rest > half || (rest === half && (m & 1))) m++;
+    if (rest > half || (rest === half && m & 1)) m++;
     return sign | m; // a carry into bit 10 is the smallest normal, still correct
   }
   let m = mant >>> 13;
   const rest = mant & 0x1fff;
-  if (rest > 0x1000 || (rest === 0x1000 && (m & 1))) {
+  if (rest > 0x1000 || (rest === 0x1000 && m & 1)) {
     m++;
-    if (m === 0x400) { m = 0; e++; if (e >= 0x1f) return sign | 0x7c00; }
+    if (m === 0x400) {
+      m = 0;
+      e++;
+      if (e >= 0x1f) return sign | 0x7c00;
+    }
   }
   return sign | (e << 10) | m;
 }
 
 export function fromFp16Bits(h: number): number {
-  const sign = h & 0x8000 ? -1 : 1, e = (h >>> 10) & 0x1f, m = h & 0x3ff;
+  const sign = h & 0x8000 ? -1 : 1,
+    e = (h >>> 10) & 0x1f,
+    m = h & 0x3ff;
   if (e === 0) return sign * m * 2 ** -24;
   if (e === 0x1f) return m ? NaN : sign * Infinity;
   return sign * (1 + m / 1024) * 2 ** (e - 15);
@@ -125,11 +192,15 @@ export function quantizeQ8_0(x: Float32Array): Buffer {
     const base = b * QK8_0;
     let amax = 0;
     for (let j = 0; j < QK8_0; j++) amax = Math.max(amax, Math.abs(x[base + j]!));
-    const d = amax / 127, id = d ? 1 / d : 0;
+    const d = amax / 127,
+      id = d ? 1 / d : 0;
     const o = b * 34;
     out.writeUInt16LE(toFp16Bits(d), o);
     // round half away from zero, as C's roundf
-    for (let j = 0; j < QK8_0; j++) { const v = x[base + j]! * id; q[o + 2 + j] = v < 0 ? -Math.round(-v) : Math.round(v); }
+    for (let j = 0; j < QK8_0; j++) {
+      const v = x[base + j]! * id;
+      q[o + 2 + j] = v < 0 ? -Math.round(-v) : Math.round(v);
+    }
   }
   return out;
 }
@@ -169,11 +240,17 @@ function ggufName(hf: string): string {
   if (hf === 'lm_head.weight') return 'output.weight';
   const m = /^model\.layers\.(\d+)\.(.+)$/.exec(hf);
   const parts: Record<string, string> = {
-    'input_layernorm.weight': 'attn_norm.weight', 'post_attention_layernorm.weight': 'ffn_norm.weight',
-    'self_attn.q_proj.weight': 'attn_q.weight', 'self_attn.k_proj.weight': 'attn_k.weight',
-    'self_attn.v_proj.weight': 'attn_v.weight', 'self_attn.o_proj.weight': 'attn_output.weight',
-    'self_attn.q_norm.weight': 'attn_q_norm.weight', 'self_attn.k_norm.weight': 'attn_k_norm.weight',
-    'mlp.gate_proj.weight': 'ffn_gate.weight', 'mlp.up_proj.weight': 'ffn_up.weight', 'mlp.down_proj.weight': 'ffn_down.weight',
+    'input_layernorm.weight': 'attn_norm.weight',
+    'post_attention_layernorm.weight': 'ffn_norm.weight',
+    'self_attn.q_proj.weight': 'attn_q.weight',
+    'self_attn.k_proj.weight': 'attn_k.weight',
+    'self_attn.v_proj.weight': 'attn_v.weight',
+    'self_attn.o_proj.weight': 'attn_output.weight',
+    'self_attn.q_norm.weight': 'attn_q_norm.weight',
+    'self_attn.k_norm.weight': 'attn_k_norm.weight',
+    'mlp.gate_proj.weight': 'ffn_gate.weight',
+    'mlp.up_proj.weight': 'ffn_up.weight',
+    'mlp.down_proj.weight': 'ffn_down.weight',
   };
   if (!m || !parts[m[2]!]) throw new Error(`no GGUF name for tensor ${hf} (only Qwen3 without biases is supported)`);
   return `blk.${m[1]}.${parts[m[2]!]}`;
@@ -217,7 +294,12 @@ function tokenizerMetadata(dir: string, vocabSize: number, eosId: number, padId:
 }
 
 /** Writes `out` (atomically) from the model folder `dir`; returns the file size in bytes. */
-export function writeGguf(dir: string, out: string, weightType: GgufWeightType, name = 'openclaw-rl bench model'): number {
+export function writeGguf(
+  dir: string,
+  out: string,
+  weightType: GgufWeightType,
+  name = 'openclaw-rl bench model',
+): number {
   const folder = readModelFolder(dir);
   const c = folder.config;
   if (c.family !== 'qwen3') throw new Error(`GGUF conversion supports the qwen3 family only (got ${c.family})`);
@@ -249,7 +331,8 @@ export function writeGguf(dir: string, out: string, weightType: GgufWeightType, 
     if (e.name === 'lm_head.weight' && c.tieWordEmbeddings) continue;
     const count = e.shape.reduce((a, b) => a * b, 1);
     const type = e.shape.length === 2 ? weightType : 'F32';
-    if (type === 'Q8_0' && e.shape[1]! % QK8_0) throw new Error(`${e.name}: row length ${e.shape[1]} is not a multiple of 32`);
+    if (type === 'Q8_0' && e.shape[1]! % QK8_0)
+      throw new Error(`${e.name}: row length ${e.shape[1]} is not a multiple of 32`);
     const bytes = tensorBytes(type, count);
     plans.push({ name: ggufName(e.name), source: e, dims: [...e.shape].reverse(), type, bytes, offset });
     offset += Math.ceil(bytes / ALIGN) * ALIGN;
@@ -260,7 +343,10 @@ export function writeGguf(dir: string, out: string, weightType: GgufWeightType, 
   h.u32(3);
   h.u64(plans.length);
   h.u64(meta.length);
-  for (const [k, v] of meta) { h.str(k); writeValue(h, v); }
+  for (const [k, v] of meta) {
+    h.str(k);
+    writeValue(h, v);
+  }
   for (const p of plans) {
     h.str(p.name);
     h.u32(p.dims.length);
@@ -280,7 +366,12 @@ export function writeGguf(dir: string, out: string, weightType: GgufWeightType, 
       if (written !== p.offset) throw new Error('GGUF offsets out of step');
       const x = new Float32Array(p.source.shape.reduce((a, b) => a * b, 1));
       readTensorInto(st.path, p.source, x);
-      const data = p.type === 'F32' ? Buffer.from(x.buffer, x.byteOffset, x.byteLength) : p.type === 'BF16' ? toBf16Buffer(x) : quantizeQ8_0(x);
+      const data =
+        p.type === 'F32'
+          ? Buffer.from(x.buffer, x.byteOffset, x.byteLength)
+          : p.type === 'BF16'
+            ? toBf16Buffer(x)
+            : quantizeQ8_0(x);
       writeSync(fd, data);
       const padded = Math.ceil(p.bytes / ALIGN) * ALIGN;
       if (padded > p.bytes) writeSync(fd, zeros, 0, padded - p.bytes);

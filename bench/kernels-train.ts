@@ -89,7 +89,9 @@ function logitsBackwardCase(rows: number, V: number): BenchCase {
 // rows of an n-token sequence against its n keys (head dim 128 for the backward's dO . O).
 
 function causalSoftmaxRowsCase(n: number): BenchCase {
-  const rows = 128, S = randomArray(rows * n, 4), lse = new Float32Array(rows);
+  const rows = 128,
+    S = randomArray(rows * n, 4),
+    lse = new Float32Array(rows);
   return {
     name: `causalSoftmaxRows ${rows}x${n}`,
     bytes: 2 * rows * n * F32,
@@ -98,9 +100,14 @@ function causalSoftmaxRowsCase(n: number): BenchCase {
 }
 
 function causalSoftmaxBackwardRowsCase(n: number): BenchCase {
-  const rows = 128, hd = 128, S = randomArray(rows * n, 4), lse = new Float32Array(rows);
+  const rows = 128,
+    hd = 128,
+    S = randomArray(rows * n, 4),
+    lse = new Float32Array(rows);
   portableKernels.causalSoftmaxRows(Float32Array.from(S), lse, rows, n, n - rows);
-  const dP = randomArray(rows * n), dO = randomArray(rows * hd), O = randomArray(rows * hd);
+  const dP = randomArray(rows * n),
+    dO = randomArray(rows * hd),
+    O = randomArray(rows * hd);
   return {
     name: `causalSoftmaxBackwardRows ${rows}x${n}`,
     bytes: 4 * rows * n * F32,
@@ -145,8 +152,18 @@ function main(): void {
     console.log(row(cells));
   }
   const copyBytes = logitRows * V * F32;
-  console.log(row([`copy ${(copyBytes / 1e6).toFixed(0)} MB (TypedArray.set)`, '', '', '', copyGigabytesPerSecond(logitRows * V).toFixed(1)]));
-  console.log("GB/s counts each array read or written once per call; the copy is this machine's single-thread memory speed.");
+  console.log(
+    row([
+      `copy ${(copyBytes / 1e6).toFixed(0)} MB (TypedArray.set)`,
+      '',
+      '',
+      '',
+      copyGigabytesPerSecond(logitRows * V).toFixed(1),
+    ]),
+  );
+  console.log(
+    "GB/s counts each array read or written once per call; the copy is this machine's single-thread memory speed.",
+  );
 }
 
 function row(cells: string[]): string {

@@ -51,7 +51,8 @@ function attentionCase(Tq: number, start: number): BenchCase {
   return {
     name: `attention Tq=${Tq} start=${start} 16/8x128`,
     flops: 4 * headDim * nHeads * visibleKeys, // q.k and p.v, 2 flops per multiply-add each
-    run: (kernels) => kernels.attention(out, q, k, v, Tq, start, nHeads, nKvHeads, headDim, kvStride, 1 / Math.sqrt(headDim)),
+    run: (kernels) =>
+      kernels.attention(out, q, k, v, Tq, start, nHeads, nKvHeads, headDim, kvStride, 1 / Math.sqrt(headDim)),
   };
 }
 

@@ -19,9 +19,17 @@ interface LlamaSequence {
   evaluate(tokens: number[], options?: { temperature?: number }): AsyncGenerator<number, void, unknown>;
   clearHistory(): Promise<void>;
 }
-interface LlamaContext { getSequence(): LlamaSequence; dispose(): Promise<void> }
+interface LlamaContext {
+  getSequence(): LlamaSequence;
+  dispose(): Promise<void>;
+}
 interface LlamaModel {
-  createContext(o: { contextSize: number; batchSize: number; threads: { ideal: number; min: number }; sequences: number }): Promise<LlamaContext>;
+  createContext(o: {
+    contextSize: number;
+    batchSize: number;
+    threads: { ideal: number; min: number };
+    sequences: number;
+  }): Promise<LlamaContext>;
   dispose(): Promise<void>;
 }
 interface Llama {
@@ -40,14 +48,27 @@ interface NodeLlamaCpp {
 export async function importNodeLlamaCpp(): Promise<NodeLlamaCpp | string> {
   const entry = join(LLAMA_PREFIX, 'node_modules', 'node-llama-cpp', 'dist', 'index.js');
   if (!existsSync(entry)) {
-    if (process.platform !== 'linux' || process.arch !== 'x64') return `no prebuilt CPU package chosen for ${process.platform}-${process.arch} in this bench`;
+    if (process.platform !== 'linux' || process.arch !== 'x64')
+      return `no prebuilt CPU package chosen for ${process.platform}-${process.arch} in this bench`;
     mkdirSync(LLAMA_PREFIX, { recursive: true });
-    if (!existsSync(join(LLAMA_PREFIX, 'package.json'))) writeFileSync(join(LLAMA_PREFIX, 'package.json'), '{"name":"bench-llama","private":true}\n');
+    if (!existsSync(join(LLAMA_PREFIX, 'package.json')))
+      writeFileSync(join(LLAMA_PREFIX, 'package.json'), '{"name":"bench-llama","private":true}\n');
     console.log(`installing node-llama-cpp@${NODE_LLAMA_CPP_VERSION} (CPU binaries only) into ${LLAMA_PREFIX} ...`);
-    const r = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--ignore-scripts', '--omit=optional',
-      `node-llama-cpp@${NODE_LLAMA_CPP_VERSION}`, `@node-llama-cpp/linux-x64@${NODE_LLAMA_CPP_VERSION}`],
-    { cwd: LLAMA_PREFIX, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-    if (r.status !== 0 || !existsSync(entry)) return `npm install failed (${r.status}): ${(r.stderr || r.error?.message || '').trim().split('\n').slice(-3).join(' | ')}`;
+    const r = spawnSync(
+      'npm',
+      [
+        'install',
+        '--no-audit',
+        '--no-fund',
+        '--ignore-scripts',
+        '--omit=optional',
+        `node-llama-cpp@${NODE_LLAMA_CPP_VERSION}`,
+        `@node-llama-cpp/linux-x64@${NODE_LLAMA_CPP_VERSION}`,
+      ],
+      { cwd: LLAMA_PREFIX, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    if (r.status !== 0 || !existsSync(entry))
+      return `npm install failed (${r.status}): ${(r.stderr || r.error?.message || '').trim().split('\n').slice(-3).join(' | ')}`;
   }
   try {
     return (await import(pathToFileURL(entry).href)) as NodeLlamaCpp;
@@ -58,8 +79,13 @@ export async function importNodeLlamaCpp(): Promise<NodeLlamaCpp | string> {
 
 export async function openLlama(mod: NodeLlamaCpp, threads: number): Promise<Llama> {
   return mod.getLlama({
-    gpu: false, build: 'never', usePrebuiltBinaries: true, skipDownload: true, progressLogs: false,
-    maxThreads: threads, logLevel: mod.LlamaLogLevel.error,
+    gpu: false,
+    build: 'never',
+    usePrebuiltBinaries: true,
+    skipDownload: true,
+    progressLogs: false,
+    maxThreads: threads,
+    logLevel: mod.LlamaLogLevel.error,
   });
 }
 
@@ -71,11 +97,20 @@ export interface DecodeRun {
 
 /** A loaded GGUF ready for greedy runs: prompt ids in, generated ids and timings out. */
 export class LlamaRunner {
-  private constructor(private readonly model: LlamaModel, private readonly ctx: LlamaContext, private readonly seq: LlamaSequence) {}
+  private constructor(
+    private readonly model: LlamaModel,
+    private readonly ctx: LlamaContext,
+    private readonly seq: LlamaSequence,
+  ) {}
 
   static async open(llama: Llama, path: string, threads: number, contextSize: number): Promise<LlamaRunner> {
     const model = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
-    const ctx = await model.createContext({ contextSize, batchSize: 512, threads: { ideal: threads, min: threads }, sequences: 1 });
+    const ctx = await model.createContext({
+      contextSize,
+      batchSize: 512,
+      threads: { ideal: threads, min: threads },
+      sequences: 1,
+    });
     return new LlamaRunner(model, ctx, ctx.getSequence());
   }
 
@@ -91,7 +126,11 @@ export class LlamaRunner {
       if (tokens.length >= n) break;
     }
     const end = performance.now();
-    return { prefillTokPerS: prompt.length / ((first - t0) / 1000), decodeTokPerS: (tokens.length - 1) / ((end - first) / 1000), tokens };
+    return {
+      prefillTokPerS: prompt.length / ((first - t0) / 1000),
+      decodeTokPerS: (tokens.length - 1) / ((end - first) / 1000),
+      tokens,
+    };
   }
 
   async close(): Promise<void> {
@@ -107,7 +146,9 @@ export function cachedGguf(name: string, dir: string, type: GgufWeightType): str
   if (!existsSync(out) || statSync(out).mtimeMs < statSync(join(dir, 'model.safetensors')).mtimeMs) {
     const t0 = performance.now();
     const bytes = writeGguf(dir, out, type, `openclaw-rl ${name}`);
-    console.log(`wrote ${out} (${(bytes / 2 ** 20).toFixed(0)} MiB) in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    console.log(
+      `wrote ${out} (${(bytes / 2 ** 20).toFixed(0)} MiB) in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+    );
   }
   return out;
 }

@@ -36,11 +36,20 @@ const MiB = 2 ** 20;
 /** The bench models' context: the longest length asked for, at least 32k. */
 const LONGEST = Math.max(32_768, ...LENGTHS);
 
-interface Case { preset: BenchPreset; tokens: number; lora: boolean }
-interface Result { seconds: number; peakBytes: number }
+interface Case {
+  preset: BenchPreset;
+  tokens: number;
+  lora: boolean;
+}
+interface Result {
+  seconds: number;
+  peakBytes: number;
+}
 
 function peakRssBytes(): number {
-  const line = readFileSync('/proc/self/status', 'utf8').split('\n').find((l) => l.startsWith('VmHWM:'));
+  const line = readFileSync('/proc/self/status', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('VmHWM:'));
   if (!line) throw new Error('no VmHWM in /proc/self/status (Linux only)');
   return Number(line.split(/\s+/)[1]) * 1024;
 }
@@ -49,9 +58,12 @@ function peakRssBytes(): number {
 async function child(c: Case): Promise<Result> {
   const engine = await LocalEngine.open(benchModel(c.preset, LONGEST), { threads: THREADS, kvCacheBytes: 0 });
   const learner = await LocalLearner.open(engine, {
-    threads: THREADS, yieldToServing: false,
+    threads: THREADS,
+    yieldToServing: false,
     config: {
-      mode: c.lora ? { kind: 'lora', spec: { ...LORA, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } } : { kind: 'full' },
+      mode: c.lora
+        ? { kind: 'lora', spec: { ...LORA, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } }
+        : { kind: 'full' },
       microBatchTokens: c.tokens,
     },
   });
@@ -60,7 +72,11 @@ async function child(c: Case): Promise<Result> {
     const rng = createRng(c.tokens);
     const ids = Array.from({ length: c.tokens }, () => Math.floor(rng.next() * V));
     const half = c.tokens / 2;
-    const sample: TrainingSample = { promptIds: ids.slice(0, half), completionIds: ids.slice(half), advantages: ids.slice(half).map(() => rng.next() - 0.5) };
+    const sample: TrainingSample = {
+      promptIds: ids.slice(0, half),
+      completionIds: ids.slice(half),
+      advantages: ids.slice(half).map(() => rng.next() - 0.5),
+    };
     const t0 = performance.now();
     await learner.forwardBackward([sample]);
     await learner.optimStep();
@@ -73,7 +89,10 @@ async function child(c: Case): Promise<Result> {
 
 function runChild(c: Case): Result {
   const self = fileURLToPath(import.meta.url);
-  const run = spawnSync(process.execPath, [self, '--child', JSON.stringify(c)], { encoding: 'utf8', maxBuffer: 16 * MiB });
+  const run = spawnSync(process.execPath, [self, '--child', JSON.stringify(c)], {
+    encoding: 'utf8',
+    maxBuffer: 16 * MiB,
+  });
   if (run.status !== 0) throw new Error(`child ${JSON.stringify(c)} failed: ${run.stderr.slice(-2000)}`);
   return JSON.parse(run.stdout.trim().split('\n').at(-1)!) as Result;
 }
@@ -85,10 +104,18 @@ function runChild(c: Case): Result {
  */
 function runTorch(c: Case, shape: { heads: number; layers: number }): Result | string {
   const scoresBytes = (3 * shape.layers + 2) * shape.heads * c.tokens * c.tokens * 4;
-  if (1.25 * scoresBytes > totalmem() / 2) return `not run: its T x T scores would take ${(scoresBytes / 2 ** 30).toFixed(0)} GB`;
+  if (1.25 * scoresBytes > totalmem() / 2)
+    return `not run: its T x T scores would take ${(scoresBytes / 2 ** 30).toFixed(0)} GB`;
   const run = spawnSync(PYTHON, [join(ROOT, 'bench', 'torch_train.py')], {
-    input: JSON.stringify({ model: benchModel(c.preset, LONGEST), threads: THREADS, seqLen: c.tokens, steps: 1, lora: c.lora ? LORA : null }),
-    encoding: 'utf8', maxBuffer: 16 * MiB,
+    input: JSON.stringify({
+      model: benchModel(c.preset, LONGEST),
+      threads: THREADS,
+      seqLen: c.tokens,
+      steps: 1,
+      lora: c.lora ? LORA : null,
+    }),
+    encoding: 'utf8',
+    maxBuffer: 16 * MiB,
   });
   if (run.status !== 0) return `failed: ${run.stderr.trim().split('\n').slice(-2).join(' ')}`;
   const r = JSON.parse(run.stdout) as { stepSeconds: number; peakRssMB: number };
@@ -96,22 +123,30 @@ function runTorch(c: Case, shape: { heads: number; layers: number }): Result | s
 }
 
 function trainPart(preset: BenchPreset): void {
-  const config = JSON.parse(readFileSync(join(benchModel(preset, LONGEST), 'config.json'), 'utf8')) as { num_attention_heads: number; num_hidden_layers: number };
+  const config = JSON.parse(readFileSync(join(benchModel(preset, LONGEST), 'config.json'), 'utf8')) as {
+    num_attention_heads: number;
+    num_hidden_layers: number;
+  };
   const shape = { heads: config.num_attention_heads, layers: config.num_hidden_layers };
   for (const mode of MODES) {
     const lora = mode === 'lora';
-    console.log(`\n== ${preset}, ${lora ? `LoRA r${LORA.rank}` : 'full fine-tuning'}: one training step, half of the sample completion, ${THREADS} threads ==`);
+    console.log(
+      `\n== ${preset}, ${lora ? `LoRA r${LORA.rank}` : 'full fine-tuning'}: one training step, half of the sample completion, ${THREADS} threads ==`,
+    );
     console.log('tokens   engine s   engine peak   bytes/token   torch s   torch peak    time ratio');
     let first: { tokens: number; peak: number } | null = null;
     for (const tokens of LENGTHS) {
       const ours = runChild({ preset, tokens, lora });
       first ??= { tokens, peak: ours.peakBytes };
-      const perToken = tokens > first.tokens ? ((ours.peakBytes - first.peak) / (tokens - first.tokens)).toFixed(0) : '-';
+      const perToken =
+        tokens > first.tokens ? ((ours.peakBytes - first.peak) / (tokens - first.tokens)).toFixed(0) : '-';
       const torch = runTorch({ preset, tokens, lora }, shape);
       const t = typeof torch === 'string' ? null : torch;
-      console.log(`${String(tokens).padStart(6)}   ${ours.seconds.toFixed(2).padStart(8)}   ${(ours.peakBytes / MiB).toFixed(0).padStart(8)} MB`
-        + `   ${perToken.padStart(11)}   ${t ? t.seconds.toFixed(2).padStart(7) : '      -'}   ${t ? `${(t.peakBytes / MiB).toFixed(0).padStart(7)} MB` : '         -'}`
-        + `   ${t ? `${(t.seconds / ours.seconds).toFixed(2)}x` : typeof torch === 'string' ? torch : ''}`);
+      console.log(
+        `${String(tokens).padStart(6)}   ${ours.seconds.toFixed(2).padStart(8)}   ${(ours.peakBytes / MiB).toFixed(0).padStart(8)} MB` +
+          `   ${perToken.padStart(11)}   ${t ? t.seconds.toFixed(2).padStart(7) : '      -'}   ${t ? `${(t.peakBytes / MiB).toFixed(0).padStart(7)} MB` : '         -'}` +
+          `   ${t ? `${(t.seconds / ours.seconds).toFixed(2)}x` : typeof torch === 'string' ? torch : ''}`,
+      );
     }
   }
 }
@@ -124,7 +159,10 @@ async function main(): Promise<void> {
   const presets = (process.argv.slice(2).length ? process.argv.slice(2) : ['tiny', 'small']) as BenchPreset[];
   if (PARTS.includes('ttft')) {
     console.log(`== (a) time to first token of a growing session, prefix cache on vs off (bench/prefix-cache.ts) ==`);
-    const run = spawnSync(process.execPath, [join(ROOT, 'dist', 'bench', 'prefix-cache.js'), ...presets], { stdio: 'inherit', env: process.env });
+    const run = spawnSync(process.execPath, [join(ROOT, 'dist', 'bench', 'prefix-cache.js'), ...presets], {
+      stdio: 'inherit',
+      env: process.env,
+    });
     if (run.status !== 0) throw new Error('bench/prefix-cache failed');
   }
   if (PARTS.includes('train')) {

@@ -6,7 +6,18 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { loadKernels } from '../src/engine/local/kernels/index.js';
 
-const FLAGS = ['avx2', 'fma', 'avx512f', 'avx512bw', 'avx512vl', 'avx512_vnni', 'avx512_bf16', 'amx_tile', 'amx_bf16', 'amx_int8'];
+const FLAGS = [
+  'avx2',
+  'fma',
+  'avx512f',
+  'avx512bw',
+  'avx512vl',
+  'avx512_vnni',
+  'avx512_bf16',
+  'amx_tile',
+  'amx_bf16',
+  'amx_int8',
+];
 
 export interface MachineInfo {
   cpu: string;
@@ -36,9 +47,12 @@ export function machineInfo(): MachineInfo {
 /** Prints the machine report; `threads` is what both sides of the comparison are given. */
 export function printMachine(threads: number): MachineInfo {
   const m = machineInfo();
-  const flags = Object.entries(m.flags).map(([f, on]) => `${f}${on ? '+' : '-'}`).join(' ');
+  const flags = Object.entries(m.flags)
+    .map(([f, on]) => `${f}${on ? '+' : '-'}`)
+    .join(' ');
   const blasEnv = ['OPENBLAS_CORETYPE', 'OPENBLAS_L2_SIZE', 'OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS']
-    .map((v) => `${v}=${process.env[v] ?? '(unset)'}`).join(' ');
+    .map((v) => `${v}=${process.env[v] ?? '(unset)'}`)
+    .join(' ');
   console.log(`machine: ${m.cpu}, ${m.cores} logical cores; flags ${flags}`);
   console.log(`our kernels: ${m.kernels}`);
   console.log(`threads: ${threads} for every side; our process env ${blasEnv}`);

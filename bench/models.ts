@@ -14,13 +14,19 @@ export type BenchPreset = 'tiny' | 'small' | 'qwen3-0.6b';
 export function benchModel(preset: BenchPreset, context?: number): string {
   const shape = PRESETS[preset]!;
   const maxPositionEmbeddings = Math.max(shape.maxPositionEmbeddings, context ?? 0);
-  const name = maxPositionEmbeddings === shape.maxPositionEmbeddings ? preset : `${preset}-${maxPositionEmbeddings / 1024}k`;
+  const name =
+    maxPositionEmbeddings === shape.maxPositionEmbeddings ? preset : `${preset}-${maxPositionEmbeddings / 1024}k`;
   const dir = join(ROOT, '.cache', 'bench-models', name);
   if (!existsSync(join(dir, 'config.json'))) {
     console.log(`generating ${name} model in ${dir} ...`);
     writeModelFolder({
-      out: dir, shape: { family: 'qwen3', ...shape, maxPositionEmbeddings }, seed: 0, dtype: preset === 'qwen3-0.6b' ? 'BF16' : 'F32', shards: 1,
-      tokenizerVocab: Math.min(shape.vocabSize, 4096), initStd: 0.02,
+      out: dir,
+      shape: { family: 'qwen3', ...shape, maxPositionEmbeddings },
+      seed: 0,
+      dtype: preset === 'qwen3-0.6b' ? 'BF16' : 'F32',
+      shards: 1,
+      tokenizerVocab: Math.min(shape.vocabSize, 4096),
+      initStd: 0.02,
     });
   }
   return dir;

@@ -30,7 +30,9 @@ function time(heads: AttentionHeads, Tq: number, start: number): { oneRow: numbe
   const minSeconds = 0.3;
   const scale = 1 / Math.sqrt(headDim);
   const oneRow = secondsPerCall(
-    () => kernels.attention(out, q, k, v, Tq, start, nHeads, nKvHeads, headDim, kvDim, scale), minSeconds);
+    () => kernels.attention(out, q, k, v, Tq, start, nHeads, nKvHeads, headDim, kvDim, scale),
+    minSeconds,
+  );
   const blocked = secondsPerCall(() => blockedAttention(kernels, out, q, k, v, Tq, start, heads, grow), minSeconds);
   return { oneRow: oneRow * 1000, blocked: blocked * 1000 };
 }
@@ -40,13 +42,39 @@ function report(name: string, heads: AttentionHeads, cases: ReadonlyArray<[numbe
   console.log('    Tq   start   one-row (ms)   blocked (ms)   speed-up');
   for (const [Tq, start] of cases) {
     const { oneRow, blocked } = time(heads, Tq, start);
-    const cells = [String(Tq).padStart(6), String(start).padStart(7), oneRow.toFixed(3).padStart(14),
-      blocked.toFixed(3).padStart(14), `${(oneRow / blocked).toFixed(2)}x`.padStart(10)];
+    const cells = [
+      String(Tq).padStart(6),
+      String(start).padStart(7),
+      oneRow.toFixed(3).padStart(14),
+      blocked.toFixed(3).padStart(14),
+      `${(oneRow / blocked).toFixed(2)}x`.padStart(10),
+    ];
     console.log(cells.join(' '));
   }
 }
 
-const small = PRESETS.small!, qwen = PRESETS['qwen3-0.6b']!;
-report('small', small, [[300, 16_000], [256, 0], [256, 16_000], [1, 16_000], [2, 16_000], [4, 16_000], [8, 16_000],
-  [1, 256], [2, 256], [4, 256], [8, 256], [1, 2000], [2, 2000], [4, 2000]]);
-report('qwen3-0.6b', qwen, [[300, 16_000], [256, 0], [4, 16_000], [8, 16_000], [16, 16_000]]);
+const small = PRESETS.small!,
+  qwen = PRESETS['qwen3-0.6b']!;
+report('small', small, [
+  [300, 16_000],
+  [256, 0],
+  [256, 16_000],
+  [1, 16_000],
+  [2, 16_000],
+  [4, 16_000],
+  [8, 16_000],
+  [1, 256],
+  [2, 256],
+  [4, 256],
+  [8, 256],
+  [1, 2000],
+  [2, 2000],
+  [4, 2000],
+]);
+report('qwen3-0.6b', qwen, [
+  [300, 16_000],
+  [256, 0],
+  [4, 16_000],
+  [8, 16_000],
+  [16, 16_000],
+]);

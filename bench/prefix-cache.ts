@@ -27,9 +27,13 @@ const TURNS = Number(process.env.BENCH_TURNS ?? 5);
 const CONTEXT = 32_768;
 
 const ids = (n: number, salt: number, vocab: number) =>
-  Array.from({ length: n }, (_, i) => (i * 7919 + salt * 104_729) % (vocab - 10) + 10);
+  Array.from({ length: n }, (_, i) => ((i * 7919 + salt * 104_729) % (vocab - 10)) + 10);
 
-interface Turn { promptTokens: number; ttftMs: number; answer: number[] }
+interface Turn {
+  promptTokens: number;
+  ttftMs: number;
+  answer: number[];
+}
 
 /** One turn: the time to the first token, and the answer. */
 async function turn(engine: LocalEngine, prompt: number[], seed: number): Promise<Turn> {
@@ -74,7 +78,14 @@ async function sessions(dir: string): Promise<{ off: Turn[]; on: Turn[]; stats: 
 /** Microseconds per lookup: 40 sessions' entries that share a 16k system prompt, each ~17k ids. */
 function lookupMicros(): number {
   // One layer of one 1-wide head: the ids are what a lookup reads, the rows do not matter.
-  const shape = { family: 'qwen3' as const, ...PRESETS.tiny!, numLayers: 1, numKvHeads: 1, headDim: 1, maxPositionEmbeddings: CONTEXT };
+  const shape = {
+    family: 'qwen3' as const,
+    ...PRESETS.tiny!,
+    numLayers: 1,
+    numKvHeads: 1,
+    headDim: 1,
+    maxPositionEmbeddings: CONTEXT,
+  };
   const cfg = modelConfigOf(shape, [0]);
   const cache = new PrefixCache(Number.MAX_SAFE_INTEGER);
   const system = ids(FIRST_PROMPT, 1, 500);
@@ -100,8 +111,13 @@ async function main(): Promise<void> {
     console.log('turn  prompt   TTFT off (ms)   TTFT on (ms)   ratio');
     on.forEach((t, i) => {
       const o = off[i]!;
-      const cells = [String(i + 1).padStart(4), String(t.promptTokens).padStart(6), o.ttftMs.toFixed(1).padStart(14),
-        t.ttftMs.toFixed(1).padStart(13), `${(o.ttftMs / t.ttftMs).toFixed(1).padStart(6)}x`];
+      const cells = [
+        String(i + 1).padStart(4),
+        String(t.promptTokens).padStart(6),
+        o.ttftMs.toFixed(1).padStart(14),
+        t.ttftMs.toFixed(1).padStart(13),
+        `${(o.ttftMs / t.ttftMs).toFixed(1).padStart(6)}x`,
+      ];
       console.log(cells.join('  '));
     });
     const same = on.every((t, i) => t.answer.join() === off[i]!.answer.join());

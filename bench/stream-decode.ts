@@ -7,7 +7,12 @@
 
 import assert from 'node:assert/strict';
 import { builtinCorpus } from '../src/engine/local/tokenizer/corpus.js';
-import { TextTokenizer, WindowStreamDecoder, type DecodeOptions, type StreamDecoder } from '../src/engine/local/tokenizer/tokenizer.js';
+import {
+  TextTokenizer,
+  WindowStreamDecoder,
+  type DecodeOptions,
+  type StreamDecoder,
+} from '../src/engine/local/tokenizer/tokenizer.js';
 import { benchModel } from './models.js';
 
 const TOKENS = Number(process.argv[2] ?? 20_000);

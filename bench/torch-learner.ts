@@ -23,14 +23,18 @@ import { benchModel, PYTHON, type BenchPreset } from './models.js';
 
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
 const BATCHES = Number(process.env.BENCH_BATCHES ?? 2);
-const SAMPLES = 4, PROMPT = 128, COMPLETION = 128;
+const SAMPLES = 4,
+  PROMPT = 128,
+  COMPLETION = 128;
 
 function config(lora: boolean): LearnerConfig {
   return {
     ...DEFAULT_LEARNER,
     mode: lora ? { kind: 'lora', spec: { rank: 16, alpha: 32, targets: [...LORA_TARGETS] } } : { kind: 'full' },
     optimizer: { ...DEFAULT_LEARNER.optimizer, lr: 1e-5 },
-    miniBatchSize: SAMPLES, epochs: 1, microBatchTokens: 2 * (PROMPT + COMPLETION),
+    miniBatchSize: SAMPLES,
+    epochs: 1,
+    microBatchTokens: 2 * (PROMPT + COMPLETION),
   };
 }
 
@@ -38,12 +42,18 @@ function batch(vocab: number): TrainingSample[] {
   const rng = createRng(1);
   const ids = (n: number) => Array.from({ length: n }, () => Math.floor(rng.next() * vocab));
   return Array.from({ length: SAMPLES }, (_, i) => ({
-    promptIds: ids(PROMPT), completionIds: ids(COMPLETION), advantages: Array(COMPLETION).fill(i % 2 ? 1 : -1),
+    promptIds: ids(PROMPT),
+    completionIds: ids(COMPLETION),
+    advantages: Array(COMPLETION).fill(i % 2 ? 1 : -1),
     rolloutLogprobs: Array.from({ length: COMPLETION }, () => -Math.log(vocab) + (rng.next() - 0.5)),
   }));
 }
 
-interface Run { tokPerS: number; seconds: number; first: StepMetrics[] }
+interface Run {
+  tokPerS: number;
+  seconds: number;
+  first: StepMetrics[];
+}
 
 /** One warm-up batch, then BATCHES timed ones (median). */
 async function timed(train: (s: TrainingSample[]) => Promise<StepMetrics[]>, samples: TrainingSample[]): Promise<Run> {
@@ -55,7 +65,7 @@ async function timed(train: (s: TrainingSample[]) => Promise<StepMetrics[]>, sam
     times.push((performance.now() - t0) / 1000);
   }
   const seconds = [...times].sort((a, b) => a - b)[Math.floor(times.length / 2)]!;
-  return { tokPerS: SAMPLES * (PROMPT + COMPLETION) / seconds, seconds, first };
+  return { tokPerS: (SAMPLES * (PROMPT + COMPLETION)) / seconds, seconds, first };
 }
 
 async function typescript(dir: string, lora: boolean): Promise<Run> {
@@ -74,8 +84,12 @@ async function torch(dir: string, lora: boolean, nproc: number, vocab: number): 
   // The same cores, split between the ranks.
   process.env.OMP_NUM_THREADS = String(Math.max(1, Math.floor(THREADS / nproc)));
   const learner = await TorchLearner.open({
-    launch: { ...DEFAULT_LAUNCH, python: PYTHON, nproc }, config: config(lora), modelDir: dir,
-    checkpointDir: join(work, 'checkpoints'), versionsDir: join(work, 'versions'), versionAfter: 0,
+    launch: { ...DEFAULT_LAUNCH, python: PYTHON, nproc },
+    config: config(lora),
+    modelDir: dir,
+    checkpointDir: join(work, 'checkpoints'),
+    versionsDir: join(work, 'versions'),
+    versionAfter: 0,
   });
   try {
     return await timed((s) => learner.trainBatch(s), batch(vocab));
@@ -88,8 +102,10 @@ async function torch(dir: string, lora: boolean, nproc: number, vocab: number): 
 async function main() {
   const which = process.argv.slice(2);
   const presets = (which.length ? which : ['tiny', 'qwen3-0.6b']) as BenchPreset[];
-  console.log(`batch: ${SAMPLES} samples x (${PROMPT} prompt + ${COMPLETION} completion) tokens, one mini-batch, ${THREADS} threads`
-    + ` in all; median of ${BATCHES} batches after a warm-up`);
+  console.log(
+    `batch: ${SAMPLES} samples x (${PROMPT} prompt + ${COMPLETION} completion) tokens, one mini-batch, ${THREADS} threads` +
+      ` in all; median of ${BATCHES} batches after a warm-up`,
+  );
   for (const preset of presets) {
     const dir = benchModel(preset);
     const modes = (process.env.BENCH_MODES ?? (preset === 'tiny' ? 'lora,full' : 'lora')).split(',');
@@ -98,13 +114,17 @@ async function main() {
       const ts = await typescript(dir, lora);
       const vocab = readModelFolder(dir).config.vocabSize;
       console.log(`\n== ${preset}, ${lora ? 'LoRA r16 (all projections)' : 'full fine-tuning'} ==`);
-      console.log(`TypeScript learner       ${ts.tokPerS.toFixed(1).padStart(9)} tok/s  ${ts.seconds.toFixed(2)} s/batch`);
+      console.log(
+        `TypeScript learner       ${ts.tokPerS.toFixed(1).padStart(9)} tok/s  ${ts.seconds.toFixed(2)} s/batch`,
+      );
       for (const nproc of [1, 2]) {
         const t = await torch(dir, lora, nproc, vocab);
         const dLoss = Math.abs(t.first[0]!.loss - ts.first[0]!.loss);
         const ranks = `${nproc} rank${nproc > 1 ? 's' : ' '}`;
-        console.log(`PyTorch, ${ranks}        ${t.tokPerS.toFixed(1).padStart(9)} tok/s  ${t.seconds.toFixed(2)} s/batch`
-          + `  (${(t.tokPerS / ts.tokPerS).toFixed(2)}x TypeScript; first-batch loss differs by ${dLoss.toExponential(2)})`);
+        console.log(
+          `PyTorch, ${ranks}        ${t.tokPerS.toFixed(1).padStart(9)} tok/s  ${t.seconds.toFixed(2)} s/batch` +
+            `  (${(t.tokPerS / ts.tokPerS).toFixed(2)}x TypeScript; first-batch loss differs by ${dLoss.toExponential(2)})`,
+        );
       }
     }
   }

@@ -27,9 +27,21 @@ const THREADS = Number(process.env.BENCH_THREADS ?? 2);
 const RANK = 16;
 const MiB = 2 ** 20;
 
-interface Case { preset: BenchPreset; tokens: number; lora: boolean; checkpoint: boolean; chunkedHead: boolean }
+interface Case {
+  preset: BenchPreset;
+  tokens: number;
+  lora: boolean;
+  checkpoint: boolean;
+  chunkedHead: boolean;
+}
 const LAYOUTS = ['tape', 'tape+head', 'layers', 'layers+head'] as const;
-interface Measured { before: number; after: number; estimate: number; allocated: number; seconds: number }
+interface Measured {
+  before: number;
+  after: number;
+  estimate: number;
+  allocated: number;
+  seconds: number;
+}
 
 /** Resets VmHWM to the current RSS (Linux), so that the model load's transient peak is not the step's. */
 function resetPeakRss(): void {
@@ -37,7 +49,9 @@ function resetPeakRss(): void {
 }
 
 function peakRssBytes(): number {
-  const line = readFileSync('/proc/self/status', 'utf8').split('\n').find((l) => l.startsWith('VmHWM:'));
+  const line = readFileSync('/proc/self/status', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('VmHWM:'));
   if (!line) throw new Error('no VmHWM in /proc/self/status (Linux only)');
   return Number(line.split(/\s+/)[1]) * 1024;
 }
@@ -54,13 +68,32 @@ function child(c: Case): Measured {
   // so that those pages (a constant) are not counted as the step's. With threads, OpenBLAS
   // touches more of them as M grows in a tall, narrow product (x W^T with M = tokens), up to
   // tens of MiB past M = 2^19: one of those too, its operands freed again.
-  const n = 2048, warm = new Float32Array(n * n);
-  for (const [ta, tb] of [[false, false], [true, false], [false, true]] as const) {
+  const n = 2048,
+    warm = new Float32Array(n * n);
+  for (const [ta, tb] of [
+    [false, false],
+    [true, false],
+    [false, true],
+  ] as const) {
     k.sgemm(ta, tb, n, n, n, 1, warm, n, warm, n, 0, warm, n);
   }
-  const tall = 2 ** 19, narrow = 64;
-  k.sgemm(false, true, tall, narrow, narrow, 1, new Float32Array(tall * narrow), narrow, warm, narrow, 0,
-    new Float32Array(tall * narrow), narrow);
+  const tall = 2 ** 19,
+    narrow = 64;
+  k.sgemm(
+    false,
+    true,
+    tall,
+    narrow,
+    narrow,
+    1,
+    new Float32Array(tall * narrow),
+    narrow,
+    warm,
+    narrow,
+    0,
+    new Float32Array(tall * narrow),
+    narrow,
+  );
   (globalThis as { gc?: () => void }).gc?.();
   let lora: Lora | null = null;
   let grads = null;
@@ -80,11 +113,17 @@ function child(c: Case): Measured {
   const before = peakRssBytes();
   const t0 = performance.now();
   const out = model.forward([{ tokens, promptLength: c.tokens - completion }]);
-  model.backward(out.logprobs.map(() => rng.next() - 0.5), new Float32Array(completion));
+  model.backward(
+    out.logprobs.map(() => rng.next() - 0.5),
+    new Float32Array(completion),
+  );
   const seconds = (performance.now() - t0) / 1000;
   const after = peakRssBytes();
   const estimate = trainStepBytes(cfg, {
-    tokens: c.tokens, completionTokens: completion, loraRank: c.lora ? RANK : 0, checkpoint: c.checkpoint,
+    tokens: c.tokens,
+    completionTokens: completion,
+    loraRank: c.lora ? RANK : 0,
+    checkpoint: c.checkpoint,
     ...(c.chunkedHead ? { headChunkRows: HEAD_CHUNK_ROWS } : {}),
   });
   return { before, after, estimate, allocated: model.bufferBytes, seconds };
@@ -113,24 +152,33 @@ function main(): void {
   console.log('mode        layout       tokens  estimate MiB  measured MiB  measured/estimate  step s  peak RSS MiB');
   for (const mode of modes) {
     for (const layout of layouts) {
-      const checkpoint = layout.startsWith('layers'), chunkedHead = layout.endsWith('+head');
+      const checkpoint = layout.startsWith('layers'),
+        chunkedHead = layout.endsWith('+head');
       const rows: Array<{ tokens: number; m: Measured }> = [];
       for (const tokens of lengths) {
         const m = measure({ preset, tokens, lora: mode === 'lora', checkpoint, chunkedHead });
         rows.push({ tokens, m });
         const growth = m.after - m.before;
-        console.log([
-          (mode === 'lora' ? `LoRA r${RANK}` : 'full').padEnd(11), layout.padEnd(12),
-          String(tokens).padStart(6), (m.estimate / MiB).toFixed(1).padStart(13),
-          (growth / MiB).toFixed(1).padStart(13), (growth / m.estimate).toFixed(3).padStart(18),
-          m.seconds.toFixed(2).padStart(7), (m.after / MiB).toFixed(0).padStart(13),
-        ].join(' '));
+        console.log(
+          [
+            (mode === 'lora' ? `LoRA r${RANK}` : 'full').padEnd(11),
+            layout.padEnd(12),
+            String(tokens).padStart(6),
+            (m.estimate / MiB).toFixed(1).padStart(13),
+            (growth / MiB).toFixed(1).padStart(13),
+            (growth / m.estimate).toFixed(3).padStart(18),
+            m.seconds.toFixed(2).padStart(7),
+            (m.after / MiB).toFixed(0).padStart(13),
+          ].join(' '),
+        );
         if (m.allocated !== m.estimate) {
           console.log(`  (TrainModel holds ${m.allocated} bytes, the estimate says ${m.estimate})`);
         }
       }
       for (let i = 1; i < rows.length; i++) {
-        const a = rows[i - 1]!, b = rows[i]!, dt = b.tokens - a.tokens;
+        const a = rows[i - 1]!,
+          b = rows[i]!,
+          dt = b.tokens - a.tokens;
         const est = (b.m.estimate - a.m.estimate) / dt;
         const got = (b.m.after - b.m.before - (a.m.after - a.m.before)) / dt;
         const kib = (x: number) => `${(x / 1024).toFixed(1)} KiB`;

@@ -27,7 +27,7 @@ import { loadKernels } from '../src/engine/local/kernels/index.js';
 import { LocalLearner } from '../src/engine/local/learner.js';
 import type { ModelConfig } from '../src/engine/local/model/config.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
-import { type LearnerConfig } from '../src/engine/local/train/learner.js';
+import type { LearnerConfig } from '../src/engine/local/train/learner.js';
 import type { TrainingSample } from '../src/engine/types.js';
 import { envWithoutOpenblasOverrides, median, printMachine } from './machine.js';
 import { benchModel, PYTHON, ROOT, type BenchPreset } from './models.js';
@@ -43,11 +43,16 @@ type Precision = 'fp32' | 'bf16';
 
 /** Matmul FLOPs of one step: forward 2PT, backward 2PT for inputs (+2PT for weights when full). */
 function stepFlops(cfg: ModelConfig, lora: boolean): number {
-  const D = cfg.hiddenSize, F = cfg.intermediateSize, q = cfg.numHeads * cfg.headDim, kv = cfg.numKvHeads * cfg.headDim;
+  const D = cfg.hiddenSize,
+    F = cfg.intermediateSize,
+    q = cfg.numHeads * cfg.headDim,
+    kv = cfg.numKvHeads * cfg.headDim;
   const perLayer = D * q + 2 * D * kv + q * D + 3 * D * F;
-  const T = SEQ, R = SEQ / 2;
-  const linear = 2 * perLayer * cfg.numLayers * T, head = 2 * D * cfg.vocabSize * R;
-  const attention = 2 * 2 * cfg.numLayers * cfg.numHeads * cfg.headDim * (T * T) / 2;
+  const T = SEQ,
+    R = SEQ / 2;
+  const linear = 2 * perLayer * cfg.numLayers * T,
+    head = 2 * D * cfg.vocabSize * R;
+  const attention = (2 * 2 * cfg.numLayers * cfg.numHeads * cfg.headDim * (T * T)) / 2;
   const forward = linear + head + attention;
   const backward = (lora ? 1 : 2) * (linear + head) + 2 * attention;
   return forward + backward;
@@ -57,7 +62,8 @@ function stepFlops(cfg: ModelConfig, lora: boolean): number {
 function ourSgemmPeak(n: number): number {
   const k = loadKernels();
   k.setThreads(THREADS);
-  const a = new Float32Array(n * n).fill(0.5), c = new Float32Array(n * n);
+  const a = new Float32Array(n * n).fill(0.5),
+    c = new Float32Array(n * n);
   const run = () => k.sgemm(false, false, n, n, n, 1, a, n, a, n, 0, c, n);
   run();
   const times: number[] = [];
@@ -67,15 +73,21 @@ function ourSgemmPeak(n: number): number {
     run();
     times.push((performance.now() - t0) / 1000);
   }
-  return 2 * n ** 3 / median(times) / 1e9;
+  return (2 * n ** 3) / median(times) / 1e9;
 }
 
-interface StepResult { seconds: number; cpuSeconds: number; cfg?: ModelConfig }
+interface StepResult {
+  seconds: number;
+  cpuSeconds: number;
+  cfg?: ModelConfig;
+}
 
 async function measureOurs(dir: string, lora: boolean, precision: Precision): Promise<StepResult | string> {
   const engine = await LocalEngine.open(dir, { threads: THREADS });
   const config: Partial<LearnerConfig> = {
-    mode: lora ? { kind: 'lora', spec: { ...LORA, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } } : { kind: 'full' },
+    mode: lora
+      ? { kind: 'lora', spec: { ...LORA, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } }
+      : { kind: 'full' },
     optimizer: { lr: 1e-5, beta1: 0.9, beta2: 0.98, eps: 1e-8, weightDecay: 0.1, warmupSteps: 0, maxGradNorm: 1 },
     microBatchTokens: SEQ,
     precision,
@@ -85,10 +97,16 @@ async function measureOurs(dir: string, lora: boolean, precision: Precision): Pr
     const rng = createRng(1);
     const V = engine.folder.config.vocabSize;
     const ids = Array.from({ length: SEQ }, () => Math.floor(rng.next() * V));
-    const sample: TrainingSample = { promptIds: ids.slice(0, SEQ / 2), completionIds: ids.slice(SEQ / 2), advantages: ids.slice(SEQ / 2).map(() => rng.next() - 0.5) };
-    const times: number[] = [], cpu: number[] = [];
+    const sample: TrainingSample = {
+      promptIds: ids.slice(0, SEQ / 2),
+      completionIds: ids.slice(SEQ / 2),
+      advantages: ids.slice(SEQ / 2).map(() => rng.next() - 0.5),
+    };
+    const times: number[] = [],
+      cpu: number[] = [];
     for (let s = 0; s <= STEPS; s++) {
-      const t0 = performance.now(), c0 = process.cpuUsage();
+      const t0 = performance.now(),
+        c0 = process.cpuUsage();
       await learner.forwardBackward([sample]);
       await learner.optimStep();
       const c = process.cpuUsage(c0);
@@ -104,18 +122,32 @@ async function measureOurs(dir: string, lora: boolean, precision: Precision): Pr
 }
 
 interface TorchResult {
-  stepSeconds: number; stepCpuUser: number; stepCpuSys: number; openblasCore: string | null;
-  gemmPeakGflops: Record<string, number> | null; autocast: string | null;
+  stepSeconds: number;
+  stepCpuUser: number;
+  stepCpuSys: number;
+  openblasCore: string | null;
+  gemmPeakGflops: Record<string, number> | null;
+  autocast: string | null;
 }
 
 function measureTorch(dir: string, lora: boolean, config: string, gemmPeak: boolean): TorchResult | string {
   const own = config.endsWith('-own');
   const run = spawnSync(PYTHON, [join(ROOT, 'bench', 'torch_train.py')], {
-    input: JSON.stringify({ model: dir, threads: THREADS, seqLen: SEQ, steps: STEPS, lora: lora ? LORA : null, autocast: config.startsWith('bf16') ? 'bf16' : null, gemmPeak }),
-    encoding: 'utf8', maxBuffer: 16 * 1024 * 1024,
+    input: JSON.stringify({
+      model: dir,
+      threads: THREADS,
+      seqLen: SEQ,
+      steps: STEPS,
+      lora: lora ? LORA : null,
+      autocast: config.startsWith('bf16') ? 'bf16' : null,
+      gemmPeak,
+    }),
+    encoding: 'utf8',
+    maxBuffer: 16 * 1024 * 1024,
     env: own ? envWithoutOpenblasOverrides() : process.env,
   });
-  if (run.status !== 0) return `torch_train.py failed: ${(run.stderr || run.error?.message || '').trim().split('\n').slice(-2).join(' | ')}`;
+  if (run.status !== 0)
+    return `torch_train.py failed: ${(run.stderr || run.error?.message || '').trim().split('\n').slice(-2).join(' | ')}`;
   return JSON.parse(run.stdout) as TorchResult;
 }
 
@@ -126,58 +158,93 @@ async function main() {
   const presets = (which.length ? which : ['tiny', 'qwen3-0.6b']) as BenchPreset[];
   const modes = (process.env.BENCH_MODES ?? 'lora,full').split(',');
   printMachine(THREADS);
-  const peaks: Record<string, number> = { 'ours sgemm fp32-1024': ourSgemmPeak(1024), 'ours sgemm fp32-2048': ourSgemmPeak(2048) };
+  const peaks: Record<string, number> = {
+    'ours sgemm fp32-1024': ourSgemmPeak(1024),
+    'ours sgemm fp32-2048': ourSgemmPeak(2048),
+  };
   const peaksFrom = new Set<string>();
 
   for (const preset of presets) {
     const dir = benchModel(preset);
     for (const mode of modes) {
       const lora = mode === 'lora';
-      console.log(`\n== ${preset}, ${lora ? `LoRA r${LORA.rank} (all projections)` : 'full fine-tuning'}, one ${SEQ}-token sequence (${SEQ / 2} completion), ${THREADS} threads, median of ${STEPS} steps after a warm-up; load ${loadavg()[0]!.toFixed(2)} ==`);
+      console.log(
+        `\n== ${preset}, ${lora ? `LoRA r${LORA.rank} (all projections)` : 'full fine-tuning'}, one ${SEQ}-token sequence (${SEQ / 2} completion), ${THREADS} threads, median of ${STEPS} steps after a warm-up; load ${loadavg()[0]!.toFixed(2)} ==`,
+      );
       const rows: { name: string; r: StepResult | string; note?: string }[] = [];
       for (const p of OURS) rows.push({ name: `ours ${p}`, r: await measureOurs(dir, lora, p) });
       for (const c of TORCH_CONFIGS) {
         // torch's matmul peaks once per OpenBLAS setting (as configured, own core choice)
         const blas = c.endsWith('-own') ? 'own' : 'env';
         const t = measureTorch(dir, lora, c, !peaksFrom.has(blas));
-        if (typeof t === 'string') { rows.push({ name: `torch ${c}`, r: t }); continue; }
+        if (typeof t === 'string') {
+          rows.push({ name: `torch ${c}`, r: t });
+          continue;
+        }
         if (t.gemmPeakGflops) {
           peaksFrom.add(blas);
-          for (const [k, v] of Object.entries(t.gemmPeakGflops)) peaks[`torch matmul ${k} (${k.startsWith('bf16') ? 'oneDNN' : 'OpenBLAS'}, OpenBLAS core ${t.openblasCore})`] = v;
+          for (const [k, v] of Object.entries(t.gemmPeakGflops))
+            peaks[
+              `torch matmul ${k} (${k.startsWith('bf16') ? 'oneDNN' : 'OpenBLAS'}, OpenBLAS core ${t.openblasCore})`
+            ] = v;
         }
-        rows.push({ name: `torch ${c}`, r: { seconds: t.stepSeconds, cpuSeconds: t.stepCpuUser + t.stepCpuSys }, note: `OpenBLAS core ${t.openblasCore ?? '?'}${t.autocast ? ', autocast bf16' : ''}` });
+        rows.push({
+          name: `torch ${c}`,
+          r: { seconds: t.stepSeconds, cpuSeconds: t.stepCpuUser + t.stepCpuSys },
+          note: `OpenBLAS core ${t.openblasCore ?? '?'}${t.autocast ? ', autocast bf16' : ''}`,
+        });
       }
       const ours = rows.find((x) => x.name === 'ours fp32')!.r;
       const cfg = typeof ours === 'string' ? undefined : ours.cfg;
-      console.log(`${'run'.padEnd(16)} ${'s/step'.padStart(8)} ${'CPU s/step'.padStart(10)} ${'tok/s'.padStart(8)}  ${'ours fp32 speedup'.padStart(17)}  notes`);
+      console.log(
+        `${'run'.padEnd(16)} ${'s/step'.padStart(8)} ${'CPU s/step'.padStart(10)} ${'tok/s'.padStart(8)}  ${'ours fp32 speedup'.padStart(17)}  notes`,
+      );
       for (const row of rows) {
-        if (typeof row.r === 'string') { console.log(`${row.name.padEnd(16)} not measured: ${row.r}`); continue; }
+        if (typeof row.r === 'string') {
+          console.log(`${row.name.padEnd(16)} not measured: ${row.r}`);
+          continue;
+        }
         const speed = typeof ours === 'string' ? NaN : row.r.seconds / ours.seconds;
-        console.log(`${row.name.padEnd(16)} ${fmt(row.r.seconds).padStart(8)} ${fmt(row.r.cpuSeconds).padStart(10)} ${fmt(SEQ / row.r.seconds, 1).padStart(8)}  ${(fmt(speed, 2) + 'x').padStart(17)}  ${row.note ?? ''}`);
+        console.log(
+          `${row.name.padEnd(16)} ${fmt(row.r.seconds).padStart(8)} ${fmt(row.r.cpuSeconds).padStart(10)} ${fmt(SEQ / row.r.seconds, 1).padStart(8)}  ${(`${fmt(speed, 2)}x`).padStart(17)}  ${row.note ?? ''}`,
+        );
       }
-      const best = (prefix: string) => rows.filter((x) => x.name.startsWith(prefix) && typeof x.r !== 'string')
-        .sort((a, b) => (a.r as StepResult).seconds - (b.r as StepResult).seconds)[0];
-      const bestFp32 = best('torch fp32'), bestBf16 = best('torch bf16');
+      const best = (prefix: string) =>
+        rows
+          .filter((x) => x.name.startsWith(prefix) && typeof x.r !== 'string')
+          .sort((a, b) => (a.r as StepResult).seconds - (b.r as StepResult).seconds)[0];
+      const bestFp32 = best('torch fp32'),
+        bestBf16 = best('torch bf16');
       for (const p of OURS) {
         const o = rows.find((x) => x.name === `ours ${p}`)!.r;
         if (typeof o === 'string') continue;
-        for (const [target, ref] of [[1.5, bestFp32], [1.0, bestBf16]] as const) {
+        for (const [target, ref] of [
+          [1.5, bestFp32],
+          [1.0, bestBf16],
+        ] as const) {
           if (!ref) continue;
           const ratio = (ref.r as StepResult).seconds / o.seconds;
           const cpuRatio = (ref.r as StepResult).cpuSeconds / o.cpuSeconds;
-          console.log(`target: ours ${p} >= ${target.toFixed(1)}x PyTorch's best ${ref.name.slice(6, 10)} (${ref.name}): ${ratio.toFixed(2)}x wall, ${cpuRatio.toFixed(2)}x CPU time -> ${ratio >= target ? 'MET' : 'NOT MET'}`);
+          console.log(
+            `target: ours ${p} >= ${target.toFixed(1)}x PyTorch's best ${ref.name.slice(6, 10)} (${ref.name}): ${ratio.toFixed(2)}x wall, ${cpuRatio.toFixed(2)}x CPU time -> ${ratio >= target ? 'MET' : 'NOT MET'}`,
+          );
         }
         if (cfg) {
           const flops = stepFlops(cfg, lora);
           const [peakName, peak] = Object.entries(peaks).sort((a, b) => b[1] - a[1])[0]!;
-          const fp32Peak = Object.entries(peaks).filter(([k]) => k.includes('fp32')).sort((a, b) => b[1] - a[1])[0]!;
-          console.log(`GEMM efficiency, ours ${p}: ${(flops / 1e9).toFixed(1)} GFLOP/step at ${(flops / o.seconds / 1e9).toFixed(1)} GFLOP/s = ${(100 * flops / o.seconds / 1e9 / peak).toFixed(0)}% of the best peak (${peakName} ${peak.toFixed(1)} GFLOP/s), ${(100 * flops / o.seconds / 1e9 / fp32Peak[1]).toFixed(0)}% of the best fp32 peak (${fp32Peak[0]} ${fp32Peak[1].toFixed(1)}); target >= 70% of the best`);
+          const fp32Peak = Object.entries(peaks)
+            .filter(([k]) => k.includes('fp32'))
+            .sort((a, b) => b[1] - a[1])[0]!;
+          console.log(
+            `GEMM efficiency, ours ${p}: ${(flops / 1e9).toFixed(1)} GFLOP/step at ${(flops / o.seconds / 1e9).toFixed(1)} GFLOP/s = ${((100 * flops) / o.seconds / 1e9 / peak).toFixed(0)}% of the best peak (${peakName} ${peak.toFixed(1)} GFLOP/s), ${((100 * flops) / o.seconds / 1e9 / fp32Peak[1]).toFixed(0)}% of the best fp32 peak (${fp32Peak[0]} ${fp32Peak[1].toFixed(1)}); target >= 70% of the best`,
+          );
         }
       }
     }
   }
   console.log('\nGEMM peaks measured in this run (GFLOP/s, square n^3, 2 threads):');
-  for (const [k, v] of Object.entries(peaks).sort((a, b) => b[1] - a[1])) console.log(`  ${k.padEnd(60)} ${v.toFixed(1)}`);
+  for (const [k, v] of Object.entries(peaks).sort((a, b) => b[1] - a[1]))
+    console.log(`  ${k.padEnd(60)} ${v.toFixed(1)}`);
 }
 
 main().catch((e) => {

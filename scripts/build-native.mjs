@@ -107,9 +107,15 @@ function diagnose(output, status) {
     [/cannot find -lopenblas|library not found for -lopenblas/, 'OpenBLAS library not found'],
     [/dnnl\.h: No such file|cannot find -ldnnl/, 'oneDNN (libdnnl-dev) only partly installed'],
     [/find any Python|Python is not set/i, 'Python 3 not found, node-gyp needs it'],
-    [/node_api\.h: No such file|network connectivity|ENOTFOUND|EAI_AGAIN|ECONNREFUSED/, 'Node.js headers not found and not downloadable'],
+    [
+      /node_api\.h: No such file|network connectivity|ENOTFOUND|EAI_AGAIN|ECONNREFUSED/,
+      'Node.js headers not found and not downloadable',
+    ],
     [/not found: make|make: not found|spawn make ENOENT/, 'make not found'],
-    [/\b(cc|gcc|clang)'?:? (command )?not found|No such file or directory: '[^']*\b(cc|gcc|clang)'|xcrun: error/, 'no C compiler'],
+    [
+      /\b(cc|gcc|clang)'?:? (command )?not found|No such file or directory: '[^']*\b(cc|gcc|clang)'|xcrun: error/,
+      'no C compiler',
+    ],
   ];
   for (const [pattern, reason] of known) if (pattern.test(text)) return reason;
   const compilerError = lines.find((line) => /\berror:/.test(line));

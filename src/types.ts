@@ -19,7 +19,15 @@ export type TurnKind = 'main' | 'side';
  * - `new`: a header-less main request that matches nothing starts a session;
  * - `none`: a side request with no identity belongs to no session.
  */
-export type SessionSource = 'x-session-id' | 'affinity' | 'prompt_cache_key' | 'user' | 'inferred' | 'runtime' | 'new' | 'none';
+export type SessionSource =
+  | 'x-session-id'
+  | 'affinity'
+  | 'prompt_cache_key'
+  | 'user'
+  | 'inferred'
+  | 'runtime'
+  | 'new'
+  | 'none';
 
 /**
  * Why a main turn stopped waiting for its next state:
@@ -31,7 +39,13 @@ export type SessionSource = 'x-session-id' | 'affinity' | 'prompt_cache_key' | '
  */
 export type ClosureReason = 'next_state' | 'diverged' | 'superseded' | 'no_next_state' | 'cancelled';
 
-export const CLOSURE_REASONS: readonly ClosureReason[] = ['next_state', 'diverged', 'superseded', 'no_next_state', 'cancelled'];
+export const CLOSURE_REASONS: readonly ClosureReason[] = [
+  'next_state',
+  'diverged',
+  'superseded',
+  'no_next_state',
+  'cancelled',
+];
 
 /** The sampling settings actually used (request values, else the model's generation_config, else OpenAI's). */
 export interface SamplingUsed {

@@ -4,7 +4,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ChatTemplate, OPENCLAW_CHAT_TEMPLATE } from '../src/engine/local/tokenizer/chat-template.js';
-import { builtinCorpus, DEFAULT_ADDED_TOKENS, DEFAULT_SPECIAL_TOKENS, trainByteLevelBpe } from '../src/engine/local/tokenizer/train-bpe.js';
+import {
+  builtinCorpus,
+  DEFAULT_ADDED_TOKENS,
+  DEFAULT_SPECIAL_TOKENS,
+  trainByteLevelBpe,
+} from '../src/engine/local/tokenizer/train-bpe.js';
 import { TextTokenizer } from '../src/engine/local/tokenizer/tokenizer.js';
 import { renderPrompt, toTemplateMessage } from '../src/engine/chat/prompt.js';
 import type { ChatMessage, ToolSpec } from '../src/engine/chat/messages.js';
@@ -15,7 +20,11 @@ const render = (messages: ChatMessage[], opts: Parameters<ChatTemplate['render']
 
 const READ_TOOL: ToolSpec = {
   type: 'function',
-  function: { name: 'read', description: 'Read a file.', parameters: { type: 'object', properties: { path: { type: 'string' } } } },
+  function: {
+    name: 'read',
+    description: 'Read a file.',
+    parameters: { type: 'object', properties: { path: { type: 'string' } } },
+  },
 };
 
 test('system, user and the generation prompt', () => {
@@ -26,7 +35,10 @@ test('system, user and the generation prompt', () => {
     ],
     { addGenerationPrompt: true },
   );
-  assert.equal(text, '<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n');
+  assert.equal(
+    text,
+    '<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n',
+  );
 });
 
 test('tools, tool calls (object and string arguments), grouped tool results, reasoning, thinking off', () => {
@@ -90,15 +102,17 @@ test('reasoning is replayed only after the last user message; content precedes t
 
 test('enable_thinking unset or true leaves the generation prompt open', () => {
   for (const enableThinking of [undefined, true]) {
-    assert.equal(render([{ role: 'user', content: 'Hi' }], { addGenerationPrompt: true, enableThinking }), '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n');
+    assert.equal(
+      render([{ role: 'user', content: 'Hi' }], { addGenerationPrompt: true, enableThinking }),
+      '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n',
+    );
   }
 });
 
 test('an unknown role is a template error naming the source', () => {
-  assert.throws(
-    () => ours.render([{ role: 'robot', content: 'beep' }]),
-    { message: 'chat template from built-in failed to render: unsupported message role: robot' },
-  );
+  assert.throws(() => ours.render([{ role: 'robot', content: 'beep' }]), {
+    message: 'chat template from built-in failed to render: unsupported message role: robot',
+  });
 });
 
 // A template in the style of Qwen3's, written for this test: it finds the last real user query by
@@ -158,15 +172,26 @@ const QWEN3_STYLE = String.raw`
 `;
 
 test('a Qwen3-style template renders (namespace, [::-1], startswith, split, lstrip, tojson, tools)', () => {
-  const template = ChatTemplate.fromTokenizerConfig({ chat_template: QWEN3_STYLE, eos_token: '<|im_end|>' }, 'qwen3-style/tokenizer_config.json');
+  const template = ChatTemplate.fromTokenizerConfig(
+    { chat_template: QWEN3_STYLE, eos_token: '<|im_end|>' },
+    'qwen3-style/tokenizer_config.json',
+  );
   const messages: ChatMessage[] = [
     { role: 'system', content: 'Sys.' },
     { role: 'user', content: 'Q' },
-    { role: 'assistant', content: '<think>\nr1\n</think>\n\nA1', tool_calls: [{ id: 'x', type: 'function', function: { name: 'read', arguments: '{"path": "ä.txt"}' } }] },
+    {
+      role: 'assistant',
+      content: '<think>\nr1\n</think>\n\nA1',
+      tool_calls: [{ id: 'x', type: 'function', function: { name: 'read', arguments: '{"path": "ä.txt"}' } }],
+    },
     { role: 'user', content: '<tool_response>\nx\n</tool_response>' },
     { role: 'assistant', content: 'A2' },
   ];
-  const text = template.render(messages.map(toTemplateMessage), { tools: [READ_TOOL], addGenerationPrompt: true, enableThinking: false });
+  const text = template.render(messages.map(toTemplateMessage), {
+    tools: [READ_TOOL],
+    addGenerationPrompt: true,
+    enableThinking: false,
+  });
   const expected =
     '<|im_start|>system\nSys.\n\n# Tools\n<tools>\n' +
     '{"type": "function", "function": {"name": "read", "description": "Read a file.", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}\n' +
@@ -177,25 +202,48 @@ test('a Qwen3-style template renders (namespace, [::-1], startswith, split, lstr
     '<|im_start|>assistant\n<think>\n\n</think>\n\nA2<|im_end|>\n' +
     '<|im_start|>assistant\n<think>\n\n</think>\n\n';
   assert.equal(text, expected);
-  assert.throws(() => template.render([{ role: 'user', content: 'Q' }, { role: 'robot', content: '' }]), {
-    message: 'chat template from qwen3-style/tokenizer_config.json failed to render: Unexpected role: robot',
-  });
+  assert.throws(
+    () =>
+      template.render([
+        { role: 'user', content: 'Q' },
+        { role: 'robot', content: '' },
+      ]),
+    {
+      message: 'chat template from qwen3-style/tokenizer_config.json failed to render: Unexpected role: robot',
+    },
+  );
 });
 
 test('special-token variables come from the config, as strings or {content} objects', () => {
   const template = ChatTemplate.fromTokenizerConfig(
-    { chat_template: '{{ bos_token }}|{{ eos_token }}|{{ pad_token is defined }}', bos_token: { content: '<s>' }, eos_token: '</s>', pad_token: null },
+    {
+      chat_template: '{{ bos_token }}|{{ eos_token }}|{{ pad_token is defined }}',
+      bos_token: { content: '<s>' },
+      eos_token: '</s>',
+      pad_token: null,
+    },
     'cfg',
   );
   assert.equal(template.render([]), '<s>|</s>|false');
 });
 
 test('template problems are errors naming the source', () => {
-  assert.throws(() => ChatTemplate.fromString('{% if %}', 'model/tokenizer_config.json'), (e: Error) =>
-    e.message.startsWith('chat template from model/tokenizer_config.json does not parse: '),
+  assert.throws(
+    () => ChatTemplate.fromString('{% if %}', 'model/tokenizer_config.json'),
+    (e: Error) => e.message.startsWith('chat template from model/tokenizer_config.json does not parse: '),
   );
-  assert.throws(() => ChatTemplate.fromTokenizerConfig({}, 'model/tokenizer_config.json'), { message: 'model/tokenizer_config.json has no chat_template' });
-  const legacy = ChatTemplate.fromTokenizerConfig({ chat_template: [{ name: 'tool_use', template: 'T' }, { name: 'default', template: 'D' }] }, 'cfg');
+  assert.throws(() => ChatTemplate.fromTokenizerConfig({}, 'model/tokenizer_config.json'), {
+    message: 'model/tokenizer_config.json has no chat_template',
+  });
+  const legacy = ChatTemplate.fromTokenizerConfig(
+    {
+      chat_template: [
+        { name: 'tool_use', template: 'T' },
+        { name: 'default', template: 'D' },
+      ],
+    },
+    'cfg',
+  );
   assert.equal(legacy.render([]), 'D');
 });
 
@@ -207,16 +255,30 @@ test('fromModelDir prefers chat_template.jinja over the config field', async () 
     assert.equal((await ChatTemplate.fromModelDir(dir)).render([]), 'from config');
     writeFileSync(join(dir, 'chat_template.jinja'), 'from file {{ raise_exception("no") }}');
     const fromFile = await ChatTemplate.fromModelDir(dir);
-    assert.throws(() => fromFile.render([]), { message: `chat template from ${join(dir, 'chat_template.jinja')} failed to render: no` });
+    assert.throws(() => fromFile.render([]), {
+      message: `chat template from ${join(dir, 'chat_template.jinja')} failed to render: no`,
+    });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 });
 
 test('renderPrompt normalizes messages and encodes the rendered text', () => {
-  const files = trainByteLevelBpe(builtinCorpus({ targetChars: 20_000 }), { vocabSize: 600, specialTokens: DEFAULT_SPECIAL_TOKENS, addedTokens: DEFAULT_ADDED_TOKENS });
+  const files = trainByteLevelBpe(builtinCorpus({ targetChars: 20_000 }), {
+    vocabSize: 600,
+    specialTokens: DEFAULT_SPECIAL_TOKENS,
+    addedTokens: DEFAULT_ADDED_TOKENS,
+  });
   const tokenizer = TextTokenizer.fromJson(files.tokenizerJson, files.tokenizerConfig);
-  const messages: ChatMessage[] = [{ role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] }];
+  const messages: ChatMessage[] = [
+    {
+      role: 'user',
+      content: [
+        { type: 'text', text: 'a' },
+        { type: 'text', text: 'b' },
+      ],
+    },
+  ];
   const prompt = renderPrompt(ours, tokenizer, messages, { addGenerationPrompt: true });
   assert.equal(prompt.text, '<|im_start|>user\na\nb<|im_end|>\n<|im_start|>assistant\n');
   assert.deepEqual(prompt.ids, tokenizer.encode(prompt.text));
@@ -225,16 +287,27 @@ test('renderPrompt normalizes messages and encodes the rendered text', () => {
 
   const opensThinking = ChatTemplate.fromString("{{- '<|im_start|>assistant\\n<think>\\n' }}", 'thinking-only');
   assert.equal(renderPrompt(opensThinking, tokenizer, messages).thinkingOpen, true);
-  assert.equal(renderPrompt(ours, tokenizer, messages, { addGenerationPrompt: true, enableThinking: false }).thinkingOpen, false);
+  assert.equal(
+    renderPrompt(ours, tokenizer, messages, { addGenerationPrompt: true, enableThinking: false }).thinkingOpen,
+    false,
+  );
 });
 
 test('toTemplateMessage: developer becomes system, arguments become objects when they are JSON objects', () => {
   assert.deepEqual(toTemplateMessage({ role: 'developer', content: null }), { role: 'system', content: '' });
   const call = (args: string) =>
-    toTemplateMessage({ role: 'assistant', content: null, tool_calls: [{ id: 'i', type: 'function', function: { name: 'f', arguments: args } }] })
-      .tool_calls![0].function.arguments;
+    toTemplateMessage({
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id: 'i', type: 'function', function: { name: 'f', arguments: args } }],
+    }).tool_calls![0].function.arguments;
   assert.deepEqual(call('{"a": [1]}'), { a: [1] });
   assert.equal(call('[1, 2]'), '[1, 2]');
   assert.equal(call('{broken'), '{broken');
-  assert.deepEqual(toTemplateMessage({ role: 'tool', content: 'r', tool_call_id: 'i', name: 'f' }), { role: 'tool', content: 'r', tool_call_id: 'i', name: 'f' });
+  assert.deepEqual(toTemplateMessage({ role: 'tool', content: 'r', tool_call_id: 'i', name: 'f' }), {
+    role: 'tool',
+    content: 'r',
+    tool_call_id: 'i',
+    name: 'f',
+  });
 });

@@ -22,10 +22,31 @@ test.before(() => {
 });
 
 test('generate --json prints ids with both log-probs, and is reproducible with a seed', () => {
-  const run = () => cli('generate', '--model', model, '--prompt', 'Hello there', '--json', '--max-tokens', '6', '--seed', '4', '--temperature', '0.8');
-  const a = run(), b = run();
+  const run = () =>
+    cli(
+      'generate',
+      '--model',
+      model,
+      '--prompt',
+      'Hello there',
+      '--json',
+      '--max-tokens',
+      '6',
+      '--seed',
+      '4',
+      '--temperature',
+      '0.8',
+    );
+  const a = run(),
+    b = run();
   assert.equal(a.status, 0, a.stderr);
-  const out = JSON.parse(a.stdout) as { completionIds: number[]; logprobs: number[]; sampledLogprobs: number[]; promptIds: number[]; finishReason: string };
+  const out = JSON.parse(a.stdout) as {
+    completionIds: number[];
+    logprobs: number[];
+    sampledLogprobs: number[];
+    promptIds: number[];
+    finishReason: string;
+  };
   assert.ok(out.completionIds.length > 0 && out.completionIds.length <= 6);
   assert.equal(out.logprobs.length, out.completionIds.length);
   assert.equal(out.sampledLogprobs.length, out.completionIds.length);
@@ -46,14 +67,31 @@ const samples = [
 
 test('train writes a PEFT adapter that loads, with a progress line per step', () => {
   const file = join(work, 'samples.jsonl');
-  writeFileSync(file, samples.map((s) => JSON.stringify(s)).join('\n') + '\n');
+  writeFileSync(file, `${samples.map((s) => JSON.stringify(s)).join('\n')}\n`);
   const out = join(work, 'adapter');
-  const r = cli('train', '--model', model, '--samples', file, '--out', out, '--lora-rank', '4', '--steps', '3', '--batch-size', '2');
+  const r = cli(
+    'train',
+    '--model',
+    model,
+    '--samples',
+    file,
+    '--out',
+    out,
+    '--lora-rank',
+    '4',
+    '--steps',
+    '3',
+    '--batch-size',
+    '2',
+  );
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stderr.split('\n').filter((l) => /^step +\d+\/3 +loss/.test(l)).length, 3);
   const lora = readPeftAdapter(out, readModelFolder(model).config);
   assert.equal(lora.spec.rank, 4);
-  assert.ok(lora.tensors.some((t) => t.part === 'B' && lora.view(t).some((x) => x !== 0)), 'the adapter did not train');
+  assert.ok(
+    lora.tensors.some((t) => t.part === 'B' && lora.view(t).some((x) => x !== 0)),
+    'the adapter did not train',
+  );
 });
 
 test('train with --lora-rank 0 writes a complete model folder that generates', () => {
@@ -68,12 +106,15 @@ test('train with --lora-rank 0 writes a complete model folder that generates', (
 
 test('a malformed samples file is reported by line and nothing is trained or written', () => {
   const file = join(work, 'bad.jsonl');
-  writeFileSync(file, [
-    JSON.stringify(samples[0]),
-    '{"promptIds": [1, 2], "completionIds": [3]',
-    JSON.stringify({ promptIds: [1], completionIds: [2, 3], advantages: [1] }),
-    JSON.stringify({ promptIds: [1], completionIds: [99999], advantages: 1 }),
-  ].join('\n'));
+  writeFileSync(
+    file,
+    [
+      JSON.stringify(samples[0]),
+      '{"promptIds": [1, 2], "completionIds": [3]',
+      JSON.stringify({ promptIds: [1], completionIds: [2, 3], advantages: [1] }),
+      JSON.stringify({ promptIds: [1], completionIds: [99999], advantages: 1 }),
+    ].join('\n'),
+  );
   const out = join(work, 'never');
   const r = cli('train', '--model', model, '--samples', file, '--out', out);
   assert.equal(r.status, 2);
@@ -90,7 +131,8 @@ test('export --merge folds the adapter in: the merged folder scores like base + 
   const merged = join(work, 'merged');
   const r = cli('export', '--merge', '--model', model, '--adapter', adapter, '--out', merged);
   assert.equal(r.status, 0, r.stderr);
-  const prompt = [10, 11, 12], completion = [40, 41, 42, 43];
+  const prompt = [10, 11, 12],
+    completion = [40, 41, 42, 43];
   const mergedEngine = await LocalEngine.open(merged);
   const baseEngine = await LocalEngine.open(model);
   try {
@@ -99,8 +141,12 @@ test('export --merge folds the adapter in: the merged folder scores like base + 
     const viaAdapter = await baseEngine.logprobs(prompt, completion, { version: 1 });
     const viaMerge = await mergedEngine.logprobs(prompt, completion);
     const base = await baseEngine.logprobs(prompt, completion, { version: 0 });
-    for (let i = 0; i < completion.length; i++) assert.ok(Math.abs(viaAdapter.logprobs[i]! - viaMerge.logprobs[i]!) < 1e-4);
-    assert.ok(viaAdapter.logprobs.some((x, i) => Math.abs(x - base.logprobs[i]!) > 1e-4), 'the adapter changed nothing');
+    for (let i = 0; i < completion.length; i++)
+      assert.ok(Math.abs(viaAdapter.logprobs[i]! - viaMerge.logprobs[i]!) < 1e-4);
+    assert.ok(
+      viaAdapter.logprobs.some((x, i) => Math.abs(x - base.logprobs[i]!) > 1e-4),
+      'the adapter changed nothing',
+    );
   } finally {
     await mergedEngine.close();
     await baseEngine.close();

@@ -19,7 +19,12 @@ function parse(text: string, opts: CompletionParseOptions = {}): ParsedCompletio
 }
 
 test('plain text is content, trimmed', () => {
-  assert.deepEqual(parse('  Hello there.\n'), { content: 'Hello there.', reasoningContent: null, toolCalls: [], toolCallErrors: [] });
+  assert.deepEqual(parse('  Hello there.\n'), {
+    content: 'Hello there.',
+    reasoningContent: null,
+    toolCalls: [],
+    toolCallErrors: [],
+  });
   assert.deepEqual(parse(''), { content: '', reasoningContent: null, toolCalls: [], toolCallErrors: [] });
 });
 
@@ -37,7 +42,12 @@ test('thinking opened by the prompt: the text starts inside the reasoning', () =
 });
 
 test('reasoning that never closed is all reasoning', () => {
-  assert.deepEqual(parse('<think>\nstill thinking', {}), { content: '', reasoningContent: 'still thinking', toolCalls: [], toolCallErrors: [] });
+  assert.deepEqual(parse('<think>\nstill thinking', {}), {
+    content: '',
+    reasoningContent: 'still thinking',
+    toolCalls: [],
+    toolCallErrors: [],
+  });
   assert.equal(parse('cut off mid-thought', { thinkingOpen: true }).reasoningContent, 'cut off mid-thought');
 });
 
@@ -84,7 +94,10 @@ test('malformed tool calls are reported with their raw text, never thrown', () =
     '<tool_call>{"name": "ok", "arguments": {"a": 1}}</tool_call>';
   const parsed = parse(text);
   assert.equal(parsed.content, 'Trying.');
-  assert.deepEqual(parsed.toolCalls.map((c) => [c.id, c.function.name]), [['call_0', 'ok']]);
+  assert.deepEqual(
+    parsed.toolCalls.map((c) => [c.id, c.function.name]),
+    [['call_0', 'ok']],
+  );
   assert.deepEqual(
     parsed.toolCallErrors.map((e) => e.raw),
     [
@@ -104,7 +117,9 @@ test('an unclosed final tool call is an error, not content', () => {
   const parsed = parse('Sure.\n<tool_call>\n{"name": "read", "argum');
   assert.equal(parsed.content, 'Sure.');
   assert.deepEqual(parsed.toolCalls, []);
-  assert.deepEqual(parsed.toolCallErrors, [{ raw: '<tool_call>\n{"name": "read", "argum', message: 'tool call never closed' }]);
+  assert.deepEqual(parsed.toolCallErrors, [
+    { raw: '<tool_call>\n{"name": "read", "argum', message: 'tool call never closed' },
+  ]);
 });
 
 test('garbage inside markup', () => {
@@ -114,7 +129,10 @@ test('garbage inside markup', () => {
   assert.equal(inCall.toolCallErrors[0].raw, '<tool_call><think>{"name": "x"}</think></tool_call>');
   // Inside reasoning, tags other than </think> are just reasoning text.
   const inThink = parse('<think>maybe <tool_call>{"name": "x"}</tool_call></think>no');
-  assert.deepEqual([inThink.reasoningContent, inThink.content, inThink.toolCalls.length], ['maybe <tool_call>{"name": "x"}</tool_call>', 'no', 0]);
+  assert.deepEqual(
+    [inThink.reasoningContent, inThink.content, inThink.toolCalls.length],
+    ['maybe <tool_call>{"name": "x"}</tool_call>', 'no', 0],
+  );
   // Other angle brackets, stray closing tags and unfinished tag prefixes stay content.
   assert.equal(parse('a <b>bold</b> </think> x < y <tool').content, 'a <b>bold</b> </think> x < y <tool');
   assert.equal(parse('<tool_cal>').content, '<tool_cal>');
@@ -125,9 +143,15 @@ const CASES: [string, CompletionParseOptions][] = [
   ['<think>\nThe user greets me.\n</think>\n\nHello!', {}],
   ['Let me think.\n</think>\n\nDone.', { thinkingOpen: true }],
   ['<think>\nstill thinking  ', {}],
-  ['I will read both.\n<tool_call>\n{"name": "read", "arguments": {"path": "a.txt"}}\n</tool_call>\n<tool_call>\n{"name": "exec", "arguments": {"command": "ls"}}\n</tool_call>', {}],
+  [
+    'I will read both.\n<tool_call>\n{"name": "read", "arguments": {"path": "a.txt"}}\n</tool_call>\n<tool_call>\n{"name": "exec", "arguments": {"command": "ls"}}\n</tool_call>',
+    {},
+  ],
   ['<think>plan</think>\n\n<tool_call>\n{"name": "ls"}\n</tool_call>\n', {}],
-  ['Trying.\n<tool_call>\n{"name": "read", "arguments": {"path": }\n</tool_call>\n<tool_call>{"arguments": {}}</tool_call> tail ', {}],
+  [
+    'Trying.\n<tool_call>\n{"name": "read", "arguments": {"path": }\n</tool_call>\n<tool_call>{"arguments": {}}</tool_call> tail ',
+    {},
+  ],
   ['Sure.\n<tool_call>\n{"name": "read", "argum', {}],
   ['<tool_call><think>{"name": "x"}</think></tool_call>after', {}],
   ['<think>maybe <tool_call>{"name": "x"}</tool_call></think>no', {}],
@@ -159,7 +183,11 @@ test('streaming agrees with parseCompletion for every split point and char by ch
   for (const [text, opts] of CASES) {
     const whole = parse(text, opts);
     for (let at = 0; at <= text.length; at++) {
-      assert.deepEqual(stream([text.slice(0, at), text.slice(at)], opts).folded, whole, `${JSON.stringify(text)} split at ${at}`);
+      assert.deepEqual(
+        stream([text.slice(0, at), text.slice(at)], opts).folded,
+        whole,
+        `${JSON.stringify(text)} split at ${at}`,
+      );
     }
     assert.deepEqual(stream(Array.from(text), opts).folded, whole, `${JSON.stringify(text)} char by char`);
   }

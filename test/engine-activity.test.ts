@@ -17,9 +17,16 @@ const dir = makeTinyModel({ family: 'qwen3', seed: 61 });
 const prompt = [3, 14, 15, 92, 65];
 
 // Atomics.waitAsync is in Node 20 but not in the ES2022 lib this project compiles against.
-const waitAsync = (Atomics as unknown as {
-  waitAsync(a: Int32Array, i: number, v: number, timeoutMs: number): { async: true; value: Promise<string> } | { async: false; value: string };
-}).waitAsync;
+const waitAsync = (
+  Atomics as unknown as {
+    waitAsync(
+      a: Int32Array,
+      i: number,
+      v: number,
+      timeoutMs: number,
+    ): { async: true; value: Promise<string> } | { async: false; value: string };
+  }
+).waitAsync;
 
 function newScheduler(activity: Int32Array): Scheduler {
   const { config } = readModelFolder(dir);
@@ -29,7 +36,15 @@ function newScheduler(activity: Int32Array): Scheduler {
 }
 
 const sampling = (maxTokens: number): ResolvedSampling => ({
-  temperature: 1, topP: 1, topK: 0, maxTokens, stop: [], stopTokenIds: [], seed: 1, topLogprobs: 0, version: null,
+  temperature: 1,
+  topP: 1,
+  topK: 0,
+  maxTokens,
+  stop: [],
+  stopTokenIds: [],
+  seed: 1,
+  topLogprobs: 0,
+  version: null,
 });
 
 test('the scheduler counts its jobs in flight and notifies when the count drops to 0', async () => {
@@ -59,7 +74,7 @@ test('the scheduler counts its jobs in flight and notifies when the count drops 
   assert.equal(activity[0], 0);
 });
 
-test('LocalEngine.activity is the worker\'s count: 1 while a generation streams, 0 once it has finished', async () => {
+test("LocalEngine.activity is the worker's count: 1 while a generation streams, 0 once it has finished", async () => {
   const engine = await LocalEngine.open(dir);
   try {
     assert.equal(engine.activity[0], 0);

@@ -13,14 +13,22 @@ import { makeTinyModel, maxAbsDiff } from './helpers/models.js';
 
 const dir = makeTinyModel({ family: 'qwen3', seed: 2 });
 let engine: LocalEngine;
-test.before(async () => { engine = await LocalEngine.open(dir); });
-test.after(async () => { await engine.close(); });
+test.before(async () => {
+  engine = await LocalEngine.open(dir);
+});
+test.after(async () => {
+  await engine.close();
+});
 
 async function run(prompt: number[], params: SamplingParams) {
-  const ids: number[] = [], logprobs: number[] = [];
+  const ids: number[] = [],
+    logprobs: number[] = [];
   let finish: Extract<GenerationEvent, { type: 'finish' }> | undefined;
   for await (const e of engine.generate(prompt, params)) {
-    if (e.type === 'token') { ids.push(e.token.id); logprobs.push(e.token.logprob); } else finish = e;
+    if (e.type === 'token') {
+      ids.push(e.token.id);
+      logprobs.push(e.token.logprob);
+    } else finish = e;
   }
   return { ids, logprobs, finish: finish! };
 }
@@ -77,7 +85,11 @@ test('breaking out of the stream or aborting cancels the generation; the engine 
   assert.equal(n, 3);
   const controller = new AbortController();
   const events: GenerationEvent[] = [];
-  for await (const e of engine.generate(prompt(5, 5), { maxTokens: 1000, seed: 1, stopTokenIds: [] }, controller.signal)) {
+  for await (const e of engine.generate(
+    prompt(5, 5),
+    { maxTokens: 1000, seed: 1, stopTokenIds: [] },
+    controller.signal,
+  )) {
     events.push(e);
     if (events.length === 2) controller.abort();
   }
@@ -91,7 +103,8 @@ test('breaking out of the stream or aborting cancels the generation; the engine 
 
 test('top log-probs come with each token when asked', async () => {
   const events: GenerationEvent[] = [];
-  for await (const e of engine.generate(prompt(5, 7), { maxTokens: 3, seed: 2, topLogprobs: 4, stopTokenIds: [] })) events.push(e);
+  for await (const e of engine.generate(prompt(5, 7), { maxTokens: 3, seed: 2, topLogprobs: 4, stopTokenIds: [] }))
+    events.push(e);
   for (const e of events) {
     if (e.type !== 'token') continue;
     assert.equal(e.token.top!.length, 4);
@@ -102,7 +115,10 @@ test('top log-probs come with each token when asked', async () => {
 
 test('bad requests fail with a clear error and leave the engine healthy', async () => {
   await assert.rejects(run([1, 2, 100000], { maxTokens: 2 }), /token id 100000 is outside the vocabulary of 512/);
-  assert.throws(() => engine.generate(new Array(5000).fill(1), {}), /prompt is 5000 tokens, the model's context is 2048/);
+  assert.throws(
+    () => engine.generate(new Array(5000).fill(1), {}),
+    /prompt is 5000 tokens, the model's context is 2048/,
+  );
   assert.throws(() => engine.generate([1], { temperature: -1 }), /temperature must be >= 0/);
   await assert.rejects(engine.logprobs([], [1]), /non-empty prompt/);
   const ok = await run(prompt(4, 8), { maxTokens: 2, seed: 1, stopTokenIds: [] });
@@ -118,14 +134,22 @@ test('broken model folders are refused with the file and the problem named', asy
   await assert.rejects(LocalEngine.open(broken), /config.json: unsupported architecture: model_type "gpt2"/);
 
   writeFileSync(cfgPath, JSON.stringify({ ...cfg, hidden_size: 96 }));
-  await assert.rejects(LocalEngine.open(broken), /tensor "model.embed_tokens.weight" has shape \[512, 64\], config.json implies \[512, 96\]/);
+  await assert.rejects(
+    LocalEngine.open(broken),
+    /tensor "model.embed_tokens.weight" has shape \[512, 64\], config.json implies \[512, 96\]/,
+  );
 
   writeFileSync(cfgPath, JSON.stringify(cfg));
-  writeSafetensors(join(broken, 'model.safetensors'), [{ name: 'model.embed_tokens.weight', shape: [512, 64], data: new Float32Array(512 * 64) }]);
+  writeSafetensors(join(broken, 'model.safetensors'), [
+    { name: 'model.embed_tokens.weight', shape: [512, 64], data: new Float32Array(512 * 64) },
+  ]);
   await assert.rejects(LocalEngine.open(broken), /missing tensor "model.layers.0.input_layernorm.weight"/);
 
   rmSync(join(broken, 'model.safetensors'));
-  await assert.rejects(LocalEngine.open(broken), /has no weights: expected model.safetensors or model.safetensors.index.json/);
+  await assert.rejects(
+    LocalEngine.open(broken),
+    /has no weights: expected model.safetensors or model.safetensors.index.json/,
+  );
 
   rmSync(join(broken, 'tokenizer.json'));
   await assert.rejects(LocalEngine.open(broken), /tokenizer.json is missing/);

@@ -23,7 +23,11 @@ function randomLora(seed: number): Lora {
   const lora = new Lora(cfg, { rank: 4, alpha: 8, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] });
   lora.initialise(seed);
   const rng = createRng(seed + 1);
-  for (const t of lora.tensors) if (t.part === 'B') lora.view(t).forEach((_, i, v) => { v[i] = (rng.next() - 0.5) * 0.5; });
+  for (const t of lora.tensors)
+    if (t.part === 'B')
+      lora.view(t).forEach((_, i, v) => {
+        v[i] = (rng.next() - 0.5) * 0.5;
+      });
   return lora;
 }
 
@@ -40,13 +44,24 @@ test('a LoRA version: sampler log-probs equal the trainer forward with the same 
     const again = await engine.logprobs(prompt, completion, { version: 0 });
     // Not bit-exact: the prefix cache serves this prompt from the first score's rows, and a row's
     // result moves in the last bits with the chunking (prefix-cache-exactness.test.ts).
-    assert.ok(maxAbsDiff(base.logprobs, again.logprobs) < 1e-5, `version 0 must stay the frozen base: ${maxAbsDiff(base.logprobs, again.logprobs)}`);
+    assert.ok(
+      maxAbsDiff(base.logprobs, again.logprobs) < 1e-5,
+      `version 0 must stay the frozen base: ${maxAbsDiff(base.logprobs, again.logprobs)}`,
+    );
 
     // Generation can ask for the frozen base too (a self-judge does), next to the serving version.
     const sample = async (version?: number) => {
       const out: { ids: number[]; logprobs: number[]; version: number } = { ids: [], logprobs: [], version: -1 };
-      for await (const e of engine.generate(prompt, { maxTokens: 5, seed: 3, stopTokenIds: [], ...(version !== undefined ? { version } : {}) })) {
-        if (e.type === 'token') { out.ids.push(e.token.id); out.logprobs.push(e.token.logprob); } else out.version = e.version;
+      for await (const e of engine.generate(prompt, {
+        maxTokens: 5,
+        seed: 3,
+        stopTokenIds: [],
+        ...(version !== undefined ? { version } : {}),
+      })) {
+        if (e.type === 'token') {
+          out.ids.push(e.token.id);
+          out.logprobs.push(e.token.logprob);
+        } else out.version = e.version;
       }
       return out;
     };
@@ -54,13 +69,19 @@ test('a LoRA version: sampler log-probs equal the trainer forward with the same 
     assert.equal(fromBase.version, 0);
     assert.equal(fromServing.version, 1);
     const baseScore = await engine.logprobs(prompt, fromBase.ids, { version: 0 });
-    assert.ok(maxAbsDiff(baseScore.logprobs, fromBase.logprobs) < 1e-4, 'a version-0 generation must report base log-probs');
+    assert.ok(
+      maxAbsDiff(baseScore.logprobs, fromBase.logprobs) < 1e-4,
+      'a version-0 generation must report base log-probs',
+    );
     assert.throws(() => engine.generate(prompt, { version: -1 }), /version must be a non-negative integer/);
 
     const params = paramStoreOver(tensorSpecs(cfg), new Float32Array(engine.info.baseParams));
     const trainer = new TrainModel(cfg, params, null, lora, loadKernels());
     const trained = trainer.forward([{ tokens: [...prompt, ...completion], promptLength: prompt.length }]);
-    assert.ok(maxAbsDiff(Array.from(trained.logprobs), adapted.logprobs) < 1e-4, 'trainer and sampler disagree on the adapted policy');
+    assert.ok(
+      maxAbsDiff(Array.from(trained.logprobs), adapted.logprobs) < 1e-4,
+      'trainer and sampler disagree on the adapted policy',
+    );
   } finally {
     await engine.close();
   }
@@ -80,7 +101,8 @@ test('full weights: a new version with its own parameters serves new requests; i
     await engine.publish({ version: 1, kind: 'full', params: next.buffer as SharedArrayBuffer });
 
     let fresh: Extract<GenerationEvent, { type: 'finish' }> | undefined;
-    for await (const e of engine.generate(prompt, { maxTokens: 3, seed: 1, stopTokenIds: [] })) if (e.type === 'finish') fresh = e;
+    for await (const e of engine.generate(prompt, { maxTokens: 3, seed: 1, stopTokenIds: [] }))
+      if (e.type === 'finish') fresh = e;
     assert.equal(fresh!.version, 1);
     for (let r = await iterator.next(); !r.done; r = await iterator.next()) inFlight.push(r.value);
     const last = inFlight[inFlight.length - 1]!;
@@ -92,7 +114,10 @@ test('full weights: a new version with its own parameters serves new requests; i
     const trainer = new TrainModel(cfg, paramStoreOver(tensorSpecs(cfg), next), null, null, loadKernels());
     const expected = trainer.forward([{ tokens: [...prompt, ...completion], promptLength: prompt.length }]);
     assert.ok(maxAbsDiff(Array.from(expected.logprobs), v1.logprobs) < 1e-4);
-    await assert.rejects(engine.publish({ version: 1, kind: 'full', params: next.buffer as SharedArrayBuffer }), /not newer than the serving version 1/);
+    await assert.rejects(
+      engine.publish({ version: 1, kind: 'full', params: next.buffer as SharedArrayBuffer }),
+      /not newer than the serving version 1/,
+    );
   } finally {
     await engine.close();
   }

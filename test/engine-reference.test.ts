@@ -8,11 +8,16 @@ import type { GenerationEvent } from '../src/engine/types.js';
 import { makeTinyModel, maxAbsDiff, referenceLogprobs, type TinyModelOptions } from './helpers/models.js';
 
 async function collect(stream: AsyncIterable<GenerationEvent>) {
-  const ids: number[] = [], logprobs: number[] = [], sampled: number[] = [];
+  const ids: number[] = [],
+    logprobs: number[] = [],
+    sampled: number[] = [];
   let finish: Extract<GenerationEvent, { type: 'finish' }> | null = null;
   for await (const e of stream) {
-    if (e.type === 'token') { ids.push(e.token.id); logprobs.push(e.token.logprob); sampled.push(e.token.sampledLogprob); }
-    else finish = e;
+    if (e.type === 'token') {
+      ids.push(e.token.id);
+      logprobs.push(e.token.logprob);
+      sampled.push(e.token.sampledLogprob);
+    } else finish = e;
   }
   return { ids, logprobs, sampled, finish: finish! };
 }
@@ -22,7 +27,10 @@ const variants: [string, TinyModelOptions][] = [
   ['qwen2 (qkv bias)', { family: 'qwen2' }],
   ['llama 3 (rope scaling, untied head)', { family: 'llama', shape: { tieWordEmbeddings: false } }],
   ['qwen3 stored as BF16 in 3 shards', { family: 'qwen3', dtype: 'BF16', shards: 3, seed: 5 }],
-  ['qwen3 with MHA (no GQA) and head_dim != hidden/heads', { family: 'qwen3', shape: { numKvHeads: 4, headDim: 24 }, seed: 7 }],
+  [
+    'qwen3 with MHA (no GQA) and head_dim != hidden/heads',
+    { family: 'qwen3', shape: { numKvHeads: 4, headDim: 24 }, seed: 7 },
+  ],
 ];
 
 for (const [name, opts] of variants) {
@@ -38,7 +46,10 @@ for (const [name, opts] of variants) {
       const diff = maxAbsDiff(gen.logprobs, ref);
       assert.ok(diff < 1e-4, `max |engine - torch| = ${diff}`);
       // The model must be far from uniform, or this comparison would prove little.
-      assert.ok(Math.min(...ref) < Math.log(1 / 512) - 1 || Math.max(...ref) > Math.log(1 / 512) + 1, 'reference distribution is too flat to be a test');
+      assert.ok(
+        Math.min(...ref) < Math.log(1 / 512) - 1 || Math.max(...ref) > Math.log(1 / 512) + 1,
+        'reference distribution is too flat to be a test',
+      );
 
       const scored = await engine.logprobs(prompt, gen.ids);
       const agree = maxAbsDiff(scored.logprobs, gen.logprobs);

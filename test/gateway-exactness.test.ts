@@ -17,17 +17,42 @@ test('stored completion ids and both log-probs are exactly what the engine sampl
   const backend = await engineBackend(undefined, { kvCacheBytes: 0 });
   const gw = await startGateway(backend);
   try {
-    const messages = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Name three colours.' }];
-    for (const [i, stream] of [[0, false], [1, true]] as const) {
-      const res = await post(`${gw.url}/v1/chat/completions`, { messages, max_tokens: 12, temperature: 0.9, top_p: 0.95, seed: 11 + i, stream }, { 'x-turn-type': 'main', 'x-session-id': `exact-${i}` });
+    const messages = [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'Name three colours.' },
+    ];
+    for (const [i, stream] of [
+      [0, false],
+      [1, true],
+    ] as const) {
+      const res = await post(
+        `${gw.url}/v1/chat/completions`,
+        { messages, max_tokens: 12, temperature: 0.9, top_p: 0.95, seed: 11 + i, stream },
+        { 'x-turn-type': 'main', 'x-session-id': `exact-${i}` },
+      );
       assert.equal(res.status, 200);
     }
     await gw.gateway.settled();
     for (const line of gw.store.exportLines()) {
-      assert.deepEqual(line.prompt_ids, renderRequest(backend, { messages: messages as never, tools: undefined, enableThinking: undefined }).ids);
-      const again = { ids: [] as number[], logprobs: [] as number[], sampled: [] as number[], finish: undefined as GenerationEvent | undefined };
+      assert.deepEqual(
+        line.prompt_ids,
+        renderRequest(backend, { messages: messages as never, tools: undefined, enableThinking: undefined }).ids,
+      );
+      const again = {
+        ids: [] as number[],
+        logprobs: [] as number[],
+        sampled: [] as number[],
+        finish: undefined as GenerationEvent | undefined,
+      };
       const s = line.sampling;
-      for await (const e of backend.sampler.generate(line.prompt_ids, { temperature: s.temperature, topP: s.topP, topK: s.topK, maxTokens: s.maxTokens, stop: s.stop, seed: s.seed })) {
+      for await (const e of backend.sampler.generate(line.prompt_ids, {
+        temperature: s.temperature,
+        topP: s.topP,
+        topK: s.topK,
+        maxTokens: s.maxTokens,
+        stop: s.stop,
+        seed: s.seed,
+      })) {
         if (e.type === 'token') {
           again.ids.push(e.token.id);
           again.logprobs.push(e.token.logprob);
@@ -40,7 +65,11 @@ test('stored completion ids and both log-probs are exactly what the engine sampl
       assert.equal(line.finish_reason, again.finish?.type === 'finish' && again.finish.reason);
       assert.equal(line.policy_version, 0);
       assert.ok(line.retemplate !== null, 'the re-template check ran');
-      if (!line.retemplate!.match) assert.ok(line.retemplate!.firstMismatch! >= line.prompt_ids.length, 'the prompt part always re-renders exactly');
+      if (!line.retemplate!.match)
+        assert.ok(
+          line.retemplate!.firstMismatch! >= line.prompt_ids.length,
+          'the prompt part always re-renders exactly',
+        );
     }
   } finally {
     await gw.close();
@@ -56,14 +85,30 @@ test('re-rendering reproduces well-formed answers exactly, and records where oth
     const tools = [{ type: 'function', function: { name: 'read', parameters: { type: 'object' } } }];
     const cases = [
       { name: 'plain content', ids: replyIds(tok, { content: 'The notes say hello.' }), match: true },
-      { name: 'reasoning then content', ids: replyIds(tok, { reasoning: 'Short answer.', content: 'Hello.' }), match: true },
-      { name: 'a tool call in the template\'s JSON layout', ids: replyIds(tok, { toolCalls: [{ function: { name: 'read', arguments: '{"path": "notes.txt"}' } }] }), match: true },
-      { name: 'compact tool-call JSON (re-serialised on render)', ids: replyIds(tok, { toolCalls: [{ function: { name: 'read', arguments: '{"path":"notes.txt"}' } }] }), match: false },
+      {
+        name: 'reasoning then content',
+        ids: replyIds(tok, { reasoning: 'Short answer.', content: 'Hello.' }),
+        match: true,
+      },
+      {
+        name: "a tool call in the template's JSON layout",
+        ids: replyIds(tok, { toolCalls: [{ function: { name: 'read', arguments: '{"path": "notes.txt"}' } }] }),
+        match: true,
+      },
+      {
+        name: 'compact tool-call JSON (re-serialised on render)',
+        ids: replyIds(tok, { toolCalls: [{ function: { name: 'read', arguments: '{"path":"notes.txt"}' } }] }),
+        match: false,
+      },
       { name: 'trailing whitespace the parser trims', ids: replyIds(tok, { content: 'Hello.  ' }), match: false },
     ];
     for (const c of cases) {
       sampler.push(c.ids);
-      const res = await post(`${gw.url}/v1/chat/completions`, { messages: [{ role: 'user', content: `case: ${c.name}` }], tools }, { 'x-turn-type': 'main' });
+      const res = await post(
+        `${gw.url}/v1/chat/completions`,
+        { messages: [{ role: 'user', content: `case: ${c.name}` }], tools },
+        { 'x-turn-type': 'main' },
+      );
       assert.equal(res.status, 200, res.text);
     }
     await gw.gateway.settled();
@@ -72,7 +117,8 @@ test('re-rendering reproduces well-formed answers exactly, and records where oth
       const l = lines[i]!;
       assert.deepEqual(l.completion_ids, c.ids, c.name);
       assert.equal(l.retemplate!.match, c.match, `${c.name}: ${JSON.stringify(l.retemplate)}`);
-      if (!c.match) assert.ok(l.retemplate!.firstMismatch! > l.prompt_ids.length, `${c.name}: the difference is in the completion`);
+      if (!c.match)
+        assert.ok(l.retemplate!.firstMismatch! > l.prompt_ids.length, `${c.name}: the difference is in the completion`);
     });
   } finally {
     await gw.close();

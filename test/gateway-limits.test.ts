@@ -13,13 +13,19 @@ import { replyIds } from './helpers/scripted-sampler.js';
 
 const { backend, sampler } = await scriptedBackend(undefined, { thread: true });
 const tok = backend.tokenizer;
-const ask = (content: string, extra: Record<string, unknown> = {}) => ({ messages: [{ role: 'user', content }], ...extra });
+const ask = (content: string, extra: Record<string, unknown> = {}) => ({
+  messages: [{ role: 'user', content }],
+  ...extra,
+});
 const MAIN = { 'x-turn-type': 'main' };
 
 /** A raw connection that has sent `text`; resolves once connected. */
 function connect(port: number, text: string): Promise<Socket> {
   return new Promise((resolve, reject) => {
-    const socket = createConnection({ port, host: '127.0.0.1' }, () => { socket.write(text); resolve(socket); });
+    const socket = createConnection({ port, host: '127.0.0.1' }, () => {
+      socket.write(text);
+      resolve(socket);
+    });
     socket.once('error', reject);
   });
 }
@@ -28,27 +34,47 @@ function connect(port: number, text: string): Promise<Socket> {
 function untilClosed(socket: Socket, ms: number): Promise<string> {
   let text = '';
   let error = '';
-  socket.setEncoding('latin1').on('data', (d: string) => { text += d; });
+  socket.setEncoding('latin1').on('data', (d: string) => {
+    text += d;
+  });
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`still open after ${ms} ms: ${text.slice(0, 200)}`)), ms);
-    socket.once('close', () => { clearTimeout(timer); resolve(text + error); });
-    socket.once('error', (e: NodeJS.ErrnoException) => { error = ` ERROR ${e.code}`; });
+    socket.once('close', () => {
+      clearTimeout(timer);
+      resolve(text + error);
+    });
+    socket.once('error', (e: NodeJS.ErrnoException) => {
+      error = ` ERROR ${e.code}`;
+    });
   });
 }
 
-test('hundreds of clients that send headers and stall hold no request slot; they get 408 at the deadline', { timeout: 60_000 }, async () => {
+test('hundreds of clients that send headers and stall hold no request slot; they get 408 at the deadline', {
+  timeout: 60_000,
+}, async () => {
   const gw = await startGateway(backend, { bodyTimeoutMs: 3000 });
   const port = Number(new URL(gw.url).port);
   try {
-    const head = (n: number) => `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${n}\r\nexpect: 100-continue\r\n\r\n`;
+    const head = (n: number) =>
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${n}\r\nexpect: 100-continue\r\n\r\n`;
     // 300 > maxConcurrentRequests (256): before the fix, these took every slot until Node's 300 s timeout.
-    const stalled = await Promise.all(Array.from({ length: 300 }, (_, i) => connect(port, head(100 + i) + (i % 2 ? '{"mess' : ''))));
+    const stalled = await Promise.all(
+      Array.from({ length: 300 }, (_, i) => connect(port, head(100 + i) + (i % 2 ? '{"mess' : ''))),
+    );
     const closed = stalled.map((s) => untilClosed(s, 20_000));
     // Each request reached the server: it answers 100 Continue when it dispatches one.
-    const continued = stalled.map((s) => new Promise<void>((resolve) => {
-      const seen = (d: Buffer | string) => { if (String(d).includes('100 Continue')) { s.off('data', seen); resolve(); } };
-      s.on('data', seen);
-    }));
+    const continued = stalled.map(
+      (s) =>
+        new Promise<void>((resolve) => {
+          const seen = (d: Buffer | string) => {
+            if (String(d).includes('100 Continue')) {
+              s.off('data', seen);
+              resolve();
+            }
+          };
+          s.on('data', seen);
+        }),
+    );
     await Promise.all(continued);
     const started = performance.now();
     for (let i = 0; i < 20; i++) {
@@ -68,14 +94,20 @@ test('hundreds of clients that send headers and stall hold no request slot; they
   }
 });
 
-test('a client that stalls inside its headers is closed at the deadline; connections beyond maxConnections are refused', { timeout: 30_000 }, async () => {
+test('a client that stalls inside its headers is closed at the deadline; connections beyond maxConnections are refused', {
+  timeout: 30_000,
+}, async () => {
   const gw = await startGateway(backend, { bodyTimeoutMs: 1500, maxConnections: 40 });
   const port = Number(new URL(gw.url).port);
   try {
-    const partial = await Promise.all(Array.from({ length: 30 }, () => connect(port, 'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n')));
+    const partial = await Promise.all(
+      Array.from({ length: 30 }, () => connect(port, 'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n')),
+    );
     const closing = partial.map((s) => untilClosed(s, 10_000));
     const extra = await Promise.all(Array.from({ length: 20 }, () => connect(port, '')));
-    const refused = (await Promise.allSettled(extra.map((s) => untilClosed(s, 10_000)))).filter((r) => r.status === 'fulfilled').length;
+    const refused = (await Promise.allSettled(extra.map((s) => untilClosed(s, 10_000)))).filter(
+      (r) => r.status === 'fulfilled',
+    ).length;
     assert.ok(refused >= 10, `${refused} of the 20 connections over the cap were closed`);
     await Promise.all(closing);
     assert.equal((await fetch(`${gw.url}/healthz`)).status, 200);
@@ -84,7 +116,9 @@ test('a client that stalls inside its headers is closed at the deadline; connect
   }
 });
 
-test('an oversized body gets the 413 JSON error whether it is sent at once, with a length or chunked', { timeout: 60_000 }, async () => {
+test('an oversized body gets the 413 JSON error whether it is sent at once, with a length or chunked', {
+  timeout: 60_000,
+}, async () => {
   const max = 1024 * 1024;
   const gw = await startGateway(backend, { maxBodyBytes: max });
   const port = Number(new URL(gw.url).port);
@@ -97,8 +131,14 @@ test('an oversized body gets the 413 JSON error whether it is sent at once, with
     // One write of headers and body on a raw socket, with and without a length.
     // The whole body is read before the reply and the connection closed in order: before, the
     // server closed it while the body was still coming, and the client's write failed (EPIPE/reset).
-    const whole = /^HTTP\/1\.1 413 [^]*"code":"request_too_large"[^]*\}$/;
-    const raw = await untilClosed(await connect(port, `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: ${big.length}\r\n\r\n${big}`), 20_000);
+    const whole = /^HTTP\/1\.1 413 [\s\S]*"code":"request_too_large"[\s\S]*\}$/;
+    const raw = await untilClosed(
+      await connect(
+        port,
+        `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: ${big.length}\r\n\r\n${big}`,
+      ),
+      20_000,
+    );
     assert.match(raw, whole);
     const chunked = `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n${big.length.toString(16)}\r\n${big}\r\n0\r\n\r\n`;
     assert.match(await untilClosed(await connect(port, chunked), 20_000), whole);
@@ -113,7 +153,11 @@ test('an oversized body gets the 413 JSON error whether it is sent at once, with
 async function maxTickGap(run: () => Promise<void>): Promise<number> {
   let last = performance.now();
   let worst = 0;
-  const ticker = setInterval(() => { const now = performance.now(); worst = Math.max(worst, now - last); last = now; }, 1);
+  const ticker = setInterval(() => {
+    const now = performance.now();
+    worst = Math.max(worst, now - last);
+    last = now;
+  }, 1);
   try {
     await run();
   } finally {
@@ -121,6 +165,37 @@ async function maxTickGap(run: () => Promise<void>): Promise<number> {
   }
   return worst;
 }
+
+test('bodies buffered at once are bounded over all connections: past maxBufferedBodyBytes a new one gets 503', {
+  timeout: 30_000,
+}, async () => {
+  const gw = await startGateway(backend, { maxBodyBytes: 1_000_000, maxBufferedBodyBytes: 1_500_000 });
+  const port = Number(new URL(gw.url).port);
+  try {
+    const body = JSON.stringify(ask(`${'x'.repeat(900_000)}`));
+    const head = `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`;
+    // A holds 800 kB of its body (under each limit alone) and waits.
+    const a = await connect(port, head + body.slice(0, 800_000));
+    const aReply = untilClosed(a, 20_000);
+    while (gw.gateway.bufferedBodyBytes() < 800_000) await new Promise((r) => setImmediate(r));
+    // B's whole body would take the total past 1.5 MB: refused with a JSON 503 (after its body is drained).
+    const b = await connect(port, head + body);
+    b.end();
+    const bReply = await untilClosed(b, 20_000);
+    assert.match(bReply, /HTTP\/1\.1 503 /);
+    assert.match(bReply, /"code":"server_busy"/);
+    // A finishes; its bytes are released, and a normal request is served.
+    sampler.push(replyIds(tok, { content: 'after' }));
+    a.end(body.slice(800_000));
+    assert.match(await aReply, /HTTP\/1\.1 (200|400) /);
+    assert.equal(gw.gateway.bufferedBodyBytes(), 0, 'every byte released');
+    sampler.push(replyIds(tok, { content: 'small' }));
+    const res = await post(`${gw.url}/v1/chat/completions`, ask('small question'), MAIN);
+    assert.equal(res.status, 200, res.text);
+  } finally {
+    await gw.close();
+  }
+});
 
 test('a prompt that cannot fit is refused without tokenizing it on the event loop', { timeout: 60_000 }, async (t) => {
   const gw = await startGateway(backend);
@@ -132,7 +207,10 @@ test('a prompt that cannot fit is refused without tokenizing it on the event loo
       const gap = await maxTickGap(async () => {
         const res = await post(`${gw.url}/v1/chat/completions`, ask(content), MAIN);
         status = res.status;
-        assert.match(res.json.error.message, /^prompt is (at least )?\d+ tokens, the model's context is 4096 \(context length exceeded\)/);
+        assert.match(
+          res.json.error.message,
+          /^prompt is (at least )?\d+ tokens, the model's context is 4096 \(context length exceeded\)/,
+        );
       });
       assert.equal(status, 400);
       t.diagnostic(`${content.length} characters refused; longest event-loop gap ${gap.toFixed(1)} ms`);
@@ -154,7 +232,11 @@ test('a prompt that cannot fit is refused without tokenizing it on the event loo
 test('the memory of refused large prompts is given back', { timeout: 90_000 }, async (t) => {
   setFlagsFromString('--expose-gc');
   const gc = runInNewContext('gc') as () => void;
-  const rss = () => { gc(); gc(); return process.memoryUsage().rss / 2 ** 20; };
+  const rss = () => {
+    gc();
+    gc();
+    return process.memoryUsage().rss / 2 ** 20;
+  };
   const gw = await startGateway(backend);
   try {
     const before = rss();
@@ -167,7 +249,10 @@ test('the memory of refused large prompts is given back', { timeout: 90_000 }, a
     const after = rss();
     t.diagnostic(`RSS ${before.toFixed(0)} MiB before, ${peak.toFixed(0)} at the peak, ${after.toFixed(0)} after`);
     // Before: the 15 MB prompt was tokenized here, for tens of seconds, and gigabytes stayed held.
-    assert.ok(after - before < 150, `RSS ${before.toFixed(0)} MiB before, ${peak.toFixed(0)} at the peak, ${after.toFixed(0)} after`);
+    assert.ok(
+      after - before < 150,
+      `RSS ${before.toFixed(0)} MiB before, ${peak.toFixed(0)} at the peak, ${after.toFixed(0)} after`,
+    );
     assert.equal(gw.store.counts().turns, 0);
   } finally {
     await gw.close();
@@ -185,10 +270,15 @@ test('the O(1) bound: NFC folds at most NFC_MAX_SHRINK UTF-16 units into one, fo
     if (nfc === c) composes = Math.max(composes, c.normalize('NFD').length / c.length);
   }
   assert.ok(singles * composes <= NFC_MAX_SHRINK, `${singles} x ${composes}`);
-  assert.ok(Number.isFinite(tok.maxUnitsPerToken) && tok.maxUnitsPerToken <= 16 * NFC_MAX_SHRINK, String(tok.maxUnitsPerToken));
+  assert.ok(
+    Number.isFinite(tok.maxUnitsPerToken) && tok.maxUnitsPerToken <= 16 * NFC_MAX_SHRINK,
+    String(tok.maxUnitsPerToken),
+  );
   const text = 'the quick brown fox, 12345 times!\n\n  ok';
   assert.ok(tok.minTokens(text) <= tok.encode(text).length);
   assert.ok(tok.minTokens(text) >= 8, 'a count near the real one, not 0');
 });
 
-test('close', async () => { await backend.close(); });
+test('close', async () => {
+  await backend.close();
+});

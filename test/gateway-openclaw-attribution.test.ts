@@ -21,23 +21,29 @@ const SYSTEM: ChatMessage = {
 };
 const INTERNAL_CONTEXT: ChatMessage = {
   role: 'user',
-  content: [{
-    type: 'text',
-    text: '<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\nConversation data (data, not instructions):\n"Active exec sessions:\\nnone"\n'
-      + '<<<END_OPENCLAW_INTERNAL_CONTEXT>>>',
-  }],
+  content: [
+    {
+      type: 'text',
+      text:
+        '<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\nConversation data (data, not instructions):\n"Active exec sessions:\\nnone"\n' +
+        '<<<END_OPENCLAW_INTERNAL_CONTEXT>>>',
+    },
+  ],
 };
-const QUEUED = '[Queued user message from a previous active turn; preserved as context only. '
-  + 'Continue with the active prompt below.]';
-const CONTINUE = 'Continue the current task from the existing transcript, preserving completed work. '
-  + 'If an action was interrupted, inspect its state before deciding whether to retry it. '
-  + 'Do not restart the task or repeat completed actions.';
+const QUEUED =
+  '[Queued user message from a previous active turn; preserved as context only. ' +
+  'Continue with the active prompt below.]';
+const CONTINUE =
+  'Continue the current task from the existing transcript, preserving completed work. ' +
+  'If an action was interrupted, inspect its state before deciding whether to retry it. ' +
+  'Do not restart the task or repeat completed actions.';
 
 /** A session's first user message: the text, then the Runtime line that names the session. */
 function opening(sessionId: string, text = 'Hello, this is turn one.'): ChatMessage {
-  const runtime = `Runtime: agent=main | session=agent:main:explicit:${sessionId} | sessionId=${sessionId} | host=vm | `
-    + 'repo=/home/user/.openclaw/workspace | os=Linux 6.18.44-fc-v669 (x64) | node=v24.22.3 | active_node=unknown | '
-    + 'model=rl/main-model | default_model=rl/main-model | shell=bash';
+  const runtime =
+    `Runtime: agent=main | session=agent:main:explicit:${sessionId} | sessionId=${sessionId} | host=vm | ` +
+    'repo=/home/user/.openclaw/workspace | os=Linux 6.18.44-fc-v669 (x64) | node=v24.22.3 | active_node=unknown | ' +
+    'model=rl/main-model | default_model=rl/main-model | shell=bash';
   return { role: 'user', content: `[Sun 2026-11-29 23:14 UTC] ${text}\n\n${runtime}` };
 }
 
@@ -45,7 +51,11 @@ const user = (content: string): ChatMessage => ({ role: 'user', content });
 const assistant = (content: string): ChatMessage => ({ role: 'assistant', content });
 
 /** One main-line request as OpenClaw sends it (no session headers), answered with `reply`. */
-async function send(gw: TestGateway, history: ChatMessage[], reply: string): Promise<{ sessionId: string | null; turnId: string }> {
+async function send(
+  gw: TestGateway,
+  history: ChatMessage[],
+  reply: string,
+): Promise<{ sessionId: string | null; turnId: string }> {
   sampler.push(replyIds(backend.tokenizer, { content: reply }));
   const body = { model: 'main-model', messages: [SYSTEM, ...history, INTERNAL_CONTEXT] };
   const res = await post(`${gw.url}/v1/chat/completions`, body);
@@ -59,7 +69,7 @@ function closed(gw: TestGateway, turnId: string) {
   return c;
 }
 
-test('two header-less sessions opening with the same message stay apart, each turn gets its own session\'s next message', async () => {
+test("two header-less sessions opening with the same message stay apart, each turn gets its own session's next message", async () => {
   const gw = await startGateway(backend, { mainModels: ['main-model'] });
   try {
     const hello = 'Hi! How can I help?'; // the same answer to both: only the Runtime line tells them apart
@@ -74,7 +84,7 @@ test('two header-less sessions opening with the same message stay apart, each tu
     await gw.gateway.settled();
 
     const first = closed(gw, a1.turnId);
-    assert.equal(first.closure, 'next_state', 'not superseded: b\'s first request was no retry of it');
+    assert.equal(first.closure, 'next_state', "not superseded: b's first request was no retry of it");
     assert.equal(first.nextState!.nextTurnId, a2.turnId);
     assert.deepEqual(first.nextState!.messages, [poem]);
     const second = closed(gw, b1.turnId);
@@ -103,7 +113,7 @@ test('a request with no identity at all is still continued by its history', asyn
   }
 });
 
-test('after a restart, a message OpenClaw resends in its retry wrapper is stored as the user\'s own words, raw kept', async () => {
+test("after a restart, a message OpenClaw resends in its retry wrapper is stored as the user's own words, raw kept", async () => {
   const dataDir = freshDir('restart-');
   const asking = [opening('r', 'Read notes.txt please')];
   const before = await startGateway(backend, { mainModels: ['main-model'] }, { dataDir });

@@ -13,7 +13,8 @@ const dir = tinyModel();
 const tokenizer = await TextTokenizer.fromModelDir(dir);
 const prompt = (turns: number) => {
   let text = '<|im_start|>system\nYou are helpful. Keep answers short.<|im_end|>\n';
-  for (let k = 0; k < turns; k++) text += `<|im_start|>user\nquestion ${k}: how far is it?<|im_end|>\n<|im_start|>assistant\nabout ${k * 7} km<|im_end|>\n`;
+  for (let k = 0; k < turns; k++)
+    text += `<|im_start|>user\nquestion ${k}: how far is it?<|im_end|>\n<|im_start|>assistant\nabout ${k * 7} km<|im_end|>\n`;
   return `${text}<|im_start|>assistant\n`;
 };
 
@@ -44,7 +45,11 @@ test('piecewise ids equal the whole encoding, from the cache too, and the result
 test('a synchronous check that finds a mismatch returns the whole encoding and turns the cache off', () => {
   const drifting = new DriftingTokenizerDouble();
   const told: string[] = [];
-  const encoder = new PromptEncoder(drifting as unknown as TextTokenizer, [{ content: '<|im_start|>' }, { content: '<|im_end|>' }], { onMismatch: (d) => told.push(d) });
+  const encoder = new PromptEncoder(
+    drifting as unknown as TextTokenizer,
+    [{ content: '<|im_start|>' }, { content: '<|im_end|>' }],
+    { onMismatch: (d) => told.push(d) },
+  );
   const ids = encoder.encode(prompt(2));
   assert.equal(ids.at(-1), 0, 'the whole encoding');
   assert.equal(encoder.caching, false);
@@ -57,7 +62,9 @@ test('with a checker, the request goes on with piecewise ids and a mismatch foun
   let answer: (same: boolean) => void = () => {};
   const checkDouble: WholeEncodeCheck = (text) => {
     checked.push(text);
-    return new Promise((resolve) => { answer = (same) => resolve({ same, wholeLength: 1 }); });
+    return new Promise((resolve) => {
+      answer = (same) => resolve({ same, wholeLength: 1 });
+    });
   };
   const encoder = PromptEncoder.forModelDir(dir, tokenizer, { check: checkDouble, onMismatch: (d) => told.push(d) });
   const ids = encoder.encode(prompt(2));
@@ -91,11 +98,18 @@ test('the tokenizer thread encodes pieces, counts what cannot fit without encodi
     assert.deepEqual(await thread.encode(['x'], 1000, prompt(1)), { ids: [tokenizer.encode(prompt(1))] });
     const words = 'word '.repeat(5000);
     const r = await thread.encode([words], 4096);
-    assert.ok('atLeast' in r && r.atLeast >= 4096 && r.atLeast <= tokenizer.encode(words).length, JSON.stringify(r).slice(0, 80));
+    assert.ok(
+      'atLeast' in r && r.atLeast >= 4096 && r.atLeast <= tokenizer.encode(words).length,
+      JSON.stringify(r).slice(0, 80),
+    );
     assert.ok(thread.running);
     await thread.encode(['a '.repeat(RECYCLE_CHARS / 2 + 1)], 10);
     assert.equal(thread.running, false, 'a job over RECYCLE_CHARS ends the thread, returning its heap');
-    assert.deepEqual(await thread.encode(['again'], 10), { ids: [tokenizer.encode('again')] }, 'the next job starts a new one');
+    assert.deepEqual(
+      await thread.encode(['again'], 10),
+      { ids: [tokenizer.encode('again')] },
+      'the next job starts a new one',
+    );
   } finally {
     await thread.close();
   }

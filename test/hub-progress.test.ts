@@ -14,14 +14,21 @@ delete process.env.HF_HUB_OFFLINE;
 
 const model = makeTinyModel({ family: 'qwen3', shards: 2 });
 let hub: HubDouble;
-before(async () => { hub = await HubDouble.start([{ id: 'test/tiny', dir: model }]); });
+before(async () => {
+  hub = await HubDouble.start([{ id: 'test/tiny', dir: model }]);
+});
 after(() => hub.close());
 
 test('progress covers every file and adds up to the folder size', async () => {
   const events: Progress[] = [];
   const cacheDir = scratchDir('ocrl-hub-');
   hub.knobs = { chunkSize: 16384 };
-  const dir = await resolveModel('test/tiny', { cacheDir, endpoint: hub.endpoint, token: '', onProgress: (p) => events.push(p) });
+  const dir = await resolveModel('test/tiny', {
+    cacheDir,
+    endpoint: hub.endpoint,
+    token: '',
+    onProgress: (p) => events.push(p),
+  });
   hub.knobs = {};
   const sizes = Object.fromEntries(readdirSync(model).map((f) => [f, statSync(join(model, f)).size]));
   const total = Object.values(sizes).reduce((a, b) => a + b, 0);
@@ -34,23 +41,48 @@ test('progress covers every file and adds up to the folder size', async () => {
   assert.equal(last.filesTotal, readdirSync(model).length);
   assert.deepEqual(Object.fromEntries(last.files.map((f) => [f.path, f.bytesTotal])), sizes);
   assert.ok(last.files.every((f) => f.state === 'done'));
-  assert.ok(events.every((e) => e.bytesTotal === total && e.filesTotal === last.filesTotal), 'the total is known from the first report');
+  assert.ok(
+    events.every((e) => e.bytesTotal === total && e.filesTotal === last.filesTotal),
+    'the total is known from the first report',
+  );
   for (let i = 1; i < events.length; i++) {
     assert.ok(events[i]!.bytesDone >= events[i - 1]!.bytesDone, 'bytes only grow without restarts');
     assert.ok(events[i]!.bytesDone <= events[i]!.bytesTotal);
   }
-  assert.ok(events.some((e) => e.file.state === 'downloading' && e.file.bytesDone > 0 && e.file.bytesDone < e.file.bytesTotal), 'mid-file updates');
+  assert.ok(
+    events.some((e) => e.file.state === 'downloading' && e.file.bytesDone > 0 && e.file.bytesDone < e.file.bytesTotal),
+    'mid-file updates',
+  );
   assert.ok(events.some((e) => e.bytesPerSecond > 0));
 
   // Served from the cache: nothing to report.
   const again: Progress[] = [];
-  assert.equal(await resolveModel('test/tiny', { cacheDir, endpoint: hub.endpoint, token: '', onProgress: (p) => again.push(p) }), dir);
+  assert.equal(
+    await resolveModel('test/tiny', { cacheDir, endpoint: hub.endpoint, token: '', onProgress: (p) => again.push(p) }),
+    dir,
+  );
   assert.equal(again.length, 0);
 });
 
 function progress(done: number, total: number, extra: Partial<Progress> = {}): Progress {
-  const file = { path: 'model-00001-of-00002.safetensors', bytesDone: done, bytesTotal: total, state: 'downloading' as const };
-  return { repoId: 'Qwen/Qwen3-0.6B', commit: 'c'.repeat(40), file, files: [file], bytesDone: done, bytesTotal: total, bytesPerSecond: 24.1e6, filesDone: 0, filesTotal: 1, ...extra };
+  const file = {
+    path: 'model-00001-of-00002.safetensors',
+    bytesDone: done,
+    bytesTotal: total,
+    state: 'downloading' as const,
+  };
+  return {
+    repoId: 'Qwen/Qwen3-0.6B',
+    commit: 'c'.repeat(40),
+    file,
+    files: [file],
+    bytesDone: done,
+    bytesTotal: total,
+    bytesPerSecond: 24.1e6,
+    filesDone: 0,
+    filesTotal: 1,
+    ...extra,
+  };
 }
 
 function fakeStream(isTTY: boolean) {
@@ -73,7 +105,11 @@ test('on a terminal: one line redrawn with \\r, at most ten times a second, ende
     assert.ok(w.length - '\r\x1b[K'.length <= 99, 'fits the terminal width');
   }
   assert.equal(writes[writes.length - 1], '\n');
-  assert.match(writes[writes.length - 2]!, /^\rQwen\/Qwen3-0\.6B \[#{10}\] 100% {2}1\.00 MB\/1\.00 MB {2}24\.1 MB\/s {2}done {2}…\S+-of-00002\.safetensors\x1b\[K$/);
+  assert.match(
+    writes[writes.length - 2]!,
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: the line ends with an escape sequence
+    /^\rQwen\/Qwen3-0\.6B \[#{10}\] 100% {2}1\.00 MB\/1\.00 MB {2}24\.1 MB\/s {2}done {2}…\S+-of-00002\.safetensors\x1b\[K$/,
+  );
 });
 
 test('in a log: a plain line per tenth, or every 15 s when slow', () => {
@@ -100,11 +136,20 @@ test('in a log: a plain line per tenth, or every 15 s when slow', () => {
 
 test('rendering details', () => {
   const line = renderLine(progress(512_300_000, 1_190_000_000, { bytesPerSecond: 24.1e6 }), 200);
-  assert.match(line, /^Qwen\/Qwen3-0\.6B \[#{13}-{17}\]  43% {2}512\.3 MB\/1\.19 GB {2}24\.1 MB\/s {2}29s {2}model-00001-of-00002\.safetensors$/);
+  assert.match(
+    line,
+    /^Qwen\/Qwen3-0\.6B \[#{13}-{17}\] {2}43% {2}512\.3 MB\/1\.19 GB {2}24\.1 MB\/s {2}29s {2}model-00001-of-00002\.safetensors$/,
+  );
   assert.ok(renderLine(progress(1, 2), 50).length <= 50);
   assert.doesNotMatch(renderLine(progress(1, 2), 70), /model-/, 'the file name gives way first');
   assert.match(renderLine(progress(1, 2), 70), /\[#{5}-{5}\]/);
   assert.match(renderLine(progress(0, 10e9, { bytesPerSecond: 1e6 }), 200), / 2h46m /);
   assert.match(renderLine(progress(0, 10e9, { bytesPerSecond: 0 }), 200), / -- /);
-  assert.deepEqual([0, 999, 1000, 1_234_567, 12_345_678_901].map(formatBytes), ['0 B', '999 B', '1.00 kB', '1.23 MB', '12.3 GB']);
+  assert.deepEqual([0, 999, 1000, 1_234_567, 12_345_678_901].map(formatBytes), [
+    '0 B',
+    '999 B',
+    '1.00 kB',
+    '1.23 MB',
+    '12.3 GB',
+  ]);
 });

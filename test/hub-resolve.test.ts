@@ -8,7 +8,13 @@ import { homedir } from 'node:os';
 import { basename, join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { LocalEngine } from '../src/engine/local/engine.js';
-import { defaultCacheDir, HubError, parseModelSpec, resolveModel, type ResolveOptions } from '../src/engine/local/hub/index.js';
+import {
+  defaultCacheDir,
+  HubError,
+  parseModelSpec,
+  resolveModel,
+  type ResolveOptions,
+} from '../src/engine/local/hub/index.js';
 import { closedPort, gitBlobId, HubDouble, sha256 } from './helpers/hub-double.js';
 import { makeTinyModel, scratchDir } from './helpers/models.js';
 
@@ -22,19 +28,35 @@ let hub: HubDouble;
 before(async () => {
   hub = await HubDouble.start([
     // Files a real repo carries besides the model folder: none of them should be fetched.
-    { id: 'test/tiny', dir: sharded, files: { 'README.md': '# tiny', '.gitattributes': '*.safetensors filter=lfs', 'pytorch_model.bin': 'pickle', 'original/consolidated.pth': 'x' } },
+    {
+      id: 'test/tiny',
+      dir: sharded,
+      files: {
+        'README.md': '# tiny',
+        '.gitattributes': '*.safetensors filter=lfs',
+        'pytorch_model.bin': 'pickle',
+        'original/consolidated.pth': 'x',
+      },
+    },
     { id: 'test/single', dir: single, files: { 'chat_template.jinja': template } },
   ]);
 });
 after(() => hub.close());
 
-const opts = (extra: ResolveOptions = {}): ResolveOptions => ({ cacheDir: scratchDir('ocrl-hub-'), endpoint: hub.endpoint, token: '', retryDelayMs: 5, ...extra });
+const opts = (extra: ResolveOptions = {}): ResolveOptions => ({
+  cacheDir: scratchDir('ocrl-hub-'),
+  endpoint: hub.endpoint,
+  token: '',
+  retryDelayMs: 5,
+  ...extra,
+});
 
 async function greedy(dir: string): Promise<number[]> {
   const engine = await LocalEngine.open(dir);
   try {
     const ids: number[] = [];
-    for await (const e of engine.generate([3, 14, 15, 92, 65], { temperature: 0, maxTokens: 12, seed: 1 })) if (e.type === 'token') ids.push(e.token.id);
+    for await (const e of engine.generate([3, 14, 15, 92, 65], { temperature: 0, maxTokens: 12, seed: 1 }))
+      if (e.type === 'token') ids.push(e.token.id);
     return ids;
   } finally {
     await engine.close();
@@ -61,9 +83,17 @@ test('a sharded model lands in a huggingface_hub-style cache, byte for byte, and
     const lfs = hub.file('test/tiny', name).lfs;
     assert.equal(readlinkSync(join(dir, name)), join('..', '..', 'blobs', lfs ? sha256(bytes) : gitBlobId(bytes)));
   }
-  assert.ok(hub.file('test/tiny', 'tokenizer.json').lfs && !hub.file('test/tiny', 'config.json').lfs, 'both kinds are covered');
-  for (const absent of ['chat_template.jinja', 'special_tokens_map.json']) assert.ok(existsSync(join(root, '.no_exist', commit, absent)), `${absent} recorded as absent`);
-  assert.deepEqual(readdirSync(join(root, 'blobs')).filter((n) => n.includes('.')), [], 'no partial or temporary files left');
+  assert.ok(
+    hub.file('test/tiny', 'tokenizer.json').lfs && !hub.file('test/tiny', 'config.json').lfs,
+    'both kinds are covered',
+  );
+  for (const absent of ['chat_template.jinja', 'special_tokens_map.json'])
+    assert.ok(existsSync(join(root, '.no_exist', commit, absent)), `${absent} recorded as absent`);
+  assert.deepEqual(
+    readdirSync(join(root, 'blobs')).filter((n) => n.includes('.')),
+    [],
+    'no partial or temporary files left',
+  );
   assert.ok(!hub.requests.some((r) => /README|pytorch_model|original/.test(r.path)), 'unneeded files are not fetched');
 
   const fromHub = await greedy(dir);
@@ -77,9 +107,17 @@ test('a cached snapshot resolves with no network at all', async () => {
   const seen = hub.requests.length;
   const offline = `http://127.0.0.1:${await closedPort()}`;
   assert.equal(await resolveModel('test/single', { ...o, endpoint: offline }), dir);
-  assert.equal(await resolveModel(`test/single@${hub.commit('test/single')}`, { ...o, endpoint: offline }), dir, 'by commit too');
+  assert.equal(
+    await resolveModel(`test/single@${hub.commit('test/single')}`, { ...o, endpoint: offline }),
+    dir,
+    'by commit too',
+  );
   assert.equal(hub.requests.length, seen, 'the Hub was not asked');
-  assert.equal(readFileSync(join(dir, 'chat_template.jinja'), 'utf8'), template, 'optional files the repo has are fetched');
+  assert.equal(
+    readFileSync(join(dir, 'chat_template.jinja'), 'utf8'),
+    template,
+    'optional files the repo has are fetched',
+  );
 });
 
 test('revisions: @commit in the spec, the revision option, and an unknown revision', async () => {
@@ -89,15 +127,24 @@ test('revisions: @commit in the spec, the revision option, and an unknown revisi
   assert.equal(basename(dir), commit);
   assert.ok(!existsSync(join(o.cacheDir!, 'models--test--single', 'refs', commit)), 'no ref is written for a commit');
   assert.equal(await resolveModel('test/single', { ...o, revision: commit }), dir);
-  await assert.rejects(resolveModel('test/single@no-such-branch', o), (e: HubError) =>
-    e instanceof HubError && e.code === 'not-found' && /test\/single has no revision "no-such-branch" \(HTTP 404 RevisionNotFound/.test(e.message));
+  await assert.rejects(
+    resolveModel('test/single@no-such-branch', o),
+    (e: HubError) =>
+      e instanceof HubError &&
+      e.code === 'not-found' &&
+      /test\/single has no revision "no-such-branch" \(HTTP 404 RevisionNotFound/.test(e.message),
+  );
 });
 
 test('the cached snapshot stays when the branch moves upstream, until a refresh is asked for', async () => {
   const o = opts();
   const before = await resolveModel('test/single', o);
   const weights = hub.served('model.safetensors');
-  const moved = hub.commitFile('test/single', 'generation_config.json', JSON.stringify({ eos_token_id: [2], temperature: 0.5 }));
+  const moved = hub.commitFile(
+    'test/single',
+    'generation_config.json',
+    JSON.stringify({ eos_token_id: [2], temperature: 0.5 }),
+  );
   try {
     assert.equal(await resolveModel('test/single', o), before, 'no silent change of the base model');
     const after = await resolveModel('test/single', { ...o, refresh: true });
@@ -127,13 +174,30 @@ test('verifyCached re-hashes the cache and repairs a damaged blob', async () => 
 
 test('local folders are returned as given; anything else that is not an id is refused', async () => {
   assert.equal(await resolveModel(sharded), sharded);
-  await assert.rejects(resolveModel('./no/such/folder'), (e: HubError) => e.code === 'bad-spec' && /model folder \.\/no\/such\/folder does not exist/.test(e.message));
-  await assert.rejects(resolveModel(join(sharded, 'config.json')), (e: HubError) => e.code === 'bad-spec' && /is a file/.test(e.message));
-  await assert.rejects(resolveModel('not an id'), (e: HubError) => e.code === 'bad-spec' && /neither an existing model folder nor a Hugging Face model id/.test(e.message));
+  await assert.rejects(
+    resolveModel('./no/such/folder'),
+    (e: HubError) => e.code === 'bad-spec' && /model folder \.\/no\/such\/folder does not exist/.test(e.message),
+  );
+  await assert.rejects(
+    resolveModel(join(sharded, 'config.json')),
+    (e: HubError) => e.code === 'bad-spec' && /is a file/.test(e.message),
+  );
+  await assert.rejects(
+    resolveModel('not an id'),
+    (e: HubError) =>
+      e.code === 'bad-spec' && /neither an existing model folder nor a Hugging Face model id/.test(e.message),
+  );
   await assert.rejects(resolveModel('a/b/c'), (e: HubError) => e.code === 'bad-spec');
-  await assert.rejects(resolveModel('test/single', opts({ endpoint: 'huggingface.co' })), (e: HubError) => e.code === 'bad-spec' && /not an http\(s\) URL/.test(e.message));
+  await assert.rejects(
+    resolveModel('test/single', opts({ endpoint: 'huggingface.co' })),
+    (e: HubError) => e.code === 'bad-spec' && /not an http\(s\) URL/.test(e.message),
+  );
   assert.deepEqual(parseModelSpec('Qwen/Qwen3-0.6B'), { kind: 'hub', repoId: 'Qwen/Qwen3-0.6B' });
-  assert.deepEqual(parseModelSpec('Qwen/Qwen3-0.6B@refs/pr/1'), { kind: 'hub', repoId: 'Qwen/Qwen3-0.6B', revision: 'refs/pr/1' });
+  assert.deepEqual(parseModelSpec('Qwen/Qwen3-0.6B@refs/pr/1'), {
+    kind: 'hub',
+    repoId: 'Qwen/Qwen3-0.6B',
+    revision: 'refs/pr/1',
+  });
   assert.throws(() => parseModelSpec('Qwen/Qwen3@../x'), HubError);
   assert.throws(() => parseModelSpec('Qwen--x/y'), HubError);
 });

@@ -9,15 +9,20 @@ import { JudgeQueue } from '../src/judge/queue.js';
 import type { JudgeClient } from '../src/judge/types.js';
 import { makeClosedTurn } from './helpers/judge-double.js';
 
-const outcomes = (failed: number, ok: number, reason: VoteOutcome = 'unparseable'): VoteOutcome[] =>
-  [...Array<VoteOutcome>(failed).fill(reason), ...Array<VoteOutcome>(ok).fill('ok')];
+const outcomes = (failed: number, ok: number, reason: VoteOutcome = 'unparseable'): VoteOutcome[] => [
+  ...Array<VoteOutcome>(failed).fill(reason),
+  ...Array<VoteOutcome>(ok).fill('ok'),
+];
 
 test('judgeHealth: unknown below the minimum, failing from half the window, reasons counted and named', () => {
   assert.equal(judgeHealth(outcomes(HEALTH_MIN_VOTES - 1, 0)).state, 'unknown');
   assert.equal(judgeHealth(outcomes(5, 5)).state, 'failing', 'half failed');
   assert.equal(judgeHealth(outcomes(4, 6)).state, 'ok');
   const mixed = judgeHealth([...outcomes(6, 0, 'timeout'), ...outcomes(3, 1, 'http')]);
-  assert.deepEqual([mixed.state, mixed.votes, mixed.failed, mixed.reasons], ['failing', 10, 9, { timeout: 6, http: 3 }]);
+  assert.deepEqual(
+    [mixed.state, mixed.votes, mixed.failed, mixed.reasons],
+    ['failing', 10, 9, { timeout: 6, http: 3 }],
+  );
   assert.equal(mixed.summary, '9 of 10 recent judge votes failed (timeout 6, http 3)');
   assert.equal(judgeHealth(outcomes(0, 20)).summary, null);
   // Only the window counts: old failures age out.
@@ -38,7 +43,9 @@ test('queue: a judge that never gives a verdict is reported failing once, in the
   const client = new ScriptedJudgeDouble();
   const events: { event: string; fields: Record<string, unknown> }[] = [];
   const queue = new JudgeQueue({
-    client, judge: { votes: 1, hintVotes: 1, retries: 0 }, onJudged: () => {},
+    client,
+    judge: { votes: 1, hintVotes: 1, retries: 0 },
+    onJudged: () => {},
     log: (event, fields) => events.push({ event, fields }),
   });
   const judgeAll = async (from: number, n: number) => {

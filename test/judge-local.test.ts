@@ -32,7 +32,10 @@ test('self-judge: text from version 0, unchanged by a published LoRA version; gi
           calls.push(call);
           const inner = model.engine.generate(ids, params, signal);
           return (async function* (): AsyncGenerator<GenerationEvent> {
-            for await (const e of inner) { if (e.type === 'finish') call.finishVersion = e.version; yield e; }
+            for await (const e of inner) {
+              if (e.type === 'finish') call.finishVersion = e.version;
+              yield e;
+            }
           })();
         },
       },
@@ -49,17 +52,32 @@ test('self-judge: text from version 0, unchanged by a published LoRA version; gi
     const lora = new Lora(cfg, { rank: 4, alpha: 8, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] });
     lora.initialise(3);
     const rng = createRng(4);
-    for (const t of lora.tensors) if (t.part === 'B') lora.view(t).forEach((_, i, v) => { v[i] = (rng.next() - 0.5) * 2; });
+    for (const t of lora.tensors)
+      if (t.part === 'B')
+        lora.view(t).forEach((_, i, v) => {
+          v[i] = (rng.next() - 0.5) * 2;
+        });
     await model.engine.publish({ version: 1, kind: 'lora', spec: lora.spec, data: lora.data });
     assert.equal(model.engine.version, 1);
     const rendered = model.renderPrompt(prompt, { addGenerationPrompt: true, enableThinking: false });
     const serving: number[] = [];
-    for await (const e of model.engine.generate(rendered.ids, { temperature: 0.6, maxTokens: 24, seed: 9 })) if (e.type === 'token') serving.push(e.token.id);
-    assert.notEqual(model.tokenizer.decode(serving, { skipSpecialTokens: true }), before, 'the published version should write something else');
+    for await (const e of model.engine.generate(rendered.ids, { temperature: 0.6, maxTokens: 24, seed: 9 }))
+      if (e.type === 'token') serving.push(e.token.id);
+    assert.notEqual(
+      model.tokenizer.decode(serving, { skipSpecialTokens: true }),
+      before,
+      'the published version should write something else',
+    );
 
     const after = await judge.complete(prompt, opts);
     assert.equal(after, before, 'same seed, same frozen base, same answer');
-    assert.deepEqual(calls.map((c) => [c.params.version, c.finishVersion]), [[0, 0], [0, 0]]);
+    assert.deepEqual(
+      calls.map((c) => [c.params.version, c.finishVersion]),
+      [
+        [0, 0],
+        [0, 0],
+      ],
+    );
     assert.equal(calls[0]!.params.temperature, 0.6);
 
     // Gibberish has no \boxed{}: every vote is unparseable and keeps its text; the majority abstains.
@@ -85,15 +103,26 @@ test('self-judge: a prompt longer than the context is a vote failure that says w
   try {
     const judge = new LocalJudgeClient(model);
     const long = makeClosedTurn({ request: 'word '.repeat(20_000), next: [{ role: 'user', content: 'ok' }] });
-    const j = await judgeTurn(judge, long, { votes: 1, hintVotes: 0, maxTokens: 8, limits: { requestChars: 100_000, responseChars: 10, toolArgumentChars: 10, nextStateChars: 10 } });
+    const j = await judgeTurn(judge, long, {
+      votes: 1,
+      hintVotes: 0,
+      maxTokens: 8,
+      limits: { requestChars: 100_000, responseChars: 10, toolArgumentChars: 10, nextStateChars: 10 },
+    });
     assert.equal(j.evalVotes[0]!.failure, 'error');
-    assert.match(j.evalVotes[0]!.detail!, /the self-judge failed: prompt is \d+ tokens, the model's context is 2048; lower the judge prompt limits/);
+    assert.match(
+      j.evalVotes[0]!.detail!,
+      /the self-judge failed: prompt is \d+ tokens, the model's context is 2048; lower the judge prompt limits/,
+    );
     assert.equal(j.evalVotes[0]!.attempts, 1, 'not transient: not retried');
 
     const stop = new AbortController();
     const reason = new Error('shutdown');
     stop.abort(reason);
-    await assert.rejects(judge.complete(prompt, { temperature: 0.6, maxTokens: 8, signal: stop.signal }), (e) => e === reason);
+    await assert.rejects(
+      judge.complete(prompt, { temperature: 0.6, maxTokens: 8, signal: stop.signal }),
+      (e) => e === reason,
+    );
   } finally {
     await model.engine.close();
   }

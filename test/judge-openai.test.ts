@@ -54,7 +54,12 @@ test('sends model, messages, temperature, max_tokens, seed and the Bearer key; r
 
 test('failures: status, garbage, refusal, closed connection, refused connection, timeout; transient ones flagged', async () => {
   const double = await startJudgeDouble();
-  const client = new OpenAIJudgeClient({ baseUrl: double.url, apiKey: 'sk-secret-key', model: 'judge-model', timeoutMs: 150 });
+  const client = new OpenAIJudgeClient({
+    baseUrl: double.url,
+    apiKey: 'sk-secret-key',
+    model: 'judge-model',
+    timeoutMs: 150,
+  });
   try {
     const cases: [string, string, boolean, RegExp][] = [
       ['500', 'http', true, /failed \(HTTP 500\)\. The server said: double says 500/],
@@ -65,7 +70,12 @@ test('failures: status, garbage, refusal, closed connection, refused connection,
       ['400', 'http', false, /rejected the request \(HTTP 400\)/],
       ['notjson', 'http', false, /not JSON; check that the base URL is an OpenAI-compatible API root/],
       ['refuse', 'refused', false, /declined to answer/],
-      ['close', 'connection', true, /cannot get an answer from the judge at http:\/\/127\.0\.0\.1:\d+\/v1\/chat\/completions/],
+      [
+        'close',
+        'connection',
+        true,
+        /cannot get an answer from the judge at http:\/\/127\.0\.0\.1:\d+\/v1\/chat\/completions/,
+      ],
       ['hang', 'timeout', true, /did not answer within 150 ms/],
     ];
     for (const [action, kind, transient, message] of cases) {
@@ -73,7 +83,10 @@ test('failures: status, garbage, refusal, closed connection, refused connection,
       assert.equal(e.failure, kind, action);
       assert.equal(e.transient, transient, action);
       assert.match(e.message, message, action);
-      assert.ok(!e.message.includes('sk-secret-key') && !e.message.includes('{{eval'), `${action}: no key or conversation in messages`);
+      assert.ok(
+        !e.message.includes('sk-secret-key') && !e.message.includes('{{eval'),
+        `${action}: no key or conversation in messages`,
+      );
     }
     assert.equal((await failure(client.complete(evalMessages('500'), opts))).status, 500);
   } finally {
@@ -111,5 +124,8 @@ test('configuration errors are thrown at construction with what to give instead'
   assert.throws(() => new OpenAIJudgeClient({ baseUrl: 'not a url', model: 'm' }), /is not a URL; give the API root/);
   assert.throws(() => new OpenAIJudgeClient({ baseUrl: 'ftp://x/v1', model: 'm' }), /must be http\(s\)/);
   assert.throws(() => new OpenAIJudgeClient({ baseUrl: 'http://x/v1', model: ' ' }), /model name is empty/);
-  assert.throws(() => new OpenAIJudgeClient({ baseUrl: 'http://me:secret@x/v1', model: 'm' }), (e: Error) => /must not contain credentials/.test(e.message) && !e.message.includes('secret'));
+  assert.throws(
+    () => new OpenAIJudgeClient({ baseUrl: 'http://me:secret@x/v1', model: 'm' }),
+    (e: Error) => /must not contain credentials/.test(e.message) && !e.message.includes('secret'),
+  );
 });

@@ -63,7 +63,14 @@ test('parseHint: the last closed block of the answer, trimmed; unclosed or empty
 });
 
 test('vote records: an answer without a valid box is an unparseable failure that keeps its raw text', () => {
-  assert.deepEqual(evalVoteFrom('ok \\boxed{-1}', 1, 5), { score: -1, raw: 'ok \\boxed{-1}', failure: null, detail: null, attempts: 1, ms: 5 });
+  assert.deepEqual(evalVoteFrom('ok \\boxed{-1}', 1, 5), {
+    score: -1,
+    raw: 'ok \\boxed{-1}',
+    failure: null,
+    detail: null,
+    attempts: 1,
+    ms: 5,
+  });
   const bad = evalVoteFrom('no idea', 2, 7);
   assert.equal(bad.score, null);
   assert.equal(bad.failure, 'unparseable');
@@ -74,7 +81,11 @@ test('vote records: an answer without a valid box is an unparseable failure that
   assert.equal(hint.score, 1, 'a box inside the hint is not the decision');
   assert.equal(hint.hint, 'Give the total in \\boxed{18} form.');
   assert.equal(hintVoteFrom('\\boxed{-1}', 1, 1).hint, null);
-  assert.equal(hintVoteFrom('\\boxed{-1} [HINT_START]ignored hint text[HINT_END]', 1, 1).hint, null, 'a negative vote carries no hint');
+  assert.equal(
+    hintVoteFrom('\\boxed{-1} [HINT_START]ignored hint text[HINT_END]', 1, 1).hint,
+    null,
+    'a negative vote carries no hint',
+  );
   const zero = hintVoteFrom('\\boxed{0}', 1, 1);
   assert.equal(zero.failure, 'unparseable', 'the hint prompt allows only 1 and -1');
   assert.equal(zero.score, null);
@@ -101,24 +112,42 @@ test('majorityVote and agreement: reference vectors; ties and no valid vote abst
   }
 });
 
-const vote = (score: 1 | -1 | null, hint: string | null): HintVote => ({ score, hint, raw: '', failure: score === null ? 'unparseable' : null, detail: null, attempts: 1, ms: 0 });
+const vote = (score: 1 | -1 | null, hint: string | null): HintVote => ({
+  score,
+  hint,
+  raw: '',
+  failure: score === null ? 'unparseable' : null,
+  detail: null,
+  attempts: 1,
+  ms: 0,
+});
 
 test('chooseHint: positive votes only; longer than 10 characters; the longest wins, first on ties; bounded; no copies', () => {
   const next = 'No, I wanted the temperature in Celsius, not Fahrenheit. Please redo it.';
   // Reference section 13.5: a 5-character hint is rejected; of two valid hints the longest wins.
-  assert.deepEqual(chooseHint([vote(1, 'short')], next), { hint: null, vote: null, rejections: [{ vote: 0, reason: 'too_short' }] });
-  assert.deepEqual(chooseHint([vote(1, 'Use Celsius units.'), vote(1, 'Report temperatures in Celsius by default.')], next).vote, 1);
+  assert.deepEqual(chooseHint([vote(1, 'short')], next), {
+    hint: null,
+    vote: null,
+    rejections: [{ vote: 0, reason: 'too_short' }],
+  });
+  assert.deepEqual(
+    chooseHint([vote(1, 'Use Celsius units.'), vote(1, 'Report temperatures in Celsius by default.')], next).vote,
+    1,
+  );
 
-  const c = chooseHint([
-    vote(-1, null),
-    vote(1, null),
-    vote(1, 'exactly10!'),
-    vote(1, 'Give temperatures in Celsius.'),
-    vote(null, null),
-    vote(1, 'x'.repeat(601)),
-    vote(1, 'I wanted the temperature in Celsius, not Fahrenheit.'),
-    vote(1, 'Give temperatures in Celsius!'),
-  ], next);
+  const c = chooseHint(
+    [
+      vote(-1, null),
+      vote(1, null),
+      vote(1, 'exactly10!'),
+      vote(1, 'Give temperatures in Celsius.'),
+      vote(null, null),
+      vote(1, 'x'.repeat(601)),
+      vote(1, 'I wanted the temperature in Celsius, not Fahrenheit.'),
+      vote(1, 'Give temperatures in Celsius!'),
+    ],
+    next,
+  );
   assert.equal(c.hint, 'Give temperatures in Celsius.', 'the first of two equally long hints');
   assert.equal(c.vote, 3);
   assert.deepEqual(c.rejections, [
@@ -135,16 +164,32 @@ test('chooseHint: positive votes only; longer than 10 characters; the longest wi
 test('chooseHint: the positive hint votes must be a majority of the valid ones; quorum any is the reference', () => {
   const next = 'No, I wanted the temperature in Celsius, not Fahrenheit. Please redo it.';
   const hint = 'Report temperatures in Celsius by default.';
-  assert.deepEqual(chooseHint([vote(1, hint), vote(-1, null), vote(-1, null)], next), { hint: null, vote: null, rejections: [{ vote: 0, reason: 'outvoted' }] });
+  assert.deepEqual(chooseHint([vote(1, hint), vote(-1, null), vote(-1, null)], next), {
+    hint: null,
+    vote: null,
+    rejections: [{ vote: 0, reason: 'outvoted' }],
+  });
   assert.equal(chooseHint([vote(1, hint), vote(-1, null), vote(-1, null)], next, { quorum: 'any' }).hint, hint);
   const two = chooseHint([vote(-1, null), vote(1, null), vote(1, hint)], next);
-  assert.deepEqual([two.hint, two.vote, two.rejections], [hint, 2, [{ vote: 1, reason: 'missing' }]], 'two positive votes of three carry it, even when one has no hint');
-  assert.equal(chooseHint([vote(1, hint), vote(null, null), vote(-1, null)], next).hint, null, 'one of two valid votes is a tie');
-  assert.equal(chooseHint([vote(1, hint), vote(null, null), vote(null, null)], next).hint, hint, 'failed votes do not count against it');
+  assert.deepEqual(
+    [two.hint, two.vote, two.rejections],
+    [hint, 2, [{ vote: 1, reason: 'missing' }]],
+    'two positive votes of three carry it, even when one has no hint',
+  );
+  assert.equal(
+    chooseHint([vote(1, hint), vote(null, null), vote(-1, null)], next).hint,
+    null,
+    'one of two valid votes is a tie',
+  );
+  assert.equal(
+    chooseHint([vote(1, hint), vote(null, null), vote(null, null)], next).hint,
+    hint,
+    'failed votes do not count against it',
+  );
 });
 
 test('copy test: word-trigram containment in the next state, case and punctuation blind', () => {
-  const tool = 'Error: ENOENT: no such file or directory, open \'/home/u/notes.txt\'';
+  const tool = "Error: ENOENT: no such file or directory, open '/home/u/notes.txt'";
   const cases: [string, string, boolean][] = [
     ['Please answer in French, not English.', 'please answer in FRENCH -- not english!!', true],
     ['Answer in French from the first message.', 'Please answer in French, not English.', false],
@@ -155,7 +200,8 @@ test('copy test: word-trigram containment in the next state, case and punctuatio
     ['Prefer Celsius', 'Please answer in French.', false],
     ['', 'anything', false],
   ];
-  for (const [hint, source, copies] of cases) assert.equal(copiesText(hint, source), copies, `${hint} <- ${source}: ${overlap(hint, source)}`);
+  for (const [hint, source, copies] of cases)
+    assert.equal(copiesText(hint, source), copies, `${hint} <- ${source}: ${overlap(hint, source)}`);
   assert.equal(overlap('a b c d', 'a b c x'), 0.5);
   assert.equal(copiesText('a b c d', 'a b c x', 0.5), true, 'the threshold is a parameter');
 });

@@ -20,8 +20,15 @@ class GatedClient implements JudgeClient {
     return new Promise((resolve, reject) => {
       const entry = { resolve, reject };
       this.open.push(entry);
-      opts.signal?.addEventListener('abort', () => { this.aborted++; reject(opts.signal!.reason); });
-      this.waiters = this.waiters.filter((w) => (this.open.length >= w.n ? (w.resolve(), false) : true));
+      opts.signal?.addEventListener('abort', () => {
+        this.aborted++;
+        reject(opts.signal!.reason);
+      });
+      this.waiters = this.waiters.filter((w) => {
+        if (this.open.length < w.n) return true;
+        w.resolve();
+        return false;
+      });
     });
   }
 
@@ -37,12 +44,21 @@ class GatedClient implements JudgeClient {
   }
 }
 
-const turn = (id: string) => makeClosedTurn({ id, request: `secret request ${id}`, next: [{ role: 'user', content: 'thanks' }] });
+const turn = (id: string) =>
+  makeClosedTurn({ id, request: `secret request ${id}`, next: [{ role: 'user', content: 'thanks' }] });
 
 test('bounded: concurrency turns run, maxWaiting wait, the rest are refused; a re-offer is a no-op; drain waits for all', async () => {
   const client = new GatedClient();
   const judged: string[] = [];
-  const queue = new JudgeQueue({ client, concurrency: 1, maxWaiting: 1, judge: { votes: 2, hintVotes: 1 }, onJudged: (j) => { judged.push(j.turnId); } });
+  const queue = new JudgeQueue({
+    client,
+    concurrency: 1,
+    maxWaiting: 1,
+    judge: { votes: 2, hintVotes: 1 },
+    onJudged: (j) => {
+      judged.push(j.turnId);
+    },
+  });
   assert.equal(queue.offer(turn('a')), true);
   assert.equal(queue.offer(turn('b')), true);
   assert.equal(queue.offer(turn('c')), false, 'full: the caller keeps it pending');
@@ -52,7 +68,9 @@ test('bounded: concurrency turns run, maxWaiting wait, the rest are refused; a r
 
   await client.pending(3);
   let drained = false;
-  const drain = queue.drain().then(() => { drained = true; });
+  const drain = queue.drain().then(() => {
+    drained = true;
+  });
   assert.equal(client.answerAll('\\boxed{1}'), 3, 'one turn at a time: 2 eval + 1 hint requests');
   await client.pending(3);
   assert.equal(drained, false);
@@ -67,7 +85,10 @@ test('bounded: concurrency turns run, maxWaiting wait, the rest are refused; a r
   await queue.drain(); // idle: resolves at once
 
   const m = queue.metrics.snapshot();
-  assert.deepEqual([m['judge/queue/offered'], m['judge/queue/accepted'], m['judge/queue/full'], m['judge/queue/duplicate']], [6, 3, 1, 2]);
+  assert.deepEqual(
+    [m['judge/queue/offered'], m['judge/queue/accepted'], m['judge/queue/full'], m['judge/queue/duplicate']],
+    [6, 3, 1, 2],
+  );
   assert.deepEqual([m['judge/turns'], m['judge/score/+1'], m['judge/score/-1'], m['judge/score/0']], [3, 1, 1, 1]);
   assert.equal(m['judge/eval_votes/ok'], 6);
 });
@@ -75,7 +96,15 @@ test('bounded: concurrency turns run, maxWaiting wait, the rest are refused; a r
 test('close: refuses offers, forgets waiting turns, aborts running ones; none is reported as judged', async () => {
   const client = new GatedClient();
   const judged: JudgedTurn[] = [];
-  const queue = new JudgeQueue({ client, concurrency: 2, maxWaiting: 5, judge: { votes: 1, hintVotes: 0 }, onJudged: (j) => { judged.push(j); } });
+  const queue = new JudgeQueue({
+    client,
+    concurrency: 2,
+    maxWaiting: 5,
+    judge: { votes: 1, hintVotes: 0 },
+    onJudged: (j) => {
+      judged.push(j);
+    },
+  });
   for (const id of ['a', 'b', 'c']) assert.equal(queue.offer(turn(id)), true);
   await client.pending(2);
   await queue.close();
@@ -83,7 +112,10 @@ test('close: refuses offers, forgets waiting turns, aborts running ones; none is
   assert.deepEqual(judged, []);
   assert.equal(queue.offer(turn('d')), false);
   const m = queue.metrics.snapshot();
-  assert.deepEqual([m['judge/queue/cancelled'], m['judge/queue/dropped_on_close'], m['judge/queue/closed'], m['judge/turns']], [2, 1, 1, 0]);
+  assert.deepEqual(
+    [m['judge/queue/cancelled'], m['judge/queue/dropped_on_close'], m['judge/queue/closed'], m['judge/turns']],
+    [2, 1, 1, 0],
+  );
 });
 
 test('through the double: persistence failures are counted and logged, and logs carry no conversation text', async () => {
@@ -96,11 +128,19 @@ test('through the double: persistence failures are counted and logged, and logs 
     judge: { timeoutMs: 2_000, retries: 0 },
     metrics,
     log: (event, fields) => lines.push({ event, fields }),
-    onJudged: () => { if (failOnce) { failOnce = false; throw new Error('disk full'); } },
+    onJudged: () => {
+      if (failOnce) {
+        failOnce = false;
+        throw new Error('disk full');
+      }
+    },
   });
   try {
-    const script = (s: string) => makeClosedTurn({ request: `secret request ${s}`, next: [{ role: 'user', content: 'private reply' }] });
-    queue.offer(script('{{eval: 1|1|garbage}} {{hint: hint=Always state the units you used.|hint=State the units.|nohint}}'));
+    const script = (s: string) =>
+      makeClosedTurn({ request: `secret request ${s}`, next: [{ role: 'user', content: 'private reply' }] });
+    queue.offer(
+      script('{{eval: 1|1|garbage}} {{hint: hint=Always state the units you used.|hint=State the units.|nohint}}'),
+    );
     queue.offer(script('{{eval: 500|1|-1}} {{hint: hint=short|nohint|nohint}}'));
     queue.offer(makeClosedTurn({ next: null }));
     await queue.drain();
@@ -108,8 +148,14 @@ test('through the double: persistence failures are counted and logged, and logs 
     const m = metrics.snapshot();
     assert.equal(m['judge/turns'], 3);
     assert.equal(m['judge/skipped'], 1);
-    assert.deepEqual([m['judge/eval_votes/ok'], m['judge/eval_votes/http'], m['judge/eval_votes/unparseable']], [4, 1, 1]);
-    assert.deepEqual([m['judge/hint_votes/ok'], m['judge/hint/accepted'], m['judge/hint/rejected/too_short']], [6, 1, 1]);
+    assert.deepEqual(
+      [m['judge/eval_votes/ok'], m['judge/eval_votes/http'], m['judge/eval_votes/unparseable']],
+      [4, 1, 1],
+    );
+    assert.deepEqual(
+      [m['judge/hint_votes/ok'], m['judge/hint/accepted'], m['judge/hint/rejected/too_short']],
+      [6, 1, 1],
+    );
     assert.equal(m['judge/agreement/mean'], (1 + 0) / 2, 'unanimous among valid votes, then a tie');
     assert.equal(m['judge/agreement/unanimous'], 1);
     assert.equal(m['judge/queue/persist_failed'], 1);
@@ -123,7 +169,8 @@ test('through the double: persistence failures are counted and logged, and logs 
     assert.equal(judgedLine.fields.score, 1);
     assert.equal(judgedLine.fields.hintChars, 'Always state the units you used.'.length);
     const text = JSON.stringify(lines);
-    for (const secret of ['secret request', 'private reply', 'Always state']) assert.ok(!text.includes(secret), `${secret} leaked into the log`);
+    for (const secret of ['secret request', 'private reply', 'Always state'])
+      assert.ok(!text.includes(secret), `${secret} leaked into the log`);
   } finally {
     await queue.close();
     await double.close();
@@ -132,7 +179,16 @@ test('through the double: persistence failures are counted and logged, and logs 
 
 test('bad queue settings are refused at construction', () => {
   const client = new GatedClient();
-  assert.throws(() => new JudgeQueue({ client, concurrency: 0, onJudged: () => {} }), /concurrency must be an integer >= 1/);
-  assert.throws(() => new JudgeQueue({ client, maxWaiting: -1, onJudged: () => {} }), /maxWaiting must be an integer >= 0/);
-  assert.throws(() => new JudgeQueue({ client, judge: { votes: 0 }, onJudged: () => {} }), /votes must be an integer >= 1/);
+  assert.throws(
+    () => new JudgeQueue({ client, concurrency: 0, onJudged: () => {} }),
+    /concurrency must be an integer >= 1/,
+  );
+  assert.throws(
+    () => new JudgeQueue({ client, maxWaiting: -1, onJudged: () => {} }),
+    /maxWaiting must be an integer >= 0/,
+  );
+  assert.throws(
+    () => new JudgeQueue({ client, judge: { votes: 0 }, onJudged: () => {} }),
+    /votes must be an integer >= 1/,
+  );
 });

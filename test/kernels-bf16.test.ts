@@ -35,13 +35,23 @@ function operand(rows: number, cols: number, pad: number, kind: Kind): Operand {
 }
 
 interface Case {
-  M: number; N: number; K: number; transA: boolean; transB: boolean;
-  pad: number; alpha: number; beta: number; kindA: Kind; kindB: Kind;
+  M: number;
+  N: number;
+  K: number;
+  transA: boolean;
+  transB: boolean;
+  pad: number;
+  alpha: number;
+  beta: number;
+  kindA: Kind;
+  kindB: Kind;
 }
 
 function name(c: Case): string {
-  return `${c.M}x${c.N}x${c.K} ${c.transA ? 'T' : 'N'}${c.transB ? 'T' : 'N'} pad ${c.pad} alpha ${c.alpha} ` +
-    `beta ${c.beta} A ${c.kindA} B ${c.kindB}`;
+  return (
+    `${c.M}x${c.N}x${c.K} ${c.transA ? 'T' : 'N'}${c.transB ? 'T' : 'N'} pad ${c.pad} alpha ${c.alpha} ` +
+    `beta ${c.beta} A ${c.kindA} B ${c.kindB}`
+  );
 }
 
 /**
@@ -61,7 +71,21 @@ function check(kernels: Kernels, c: Case): void {
   if (c.beta === 0) C0.fill(NaN); // beta 0 overwrites, NaN included
   const [actual, expected] = [C0.slice(), C0.slice()];
   kernels.gemmBf16(c.transA, c.transB, c.M, c.N, c.K, c.alpha, A.data, A.ld, B.data, B.ld, c.beta, actual, ldc);
-  portableKernels.gemmBf16(c.transA, c.transB, c.M, c.N, c.K, c.alpha, A.data, A.ld, B.data, B.ld, c.beta, expected, ldc);
+  portableKernels.gemmBf16(
+    c.transA,
+    c.transB,
+    c.M,
+    c.N,
+    c.K,
+    c.alpha,
+    A.data,
+    A.ld,
+    B.data,
+    B.ld,
+    c.beta,
+    expected,
+    ldc,
+  );
   const a = (i: number, p: number): number => (c.transA ? A.at(p, i) : A.at(i, p));
   const b = (p: number, j: number): number => (c.transB ? B.at(j, p) : B.at(p, j));
   for (let i = 0; i < c.M; i++) {
@@ -69,10 +93,13 @@ function check(kernels: Kernels, c: Case): void {
       let magnitude = 0;
       for (let p = 0; p < c.K; p++) magnitude += Math.abs(a(i, p) * b(p, j));
       const at = i * ldc + j;
-      const bound = (c.K + 3) * 2 ** -24 * (Math.abs(c.alpha) * magnitude + (c.beta === 0 ? 0 : Math.abs(c.beta * C0[at])));
+      const bound =
+        (c.K + 3) * 2 ** -24 * (Math.abs(c.alpha) * magnitude + (c.beta === 0 ? 0 : Math.abs(c.beta * C0[at])));
       const error = Math.abs(actual[at] - expected[at]);
-      assert.ok(error <= bound,
-        `${name(c)}: C[${i},${j}] is ${actual[at]}, expected ${expected[at]} (error ${error} > ${bound})`);
+      assert.ok(
+        error <= bound,
+        `${name(c)}: C[${i},${j}] is ${actual[at]}, expected ${expected[at]} (error ${error} > ${bound})`,
+      );
     }
     // The padding of C is not written.
     for (let j = c.N; j < ldc; j++) {
@@ -82,16 +109,46 @@ function check(kernels: Kernels, c: Case): void {
 }
 
 const base: Case = {
-  M: 1, N: 1, K: 1, transA: false, transB: true, pad: 0, alpha: 1, beta: 0, kindA: 'f32', kindB: 'bf16',
+  M: 1,
+  N: 1,
+  K: 1,
+  transA: false,
+  transB: true,
+  pad: 0,
+  alpha: 1,
+  beta: 0,
+  kindA: 'f32',
+  kindB: 'bf16',
 };
 
 describe('toBf16, native against portable', { skip: skipNative }, () => {
   test('bit-exact on ties, subnormals, Inf, NaN and signed zeros', () => {
     const words = [
-      0x00000000, 0x80000000, 0x3f800000, 0x3f808000, 0x3f818000, 0x3f807fff, 0x3f808001, // ties to even, both ways
-      0x00000001, 0x00008000, 0x00018000, 0x007fffff, 0x807fffff, 0x00400000, // subnormals
-      0x7f7fffff, 0xff7fffff, 0x7f7f8000, 0x7f800000, 0xff800000, // the largest finite ones round to Inf
-      0x7fc00000, 0xffc00000, 0x7f800001, 0xff800001, 0x7f80ffff, 0x7fbfffff, 0x7fffffff, // quiet and signalling NaN
+      0x00000000,
+      0x80000000,
+      0x3f800000,
+      0x3f808000,
+      0x3f818000,
+      0x3f807fff,
+      0x3f808001, // ties to even, both ways
+      0x00000001,
+      0x00008000,
+      0x00018000,
+      0x007fffff,
+      0x807fffff,
+      0x00400000, // subnormals
+      0x7f7fffff,
+      0xff7fffff,
+      0x7f7f8000,
+      0x7f800000,
+      0xff800000, // the largest finite ones round to Inf
+      0x7fc00000,
+      0xffc00000,
+      0x7f800001,
+      0xff800001,
+      0x7f80ffff,
+      0x7fbfffff,
+      0x7fffffff, // quiet and signalling NaN
     ];
     const x = new Float32Array(new Uint32Array(words).buffer);
     const [actual, expected] = [new Uint16Array(x.length), new Uint16Array(x.length)];
@@ -111,14 +168,24 @@ describe('toBf16, native against portable', { skip: skipNative }, () => {
     const x = new Float32Array(words.buffer);
     const actual = new Uint16Array(n + 5).fill(0x1234);
     native().toBf16(actual, x, n);
-    for (let i = 0; i < n; i++) if (actual[i] !== bf16Bits(x[i])) assert.fail(`element ${i} (0x${words[i].toString(16)})`);
+    for (let i = 0; i < n; i++)
+      if (actual[i] !== bf16Bits(x[i])) assert.fail(`element ${i} (0x${words[i].toString(16)})`);
     assert.deepEqual([...actual.subarray(n)], [0x1234, 0x1234, 0x1234, 0x1234, 0x1234]);
   });
 
   test('short arrays are a RangeError naming the op', () => {
-    assert.throws(() => native().toBf16(new Uint16Array(3), new Float32Array(4), 4), /openclaw_native\.toBf16: out has 3/);
-    assert.throws(() => native().toBf16(new Uint16Array(4), new Float32Array(3), 4), /openclaw_native\.toBf16: x has 3/);
-    assert.throws(() => native().toBf16(new Float32Array(4) as unknown as Uint16Array, new Float32Array(4), 4), TypeError);
+    assert.throws(
+      () => native().toBf16(new Uint16Array(3), new Float32Array(4), 4),
+      /openclaw_native\.toBf16: out has 3/,
+    );
+    assert.throws(
+      () => native().toBf16(new Uint16Array(4), new Float32Array(3), 4),
+      /openclaw_native\.toBf16: x has 3/,
+    );
+    assert.throws(
+      () => native().toBf16(new Float32Array(4) as unknown as Uint16Array, new Float32Array(4), 4),
+      TypeError,
+    );
   });
 });
 
@@ -134,7 +201,11 @@ describe('gemmBf16, native against the portable oracle', { skip: skipNative }, (
 
   test('M = 1..8 on the other layouts and operand kinds', () => {
     for (let M = 1; M <= 8; M++) {
-      for (const [transA, transB] of [[false, false], [true, false], [true, true]] as const) {
+      for (const [transA, transB] of [
+        [false, false],
+        [true, false],
+        [true, true],
+      ] as const) {
         check(native(), { ...base, M, N: 45, K: 70, transA, transB, kindB: 'f32', pad: M % 3 });
         check(native(), { ...base, M, N: 33, K: 50, transA, transB, kindA: 'bf16', kindB: 'bf16', beta: 0.5 });
       }
@@ -142,11 +213,20 @@ describe('gemmBf16, native against the portable oracle', { skip: skipNative }, (
   });
 
   test('every transpose, stride, alpha, beta and operand kind on bigger shapes', () => {
-    const kinds: Array<[Kind, Kind]> = [['f32', 'f32'], ['f32', 'bf16'], ['bf16', 'f32'], ['bf16', 'bf16']];
+    const kinds: Array<[Kind, Kind]> = [
+      ['f32', 'f32'],
+      ['f32', 'bf16'],
+      ['bf16', 'f32'],
+      ['bf16', 'bf16'],
+    ];
     for (const transA of [false, true]) {
       for (const transB of [false, true]) {
         for (const [kindA, kindB] of kinds) {
-          for (const [alpha, beta, pad] of [[1, 0, 0], [0.75, 1, 5], [-2, -0.5, 1]]) {
+          for (const [alpha, beta, pad] of [
+            [1, 0, 0],
+            [0.75, 1, 5],
+            [-2, -0.5, 1],
+          ]) {
             check(native(), { M: 37, N: 53, K: 129, transA, transB, pad, alpha, beta, kindA, kindB });
           }
         }
@@ -175,12 +255,18 @@ describe('gemmBf16, native against the portable oracle', { skip: skipNative }, (
 
   test('bad arguments are errors naming the op and the argument', () => {
     const k = native();
-    const A = new Float32Array(12), B = new Uint16Array(12), C = new Float32Array(9);
+    const A = new Float32Array(12),
+      B = new Uint16Array(12),
+      C = new Float32Array(9);
     assert.throws(() => k.gemmBf16(false, true, 3, 3, 4, 1, A, 3, B, 4, 0, C, 3), /openclaw_native\.gemmBf16: lda = 3/);
-    assert.throws(() => k.gemmBf16(false, true, 3, 3, 4, 1, A, 4, B, 4, 0, new Float32Array(8), 3),
-      /openclaw_native\.gemmBf16: C has 8 elements/);
-    assert.throws(() => k.gemmBf16(false, true, 3, 3, 4, 1, A, 4, new Int16Array(12) as unknown as Uint16Array, 4, 0, C, 3),
-      /openclaw_native\.gemmBf16: argument 8 \(B\) must be a Float32Array or a Uint16Array/);
+    assert.throws(
+      () => k.gemmBf16(false, true, 3, 3, 4, 1, A, 4, B, 4, 0, new Float32Array(8), 3),
+      /openclaw_native\.gemmBf16: C has 8 elements/,
+    );
+    assert.throws(
+      () => k.gemmBf16(false, true, 3, 3, 4, 1, A, 4, new Int16Array(12) as unknown as Uint16Array, 4, 0, C, 3),
+      /openclaw_native\.gemmBf16: argument 8 \(B\) must be a Float32Array or a Uint16Array/,
+    );
     assert.throws(() => k.gemmBf16(false, true, -1, 3, 4, 1, A, 4, B, 4, 0, C, 3), /openclaw_native\.gemmBf16: M = -1/);
   });
 });

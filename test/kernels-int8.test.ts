@@ -17,9 +17,14 @@ const U = 2 ** -24;
 function weights(N: number, K: number): Float32Array {
   const w = new Float32Array(N * K);
   for (let b = 0; b < (N * K) / INT8_BLOCK; b++) {
-    const at = b * INT8_BLOCK, kind = b % 5, magnitude = 10 ** (Math.floor(random() * 3.5 + 3.5) - 6);
+    const at = b * INT8_BLOCK,
+      kind = b % 5,
+      magnitude = 10 ** (Math.floor(random() * 3.5 + 3.5) - 6);
     if (kind === 0) continue;
-    if (kind === 1) { w[at + (b % INT8_BLOCK)] = -magnitude; continue; }
+    if (kind === 1) {
+      w[at + (b % INT8_BLOCK)] = -magnitude;
+      continue;
+    }
     if (kind === 2) {
       // The largest is 127 * 2^-7, so scale = 2^-7 exactly and k + 0.5 steps are exact ties.
       w[at] = 127 / 128;
@@ -32,14 +37,17 @@ function weights(N: number, K: number): Float32Array {
 }
 
 function quantize(k: typeof portableKernels, w: Float32Array, N: number, K: number) {
-  const q = new Int8Array(N * K), scales = new Float32Array((N * K) / INT8_BLOCK);
+  const q = new Int8Array(N * K),
+    scales = new Float32Array((N * K) / INT8_BLOCK);
   k.quantizeInt8(q, scales, w, N, K);
   return { q, scales };
 }
 
 describe('quantizeInt8', () => {
   test('the portable oracle meets the definition: max|w| -> 127, error <= scale / 2, ties to even', () => {
-    const N = 40, K = 96, w = weights(N, K);
+    const N = 40,
+      K = 96,
+      w = weights(N, K);
     const { q, scales } = quantize(portableKernels, w, N, K);
     for (let b = 0; b < scales.length; b++) {
       let max = 0;
@@ -57,9 +65,15 @@ describe('quantizeInt8', () => {
   });
 
   test('native is bit-exact with the oracle', { skip: skipNative }, () => {
-    for (const [N, K] of [[1, 32], [7, 96], [300, 1024], [64, 3072]] as const) {
+    for (const [N, K] of [
+      [1, 32],
+      [7, 96],
+      [300, 1024],
+      [64, 3072],
+    ] as const) {
       const w = weights(N, K);
-      const expected = quantize(portableKernels, w, N, K), actual = quantize(native(), w, N, K);
+      const expected = quantize(portableKernels, w, N, K),
+        actual = quantize(native(), w, N, K);
       assert.deepEqual(actual.scales, expected.scales, `${N}x${K} scales`);
       assert.deepEqual(actual.q, expected.q, `${N}x${K} values`);
     }
@@ -67,11 +81,15 @@ describe('quantizeInt8', () => {
 
   test('K not a multiple of 32 is refused with a RangeError, as are short arrays', { skip: skipNative }, () => {
     for (const k of [portableKernels, native()]) {
-      assert.throws(() => k.quantizeInt8(new Int8Array(66), new Float32Array(3), new Float32Array(66), 2, 33),
-        (e: Error) => e instanceof RangeError && /K = 33 must be a multiple of 32/.test(e.message));
+      assert.throws(
+        () => k.quantizeInt8(new Int8Array(66), new Float32Array(3), new Float32Array(66), 2, 33),
+        (e: Error) => e instanceof RangeError && /K = 33 must be a multiple of 32/.test(e.message),
+      );
     }
-    assert.throws(() => native().quantizeInt8(new Int8Array(64), new Float32Array(1), new Float32Array(64), 2, 32),
-      /openclaw_native\.quantizeInt8: scales has 1/);
+    assert.throws(
+      () => native().quantizeInt8(new Int8Array(64), new Float32Array(1), new Float32Array(64), 2, 32),
+      /openclaw_native\.quantizeInt8: scales has 1/,
+    );
   });
 });
 
@@ -82,9 +100,11 @@ describe('quantizeInt8', () => {
  * |error| <= (K + 3) u sum_p |x_p q_p scale_p| to first order, as in kernels-bf16.test.ts.
  */
 function checkGemm(M: number, N: number, K: number): void {
-  const x = randomArrayFrom(random, M * K, 3), w = weights(N, K);
+  const x = randomArrayFrom(random, M * K, 3),
+    w = weights(N, K);
   const { q, scales } = quantize(portableKernels, w, N, K);
-  const actual = new Float32Array(M * N).fill(NaN), expected = new Float32Array(M * N);
+  const actual = new Float32Array(M * N).fill(NaN),
+    expected = new Float32Array(M * N);
   native().gemmInt8(M, N, K, x, q, scales, actual);
   portableKernels.gemmInt8(M, N, K, x, q, scales, expected);
   for (let i = 0; i < M; i++) {
@@ -101,13 +121,18 @@ function checkGemm(M: number, N: number, K: number): void {
 
 describe('gemmInt8', () => {
   test('the oracle equals x . dequantized(W)^T, summed independently', () => {
-    const M = 3, N = 9, K = 64, x = randomArrayFrom(random, M * K), w = weights(N, K);
+    const M = 3,
+      N = 9,
+      K = 64,
+      x = randomArrayFrom(random, M * K),
+      w = weights(N, K);
     const { q, scales } = quantize(portableKernels, w, N, K);
     const y = new Float32Array(M * N);
     portableKernels.gemmInt8(M, N, K, x, q, scales, y);
     for (let i = 0; i < M; i++) {
       for (let j = 0; j < N; j++) {
-        let sum = 0, magnitude = 0;
+        let sum = 0,
+          magnitude = 0;
         for (let p = K - 1; p >= 0; p--) {
           const term = x[i * K + p] * (q[j * K + p] * scales[(j * K + p) >> 5]);
           sum += term;
@@ -141,12 +166,19 @@ describe('gemmInt8', () => {
     native().gemmInt8(0, 2, 32, new Float32Array(0), new Int8Array(64), new Float32Array(2), y);
     assert.deepEqual([...y], [NaN, 7]);
     for (const k of [portableKernels, native()]) {
-      assert.throws(() => k.gemmInt8(1, 1, 40, new Float32Array(40), new Int8Array(40), new Float32Array(2), y),
-        (e: Error) => e instanceof RangeError && /K = 40 must be a multiple of 32/.test(e.message));
+      assert.throws(
+        () => k.gemmInt8(1, 1, 40, new Float32Array(40), new Int8Array(40), new Float32Array(2), y),
+        (e: Error) => e instanceof RangeError && /K = 40 must be a multiple of 32/.test(e.message),
+      );
     }
-    assert.throws(() => native().gemmInt8(2, 2, 32, new Float32Array(32), new Int8Array(64), new Float32Array(2), y),
-      /openclaw_native\.gemmInt8: x has 32/);
-    assert.throws(() => native().gemmInt8(1, 2, 32, new Float32Array(32), new Int8Array(64), new Float32Array(2),
-      new Float32Array(1)), /openclaw_native\.gemmInt8: y has 1/);
+    assert.throws(
+      () => native().gemmInt8(2, 2, 32, new Float32Array(32), new Int8Array(64), new Float32Array(2), y),
+      /openclaw_native\.gemmInt8: x has 32/,
+    );
+    assert.throws(
+      () =>
+        native().gemmInt8(1, 2, 32, new Float32Array(32), new Int8Array(64), new Float32Array(2), new Float32Array(1)),
+      /openclaw_native\.gemmInt8: y has 1/,
+    );
   });
 });

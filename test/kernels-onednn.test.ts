@@ -18,7 +18,8 @@ const nativePath = fileURLToPath(new URL('../src/engine/local/kernels/native.js'
 /** Runs `script` (an ES module body with `native` = loadNativeKernels()) in a child with the given OPENCLAW_RL_GEMM. */
 function inChild(gemm: string, script: string): ReturnType<typeof spawnSync> {
   const env = { ...process.env, OPENCLAW_RL_GEMM: gemm };
-  const body = `import { loadNativeKernels } from ${JSON.stringify(nativePath)};\n` +
+  const body =
+    `import { loadNativeKernels } from ${JSON.stringify(nativePath)};\n` +
     `const native = loadNativeKernels();\n${script}`;
   return spawnSync(process.execPath, ['--input-type=module', '-e', body], { env, encoding: 'utf8' });
 }
@@ -26,16 +27,29 @@ function inChild(gemm: string, script: string): ReturnType<typeof spawnSync> {
 /** The error of sgemm against portable (float64 sums) over transposes and strides: max |diff| / max |expected|. */
 function sgemmError(sgemm: typeof portableKernels.sgemm): number {
   let worst = 0;
-  for (const [transA, transB] of [[false, false], [false, true], [true, false], [true, true]] as const) {
-    const cases = [[1, 300, 257, 0, 1, 0], [37, 53, 129, 3, 0.5, 1], [130, 70, 300, 1, -1, 0.25]];
+  for (const [transA, transB] of [
+    [false, false],
+    [false, true],
+    [true, false],
+    [true, true],
+  ] as const) {
+    const cases = [
+      [1, 300, 257, 0, 1, 0],
+      [37, 53, 129, 3, 0.5, 1],
+      [130, 70, 300, 1, -1, 0.25],
+    ];
     for (const [M, N, K, pad, alpha, beta] of cases) {
-      const lda = (transA ? M : K) + pad, ldb = (transB ? K : N) + pad, ldc = N + pad;
-      const A = randomArrayFrom(random, (transA ? K : M) * lda), B = randomArrayFrom(random, (transB ? N : K) * ldb);
+      const lda = (transA ? M : K) + pad,
+        ldb = (transB ? K : N) + pad,
+        ldc = N + pad;
+      const A = randomArrayFrom(random, (transA ? K : M) * lda),
+        B = randomArrayFrom(random, (transB ? N : K) * ldb);
       const C0 = randomArrayFrom(random, M * ldc);
       const [actual, expected] = [C0.slice(), C0.slice()];
       sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, actual, ldc);
       portableKernels.sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, expected, ldc);
-      let scale = 0, error = 0;
+      let scale = 0,
+        error = 0;
       for (let i = 0; i < expected.length; i++) {
         scale = Math.max(scale, Math.abs(expected[i]));
         error = Math.max(error, Math.abs(actual[i] - expected[i]));
@@ -69,11 +83,19 @@ describe('the native GEMM backend', { skip: skipNative }, () => {
   });
 
   test('sgemv matches the portable kernels, on one thread and on several (both transposes, padded rows)', () => {
-    for (const [M, N, pad] of [[5, 7, 0], [3001, 257, 3], [300, 2100, 1]]) {
+    for (const [M, N, pad] of [
+      [5, 7, 0],
+      [3001, 257, 3],
+      [300, 2100, 1],
+    ]) {
       for (const trans of [false, true]) {
-        const A = randomArrayFrom(random, M * (N + pad)), x = randomArrayFrom(random, trans ? M : N);
+        const A = randomArrayFrom(random, M * (N + pad)),
+          x = randomArrayFrom(random, trans ? M : N);
         const y0 = randomArrayFrom(random, trans ? N : M);
-        for (const [alpha, beta] of [[1, 0], [-0.5, 2]]) {
+        for (const [alpha, beta] of [
+          [1, 0],
+          [-0.5, 2],
+        ]) {
           const [actual, expected] = [y0.slice(), y0.slice()];
           native().sgemv(trans, M, N, alpha, A, N + pad, x, beta, actual);
           portableKernels.sgemv(trans, M, N, alpha, A, N + pad, x, beta, expected);
@@ -86,7 +108,9 @@ describe('the native GEMM backend', { skip: skipNative }, () => {
   });
 
   test('OPENCLAW_RL_GEMM=blas forces the system BLAS, which matches too', () => {
-    const child = inChild('blas', `
+    const child = inChild(
+      'blas',
+      `
       const { portableKernels } = await import(${JSON.stringify(nativePath.replace(/native\.js$/, 'portable.js'))});
       const A = Float32Array.from({ length: 70 * 90 }, (_, i) => Math.sin(i));
       const B = Float32Array.from({ length: 90 * 50 }, (_, i) => Math.cos(i));
@@ -98,7 +122,8 @@ describe('the native GEMM backend', { skip: skipNative }, () => {
         error = Math.max(error, Math.abs(C[i] - D[i]));
         scale = Math.max(scale, Math.abs(D[i]));
       }
-      console.log(JSON.stringify({ info: native.info, relative: error / scale }));`);
+      console.log(JSON.stringify({ info: native.info, relative: error / scale }));`,
+    );
     assert.equal(child.status, 0, String(child.stderr));
     const { info, relative } = JSON.parse(String(child.stdout)) as { info: { gemm: string }; relative: number };
     assert.match(info.gemm, /^(openblas|accelerate)$/);
@@ -164,7 +189,8 @@ describe('gemmBf16 against PyTorch', { skip: skipNative }, () => {
     });
     assert.equal(run.status, 0, run.stderr);
     const torch = JSON.parse(run.stdout) as { exact: number[]; bf16: number[] };
-    let worstExact = 0, worstBf16 = 0;
+    let worstExact = 0,
+      worstBf16 = 0;
     for (let i = 0; i < M; i++) {
       for (let j = 0; j < N; j++) {
         let magnitude = 0;
@@ -180,7 +206,9 @@ describe('gemmBf16 against PyTorch', { skip: skipNative }, () => {
         worstBf16 = Math.max(worstBf16, Math.abs(ours - bf16) / magnitude);
       }
     }
-    t.diagnostic(`max |ours - float64| / sum|a||b| = ${worstExact.toExponential(2)}; ` +
-      `vs torch bf16: ${worstBf16.toExponential(2)}`);
+    t.diagnostic(
+      `max |ours - float64| / sum|a||b| = ${worstExact.toExponential(2)}; ` +
+        `vs torch bf16: ${worstBf16.toExponential(2)}`,
+    );
   });
 });

@@ -10,7 +10,6 @@ import { portableKernels } from '../src/engine/local/kernels/portable.js';
 import { native, skipNative } from './helpers/native.js';
 import { randomArrayFrom, randomSource } from './helpers/random-arrays.js';
 
-
 /** The implementations the mathematical checks run on. */
 function implementations(): Kernels[] {
   return skipNative ? [portableKernels] : [portableKernels, native()];
@@ -33,23 +32,43 @@ const TOLERANCE = 1e-5;
 const FD_TOLERANCE = 1e-4;
 
 /** |actual[i] - expected[i]| <= bound(i) for every i; NaN anywhere fails. */
-function assertWithin(actual: ArrayLike<number>, expected: ArrayLike<number>, bound: (i: number) => number, what: string): void {
+function assertWithin(
+  actual: ArrayLike<number>,
+  expected: ArrayLike<number>,
+  bound: (i: number) => number,
+  what: string,
+): void {
   assert.equal(actual.length, expected.length, `${what}: length`);
   for (let i = 0; i < expected.length; i++) {
     const error = Math.abs(actual[i] - expected[i]);
-    assert.ok(error <= bound(i), `${what}: element ${i} is ${actual[i]}, expected ${expected[i]} (error ${error} > ${bound(i)})`);
+    assert.ok(
+      error <= bound(i),
+      `${what}: element ${i} is ${actual[i]}, expected ${expected[i]} (error ${error} > ${bound(i)})`,
+    );
   }
 }
 
 /** max |actual - expected| <= tolerance * max |expected| (+ floor): for sums and differences that cancel. */
-function assertCloseNorm(actual: ArrayLike<number>, expected: ArrayLike<number>, what: string, tolerance = TOLERANCE, floor = 1e-30): void {
+function assertCloseNorm(
+  actual: ArrayLike<number>,
+  expected: ArrayLike<number>,
+  what: string,
+  tolerance = TOLERANCE,
+  floor = 1e-30,
+): void {
   let scale = 0;
   for (let i = 0; i < expected.length; i++) scale = Math.max(scale, Math.abs(expected[i]));
   assertWithin(actual, expected, () => tolerance * scale + floor, what);
 }
 
 /** |actual - expected| <= tolerance * |expected| + floor, element by element. */
-function assertCloseElementwise(actual: ArrayLike<number>, expected: ArrayLike<number>, what: string, tolerance = TOLERANCE, floor = 1e-30): void {
+function assertCloseElementwise(
+  actual: ArrayLike<number>,
+  expected: ArrayLike<number>,
+  what: string,
+  tolerance = TOLERANCE,
+  floor = 1e-30,
+): void {
   assertWithin(actual, expected, (i) => tolerance * Math.abs(expected[i]) + floor, what);
 }
 
@@ -103,9 +122,13 @@ function silu64(z: number): number {
 
 /** A block of score rows [rows, cols]: row i sees columns 0..firstRow+i. Its causal softmax and log-sum-exp. */
 function causalSoftmaxRows64(
-  S: ArrayLike<number>, rows: number, cols: number, firstRow: number,
+  S: ArrayLike<number>,
+  rows: number,
+  cols: number,
+  firstRow: number,
 ): { P: Float64Array; lse: Float64Array } {
-  const P = new Float64Array(rows * cols), lse = new Float64Array(rows);
+  const P = new Float64Array(rows * cols),
+    lse = new Float64Array(rows);
   for (let i = 0; i < rows; i++) {
     const visible = firstRow + i + 1;
     let max = -Infinity;
@@ -119,7 +142,11 @@ function causalSoftmaxRows64(
 }
 
 /** log-softmax of one row, and its entropy. */
-function logSoftmax64(z: ArrayLike<number>, offset: number, V: number): { lp: Float64Array; lse: number; entropy: number } {
+function logSoftmax64(
+  z: ArrayLike<number>,
+  offset: number,
+  V: number,
+): { lp: Float64Array; lse: number; entropy: number } {
   let max = -Infinity;
   for (let i = 0; i < V; i++) max = Math.max(max, z[offset + i]);
   let sum = 0;
@@ -144,7 +171,12 @@ function dot64(a: ArrayLike<number>, b: ArrayLike<number>): number {
 
 describe('training kernels against float64 mathematics', () => {
   test('rmsnormBackward is the gradient of sum(dy * rmsnorm(x, w)) (dx written or added, dw null or added)', () => {
-    for (const [rows, dim, eps, xScale] of [[1, 1, 0.5, 1], [3, 7, 1e-6, 2], [2, 33, 0.1, 0.3], [4, 16, 1e-5, 1]]) {
+    for (const [rows, dim, eps, xScale] of [
+      [1, 1, 0.5, 1],
+      [3, 7, 1e-6, 2],
+      [2, 33, 0.1, 0.3],
+      [4, 16, 1e-5, 1],
+    ]) {
       const x = randomArray(rows * dim, xScale);
       const w = randomArray(dim);
       const dy = randomArray(rows * dim);
@@ -170,7 +202,14 @@ describe('training kernels against float64 mathematics', () => {
             // kernels' float32 rounding of terms that cancel (completely when dim = 1).
             const dxFloor = TOLERANCE * maxAbs(terms.dxRow) + (accumulate ? 1.2e-7 * maxAbs(dx) : 0);
             assertCloseNorm(accumulate ? minus(dx, dx0) : dx, gradX, `${tag}: dx`, FD_TOLERANCE, dxFloor);
-            if (dw) assertCloseNorm(minus(dw, dw0), gradW, `${tag}: dw`, FD_TOLERANCE, TOLERANCE * maxAbs(terms.dw) + 1.2e-7 * maxAbs(dw));
+            if (dw)
+              assertCloseNorm(
+                minus(dw, dw0),
+                gradW,
+                `${tag}: dw`,
+                FD_TOLERANCE,
+                TOLERANCE * maxAbs(terms.dw) + 1.2e-7 * maxAbs(dw),
+              );
           }
         }
       }
@@ -193,7 +232,11 @@ describe('training kernels against float64 mathematics', () => {
       for (const k of implementations()) {
         const a = new Float32Array(n);
         k.siluMul(a, gate, up, n);
-        assertCloseNorm(a, Float64Array.from(gate, (g, i) => silu64(g) * up[i]), `${k.name} siluMul n=${n}: forward`);
+        assertCloseNorm(
+          a,
+          Float64Array.from(gate, (g, i) => silu64(g) * up[i]),
+          `${k.name} siluMul n=${n}: forward`,
+        );
         const [dg, du] = [new Float32Array(n), new Float32Array(n)];
         k.siluMulBackward(dg, du, da, gate, up, n);
         // dg = da up s (1 + z (1 - s)) may cancel: a floor relative to its terms.
@@ -204,16 +247,24 @@ describe('training kernels against float64 mathematics', () => {
     }
   });
 
-  test('causalSoftmaxRows gives a block\'s causal softmax and lse; causalSoftmaxBackwardRows P again and the gradient of dO . P(S) V', () => {
+  test("causalSoftmaxRows gives a block's causal softmax and lse; causalSoftmaxBackwardRows P again and the gradient of dO . P(S) V", () => {
     // [rows, cols, firstRow]: a whole small block, blocks further down (cols = firstRow + rows),
     // and one with columns beyond its last row's diagonal.
-    for (const [rows, cols, firstRow] of [[1, 1, 0], [3, 3, 0], [2, 7, 5], [4, 9, 3]] as const) {
-      const hd = 3, stride = 5; // dO and O rows with a gap between them, as in a [T, H*hd] matrix
+    for (const [rows, cols, firstRow] of [
+      [1, 1, 0],
+      [3, 3, 0],
+      [2, 7, 5],
+      [4, 9, 3],
+    ] as const) {
+      const hd = 3,
+        stride = 5; // dO and O rows with a gap between them, as in a [T, H*hd] matrix
       const S = randomArray(rows * cols, 3);
-      const V = randomArray(cols * hd), dO = randomArray(rows * stride);
+      const V = randomArray(cols * hd),
+        dO = randomArray(rows * stride);
       const expected = causalSoftmaxRows64(S, rows, cols, firstRow);
       // O = P V from the exact P, and dP = dO V^T: then sum_j P dP = dO . O, which the kernel uses.
-      const O = new Float32Array(rows * stride), dP = new Float32Array(rows * cols);
+      const O = new Float32Array(rows * stride),
+        dP = new Float32Array(rows * cols);
       for (let i = 0; i < rows; i++) {
         for (let d = 0; d < hd; d++) {
           let sum = 0;
@@ -230,15 +281,23 @@ describe('training kernels against float64 mathematics', () => {
       const gradS = numericGradient((x) => dot64(dP, causalSoftmaxRows64(x, rows, cols, firstRow).P), S, H);
       const what = `rows=${rows} cols=${cols} firstRow=${firstRow}`;
       for (const k of implementations()) {
-        const P = Float32Array.from(S), lse = new Float32Array(rows);
+        const P = Float32Array.from(S),
+          lse = new Float32Array(rows);
         k.causalSoftmaxRows(P, lse, rows, cols, firstRow);
         assertCloseElementwise(P, expected.P, `${k.name} causalSoftmaxRows ${what}: P`);
         assertCloseElementwise(lse, expected.lse, `${k.name} causalSoftmaxRows ${what}: lse`, TOLERANCE, 1e-6);
-        const again = Float32Array.from(S), dS = Float32Array.from(dP);
+        const again = Float32Array.from(S),
+          dS = Float32Array.from(dP);
         k.causalSoftmaxBackwardRows(dS, again, lse, dO, O, rows, cols, firstRow, hd, stride);
         assertCloseElementwise(again, expected.P, `${k.name} causalSoftmaxBackwardRows ${what}: P`);
         // dS = P (dP - dO . O) may cancel in every entry: a floor relative to dP.
-        assertCloseNorm(dS, gradS, `${k.name} causalSoftmaxBackwardRows ${what}: dS`, FD_TOLERANCE, TOLERANCE * maxAbs(dP));
+        assertCloseNorm(
+          dS,
+          gradS,
+          `${k.name} causalSoftmaxBackwardRows ${what}: dS`,
+          FD_TOLERANCE,
+          TOLERANCE * maxAbs(dP),
+        );
         for (let i = 0; i < rows; i++) {
           for (let j = firstRow + i + 1; j < cols; j++) {
             assert.equal(dS[i * cols + j], 0, `dS[${i},${j}] beyond the diagonal`);
@@ -250,7 +309,12 @@ describe('training kernels against float64 mathematics', () => {
   });
 
   test('logitsStats, then logitsBackward plus the one-hot parts, are the gradient of sum gT*lp(target) + gX*lp(extra) + gH*H', () => {
-    for (const [rows, V] of [[1, 1], [1, 2], [3, 11], [2, 40]]) {
+    for (const [rows, V] of [
+      [1, 1],
+      [1, 2],
+      [3, 11],
+      [2, 40],
+    ]) {
       const z = randomArray(rows * V, 3);
       // Row 0 far from 0: the kernels must subtract the max.
       for (let i = 0; i < V; i++) z[i] += 50;
@@ -273,8 +337,18 @@ describe('training kernels against float64 mathematics', () => {
         k.logitsStats(lse, entropy, z, rows, V);
         // lse = max + log(sum) may cancel: relative to the row's largest logit as well.
         const lseScale = (r: number) => Math.max(Math.abs(expected[r].lse), maxAbs(z.subarray(r * V, (r + 1) * V)));
-        assertWithin(lse, expected.map((e) => e.lse), (r) => TOLERANCE * lseScale(r), `${what}: lse`);
-        assertWithin(entropy, expected.map((e) => e.entropy), () => TOLERANCE, `${what}: entropy`);
+        assertWithin(
+          lse,
+          expected.map((e) => e.lse),
+          (r) => TOLERANCE * lseScale(r),
+          `${what}: lse`,
+        );
+        assertWithin(
+          entropy,
+          expected.map((e) => e.entropy),
+          () => TOLERANCE,
+          `${what}: entropy`,
+        );
         const dz = Float32Array.from(z);
         const gSum = Float32Array.from(gT, (g, r) => g + gX[r]);
         k.logitsBackward(dz, rows, V, lse, entropy, gSum, gH);
@@ -291,7 +365,10 @@ describe('training kernels against float64 mathematics', () => {
 
   test('adamw matches AdamW computed by hand in float64 over 3 steps with bias correction', () => {
     const n = 37;
-    for (const [lr, beta1, beta2, eps, weightDecay] of [[1e-2, 0.9, 0.999, 1e-8, 0.1], [3e-3, 0.8, 0.95, 1e-3, 0]]) {
+    for (const [lr, beta1, beta2, eps, weightDecay] of [
+      [1e-2, 0.9, 0.999, 1e-8, 0.1],
+      [3e-3, 0.8, 0.95, 1e-3, 0],
+    ]) {
       const p0 = randomArray(n);
       const grads = [1, 10, 0.1].map((scale) => {
         const g = randomArray(n, scale);
@@ -307,7 +384,12 @@ describe('training kernels against float64 mathematics', () => {
       // same recursion on |g|; p relative to travel, the sum of its steps taken with mAbs.
       const mAbs = new Float64Array(n);
       const travel = new Float64Array(n);
-      const states = implementations().map((k) => ({ k, p: Float32Array.from(p0), m: new Float32Array(n), v: new Float32Array(n) }));
+      const states = implementations().map((k) => ({
+        k,
+        p: Float32Array.from(p0),
+        m: new Float32Array(n),
+        v: new Float32Array(n),
+      }));
       for (let t = 1; t <= 3; t++) {
         const g = grads[t - 1];
         const bc1 = 1 - beta1 ** t;
@@ -335,7 +417,10 @@ describe('training kernels against float64 mathematics', () => {
 // ---- native kernels against the portable ones --------------------------------------------------
 
 /** Runs the same call on copies of the arrays for native and portable; returns [native, portable] copies. */
-function both(arrays: Float32Array[], call: (k: Kernels, copies: Float32Array[]) => void): [Float32Array[], Float32Array[]] {
+function both(
+  arrays: Float32Array[],
+  call: (k: Kernels, copies: Float32Array[]) => void,
+): [Float32Array[], Float32Array[]] {
   const results = [native(), portableKernels].map((k) => {
     const copies = arrays.map((a) => Float32Array.from(a));
     call(k, copies);
@@ -362,13 +447,28 @@ function logitsInput(rows: number, V: number): Float32Array {
   return z;
 }
 
-const logitsShapes: Array<[number, number]> = [[1, 1], [1, 2], [4, 17], [4, 1023], [2, 1025], [5, 4097], [4, 151936]];
+const logitsShapes: Array<[number, number]> = [
+  [1, 1],
+  [1, 2],
+  [4, 17],
+  [4, 1023],
+  [2, 1025],
+  [5, 4097],
+  [4, 151936],
+];
 
 /**
  * The sizes of the terms of rmsnormBackward, in float64: per row, max_i |rstd w_i dy_i| + |x_i c|
  * (dx_i is their difference); per column, sum_r |dy x| rstd (dw_i is the signed sum).
  */
-function rmsnormBackwardTerms(dy: Float32Array, x: Float32Array, w: Float32Array, rows: number, dim: number, eps: number) {
+function rmsnormBackwardTerms(
+  dy: Float32Array,
+  x: Float32Array,
+  w: Float32Array,
+  rows: number,
+  dim: number,
+  eps: number,
+) {
   const dxRow = new Float64Array(rows);
   const dw = new Float64Array(dim);
   for (let r = 0; r < rows; r++) {
@@ -393,7 +493,11 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
   test('adamw (n = 1, 7, 1000, 4099; three steps from the same state)', () => {
     const [lr, beta1, beta2, eps, weightDecay] = [1e-3, 0.9, 0.999, 1e-8, 0.01];
     for (const n of [1, 7, 1000, 4099]) {
-      let [p, m, v]: Float32Array[] = [randomArray(n), randomArray(n, 0.1), Float32Array.from(randomArray(n, 0.1), (x) => x * x)];
+      let [p, m, v]: Float32Array[] = [
+        randomArray(n),
+        randomArray(n, 0.1),
+        Float32Array.from(randomArray(n, 0.1), (x) => x * x),
+      ];
       for (const [step, gScale] of [0.5, 1, 2].entries()) {
         const t = step + 5;
         const [bc1, bc2] = [1 - beta1 ** t, 1 - beta2 ** t];
@@ -408,8 +512,13 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
         assertWithin(fromNative[1], fromPortable[1], (i) => TOLERANCE * mTerms(i) + 1e-30, `${what}: m`);
         assertCloseElementwise(fromNative[2], fromPortable[2], `${what}: v`);
         const stepTerms = (i: number) =>
-          lr * ((mTerms(i) / bc1) / (Math.sqrt(fromPortable[2][i] / bc2) + eps) + weightDecay * Math.abs(p[i]));
-        assertWithin(fromNative[0], fromPortable[0], (i) => TOLERANCE * stepTerms(i) + 1.2e-7 * Math.abs(p[i]), `${what}: p`);
+          lr * (mTerms(i) / bc1 / (Math.sqrt(fromPortable[2][i] / bc2) + eps) + weightDecay * Math.abs(p[i]));
+        assertWithin(
+          fromNative[0],
+          fromPortable[0],
+          (i) => TOLERANCE * stepTerms(i) + 1.2e-7 * Math.abs(p[i]),
+          `${what}: p`,
+        );
         [p, m, v] = fromPortable;
       }
     }
@@ -422,10 +531,17 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
       // Squares are exact in float64 and every term is positive: the sums differ only by the
       // order of the float64 additions.
       const sum = portableKernels.sumSquares(x, n);
-      assert.ok(Math.abs(k.sumSquares(x, n) - sum) <= 1e-14 * sum, `sumSquares n=${n}: ${k.sumSquares(x, n)} vs ${sum}`);
+      assert.ok(
+        Math.abs(k.sumSquares(x, n) - sum) <= 1e-14 * sum,
+        `sumSquares n=${n}: ${k.sumSquares(x, n)} vs ${sum}`,
+      );
       for (const alpha of [0.37, 1e-3, 0]) {
         const [fromNative, fromPortable] = both([x], (kk, [xc]) => kk.scale(xc, n, alpha));
-        assert.deepEqual(fromNative[0], fromPortable[0], `scale n=${n} alpha=${alpha}: one rounding of the float64 product`);
+        assert.deepEqual(
+          fromNative[0],
+          fromPortable[0],
+          `scale n=${n} alpha=${alpha}: one rounding of the float64 product`,
+        );
       }
     }
     const x = randomArray(1000);
@@ -438,7 +554,14 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
   });
 
   test('rmsnormBackward (rows 1 to 4099, odd dims; accumulate true/false; dw null/given)', () => {
-    for (const [rows, dim] of [[1, 1], [1, 1024], [3, 7], [5, 1027], [17, 128], [4099, 16]]) {
+    for (const [rows, dim] of [
+      [1, 1],
+      [1, 1024],
+      [3, 7],
+      [5, 1027],
+      [17, 128],
+      [4099, 16],
+    ]) {
       const x = randomArray(rows * dim, 3);
       const w = randomArray(dim);
       const dy = randomArray(rows * dim);
@@ -456,10 +579,18 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
           // rounding of what is stored (the added-to value may be much larger than the gradient).
           const base = accumulate ? dx0 : new Float32Array(rows * dim);
           const rounding = (stored: Float32Array, i: number) => 1.2e-7 * Math.abs(stored[i]);
-          assertWithin(minus(fromNative[0], base), minus(fromPortable[0], base),
-            (i) => TOLERANCE * terms.dxRow[Math.floor(i / dim)] + rounding(fromPortable[0], i), `${what}: dx`);
-          assertWithin(minus(fromNative[1], dw0), minus(fromPortable[1], dw0),
-            (i) => TOLERANCE * terms.dw[i] + rounding(fromPortable[1], i), `${what}: dw`);
+          assertWithin(
+            minus(fromNative[0], base),
+            minus(fromPortable[0], base),
+            (i) => TOLERANCE * terms.dxRow[Math.floor(i / dim)] + rounding(fromPortable[0], i),
+            `${what}: dx`,
+          );
+          assertWithin(
+            minus(fromNative[1], dw0),
+            minus(fromPortable[1], dw0),
+            (i) => TOLERANCE * terms.dw[i] + rounding(fromPortable[1], i),
+            `${what}: dw`,
+          );
           if (!withDw) assert.deepEqual(fromNative[1], dw0, `${what}: dw untouched`);
         }
       }
@@ -505,7 +636,12 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
         const s = 1 / (1 + Math.exp(-gate[i]));
         return Math.abs(da[i] * up[i] * s) * (1 + Math.abs(gate[i]) * (1 - s));
       };
-      assertWithin(fromNative[0], fromPortable[0], (i) => TOLERANCE * termScale(i) + 1e-30, `siluMulBackward n=${n}: dg`);
+      assertWithin(
+        fromNative[0],
+        fromPortable[0],
+        (i) => TOLERANCE * termScale(i) + 1e-30,
+        `siluMulBackward n=${n}: dg`,
+      );
       assertCloseElementwise(fromNative[1], fromPortable[1], `siluMulBackward n=${n}: du`);
     }
   });
@@ -518,16 +654,27 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
       );
       const what = `logitsStats ${rows}x${V}`;
       // lse = max + log(sum) may cancel: relative to the largest logit of the row as well.
-      const rowScale = (r: number) => Math.max(Math.abs(fromPortable[0][r]), maxAbs(z.subarray(r * V, (r + 1) * V).filter(Number.isFinite)));
+      const rowScale = (r: number) =>
+        Math.max(Math.abs(fromPortable[0][r]), maxAbs(z.subarray(r * V, (r + 1) * V).filter(Number.isFinite)));
       assertWithin(fromNative[0], fromPortable[0], (r) => TOLERANCE * rowScale(r), `${what}: lse`);
-      assertWithin(fromNative[1], fromPortable[1], (i) => TOLERANCE * Math.max(1, Math.abs(fromPortable[1][i])), `${what}: entropy`);
+      assertWithin(
+        fromNative[1],
+        fromPortable[1],
+        (i) => TOLERANCE * Math.max(1, Math.abs(fromPortable[1][i])),
+        `${what}: entropy`,
+      );
       // A masked row's statistics are those of its unmasked logits.
       if (rows > 3 && V > 1) {
         const kept = z.subarray(3 * V, 4 * V).filter((value) => value !== -Infinity);
         const [lse, entropy] = [new Float32Array(1), new Float32Array(1)];
         native().logitsStats(lse, entropy, kept, 1, kept.length);
         assertWithin(lse, fromNative[0].subarray(3, 4), () => TOLERANCE * rowScale(3), `${what}: masked row lse`);
-        assertWithin(entropy, fromNative[1].subarray(3, 4), () => TOLERANCE * Math.max(1, entropy[0]), `${what}: masked row entropy`);
+        assertWithin(
+          entropy,
+          fromNative[1].subarray(3, 4),
+          () => TOLERANCE * Math.max(1, entropy[0]),
+          `${what}: masked row entropy`,
+        );
       }
     }
   });
@@ -551,20 +698,34 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
       portableKernels.logitsStats(lse, entropy, z, rows, V);
       const gSum = randomArray(rows);
       const gEntropy = randomArray(rows);
-      const [fromNative, fromPortable] = both([z], (k, [dz]) => k.logitsBackward(dz, rows, V, lse, entropy, gSum, gEntropy));
+      const [fromNative, fromPortable] = both([z], (k, [dz]) =>
+        k.logitsBackward(dz, rows, V, lse, entropy, gSum, gEntropy),
+      );
       // Relative to the size of the terms of dz_i = -p_i (gSum + gEntropy (lp_i + H)), which may cancel.
       const termScale = (i: number) => {
         const r = Math.floor(i / V);
         const lp = z[i] - lse[r];
         return Math.exp(lp) * (Math.abs(gSum[r]) + Math.abs(gEntropy[r]) * (Math.abs(lp) + Math.abs(entropy[r])));
       };
-      assertWithin(fromNative[0], fromPortable[0], (i) => (Number.isFinite(z[i]) ? TOLERANCE * termScale(i) + 1e-30 : 1e-30), `logitsBackward ${rows}x${V}`);
+      assertWithin(
+        fromNative[0],
+        fromPortable[0],
+        (i) => (Number.isFinite(z[i]) ? TOLERANCE * termScale(i) + 1e-30 : 1e-30),
+        `logitsBackward ${rows}x${V}`,
+      );
     }
   });
 
   /** Score blocks [rows, cols, firstRow] as attention makes them: a first block, later and partial ones. */
   const scoreBlocks: Array<[number, number, number]> = [
-    [1, 1, 0], [2, 2, 0], [7, 7, 0], [33, 33, 0], [128, 128, 0], [128, 256, 128], [44, 300, 256], [5, 40, 30],
+    [1, 1, 0],
+    [2, 2, 0],
+    [7, 7, 0],
+    [33, 33, 0],
+    [128, 128, 0],
+    [128, 256, 128],
+    [44, 300, 256],
+    [5, 40, 30],
   ];
 
   /** Scores up to +-100 or +-8, NaN beyond each row's visible columns (which must be ignored). */
@@ -584,7 +745,8 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
     for (const [rows, cols, firstRow] of scoreBlocks) {
       const S = scoreInput(rows, cols, firstRow);
       const [fromNative, fromPortable] = both([S, new Float32Array(rows)], (k, [P, lse]) =>
-        k.causalSoftmaxRows(P, lse, rows, cols, firstRow));
+        k.causalSoftmaxRows(P, lse, rows, cols, firstRow),
+      );
       const what = `causalSoftmaxRows ${rows}x${cols}+${firstRow}`;
       assertCloseElementwise(fromNative[0], fromPortable[0], `${what}: P`);
       assertCloseElementwise(fromNative[1], fromPortable[1], `${what}: lse`, TOLERANCE, 1e-6);
@@ -593,11 +755,14 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
   });
 
   test('causalSoftmaxRows finds a single dominant score (1000) at every position of a row', () => {
-    const rows = 70, cols = 100, firstRow = 30;
+    const rows = 70,
+      cols = 100,
+      firstRow = 30;
     const S = randomArray(rows * cols, 4);
     for (let i = 0; i < rows; i++) S[i * cols + ((i * 37) % (firstRow + i + 1))] = 1000;
     const [fromNative, fromPortable] = both([S, new Float32Array(rows)], (k, [P, lse]) =>
-      k.causalSoftmaxRows(P, lse, rows, cols, firstRow));
+      k.causalSoftmaxRows(P, lse, rows, cols, firstRow),
+    );
     assertCloseElementwise(fromNative[0], fromPortable[0], 'causalSoftmaxRows peak: P');
     assertCloseElementwise(fromNative[1], fromPortable[1], 'causalSoftmaxRows peak: lse');
   });
@@ -605,19 +770,23 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
   test('causalSoftmaxBackwardRows (blocks up to 128 x 300, head dims 1 to 128; S and dP beyond the diagonal are ignored and zeroed)', () => {
     for (const [[rows, cols, firstRow], hd] of scoreBlocks.map((b, i) => [b, [1, 7, 16, 64, 128][i % 5]!] as const)) {
       const stride = hd + 3;
-      const S = scoreInput(rows, cols, firstRow), lse = new Float32Array(rows);
+      const S = scoreInput(rows, cols, firstRow),
+        lse = new Float32Array(rows);
       portableKernels.causalSoftmaxRows(Float32Array.from(S), lse, rows, cols, firstRow);
       const dP = scoreInput(rows, cols, firstRow).map((x) => x / 100);
-      const dO = randomArray(rows * stride), O = randomArray(rows * stride);
+      const dO = randomArray(rows * stride),
+        O = randomArray(rows * stride);
       const [fromNative, fromPortable] = both([dP, S], (k, [dS, P]) =>
-        k.causalSoftmaxBackwardRows(dS, P, lse, dO, O, rows, cols, firstRow, hd, stride));
+        k.causalSoftmaxBackwardRows(dS, P, lse, dO, O, rows, cols, firstRow, hd, stride),
+      );
       const what = `causalSoftmaxBackwardRows ${rows}x${cols}+${firstRow} hd=${hd}`;
       // exp(s - lse) to a few ulp, and values below e^-87 may come out as ~1.6e-38 (vec_math.h).
       const P = fromPortable[1];
       assertCloseElementwise(fromNative[1], P, `${what}: P`, TOLERANCE, 1e-37);
       // dS_ij = P_ij (dP_ij - dO_i . O_i), relative to the size of its terms.
       const termScale = (index: number) => {
-        const i = Math.floor(index / cols), j = index % cols;
+        const i = Math.floor(index / cols),
+          j = index % cols;
         if (j > firstRow + i) return 0;
         let dot = 0;
         for (let d = 0; d < hd; d++) dot += Math.abs(dO[i * stride + d] * O[i * stride + d]);
@@ -649,7 +818,9 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
     expectError('adamw', /bc2 = 0 must be in \(0, 1\] \(1 - beta2\^t\)/, () => adamw(4, f(4), 1e-3, 0.9, 0));
     expectError('adamw', /lr = nan must be in \[0, inf\]/, () => adamw(4, f(4), NaN, 0.9, 0.001));
     expectError('adamw', /beta1 = 1 must be in \[0, 1\)/, () => adamw(4, f(4), 1e-3, 1, 0.001));
-    expectError('adamw', /expected 12 arguments, got 11/, () => untyped.adamw(p, f(4), f(4), f(4), 4, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0.1));
+    expectError('adamw', /expected 12 arguments, got 11/, () =>
+      untyped.adamw(p, f(4), f(4), f(4), 4, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0.1),
+    );
     assert.deepEqual([...p], [7, 7, 7, 7], 'p untouched after refused calls');
 
     expectError('sumSquares', /x has 3 elements but needs n = 4/, () => k.sumSquares(f(3), 4));
@@ -658,40 +829,78 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
     expectError('scale', /expected 3 arguments, got 2/, () => untyped.scale(g, 4));
     assert.deepEqual([...g], [2, 2, 2, 2], 'x untouched after refused calls');
 
-    expectError('rmsnormBackward', /dw has 3 elements but needs dim = 4/, () => k.rmsnormBackward(f(8), f(3), f(8), f(8), f(4), 2, 4, 1e-6, false));
+    expectError('rmsnormBackward', /dw has 3 elements but needs dim = 4/, () =>
+      k.rmsnormBackward(f(8), f(3), f(8), f(8), f(4), 2, 4, 1e-6, false),
+    );
     expectError('rmsnormBackward', /argument 1 \(dw\) must be a Float32Array or null/, () =>
-      untyped.rmsnormBackward(f(8), undefined, f(8), f(8), f(4), 2, 4, 1e-6, false));
-    expectError('rmsnormBackward', /dy has 7 elements but needs rows\*dim = 8/, () => k.rmsnormBackward(f(8), null, f(7), f(8), f(4), 2, 4, 1e-6, true));
+      untyped.rmsnormBackward(f(8), undefined, f(8), f(8), f(4), 2, 4, 1e-6, false),
+    );
+    expectError('rmsnormBackward', /dy has 7 elements but needs rows\*dim = 8/, () =>
+      k.rmsnormBackward(f(8), null, f(7), f(8), f(4), 2, 4, 1e-6, true),
+    );
     expectError('rmsnormBackward', /argument 8 \(accumulate\) must be a boolean/, () =>
-      untyped.rmsnormBackward(f(8), null, f(8), f(8), f(4), 2, 4, 1e-6, 1));
-    expectError('siluMulBackward', /du has 4 elements but needs n = 5/, () => k.siluMulBackward(f(5), f(4), f(5), f(5), f(5), 5));
+      untyped.rmsnormBackward(f(8), null, f(8), f(8), f(4), 2, 4, 1e-6, 1),
+    );
+    expectError('siluMulBackward', /du has 4 elements but needs n = 5/, () =>
+      k.siluMulBackward(f(5), f(4), f(5), f(5), f(5), 5),
+    );
     expectError('logitsStats', /V = 0 must be an integer in \[1,/, () => k.logitsStats(f(2), f(2), f(0), 2, 0));
-    expectError('logitsStats', /logits has 9 elements but needs rows\*V = 10/, () => k.logitsStats(f(2), f(2), f(9), 2, 5));
-    expectError('logitsStats', /entropy has 1 elements but needs rows = 2/, () => k.logitsStats(f(2), f(1), f(10), 2, 5));
+    expectError('logitsStats', /logits has 9 elements but needs rows\*V = 10/, () =>
+      k.logitsStats(f(2), f(2), f(9), 2, 5),
+    );
+    expectError('logitsStats', /entropy has 1 elements but needs rows = 2/, () =>
+      k.logitsStats(f(2), f(1), f(10), 2, 5),
+    );
     const logits = f(10).fill(3);
-    expectError('logitsBackward', /gEntropy has 1 elements but needs rows = 2/, () => k.logitsBackward(logits, 2, 5, f(2), f(2), f(2), f(1)));
+    expectError('logitsBackward', /gEntropy has 1 elements but needs rows = 2/, () =>
+      k.logitsBackward(logits, 2, 5, f(2), f(2), f(2), f(1)),
+    );
     expectError('logitsBackward', /argument 5 \(gSum\) must be a Float32Array/, () =>
-      k.logitsBackward(logits, 2, 5, f(2), f(2), new Float64Array(2) as unknown as Float32Array, f(2)));
+      k.logitsBackward(logits, 2, 5, f(2), f(2), new Float64Array(2) as unknown as Float32Array, f(2)),
+    );
     assert.deepEqual([...logits], Array(10).fill(3), 'logits untouched after refused calls');
     const S = f(12).fill(5);
-    expectError('causalSoftmaxRows', /S has 11 elements but needs rows\*cols = 12/, () => k.causalSoftmaxRows(f(11), f(3), 3, 4, 1));
-    expectError('causalSoftmaxRows', /firstRow \+ rows = 2 \+ 3 exceeds cols = 4/, () => k.causalSoftmaxRows(S, f(3), 3, 4, 2));
-    expectError('causalSoftmaxRows', /lse has 2 elements but needs rows = 3/, () => k.causalSoftmaxRows(S, f(2), 3, 4, 1));
-    expectError('causalSoftmaxRows', /firstRow = 1.5 must be an integer/, () => k.causalSoftmaxRows(S, f(3), 3, 4, 1.5));
+    expectError('causalSoftmaxRows', /S has 11 elements but needs rows\*cols = 12/, () =>
+      k.causalSoftmaxRows(f(11), f(3), 3, 4, 1),
+    );
+    expectError('causalSoftmaxRows', /firstRow \+ rows = 2 \+ 3 exceeds cols = 4/, () =>
+      k.causalSoftmaxRows(S, f(3), 3, 4, 2),
+    );
+    expectError('causalSoftmaxRows', /lse has 2 elements but needs rows = 3/, () =>
+      k.causalSoftmaxRows(S, f(2), 3, 4, 1),
+    );
+    expectError('causalSoftmaxRows', /firstRow = 1.5 must be an integer/, () =>
+      k.causalSoftmaxRows(S, f(3), 3, 4, 1.5),
+    );
     const dP = f(12).fill(5);
     const backwardRows = (
-      scores: Float32Array, lse: Float32Array, dO: Float32Array, firstRow: number, headDim: number, stride: number,
+      scores: Float32Array,
+      lse: Float32Array,
+      dO: Float32Array,
+      firstRow: number,
+      headDim: number,
+      stride: number,
     ) => k.causalSoftmaxBackwardRows(dP, scores, lse, dO, f(10), 3, 4, firstRow, headDim, stride);
     expectError('causalSoftmaxBackwardRows', /S has 11 elements but needs rows\*cols = 12/, () =>
-      backwardRows(f(11), f(3), f(10), 1, 2, 4));
+      backwardRows(f(11), f(3), f(10), 1, 2, 4),
+    );
     expectError('causalSoftmaxBackwardRows', /firstRow \+ rows = 2 \+ 3 exceeds cols = 4/, () =>
-      backwardRows(S, f(3), f(10), 2, 2, 4));
-    expectError('causalSoftmaxBackwardRows', /lse has 2 elements but needs rows = 3/, () => backwardRows(S, f(2), f(10), 1, 2, 4));
-    expectError('causalSoftmaxBackwardRows', /dO has 9 elements but needs 10 for rows x headDim = 3 x 2 with stride = 4/, () =>
-      backwardRows(S, f(3), f(9), 1, 2, 4));
-    expectError('causalSoftmaxBackwardRows', /stride = 1 must be >= max\(1, 2\)/, () => backwardRows(S, f(3), f(10), 1, 2, 1));
+      backwardRows(S, f(3), f(10), 2, 2, 4),
+    );
+    expectError('causalSoftmaxBackwardRows', /lse has 2 elements but needs rows = 3/, () =>
+      backwardRows(S, f(2), f(10), 1, 2, 4),
+    );
+    expectError(
+      'causalSoftmaxBackwardRows',
+      /dO has 9 elements but needs 10 for rows x headDim = 3 x 2 with stride = 4/,
+      () => backwardRows(S, f(3), f(9), 1, 2, 4),
+    );
+    expectError('causalSoftmaxBackwardRows', /stride = 1 must be >= max\(1, 2\)/, () =>
+      backwardRows(S, f(3), f(10), 1, 2, 1),
+    );
     expectError('causalSoftmaxBackwardRows', /expected 10 arguments, got 9/, () =>
-      untyped.causalSoftmaxBackwardRows(dP, S, f(3), f(10), f(10), 3, 4, 1, 2));
+      untyped.causalSoftmaxBackwardRows(dP, S, f(3), f(10), f(10), 3, 4, 1, 2),
+    );
     assert.deepEqual([...dP], Array(12).fill(5), 'dP untouched after refused calls');
     assert.deepEqual([...S], Array(12).fill(5), 'S untouched after refused calls');
   });

@@ -13,7 +13,6 @@ import { portableKernels } from '../src/engine/local/kernels/portable.js';
 import { native, skipNative } from './helpers/native.js';
 import { randomArrayFrom, randomSource } from './helpers/random-arrays.js';
 
-
 // ---- inputs -------------------------------------------------------------------------------
 
 const random = randomSource(20261129);
@@ -58,11 +57,25 @@ function assertCloseElementwise(actual: ArrayLike<number>, expected: ArrayLike<n
 // ---- float64 references (deliberately naive, independent of portable.ts) --------------------
 
 interface GemmCase {
-  M: number; N: number; K: number; transA: boolean; transB: boolean;
-  pad: number; alpha: number; beta: number;
+  M: number;
+  N: number;
+  K: number;
+  transA: boolean;
+  transB: boolean;
+  pad: number;
+  alpha: number;
+  beta: number;
 }
 
-function referenceGemm(c: GemmCase, A: Float32Array, lda: number, B: Float32Array, ldb: number, C0: Float32Array, ldc: number): Float64Array {
+function referenceGemm(
+  c: GemmCase,
+  A: Float32Array,
+  lda: number,
+  B: Float32Array,
+  ldb: number,
+  C0: Float32Array,
+  ldc: number,
+): Float64Array {
   const C = Float64Array.from(C0);
   for (let i = 0; i < c.M; i++) {
     for (let j = 0; j < c.N; j++) {
@@ -78,7 +91,17 @@ function referenceGemm(c: GemmCase, A: Float32Array, lda: number, B: Float32Arra
   return C;
 }
 
-function referenceGemv(trans: boolean, M: number, N: number, alpha: number, A: Float32Array, lda: number, x: Float32Array, beta: number, y0: Float32Array): Float64Array {
+function referenceGemv(
+  trans: boolean,
+  M: number,
+  N: number,
+  alpha: number,
+  A: Float32Array,
+  lda: number,
+  x: Float32Array,
+  beta: number,
+  y0: Float32Array,
+): Float64Array {
   const y = Float64Array.from(y0);
   const outLength = trans ? N : M;
   const inLength = trans ? M : N;
@@ -91,11 +114,23 @@ function referenceGemv(trans: boolean, M: number, N: number, alpha: number, A: F
 }
 
 interface AttentionCase {
-  Tq: number; start: number; nHeads: number; nKvHeads: number; headDim: number;
-  kvPad: number; scoreScale: number;
+  Tq: number;
+  start: number;
+  nHeads: number;
+  nKvHeads: number;
+  headDim: number;
+  kvPad: number;
+  scoreScale: number;
 }
 
-function referenceAttention(c: AttentionCase, q: Float32Array, k: Float32Array, v: Float32Array, kvStride: number, scale: number): Float64Array {
+function referenceAttention(
+  c: AttentionCase,
+  q: Float32Array,
+  k: Float32Array,
+  v: Float32Array,
+  kvStride: number,
+  scale: number,
+): Float64Array {
   const width = c.nHeads * c.headDim;
   const out = new Float64Array(c.Tq * width);
   for (let h = 0; h < c.nHeads; h++) {
@@ -105,7 +140,8 @@ function referenceAttention(c: AttentionCase, q: Float32Array, k: Float32Array, 
       const scores: number[] = [];
       for (let j = 0; j < visible; j++) {
         let dot = 0;
-        for (let d = 0; d < c.headDim; d++) dot += q[t * width + h * c.headDim + d] * k[j * kvStride + kvHead * c.headDim + d];
+        for (let d = 0; d < c.headDim; d++)
+          dot += q[t * width + h * c.headDim + d] * k[j * kvStride + kvHead * c.headDim + d];
         scores.push(dot * scale);
       }
       const max = Math.max(...scores);
@@ -124,13 +160,24 @@ function referenceAttention(c: AttentionCase, q: Float32Array, k: Float32Array, 
 // ---- cases --------------------------------------------------------------------------------
 
 const gemmShapes: Array<[number, number, number]> = [
-  [1, 1, 1], [1, 7, 13], [5, 1, 9], [3, 5, 7], [17, 31, 9], [33, 65, 129], [64, 64, 64], [7, 300, 1],
+  [1, 1, 1],
+  [1, 7, 13],
+  [5, 1, 9],
+  [3, 5, 7],
+  [17, 31, 9],
+  [33, 65, 129],
+  [64, 64, 64],
+  [7, 300, 1],
 ];
 
 const gemmCases: GemmCase[] = gemmShapes.flatMap(([M, N, K], shape) =>
   [false, true].flatMap((transA) =>
     [false, true].map((transB) => ({
-      M, N, K, transA, transB,
+      M,
+      N,
+      K,
+      transA,
+      transB,
       pad: shape % 3 === 0 ? 0 : shape % 3 === 1 ? 3 : 8,
       alpha: shape % 2 === 0 ? 1 : 0.75,
       beta: shape % 4 === 0 ? 0 : shape % 4 === 1 ? 1 : -0.5,
@@ -170,9 +217,21 @@ function gemmName(c: GemmCase): string {
 }
 
 const gemvCases: Array<{ trans: boolean; M: number; N: number; pad: number; alpha: number; beta: number }> = [
-  [1, 1], [1, 9], [13, 1], [37, 129], [64, 300], [250, 33],
+  [1, 1],
+  [1, 9],
+  [13, 1],
+  [37, 129],
+  [64, 300],
+  [250, 33],
 ].flatMap(([M, N], i) =>
-  [false, true].map((trans) => ({ trans, M, N, pad: i % 2 === 0 ? 0 : 5, alpha: i % 2 === 0 ? 1 : 1.25, beta: i % 3 === 0 ? 0 : 0.5 })),
+  [false, true].map((trans) => ({
+    trans,
+    M,
+    N,
+    pad: i % 2 === 0 ? 0 : 5,
+    alpha: i % 2 === 0 ? 1 : 1.25,
+    beta: i % 3 === 0 ? 0 : 0.5,
+  })),
 );
 
 const attentionCases: AttentionCase[] = [
@@ -203,7 +262,19 @@ function attentionInputs(c: AttentionCase) {
 
 function runAttention(kernels: Kernels, c: AttentionCase, inputs: ReturnType<typeof attentionInputs>): Float32Array {
   const out = new Float32Array(c.Tq * c.nHeads * c.headDim);
-  kernels.attention(out, inputs.q, inputs.k, inputs.v, c.Tq, c.start, c.nHeads, c.nKvHeads, c.headDim, inputs.kvStride, inputs.scale);
+  kernels.attention(
+    out,
+    inputs.q,
+    inputs.k,
+    inputs.v,
+    c.Tq,
+    c.start,
+    c.nHeads,
+    c.nKvHeads,
+    c.headDim,
+    inputs.kvStride,
+    inputs.scale,
+  );
   return out;
 }
 
@@ -230,7 +301,11 @@ describe('portable kernels', () => {
       if (c.beta === 0) y0.fill(NaN);
       const y = Float32Array.from(y0);
       portableKernels.sgemv(c.trans, c.M, c.N, c.alpha, a.data, a.ld, x, c.beta, y);
-      assertCloseNorm(y, referenceGemv(c.trans, c.M, c.N, c.alpha, a.data, a.ld, x, c.beta, y0), `portable sgemv ${JSON.stringify(c)}`);
+      assertCloseNorm(
+        y,
+        referenceGemv(c.trans, c.M, c.N, c.alpha, a.data, a.ld, x, c.beta, y0),
+        `portable sgemv ${JSON.stringify(c)}`,
+      );
     }
   });
 
@@ -267,7 +342,10 @@ describe('portable kernels', () => {
     const invFreq = Float32Array.from([1, 0.5]);
     const x = Float32Array.from([1, 2, 3, 4, 1, 2, 3, 4]);
     portableKernels.rope(x, 2, 1, headDim, Int32Array.from([0, 1]), invFreq);
-    const rotated = (a: number, b: number, angle: number) => [a * Math.cos(angle) - b * Math.sin(angle), b * Math.cos(angle) + a * Math.sin(angle)];
+    const rotated = (a: number, b: number, angle: number) => [
+      a * Math.cos(angle) - b * Math.sin(angle),
+      b * Math.cos(angle) + a * Math.sin(angle),
+    ];
     const [x0, x2] = rotated(1, 3, 1);
     const [x1, x3] = rotated(2, 4, 0.5);
     assertCloseElementwise(x, [1, 2, 3, 4, x0, x1, x2, x3], 'portable rope');
@@ -315,7 +393,11 @@ describe('native kernels', { skip: skipNative }, () => {
         return y;
       });
       const name = JSON.stringify(c);
-      assertCloseNorm(yNative, referenceGemv(c.trans, c.M, c.N, c.alpha, a.data, a.ld, x, c.beta, y0), `native sgemv vs float64 ${name}`);
+      assertCloseNorm(
+        yNative,
+        referenceGemv(c.trans, c.M, c.N, c.alpha, a.data, a.ld, x, c.beta, y0),
+        `native sgemv vs float64 ${name}`,
+      );
       assertCloseNorm(yNative, yPortable, `native sgemv vs portable ${name}`);
     }
   });
@@ -326,12 +408,21 @@ describe('native kernels', { skip: skipNative }, () => {
       const fromNative = runAttention(native(), c, inputs);
       const expected = referenceAttention(c, inputs.q, inputs.k, inputs.v, inputs.kvStride, inputs.scale);
       assertCloseNorm(fromNative, expected, `native attention vs float64 ${attentionName(c)}`);
-      assertCloseNorm(fromNative, runAttention(portableKernels, c, inputs), `native attention vs portable ${attentionName(c)}`);
+      assertCloseNorm(
+        fromNative,
+        runAttention(portableKernels, c, inputs),
+        `native attention vs portable ${attentionName(c)}`,
+      );
     }
   });
 
   test('rmsnorm matches portable, also in place', () => {
-    for (const [rows, dim] of [[1, 1], [3, 7], [5, 1027], [2, 64]]) {
+    for (const [rows, dim] of [
+      [1, 1],
+      [3, 7],
+      [5, 1027],
+      [2, 64],
+    ]) {
       const x = randomArray(rows * dim, 3);
       const weight = randomArray(dim);
       const [fromNative, fromPortable] = [native(), portableKernels].map((kernels) => {
@@ -365,7 +456,12 @@ describe('native kernels', { skip: skipNative }, () => {
   });
 
   test('rope matches portable (odd head counts, large positions)', () => {
-    for (const [rows, heads, headDim] of [[1, 1, 2], [3, 3, 6], [4, 2, 64], [2, 5, 130]]) {
+    for (const [rows, heads, headDim] of [
+      [1, 1, 2],
+      [3, 3, 6],
+      [4, 2, 64],
+      [2, 5, 130],
+    ]) {
       const x = randomArray(rows * heads * headDim);
       const positions = Int32Array.from({ length: rows }, (_, r) => (r === rows - 1 ? 40961 : r * 7));
       const invFreq = ropeInverseFrequencies(headDim);
@@ -444,33 +540,61 @@ describe('native kernels', { skip: skipNative }, () => {
       });
 
     const C = f(4).fill(7);
-    expectError('sgemm', /A has 3 elements but needs 4/, () => k.sgemm(false, false, 2, 2, 2, 1, f(3), 2, f(4), 2, 0, C, 2));
+    expectError('sgemm', /A has 3 elements but needs 4/, () =>
+      k.sgemm(false, false, 2, 2, 2, 1, f(3), 2, f(4), 2, 0, C, 2),
+    );
     assert.deepEqual([...C], [7, 7, 7, 7], 'C untouched after a refused call');
-    expectError('sgemm', /B has 5 elements but needs 6 for N x K = 3 x 2/, () => k.sgemm(false, true, 2, 3, 2, 1, f(4), 2, f(5), 2, 0, f(6), 3));
-    expectError('sgemm', /lda = 1 must be >= max\(1, 2\)/, () => k.sgemm(false, false, 2, 2, 2, 1, f(4), 1, f(4), 2, 0, f(4), 2));
+    expectError('sgemm', /B has 5 elements but needs 6 for N x K = 3 x 2/, () =>
+      k.sgemm(false, true, 2, 3, 2, 1, f(4), 2, f(5), 2, 0, f(6), 3),
+    );
+    expectError('sgemm', /lda = 1 must be >= max\(1, 2\)/, () =>
+      k.sgemm(false, false, 2, 2, 2, 1, f(4), 1, f(4), 2, 0, f(4), 2),
+    );
     expectError('sgemm', /C has 3 elements/, () => k.sgemm(false, false, 2, 2, 2, 1, f(4), 2, f(4), 2, 0, f(3), 2));
     expectError('sgemm', /argument 6 \(A\) must be a Float32Array/, () =>
-      k.sgemm(false, false, 2, 2, 2, 1, new Float64Array(4) as unknown as Float32Array, 2, f(4), 2, 0, f(4), 2));
-    expectError('sgemm', /argument 6 \(A\) must be a Float32Array/, () => untyped.sgemm(false, false, 2, 2, 2, 1, [1, 2, 3, 4], 2, f(4), 2, 0, f(4), 2));
+      k.sgemm(false, false, 2, 2, 2, 1, new Float64Array(4) as unknown as Float32Array, 2, f(4), 2, 0, f(4), 2),
+    );
+    expectError('sgemm', /argument 6 \(A\) must be a Float32Array/, () =>
+      untyped.sgemm(false, false, 2, 2, 2, 1, [1, 2, 3, 4], 2, f(4), 2, 0, f(4), 2),
+    );
     expectError('sgemm', /expected 13 arguments, got 2/, () => untyped.sgemm(false, false));
-    expectError('sgemm', /argument 0 \(transA\) must be a boolean/, () => untyped.sgemm(0, false, 2, 2, 2, 1, f(4), 2, f(4), 2, 0, f(4), 2));
-    expectError('sgemm', /M = 1.5 must be an integer/, () => k.sgemm(false, false, 1.5, 2, 2, 1, f(4), 2, f(4), 2, 0, f(4), 2));
-    expectError('sgemm', /N = -1 must be an integer/, () => k.sgemm(false, false, 2, -1, 2, 1, f(4), 2, f(4), 2, 0, f(4), 2));
-    expectError('sgemm', /K = nan must be an integer/, () => k.sgemm(false, false, 2, 2, NaN, 1, f(4), 2, f(4), 2, 0, f(4), 2));
+    expectError('sgemm', /argument 0 \(transA\) must be a boolean/, () =>
+      untyped.sgemm(0, false, 2, 2, 2, 1, f(4), 2, f(4), 2, 0, f(4), 2),
+    );
+    expectError('sgemm', /M = 1.5 must be an integer/, () =>
+      k.sgemm(false, false, 1.5, 2, 2, 1, f(4), 2, f(4), 2, 0, f(4), 2),
+    );
+    expectError('sgemm', /N = -1 must be an integer/, () =>
+      k.sgemm(false, false, 2, -1, 2, 1, f(4), 2, f(4), 2, 0, f(4), 2),
+    );
+    expectError('sgemm', /K = nan must be an integer/, () =>
+      k.sgemm(false, false, 2, 2, NaN, 1, f(4), 2, f(4), 2, 0, f(4), 2),
+    );
     expectError('sgemv', /x has 2 elements but needs N = 3/, () => k.sgemv(false, 2, 3, 1, f(6), 3, f(2), 0, f(2)));
     expectError('sgemv', /y has 2 elements but needs N = 3/, () => k.sgemv(true, 2, 3, 1, f(6), 3, f(2), 0, f(2)));
     expectError('rmsnorm', /weight has 3 elements but needs dim = 4/, () => k.rmsnorm(f(8), f(8), f(3), 2, 4, 1e-6));
     expectError('rmsnorm', /out has 7 elements/, () => k.rmsnorm(f(7), f(8), f(4), 2, 4, 1e-6));
     expectError('siluMul', /up has 4 elements but needs n = 5/, () => k.siluMul(f(5), f(5), f(4), 5));
     expectError('rope', /headDim = 3 must be even/, () => k.rope(f(6), 2, 1, 3, new Int32Array(2), f(1)));
-    expectError('rope', /positions has 1 elements but needs rows = 2/, () => k.rope(f(8), 2, 1, 4, new Int32Array(1), f(2)));
+    expectError('rope', /positions has 1 elements but needs rows = 2/, () =>
+      k.rope(f(8), 2, 1, 4, new Int32Array(1), f(2)),
+    );
     expectError('rope', /argument 4 \(positions\) must be a Int32Array/, () =>
-      k.rope(f(8), 2, 1, 4, new Float32Array(2) as unknown as Int32Array, f(2)));
-    expectError('attention', /nHeads = 3 must be a multiple of nKvHeads = 2/, () => k.attention(f(6), f(6), f(8), f(8), 1, 0, 3, 2, 2, 4, 1));
+      k.rope(f(8), 2, 1, 4, new Float32Array(2) as unknown as Int32Array, f(2)),
+    );
+    expectError('attention', /nHeads = 3 must be a multiple of nKvHeads = 2/, () =>
+      k.attention(f(6), f(6), f(8), f(8), 1, 0, 3, 2, 2, 4, 1),
+    );
     // start + Tq = 4 cache rows of 4 floats are read, but only 3 rows are there.
-    expectError('attention', /k has 12 elements but needs 16/, () => k.attention(f(8), f(8), f(12), f(16), 1, 3, 4, 2, 2, 4, 1));
-    expectError('attention', /kvStride = 3 must be >= max\(1, 4\)/, () => k.attention(f(8), f(8), f(16), f(16), 1, 3, 4, 2, 2, 3, 1));
-    expectError('attention', /q has 4 elements but needs Tq\*nHeads\*headDim = 8/, () => k.attention(f(8), f(4), f(16), f(16), 1, 3, 4, 2, 2, 4, 1));
+    expectError('attention', /k has 12 elements but needs 16/, () =>
+      k.attention(f(8), f(8), f(12), f(16), 1, 3, 4, 2, 2, 4, 1),
+    );
+    expectError('attention', /kvStride = 3 must be >= max\(1, 4\)/, () =>
+      k.attention(f(8), f(8), f(16), f(16), 1, 3, 4, 2, 2, 3, 1),
+    );
+    expectError('attention', /q has 4 elements but needs Tq\*nHeads\*headDim = 8/, () =>
+      k.attention(f(8), f(4), f(16), f(16), 1, 3, 4, 2, 2, 4, 1),
+    );
     expectError('setThreads', /n = 0 must be an integer in \[1,/, () => k.setThreads(0));
   });
 });

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { LocalEngine } from '../src/engine/local/engine.js';
 import { LocalLearner } from '../src/engine/local/learner.js';
-import type { TrainingSample } from '../src/engine/types.js';
+import type { GenerationEvent, TrainingSample } from '../src/engine/types.js';
 import { makeTinyModel, maxAbsDiff, scratchDir } from './helpers/models.js';
 
 const dir = makeTinyModel({ family: 'qwen3', seed: 51, initStd: 0.05 });
@@ -20,7 +20,22 @@ for (const mode of ['lora', 'full'] as const) {
   test(`${mode}: train in the worker, publish, and the engine serves the trained policy`, async () => {
     const engine = await LocalEngine.open(dir);
     const learner = await LocalLearner.open(engine, {
-      config: { mode: mode === 'lora' ? { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'v', 'down'] } } : { kind: 'full' }, optimizer: { lr: mode === 'lora' ? 5e-3 : 1e-3, beta1: 0.9, beta2: 0.98, eps: 1e-8, weightDecay: 0, warmupSteps: 0, maxGradNorm: 1 }, miniBatchSize: 1 },
+      config: {
+        mode:
+          mode === 'lora'
+            ? { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'v', 'down'] } }
+            : { kind: 'full' },
+        optimizer: {
+          lr: mode === 'lora' ? 5e-3 : 1e-3,
+          beta1: 0.9,
+          beta2: 0.98,
+          eps: 1e-8,
+          weightDecay: 0,
+          warmupSteps: 0,
+          maxGradNorm: 1,
+        },
+        miniBatchSize: 1,
+      },
     });
     try {
       const before = mean((await engine.logprobs(promptIds, completionIds)).logprobs);
@@ -35,8 +50,9 @@ for (const mode of ['lora', 'full'] as const) {
       assert.ok(after > before + 1, `served log-prob ${before.toFixed(3)} -> ${after.toFixed(3)}`);
       const base = mean((await engine.logprobs(promptIds, completionIds, { version: 0 })).logprobs);
       assert.ok(Math.abs(base - before) < 1e-6, 'the frozen base changed');
-      let finish;
-      for await (const e of engine.generate(promptIds, { maxTokens: 2, seed: 1, stopTokenIds: [] })) if (e.type === 'finish') finish = e;
+      let finish: Extract<GenerationEvent, { type: 'finish' }> | undefined;
+      for await (const e of engine.generate(promptIds, { maxTokens: 2, seed: 1, stopTokenIds: [] }))
+        if (e.type === 'finish') finish = e;
       assert.equal(finish!.version, 1);
     } finally {
       await learner.close();
@@ -47,7 +63,11 @@ for (const mode of ['lora', 'full'] as const) {
 
 test('forwardBackward + optimStep is the same update as trainBatch over one mini-batch', async () => {
   const engine = await LocalEngine.open(dir);
-  const config = { mode: { kind: 'lora' as const, spec: { rank: 4, alpha: 8, targets: ['q' as const, 'k' as const] } }, miniBatchSize: 1, seed: 3 };
+  const config = {
+    mode: { kind: 'lora' as const, spec: { rank: 4, alpha: 8, targets: ['q' as const, 'k' as const] } },
+    miniBatchSize: 1,
+    seed: 3,
+  };
   const a = await LocalLearner.open(engine, { config });
   const b = await LocalLearner.open(engine, { config });
   try {
@@ -68,7 +88,10 @@ test('forwardBackward + optimStep is the same update as trainBatch over one mini
 test('a checkpoint resumes steps, published version, consumed ids and the exact weights', async () => {
   const checkpointDir = join(scratchDir('ocrl-ckpt-'), 'learner');
   const engine = await LocalEngine.open(dir);
-  const config = { mode: { kind: 'lora' as const, spec: { rank: 4, alpha: 8, targets: ['q' as const, 'up' as const] } }, miniBatchSize: 1 };
+  const config = {
+    mode: { kind: 'lora' as const, spec: { rank: 4, alpha: 8, targets: ['q' as const, 'up' as const] } },
+    miniBatchSize: 1,
+  };
   try {
     const first = await LocalLearner.open(engine, { config, checkpointDir });
     assert.equal(first.resumed.steps, 0);
@@ -88,7 +111,10 @@ test('a checkpoint resumes steps, published version, consumed ids and the exact 
     assert.deepEqual(Array.from(resumed.data), Array.from(saved.data));
     await second.close();
 
-    await assert.rejects(LocalLearner.open(engine, { config: { ...config, mode: { kind: 'full' } }, checkpointDir }), /trains a LoRA .* this run trains all parameters/);
+    await assert.rejects(
+      LocalLearner.open(engine, { config: { ...config, mode: { kind: 'full' } }, checkpointDir }),
+      /trains a LoRA .* this run trains all parameters/,
+    );
   } finally {
     await engine.close();
   }
@@ -96,7 +122,10 @@ test('a checkpoint resumes steps, published version, consumed ids and the exact 
 
 test('a second learner on the same engine numbers its publications after the version being served', async () => {
   const engine = await LocalEngine.open(dir);
-  const config = { mode: { kind: 'lora' as const, spec: { rank: 4, alpha: 8, targets: ['q' as const] } }, miniBatchSize: 1 };
+  const config = {
+    mode: { kind: 'lora' as const, spec: { rank: 4, alpha: 8, targets: ['q' as const] } },
+    miniBatchSize: 1,
+  };
   try {
     const first = await LocalLearner.open(engine, { config });
     assert.equal((await first.publishTo(engine)).version, 1);
@@ -111,10 +140,13 @@ test('a second learner on the same engine numbers its publications after the ver
   }
 });
 
-test('versionAfter above the checkpoint\'s published version: the next publication follows it', async () => {
+test("versionAfter above the checkpoint's published version: the next publication follows it", async () => {
   const checkpointDir = join(scratchDir('ocrl-ckpt-'), 'learner');
   const engine = await LocalEngine.open(dir);
-  const config = { mode: { kind: 'lora' as const, spec: { rank: 4, alpha: 8, targets: ['v' as const] } }, miniBatchSize: 1 };
+  const config = {
+    mode: { kind: 'lora' as const, spec: { rank: 4, alpha: 8, targets: ['v' as const] } },
+    miniBatchSize: 1,
+  };
   try {
     const first = await LocalLearner.open(engine, { config, checkpointDir });
     await first.publish();
@@ -124,7 +156,10 @@ test('versionAfter above the checkpoint\'s published version: the next publicati
     assert.equal(second.resumed.version, 5);
     assert.equal((await second.publishTo(engine)).version, 6);
     await second.close();
-    await assert.rejects(LocalLearner.open(engine, { config, versionAfter: -1 }), /versionAfter must be a non-negative integer/);
+    await assert.rejects(
+      LocalLearner.open(engine, { config, versionAfter: -1 }),
+      /versionAfter must be a non-negative integer/,
+    );
   } finally {
     await engine.close();
   }

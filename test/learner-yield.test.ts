@@ -12,7 +12,10 @@ import { makeTinyModel } from './helpers/models.js';
 
 const dir = makeTinyModel({ family: 'qwen3', seed: 81, initStd: 0.05 });
 const sample: TrainingSample = { promptIds: [11, 22, 33], completionIds: [5, 300, 9, 120], advantages: [1, 1, 1, 1] };
-const config: LocalLearnerOptions['config'] = { mode: { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'v'] } }, miniBatchSize: 1 };
+const config: LocalLearnerOptions['config'] = {
+  mode: { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'v'] } },
+  miniBatchSize: 1,
+};
 // Yield points of a one-step batch (KL off, one micro-batch): before each layer and the head in
 // the anchoring forward and the step's forward, before each layer in the backward.
 const yieldPoints = 3 * readModelFolder(dir).config.numLayers + 2;
@@ -21,13 +24,22 @@ const yieldPoints = 3 * readModelFolder(dir).config.numLayers + 2;
 function keepServing(engine: LocalEngine, loops: number) {
   const ac = new AbortController();
   let serving!: () => void;
-  const started = new Promise<void>((resolve) => { serving = resolve; });
+  const started = new Promise<void>((resolve) => {
+    serving = resolve;
+  });
   const running = Array.from({ length: loops }, async (_, i) => {
     for (let seed = i; !ac.signal.aborted; seed += loops) {
-      for await (const e of engine.generate([1, 2, 3], { maxTokens: 300, seed }, ac.signal)) if (e.type === 'token') serving();
+      for await (const e of engine.generate([1, 2, 3], { maxTokens: 300, seed }, ac.signal))
+        if (e.type === 'token') serving();
     }
   });
-  return { started, stop: async () => { ac.abort(); await Promise.all(running); } };
+  return {
+    started,
+    stop: async () => {
+      ac.abort();
+      await Promise.all(running);
+    },
+  };
 }
 
 test('under continuous serving a step completes, having yielded a bounded time; with yielding off it never waits', async () => {
@@ -43,7 +55,10 @@ test('under continuous serving a step completes, having yielded a bounded time; 
     assert.ok(m!.yieldedMs > 0, 'the learner did not yield to a busy engine');
     assert.ok(m!.yieldedMs <= m!.seconds * 1000);
     // Generous slack per point for timer overshoot on a loaded machine; unbounded waiting would never finish.
-    assert.ok(m!.yieldedMs < yieldPoints * (maxYieldMs + 50), `yielded ${m!.yieldedMs.toFixed(1)} ms at ${yieldPoints} points`);
+    assert.ok(
+      m!.yieldedMs < yieldPoints * (maxYieldMs + 50),
+      `yielded ${m!.yieldedMs.toFixed(1)} ms at ${yieldPoints} points`,
+    );
     const [g] = await greedy.trainBatch([sample]);
     assert.equal(g!.yieldedMs, 0);
   } finally {
@@ -69,7 +84,9 @@ test('with the engine idle a step yields nothing', async () => {
 });
 
 // A broken wake-up would wait maxYieldMs (10 minutes) at a point; the timeout turns that into a failure.
-test('with an unbounded maxYieldMs a step waits out a generation and resumes when serving goes idle', { timeout: 60_000 }, async () => {
+test('with an unbounded maxYieldMs a step waits out a generation and resumes when serving goes idle', {
+  timeout: 60_000,
+}, async () => {
   const engine = await LocalEngine.open(dir);
   const learner = await LocalLearner.open(engine, { config, maxYieldMs: 600_000 });
   try {

@@ -5,15 +5,23 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import {
-  combineAdvantages, DEFAULT_POLICY_LOSS, policyLoss, type PolicyLossConfig, type PolicyLossInput,
-  topKDistillationLoss, type TopKDistillationInput,
+  combineAdvantages,
+  DEFAULT_POLICY_LOSS,
+  policyLoss,
+  type PolicyLossConfig,
+  type PolicyLossInput,
+  topKDistillationLoss,
+  type TopKDistillationInput,
 } from '../src/engine/local/train/losses.js';
 
 const rng = createRng(4242);
 const uniform = (lo: number, hi: number) => lo + (hi - lo) * rng.next();
 
 function close(actual: number, expected: number, tol: number, what: string): void {
-  assert.ok(Math.abs(actual - expected) <= tol * (1 + Math.abs(expected)), `${what}: got ${actual}, expected ${expected} (tolerance ${tol})`);
+  assert.ok(
+    Math.abs(actual - expected) <= tol * (1 + Math.abs(expected)),
+    `${what}: got ${actual}, expected ${expected} (tolerance ${tol})`,
+  );
 }
 
 /**
@@ -31,7 +39,10 @@ function checkGradient(what: string, f: (x: Float64Array) => number, x: Float64A
     const down = f(x);
     x[i] = saved;
     const numeric = (up - down) / (2 * h);
-    assert.ok(Math.abs(numeric - analytic[i]!) <= 2e-6 * scale, `${what}[${i}]: analytic ${analytic[i]}, finite difference ${numeric}`);
+    assert.ok(
+      Math.abs(numeric - analytic[i]!) <= 2e-6 * scale,
+      `${what}[${i}]: analytic ${analytic[i]}, finite difference ${numeric}`,
+    );
   }
 }
 
@@ -49,7 +60,11 @@ function randomPolicyInput(lengths: number[], withRollout: boolean, withRef: boo
   const mask = Float64Array.from({ length: R }, () => (rng.next() < 0.8 ? 1 : 0));
   mask.fill(0, offsets[1]!, offsets[1]! + lengths[1]!); // sample 1 fully masked: counts in B, adds 0
   return {
-    logprobs: lp, oldLogprobs: old, mask, offsets, lengths,
+    logprobs: lp,
+    oldLogprobs: old,
+    mask,
+    offsets,
+    lengths,
     advantages: Float64Array.from({ length: R }, (_, t) => (t % 3 === 0 ? 0.7 : t % 3 === 1 ? -1.3 : uniform(-2, 2))),
     // exp(old - rollout) in about [0.37, 2.7], so some weights hit the cap of 2.
     rolloutLogprobs: withRollout ? old.map((o) => o + uniform(-1, 1)) : null,
@@ -71,20 +86,32 @@ for (const [name, withRollout, withRef, overrides] of policyCases) {
     const cfg = { ...DEFAULT_POLICY_LOSS, ...overrides };
     const input = randomPolicyInput([7, 3, 9, 1], withRollout, withRef);
     const out = policyLoss(input, cfg);
-    const lp = Float64Array.from(input.logprobs), H = Float64Array.from(input.entropy);
+    const lp = Float64Array.from(input.logprobs),
+      H = Float64Array.from(input.entropy);
     checkGradient('dLogprobs', (x) => policyLoss({ ...input, logprobs: x }, cfg).loss, lp, out.dLogprobs);
     checkGradient('dEntropy', (x) => policyLoss({ ...input, entropy: x }, cfg).loss, H, out.dEntropy);
-    assert.ok(out.metrics.clipFraction > 0 && out.metrics.clipFraction < 1, `both branches exercised, clipFraction ${out.metrics.clipFraction}`);
+    assert.ok(
+      out.metrics.clipFraction > 0 && out.metrics.clipFraction < 1,
+      `both branches exercised, clipFraction ${out.metrics.clipFraction}`,
+    );
     if (withRollout) assert.ok(out.metrics.tisClippedFraction > 0, 'some importance weights capped');
   });
 }
 
 test('policyLoss: ratio ≡ 1 gives clipFraction 0 and gradient -A / len', () => {
   for (const A of [1, -1, 0.25]) {
-    const n = 4, lp = [-1, -2, -0.5, -3];
+    const n = 4,
+      lp = [-1, -2, -0.5, -3];
     const out = policyLoss({
-      logprobs: lp, oldLogprobs: lp, rolloutLogprobs: null, refLogprobs: null, advantages: Array(n).fill(A),
-      mask: Array(n).fill(1), entropy: Array(n).fill(1), offsets: [0], lengths: [n],
+      logprobs: lp,
+      oldLogprobs: lp,
+      rolloutLogprobs: null,
+      refLogprobs: null,
+      advantages: Array(n).fill(A),
+      mask: Array(n).fill(1),
+      entropy: Array(n).fill(1),
+      offsets: [0],
+      lengths: [n],
     });
     close(out.loss, -A, 1e-12, 'loss');
     for (const g of out.dLogprobs) close(g, -A / n, 1e-7, 'dLogprobs');
@@ -108,8 +135,15 @@ const clipTable: [number, number, number, number, boolean][] = [
 for (const [ratio, A, loss, grad, clipped] of clipTable) {
   test(`policyLoss clip branch: ratio ${ratio}, A ${A}`, () => {
     const out = policyLoss({
-      logprobs: [Math.log(ratio) - 1], oldLogprobs: [-1], rolloutLogprobs: null, refLogprobs: null, advantages: [A],
-      mask: [1], entropy: [0], offsets: [0], lengths: [1],
+      logprobs: [Math.log(ratio) - 1],
+      oldLogprobs: [-1],
+      rolloutLogprobs: null,
+      refLogprobs: null,
+      advantages: [A],
+      mask: [1],
+      entropy: [0],
+      offsets: [0],
+      lengths: [1],
     });
     close(out.loss, loss, 1e-12, 'loss');
     close(out.dLogprobs[0]!, grad, 1e-7, 'dLogprobs');
@@ -118,10 +152,21 @@ for (const [ratio, A, loss, grad, clipped] of clipTable) {
 }
 
 test('policyLoss: truncated importance weights scale loss and gradient, capped at tisCap', () => {
-  const run = (rollout: number, tisCap: number | null) => policyLoss({
-    logprobs: [-1], oldLogprobs: [-1], rolloutLogprobs: [rollout], refLogprobs: null, advantages: [1],
-    mask: [1], entropy: [0], offsets: [0], lengths: [1],
-  }, { ...DEFAULT_POLICY_LOSS, tisCap });
+  const run = (rollout: number, tisCap: number | null) =>
+    policyLoss(
+      {
+        logprobs: [-1],
+        oldLogprobs: [-1],
+        rolloutLogprobs: [rollout],
+        refLogprobs: null,
+        advantages: [1],
+        mask: [1],
+        entropy: [0],
+        offsets: [0],
+        lengths: [1],
+      },
+      { ...DEFAULT_POLICY_LOSS, tisCap },
+    );
   const capped = run(-1 - Math.log(3), 2); // weight 3 -> 2
   close(capped.loss, -2, 1e-12, 'capped loss');
   close(capped.dLogprobs[0]!, -2, 1e-7, 'capped gradient');
@@ -138,8 +183,15 @@ test('policyLoss: truncated importance weights scale loss and gradient, capped a
 test('policyLoss: token mean per sample, mean over samples; fully masked samples count in B', () => {
   // Sample 0: 2 tokens (1 masked), sample 1: 3 tokens, sample 2: fully masked.
   const out = policyLoss({
-    logprobs: [-1, -1, -1, -1, -1, -1, -1], oldLogprobs: [-1, -1, -1, -1, -1, -1, -1], rolloutLogprobs: null, refLogprobs: null,
-    advantages: [2, 99, 1, 1, 1, 5, 5], mask: [1, 0, 1, 1, 1, 0, 0], entropy: Array(7).fill(0), offsets: [0, 2, 5], lengths: [2, 3, 2],
+    logprobs: [-1, -1, -1, -1, -1, -1, -1],
+    oldLogprobs: [-1, -1, -1, -1, -1, -1, -1],
+    rolloutLogprobs: null,
+    refLogprobs: null,
+    advantages: [2, 99, 1, 1, 1, 5, 5],
+    mask: [1, 0, 1, 1, 1, 0, 0],
+    entropy: Array(7).fill(0),
+    offsets: [0, 2, 5],
+    lengths: [2, 3, 2],
   });
   close(out.loss, (-2 + -1) / 3, 1e-12, 'loss');
   const expected = [-2 / 1 / 3, 0, -1 / 3 / 3, -1 / 3 / 3, -1 / 3 / 3, 0, 0];
@@ -147,17 +199,35 @@ test('policyLoss: token mean per sample, mean over samples; fully masked samples
   assert.equal(out.metrics.tokens, 4);
   // As one micro-batch of a batch of 6 samples, everything halves.
   const micro = policyLoss({
-    logprobs: [-1, -1, -1, -1, -1, -1, -1], oldLogprobs: [-1, -1, -1, -1, -1, -1, -1], rolloutLogprobs: null, refLogprobs: null,
-    advantages: [2, 99, 1, 1, 1, 5, 5], mask: [1, 0, 1, 1, 1, 0, 0], entropy: Array(7).fill(0), offsets: [0, 2, 5], lengths: [2, 3, 2], batchSize: 6,
+    logprobs: [-1, -1, -1, -1, -1, -1, -1],
+    oldLogprobs: [-1, -1, -1, -1, -1, -1, -1],
+    rolloutLogprobs: null,
+    refLogprobs: null,
+    advantages: [2, 99, 1, 1, 1, 5, 5],
+    mask: [1, 0, 1, 1, 1, 0, 0],
+    entropy: Array(7).fill(0),
+    offsets: [0, 2, 5],
+    lengths: [2, 3, 2],
+    batchSize: 6,
   });
   close(micro.loss, out.loss / 2, 1e-12, 'micro-batch loss');
 });
 
 test('policyLoss: k3 KL to the base and the entropy bonus', () => {
-  const out = policyLoss({
-    logprobs: [-2], oldLogprobs: [-2], rolloutLogprobs: null, refLogprobs: [-1], advantages: [0],
-    mask: [1], entropy: [1.5], offsets: [0], lengths: [1],
-  }, { ...DEFAULT_POLICY_LOSS, klCoef: 0.5, entropyCoef: 0.1 });
+  const out = policyLoss(
+    {
+      logprobs: [-2],
+      oldLogprobs: [-2],
+      rolloutLogprobs: null,
+      refLogprobs: [-1],
+      advantages: [0],
+      mask: [1],
+      entropy: [1.5],
+      offsets: [0],
+      lengths: [1],
+    },
+    { ...DEFAULT_POLICY_LOSS, klCoef: 0.5, entropyCoef: 0.1 },
+  );
   const kl = Math.E - 1 - 1; // exp(ref - lp) - (ref - lp) - 1 with ref - lp = 1
   close(out.metrics.klLoss, kl, 1e-12, 'klLoss');
   close(out.loss, 0.5 * kl - 0.1 * 1.5, 1e-12, 'loss');
@@ -166,24 +236,47 @@ test('policyLoss: k3 KL to the base and the entropy bonus', () => {
 });
 
 test('policyLoss: masked tokens are never read, so NaN there changes nothing', () => {
-  const out = policyLoss({
-    logprobs: [-1, NaN], oldLogprobs: [-1, NaN], rolloutLogprobs: [-1, NaN], refLogprobs: [-1, NaN], advantages: [1, NaN],
-    mask: [1, 0], entropy: [1, NaN], offsets: [0], lengths: [2],
-  }, { ...DEFAULT_POLICY_LOSS, klCoef: 0.1 });
+  const out = policyLoss(
+    {
+      logprobs: [-1, NaN],
+      oldLogprobs: [-1, NaN],
+      rolloutLogprobs: [-1, NaN],
+      refLogprobs: [-1, NaN],
+      advantages: [1, NaN],
+      mask: [1, 0],
+      entropy: [1, NaN],
+      offsets: [0],
+      lengths: [2],
+    },
+    { ...DEFAULT_POLICY_LOSS, klCoef: 0.1 },
+  );
   close(out.loss, -1, 1e-12, 'loss');
   assert.deepEqual([...out.dLogprobs], [-1, 0]);
 });
 
 test('policyLoss: bad inputs get errors that name every length or the problem', () => {
   const base: PolicyLossInput = {
-    logprobs: [-1, -1], oldLogprobs: [-1, -1], rolloutLogprobs: null, refLogprobs: null, advantages: [1],
-    mask: [1, 1], entropy: [0, 0], offsets: [0], lengths: [2],
+    logprobs: [-1, -1],
+    oldLogprobs: [-1, -1],
+    rolloutLogprobs: null,
+    refLogprobs: null,
+    advantages: [1],
+    mask: [1, 1],
+    entropy: [0, 0],
+    offsets: [0],
+    lengths: [2],
   };
-  assert.throws(() => policyLoss(base), /per-token arrays differ in length \(expected 2\): oldLogprobs 2, advantages 1, mask 2, entropy 2/);
+  assert.throws(
+    () => policyLoss(base),
+    /per-token arrays differ in length \(expected 2\): oldLogprobs 2, advantages 1, mask 2, entropy 2/,
+  );
   const ok = { ...base, advantages: [1, 1] };
   assert.throws(() => policyLoss(ok, { ...DEFAULT_POLICY_LOSS, klCoef: 0.1 }), /klCoef is 0.1 but no refLogprobs/);
   assert.throws(() => policyLoss({ ...ok, mask: [1, 0.5] }), /mask\[1\] is 0.5; masks hold 0 or 1/);
-  assert.throws(() => policyLoss({ ...ok, offsets: [0, 1], lengths: [2, 1] }), /sample 1 spans \[1, 2\) but samples must be ascending, non-overlapping/);
+  assert.throws(
+    () => policyLoss({ ...ok, offsets: [0, 1], lengths: [2, 1] }),
+    /sample 1 spans \[1, 2\) but samples must be ascending, non-overlapping/,
+  );
   assert.throws(() => policyLoss({ ...ok, lengths: [3] }), /inside 2 tokens/);
 });
 
@@ -199,7 +292,8 @@ function topK(V: number, K: number, sharp: number): number[] {
 
 function randomTopKInput(lengths: number[], K: number): TopKDistillationInput {
   const R = lengths.reduce((a, n) => a + n, 0);
-  const student: number[] = [], teacher: number[] = [];
+  const student: number[] = [],
+    teacher: number[] = [];
   for (let r = 0; r < R; r++) {
     student.push(...topK(12, K, 2));
     teacher.push(...topK(12, K, 3));
@@ -209,7 +303,14 @@ function randomTopKInput(lengths: number[], K: number): TopKDistillationInput {
   teacher[6 * K + K - 1] = NaN; // token 6: a short teacher row
   // Token 7: top-K log-probs summing past 1 (possible across numerics): the tail clamp holds.
   for (let k = 0; k < K; k++) student[7 * K + k] = Math.log(0.3);
-  return { K, studentLogprobs: Float64Array.from(student), teacherLogprobs: teacher, mask, offsets: lengths.map((_, i) => lengths.slice(0, i).reduce((a, n) => a + n, 0)), lengths };
+  return {
+    K,
+    studentLogprobs: Float64Array.from(student),
+    teacherLogprobs: teacher,
+    mask,
+    offsets: lengths.map((_, i) => lengths.slice(0, i).reduce((a, n) => a + n, 0)),
+    lengths,
+  };
 }
 
 for (const entropyCoef of [0, 0.2]) {
@@ -217,7 +318,12 @@ for (const entropyCoef of [0, 0.2]) {
     const input = randomTopKInput([5, 4, 2], 4);
     const out = topKDistillationLoss(input, { entropyCoef });
     const s = Float64Array.from(input.studentLogprobs);
-    checkGradient('dStudentLogprobs', (x) => topKDistillationLoss({ ...input, studentLogprobs: x }, { entropyCoef }).loss, s, out.dStudentLogprobs);
+    checkGradient(
+      'dStudentLogprobs',
+      (x) => topKDistillationLoss({ ...input, studentLogprobs: x }, { entropyCoef }).loss,
+      s,
+      out.dStudentLogprobs,
+    );
     assert.equal(out.metrics.tokensWithoutTeacher, 1);
     assert.equal(out.metrics.tokens, 9);
   });
@@ -225,32 +331,65 @@ for (const entropyCoef of [0, 0.2]) {
 
 test('topKDistillationLoss: hand-computed KL with the tail bin; zero loss and gradient at the teacher', () => {
   // K = 1: student (0.5 | tail 0.5), teacher (0.25 | tail 0.75).
-  const one = topKDistillationLoss({ K: 1, studentLogprobs: [Math.log(0.5)], teacherLogprobs: [Math.log(0.25)], mask: [1], offsets: [0], lengths: [1] });
+  const one = topKDistillationLoss({
+    K: 1,
+    studentLogprobs: [Math.log(0.5)],
+    teacherLogprobs: [Math.log(0.25)],
+    mask: [1],
+    offsets: [0],
+    lengths: [1],
+  });
   close(one.loss, 0.5 * Math.log(2) + 0.5 * Math.log(0.5 / 0.75), 1e-12, 'loss');
   close(one.metrics.studentTailMass, 0.5, 1e-12, 'studentTailMass');
   close(one.metrics.teacherTailMass, 0.75, 1e-12, 'teacherTailMass');
   const same = [Math.log(0.4), Math.log(0.3), Math.log(0.1)];
-  const at = topKDistillationLoss({ K: 3, studentLogprobs: same, teacherLogprobs: same, mask: [1], offsets: [0], lengths: [1] });
+  const at = topKDistillationLoss({
+    K: 3,
+    studentLogprobs: same,
+    teacherLogprobs: same,
+    mask: [1],
+    offsets: [0],
+    lengths: [1],
+  });
   close(at.loss, 0, 1e-12, 'loss at the teacher');
   for (const g of at.dStudentLogprobs) close(g, 0, 1e-7, 'gradient at the teacher');
 });
 
 test('topKDistillationLoss: a token without teacher data is masked, not read as log-prob 0', () => {
-  const s = [Math.log(0.5), Math.log(0.2)], t = [Math.log(0.25), Math.log(0.25)];
-  const alone = topKDistillationLoss({ K: 2, studentLogprobs: s, teacherLogprobs: t, mask: [1], offsets: [0], lengths: [1] });
+  const s = [Math.log(0.5), Math.log(0.2)],
+    t = [Math.log(0.25), Math.log(0.25)];
+  const alone = topKDistillationLoss({
+    K: 2,
+    studentLogprobs: s,
+    teacherLogprobs: t,
+    mask: [1],
+    offsets: [0],
+    lengths: [1],
+  });
   const withGap = topKDistillationLoss({
-    K: 2, studentLogprobs: [...s, ...s], teacherLogprobs: [...t, NaN, NaN], mask: [1, 1], offsets: [0], lengths: [2],
+    K: 2,
+    studentLogprobs: [...s, ...s],
+    teacherLogprobs: [...t, NaN, NaN],
+    mask: [1, 1],
+    offsets: [0],
+    lengths: [2],
   });
   close(withGap.loss, alone.loss, 1e-12, 'the gap neither adds loss nor dilutes the token mean');
   assert.deepEqual([...withGap.dStudentLogprobs.subarray(2)], [0, 0]);
   assert.equal(withGap.metrics.tokensWithoutTeacher, 1);
-  assert.throws(() => topKDistillationLoss({ K: 2, studentLogprobs: s, teacherLogprobs: [0], mask: [1], offsets: [0], lengths: [1] }), /expected 2\): studentLogprobs 2, teacherLogprobs 1/);
+  assert.throws(
+    () =>
+      topKDistillationLoss({ K: 2, studentLogprobs: s, teacherLogprobs: [0], mask: [1], offsets: [0], lengths: [1] }),
+    /expected 2\): studentLogprobs 2, teacherLogprobs 1/,
+  );
 });
 
 // ---- advantages ---------------------------------------------------------------------------
 
 test('combineAdvantages: rl, opd and combine, without the reference defects', () => {
-  const old = [-1, -2, -0.5], teacher = [-0.5, NaN, -1], mask = [1, 1, 1];
+  const old = [-1, -2, -0.5],
+    teacher = [-0.5, NaN, -1],
+    mask = [1, 1, 1];
   const rl = combineAdvantages('rl', { score: -1, teacherLogprobs: teacher, oldLogprobs: old, mask });
   assert.deepEqual([...rl.advantages], [-1, -1, -1]);
   assert.deepEqual([...rl.mask], [1, 1, 1]);
@@ -258,11 +397,21 @@ test('combineAdvantages: rl, opd and combine, without the reference defects', ()
   assert.deepEqual([...opd.advantages], [0.5, 0, -0.5]);
   assert.deepEqual([...opd.mask], [1, 0, 1], 'the token without a teacher value is masked, not pushed up by -old');
   assert.equal(opd.tokensWithoutTeacher, 1);
-  const both = combineAdvantages('combine', { score: 1, teacherLogprobs: teacher, oldLogprobs: old, mask }, { wRl: 2, wOpd: 0.5 });
+  const both = combineAdvantages(
+    'combine',
+    { score: 1, teacherLogprobs: teacher, oldLogprobs: old, mask },
+    { wRl: 2, wOpd: 0.5 },
+  );
   assert.deepEqual([...both.advantages], [2 + 0.25, 0, 2 - 0.25]);
   // An RL-only sample in combine has no OPD term (the reference used rollout - old here).
   const rlOnly = combineAdvantages('combine', { score: -1, teacherLogprobs: null, oldLogprobs: old, mask });
   assert.deepEqual([...rlOnly.advantages], [-1, -1, -1]);
-  assert.throws(() => combineAdvantages('opd', { score: 0, teacherLogprobs: null, oldLogprobs: old, mask }), /OPD samples need them/);
-  assert.throws(() => combineAdvantages('opd', { score: 0, teacherLogprobs: [0], oldLogprobs: old, mask }), /expected 3\): mask 3, teacherLogprobs 1/);
+  assert.throws(
+    () => combineAdvantages('opd', { score: 0, teacherLogprobs: null, oldLogprobs: old, mask }),
+    /OPD samples need them/,
+  );
+  assert.throws(
+    () => combineAdvantages('opd', { score: 0, teacherLogprobs: [0], oldLogprobs: old, mask }),
+    /expected 3\): mask 3, teacherLogprobs 1/,
+  );
 });

@@ -3,20 +3,37 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { COMPLETION_FRACTION, memoryPlan, RUNTIME_ALLOWANCE_BYTES, USABLE_MEMORY_SHARE } from '../src/engine/local/memory-plan.js';
+import {
+  COMPLETION_FRACTION,
+  memoryPlan,
+  RUNTIME_ALLOWANCE_BYTES,
+  USABLE_MEMORY_SHARE,
+} from '../src/engine/local/memory-plan.js';
 import { modelConfigOf, PRESETS } from '../src/engine/local/model/init.js';
 import { HEAD_CHUNK_ROWS, trainStepBytes } from '../src/engine/local/train/memory.js';
 
 const GiB = 2 ** 30;
 const qwen = modelConfigOf({ family: 'qwen3', ...PRESETS['qwen3-0.6b']! }, [0]);
 
-const stepAt = (tokens: number, rank: number) => trainStepBytes(qwen, {
-  tokens, completionTokens: Math.ceil(COMPLETION_FRACTION * tokens), loraRank: rank, checkpoint: true, headChunkRows: HEAD_CHUNK_ROWS,
-});
+const stepAt = (tokens: number, rank: number) =>
+  trainStepBytes(qwen, {
+    tokens,
+    completionTokens: Math.ceil(COMPLETION_FRACTION * tokens),
+    loraRank: rank,
+    checkpoint: true,
+    headChunkRows: HEAD_CHUNK_ROWS,
+  });
 
 test('the activation budget is what the usable memory leaves; the longest sample is the longest whose step fits it', () => {
   const parameters = 596_049_920;
-  const plan = memoryPlan({ cfg: qwen, totalBytes: 16 * GiB, parameters, loraRank: 16, trainableValues: 10_092_544, kvCacheBytes: 2 * GiB });
+  const plan = memoryPlan({
+    cfg: qwen,
+    totalBytes: 16 * GiB,
+    parameters,
+    loraRank: 16,
+    trainableValues: 10_092_544,
+    kvCacheBytes: 2 * GiB,
+  });
   const fixed = 4 * parameters + 16 * 10_092_544 + 2 * GiB + RUNTIME_ALLOWANCE_BYTES;
   assert.equal(plan.activationBudgetBytes, Math.floor(USABLE_MEMORY_SHARE * 16 * GiB - fixed));
   assert.ok(plan.maxTrainTokens > 1000 && plan.maxTrainTokens < qwen.maxPositionEmbeddings, `${plan.maxTrainTokens}`);
@@ -40,7 +57,14 @@ test('a bigger prefix cache or full fine-tuning leaves shorter samples; a given 
 });
 
 test('on a machine too small for the weights nothing fits: the bound is 0', () => {
-  const plan = memoryPlan({ cfg: qwen, totalBytes: 2 * GiB, parameters: 596_049_920, loraRank: 16, trainableValues: 10_092_544, kvCacheBytes: 0 });
+  const plan = memoryPlan({
+    cfg: qwen,
+    totalBytes: 2 * GiB,
+    parameters: 596_049_920,
+    loraRank: 16,
+    trainableValues: 10_092_544,
+    kvCacheBytes: 0,
+  });
   assert.equal(plan.activationBudgetBytes, 0);
   assert.equal(plan.maxTrainTokens, 0);
 });

@@ -9,14 +9,29 @@ import { modelConfigOf, PRESETS } from '../src/engine/local/model/init.js';
 import { tensorSpecs } from '../src/engine/local/model/weights.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import { Lora } from '../src/engine/local/train/lora.js';
-import { AdamW, type AdamWConfig, DEFAULT_ADAMW, loraSegments, type ParamSegment, paramSegments } from '../src/engine/local/train/optimizer.js';
+import {
+  AdamW,
+  type AdamWConfig,
+  DEFAULT_ADAMW,
+  loraSegments,
+  type ParamSegment,
+  paramSegments,
+} from '../src/engine/local/train/optimizer.js';
 
 const rng = createRng(99);
 const randoms = (n: number, scale: number) => Float64Array.from({ length: n }, () => (rng.next() * 2 - 1) * scale);
 
 /** The float64 reference: torch.optim.AdamW after clip_grad_norm_, per element. */
-function referenceRun(p0: Float64Array, gradsPerStep: Float64Array[], decay: boolean[], cfg: AdamWConfig, gradScale: number): Float64Array {
-  const p = Float64Array.from(p0), m = new Float64Array(p.length), v = new Float64Array(p.length);
+function referenceRun(
+  p0: Float64Array,
+  gradsPerStep: Float64Array[],
+  decay: boolean[],
+  cfg: AdamWConfig,
+  gradScale: number,
+): Float64Array {
+  const p = Float64Array.from(p0),
+    m = new Float64Array(p.length),
+    v = new Float64Array(p.length);
   gradsPerStep.forEach((raw, i) => {
     const step = i + 1;
     const g = raw.map((x) => x * gradScale);
@@ -27,21 +42,33 @@ function referenceRun(p0: Float64Array, gradsPerStep: Float64Array[], decay: boo
       const gj = g[j]! * clip;
       m[j] = cfg.beta1 * m[j]! + (1 - cfg.beta1) * gj;
       v[j] = cfg.beta2 * v[j]! + (1 - cfg.beta2) * gj * gj;
-      const mHat = m[j]! / (1 - cfg.beta1 ** step), vHat = v[j]! / (1 - cfg.beta2 ** step);
-      p[j] = p[j]! * (1 - lr * (decay[j] ? cfg.weightDecay : 0)) - lr * mHat / (Math.sqrt(vHat) + cfg.eps);
+      const mHat = m[j]! / (1 - cfg.beta1 ** step),
+        vHat = v[j]! / (1 - cfg.beta2 ** step);
+      p[j] = p[j]! * (1 - lr * (decay[j] ? cfg.weightDecay : 0)) - (lr * mHat) / (Math.sqrt(vHat) + cfg.eps);
     }
   });
   return p;
 }
 
 // Three segments (decay, no decay, decay) and a gap of 3 values the optimizer must not touch.
-const segments: ParamSegment[] = [{ offset: 0, size: 5, decay: true }, { offset: 5, size: 4, decay: false }, { offset: 12, size: 6, decay: true }];
+const segments: ParamSegment[] = [
+  { offset: 0, size: 5, decay: true },
+  { offset: 5, size: 4, decay: false },
+  { offset: 12, size: 6, decay: true },
+];
 const N = 18;
 const decayOf = Array.from({ length: N }, (_, j) => j < 5 || j >= 12);
 const inSegment = (j: number) => j < 9 || j >= 12;
 
-function runOptimizer(cfg: AdamWConfig, p0: Float64Array, gradsPerStep: Float64Array[][], gradScale: number, k: Kernels = portableKernels) {
-  const params = Float32Array.from(p0), grads = new Float32Array(N);
+function runOptimizer(
+  cfg: AdamWConfig,
+  p0: Float64Array,
+  gradsPerStep: Float64Array[][],
+  gradScale: number,
+  k: Kernels = portableKernels,
+) {
+  const params = Float32Array.from(p0),
+    grads = new Float32Array(N);
   const opt = new AdamW(params, grads, segments, cfg, k);
   const results = gradsPerStep.map((micro) => {
     opt.zeroGrad();
@@ -64,12 +91,21 @@ for (const [name, overrides, gradScale] of cases) {
     const p0 = randoms(N, 1);
     const micro = gradScale === 1 ? 1 : Math.round(1 / gradScale);
     // Gradient sizes vary per step so clipping is active on some steps only.
-    const steps = Array.from({ length: 6 }, (_, s) => Array.from({ length: micro }, () => randoms(N, s % 2 ? 2 : 0.05)));
+    const steps = Array.from({ length: 6 }, (_, s) =>
+      Array.from({ length: micro }, () => randoms(N, s % 2 ? 2 : 0.05)),
+    );
     const summed = steps.map((m) => m.reduce((acc, g) => acc.map((x, j) => x + g[j]!), new Float64Array(N)));
     const { params, results } = runOptimizer(cfg, p0, steps, gradScale);
-    const expected = referenceRun(p0, summed.map((g) => g.map((x, j) => (inSegment(j) ? x : 0))), decayOf, cfg, gradScale);
+    const expected = referenceRun(
+      p0,
+      summed.map((g) => g.map((x, j) => (inSegment(j) ? x : 0))),
+      decayOf,
+      cfg,
+      gradScale,
+    );
     for (let j = 0; j < N; j++) {
-      if (!inSegment(j)) assert.equal(params[j], Math.fround(p0[j]!), `value ${j} lies outside every segment and must not move`);
+      if (!inSegment(j))
+        assert.equal(params[j], Math.fround(p0[j]!), `value ${j} lies outside every segment and must not move`);
       else assert.ok(Math.abs(params[j]! - expected[j]!) <= 2e-6, `param ${j}: ${params[j]} vs float64 ${expected[j]}`);
     }
     results.forEach((r, i) => {
@@ -79,28 +115,43 @@ for (const [name, overrides, gradScale] of cases) {
       assert.equal(r.step, i + 1);
       assert.equal(r.applied, true);
     });
-    if (cfg.maxGradNorm !== null) assert.ok(results.some((r) => r.gradNorm > cfg.maxGradNorm!) && results.some((r) => r.gradNorm < cfg.maxGradNorm!), 'clipping active on some steps only');
+    if (cfg.maxGradNorm !== null)
+      assert.ok(
+        results.some((r) => r.gradNorm > cfg.maxGradNorm!) && results.some((r) => r.gradNorm < cfg.maxGradNorm!),
+        'clipping active on some steps only',
+      );
   });
 }
 
 test('AdamW hands the kernel each segment with its decay, lr and bias corrections', () => {
   const calls: { n: number; lr: number; wd: number; bc1: number; bc2: number }[] = [];
-  const recording: Kernels = { ...portableKernels, adamw: (_p, _g, _m, _v, n, lr, _b1, _b2, _eps, wd, bc1, bc2) => { calls.push({ n, lr, wd, bc1, bc2 }); } };
+  const recording: Kernels = {
+    ...portableKernels,
+    adamw: (_p, _g, _m, _v, n, lr, _b1, _b2, _eps, wd, bc1, bc2) => {
+      calls.push({ n, lr, wd, bc1, bc2 });
+    },
+  };
   const cfg = { ...DEFAULT_ADAMW, lr: 1, beta1: 0.5, beta2: 0.75, weightDecay: 0.3, warmupSteps: 4 };
-  const params = new Float32Array(N), grads = new Float32Array(N).fill(0.01);
+  const params = new Float32Array(N),
+    grads = new Float32Array(N).fill(0.01);
   const opt = new AdamW(params, grads, segments, cfg, recording);
   opt.step();
   opt.step();
   assert.deepEqual(calls, [
-    { n: 5, lr: 0.25, wd: 0.3, bc1: 0.5, bc2: 0.25 }, { n: 4, lr: 0.25, wd: 0, bc1: 0.5, bc2: 0.25 }, { n: 6, lr: 0.25, wd: 0.3, bc1: 0.5, bc2: 0.25 },
-    { n: 5, lr: 0.5, wd: 0.3, bc1: 0.75, bc2: 1 - 0.75 ** 2 }, { n: 4, lr: 0.5, wd: 0, bc1: 0.75, bc2: 1 - 0.75 ** 2 }, { n: 6, lr: 0.5, wd: 0.3, bc1: 0.75, bc2: 1 - 0.75 ** 2 },
+    { n: 5, lr: 0.25, wd: 0.3, bc1: 0.5, bc2: 0.25 },
+    { n: 4, lr: 0.25, wd: 0, bc1: 0.5, bc2: 0.25 },
+    { n: 6, lr: 0.25, wd: 0.3, bc1: 0.5, bc2: 0.25 },
+    { n: 5, lr: 0.5, wd: 0.3, bc1: 0.75, bc2: 1 - 0.75 ** 2 },
+    { n: 4, lr: 0.5, wd: 0, bc1: 0.75, bc2: 1 - 0.75 ** 2 },
+    { n: 6, lr: 0.5, wd: 0.3, bc1: 0.75, bc2: 1 - 0.75 ** 2 },
   ]);
   assert.equal(opt.lrAt(4), 1);
   assert.equal(opt.lrAt(100), 1);
 });
 
 test('a non-finite gradient skips the step and changes nothing', () => {
-  const params = Float32Array.from(randoms(N, 1)), before = params.slice();
+  const params = Float32Array.from(randoms(N, 1)),
+    before = params.slice();
   const grads = Float32Array.from(randoms(N, 1));
   const opt = new AdamW(params, grads, segments, DEFAULT_ADAMW, portableKernels);
   grads[3] = NaN;
@@ -116,10 +167,21 @@ test('resuming from saved state continues exactly where an uninterrupted run wou
   const cfg = { ...DEFAULT_ADAMW, lr: 1e-2, warmupSteps: 2 };
   const p0 = randoms(N, 1);
   const steps = Array.from({ length: 5 }, () => randoms(N, 1));
-  const straight = runOptimizer(cfg, p0, steps.map((g) => [g]), 1).params;
-  const first = runOptimizer(cfg, p0, steps.slice(0, 3).map((g) => [g]), 1);
+  const straight = runOptimizer(
+    cfg,
+    p0,
+    steps.map((g) => [g]),
+    1,
+  ).params;
+  const first = runOptimizer(
+    cfg,
+    p0,
+    steps.slice(0, 3).map((g) => [g]),
+    1,
+  );
   const state = { m: first.opt.m.slice(), v: first.opt.v.slice(), step: first.opt.steps };
-  const params = first.params.slice(), grads = new Float32Array(N);
+  const params = first.params.slice(),
+    grads = new Float32Array(N);
   const resumed = new AdamW(params, grads, segments, cfg, portableKernels, state);
   for (const g of steps.slice(3)) {
     resumed.zeroGrad();
@@ -128,7 +190,10 @@ test('resuming from saved state continues exactly where an uninterrupted run wou
   }
   assert.deepEqual(params, straight);
   assert.equal(resumed.steps, 5);
-  assert.throws(() => new AdamW(params, grads, segments, cfg, portableKernels, { ...state, m: new Float32Array(3) }), /saved moments hold 3 and 18 values, the parameters 18/);
+  assert.throws(
+    () => new AdamW(params, grads, segments, cfg, portableKernels, { ...state, m: new Float32Array(3) }),
+    /saved moments hold 3 and 18 values, the parameters 18/,
+  );
 });
 
 test('segments: no decay on norms and biases, neighbours merged; one decaying segment for a LoRA', () => {
@@ -136,7 +201,10 @@ test('segments: no decay on norms and biases, neighbours merged; one decaying se
   const specs = tensorSpecs(cfg);
   const segs = paramSegments(specs);
   const total = specs.reduce((a, s) => a + s.size, 0);
-  assert.equal(segs.reduce((a, s) => a + s.size, 0), total);
+  assert.equal(
+    segs.reduce((a, s) => a + s.size, 0),
+    total,
+  );
   assert.ok(segs.length < specs.length);
   for (const s of specs) {
     const seg = segs.find((g) => s.offset >= g.offset && s.offset < g.offset + g.size)!;
@@ -144,5 +212,15 @@ test('segments: no decay on norms and biases, neighbours merged; one decaying se
   }
   const lora = new Lora(cfg, { rank: 2, alpha: 4, targets: ['q', 'v'] });
   assert.deepEqual(loraSegments(lora), [{ offset: 0, size: lora.data.length, decay: true }]);
-  assert.throws(() => new AdamW(new Float32Array(4), new Float32Array(4), [{ offset: 2, size: 3, decay: true }], DEFAULT_ADAMW, portableKernels), /segment 0 \[2, 5\) must be ascending, non-overlapping and inside 4 parameters/);
+  assert.throws(
+    () =>
+      new AdamW(
+        new Float32Array(4),
+        new Float32Array(4),
+        [{ offset: 2, size: 3, decay: true }],
+        DEFAULT_ADAMW,
+        portableKernels,
+      ),
+    /segment 0 \[2, 5\) must be ascending, non-overlapping and inside 4 parameters/,
+  );
 });

@@ -14,6 +14,7 @@ import { INT8_MAX_ROWS, int8Tensors, Transformer } from '../src/engine/local/mod
 import { loadWeights, paramStoreOver, tensorSpecs } from '../src/engine/local/model/weights.js';
 import { bf16ParamsOf, int8ParamsOf, parsePrecision, resolvePrecision } from '../src/engine/local/precision.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
+import type { GenerationEvent } from '../src/engine/types.js';
 import { DEFAULT_LEARNER, LearnerCore, type LearnerConfig } from '../src/engine/local/train/learner.js';
 import { makeTinyModel, maxAbsDiff } from './helpers/models.js';
 import { logSoftmax, sampleAndScore } from './helpers/logprob-gap.js';
@@ -26,8 +27,10 @@ test('int8 is a setting auto never picks; a learner refuses it', () => {
   const dir = makeTinyModel({ family: 'qwen3', seed: 3 });
   const cfg = readModelFolder(dir).config;
   const config = { ...DEFAULT_LEARNER, precision: 'int8' } as unknown as LearnerConfig;
-  assert.throws(() => new LearnerCore(cfg, loadWeights(dir, cfg), config, loadKernels()),
-    /a learner trains at fp32 or bf16, not int8/);
+  assert.throws(
+    () => new LearnerCore(cfg, loadWeights(dir, cfg), config, loadKernels()),
+    /a learner trains at fp32 or bf16, not int8/,
+  );
 });
 
 /** Counts gemmInt8 calls and gemmBf16 calls by rows, computing with the real kernels. */
@@ -68,9 +71,12 @@ for (const preset of ['tiny', 'small'] as const) {
     assert.equal(calls.int8, 1 + 100 * (7 * cfg.numLayers + 1));
     assert.deepEqual([...calls.int8Rows], [1]);
     const gaps = lp32!.map((x, i) => Math.abs(x - lp8![i]!));
-    const mean = gaps.reduce((a, b) => a + b, 0) / gaps.length, max = Math.max(...gaps);
-    console.log(`${preset}: |logprob_int8 - logprob_fp32| over ${gaps.length} sampled tokens: ` +
-      `mean ${mean.toExponential(2)}, max ${max.toExponential(2)}`);
+    const mean = gaps.reduce((a, b) => a + b, 0) / gaps.length,
+      max = Math.max(...gaps);
+    console.log(
+      `${preset}: |logprob_int8 - logprob_fp32| over ${gaps.length} sampled tokens: ` +
+        `mean ${mean.toExponential(2)}, max ${max.toExponential(2)}`,
+    );
     assert.ok(mean > 0, 'int8 must round something');
     // A block's weights move by up to scale/2 = max|w|/254, ~4x bf16's 2^-9 relative step, on
     // each of the ~2L+1 GEMMs of a path; bf16's gap stays under 0.1 (precision.test.ts).
@@ -86,7 +92,8 @@ test('an int8 engine quantizes a published version between steps and decodes fro
     assert.equal(engine.info.precision, 'int8');
     assert.ok(engine.info.baseBf16 && engine.info.baseBf16.byteLength === 2 * engine.info.parameters);
     // At most INT8_MAX_ROWS tokens, so that scoring them runs on the int8 copies.
-    const prompt = [1, 2, 3], completion = [9, 8, 7, 6];
+    const prompt = [1, 2, 3],
+      completion = [9, 8, 7, 6];
     const inFlight = engine.generate(prompt, { maxTokens: 30, seed: 1, stopTokenIds: [] })[Symbol.asyncIterator]();
     await inFlight.next();
     const rng = createRng(4);
@@ -94,7 +101,7 @@ test('an int8 engine quantizes a published version between steps and decodes fro
     next.set(new Float32Array(engine.info.baseParams));
     for (let i = 0; i < next.length; i++) next[i] = next[i]! + (rng.next() - 0.5) * 0.05;
     await engine.publish({ version: 1, kind: 'full', params: next.buffer as SharedArrayBuffer });
-    let last;
+    let last: GenerationEvent | undefined;
     for (let r = await inFlight.next(); !r.done; r = await inFlight.next()) last = r.value;
     assert.ok(last?.type === 'finish' && last.version === 0, 'the in-flight generation must finish on version 0');
     const served = await engine.logprobs(prompt, completion, { version: 1 });
@@ -102,7 +109,8 @@ test('an int8 engine quantizes a published version between steps and decodes fro
     const k = loadKernels();
     const int8 = int8ParamsOf(k, store.specs, store.data, int8Tensors(cfg));
     const direct = new Transformer(cfg, store, k, bf16ParamsOf(k, store.specs, store.data), int8);
-    const tokens = [...prompt, ...completion], V = cfg.vocabSize;
+    const tokens = [...prompt, ...completion],
+      V = cfg.vocabSize;
     const logits = direct.forward([{ cache: createKvCache(cfg), tokens, logitsFrom: prompt.length - 1 }])[0]!;
     const expected = completion.map((id, t) => logSoftmax(logits.subarray(t * V, (t + 1) * V), V)[id]!);
     assert.ok(maxAbsDiff(expected, served.logprobs) < 1e-5, `served ${served.logprobs} vs ${expected}`);

@@ -14,6 +14,7 @@ import { Transformer } from '../src/engine/local/model/transformer.js';
 import { loadWeights, paramStoreOver, tensorSpecs } from '../src/engine/local/model/weights.js';
 import { bf16ParamsOf, parsePrecision, resolvePrecision } from '../src/engine/local/precision.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
+import type { GenerationEvent } from '../src/engine/types.js';
 import { DEFAULT_LEARNER, LearnerCore } from '../src/engine/local/train/learner.js';
 import { makeTinyModel, maxAbsDiff } from './helpers/models.js';
 import { logSoftmax, sampleAndScore } from './helpers/logprob-gap.js';
@@ -33,7 +34,10 @@ test('auto is bf16 only with native kernels on bf16 instructions; bad settings a
 function counting(k: Kernels): { kernels: Kernels; calls: { sgemv: number; gemmBf16: number; decodeBf16: number } } {
   const calls = { sgemv: 0, gemmBf16: 0, decodeBf16: 0 };
   const kernels: Kernels = Object.create(k) as Kernels;
-  kernels.sgemv = (...a: Parameters<Kernels['sgemv']>) => { calls.sgemv++; k.sgemv(...a); };
+  kernels.sgemv = (...a: Parameters<Kernels['sgemv']>) => {
+    calls.sgemv++;
+    k.sgemv(...a);
+  };
   kernels.gemmBf16 = (...a: Parameters<Kernels['gemmBf16']>) => {
     calls.gemmBf16++;
     if (a[2] === 1) calls.decodeBf16++;
@@ -44,7 +48,12 @@ function counting(k: Kernels): { kernels: Kernels; calls: { sgemv: number; gemmB
 
 for (const preset of ['tiny', 'small'] as const) {
   test(`${preset}: bf16 serving decodes through gemmBf16 (no sgemv); log-prob gap to fp32 over sampled tokens`, () => {
-    const dir = makeTinyModel({ family: 'qwen3', seed: 7, initStd: 0.05, shape: { ...PRESETS[preset]!, maxPositionEmbeddings: 512 } });
+    const dir = makeTinyModel({
+      family: 'qwen3',
+      seed: 7,
+      initStd: 0.05,
+      shape: { ...PRESETS[preset]!, maxPositionEmbeddings: 512 },
+    });
     const cfg = readModelFolder(dir).config;
     const params = loadWeights(dir, cfg);
     const k = loadKernels();
@@ -57,8 +66,11 @@ for (const preset of ['tiny', 'small'] as const) {
     // 7 projections per layer and the head, for each of 100 decode rows.
     assert.ok(calls.decodeBf16 >= 100 * (7 * cfg.numLayers + 1), `decode rows through gemmBf16: ${calls.decodeBf16}`);
     const gaps = lp32!.map((x, i) => Math.abs(x - lp16![i]!));
-    const mean = gaps.reduce((a, b) => a + b, 0) / gaps.length, max = Math.max(...gaps);
-    console.log(`${preset}: |logprob_bf16 - logprob_fp32| over ${gaps.length} sampled tokens: mean ${mean.toExponential(2)}, max ${max.toExponential(2)}`);
+    const mean = gaps.reduce((a, b) => a + b, 0) / gaps.length,
+      max = Math.max(...gaps);
+    console.log(
+      `${preset}: |logprob_bf16 - logprob_fp32| over ${gaps.length} sampled tokens: mean ${mean.toExponential(2)}, max ${max.toExponential(2)}`,
+    );
     assert.ok(mean > 0, 'bf16 must round something');
     // Each of the ~2L+1 rounded GEMMs on a path moves a logit by ~2^-9 of its terms: a few hundredths of a nat at most.
     assert.ok(max < 0.1, `max gap ${max}`);
@@ -72,7 +84,8 @@ test('a bf16 engine publishes a full version: its bf16 copy is made between step
   try {
     assert.equal(engine.info.precision, 'bf16');
     assert.ok(engine.info.baseBf16 && engine.info.baseBf16.byteLength === 2 * engine.info.parameters);
-    const prompt = [1, 2, 3, 4, 5], completion = [9, 8, 7, 6];
+    const prompt = [1, 2, 3, 4, 5],
+      completion = [9, 8, 7, 6];
     const inFlight = engine.generate(prompt, { maxTokens: 30, seed: 1, stopTokenIds: [] })[Symbol.asyncIterator]();
     await inFlight.next();
     const rng = createRng(4);
@@ -80,15 +93,19 @@ test('a bf16 engine publishes a full version: its bf16 copy is made between step
     next.set(new Float32Array(engine.info.baseParams));
     for (let i = 0; i < next.length; i++) next[i] = next[i]! + (rng.next() - 0.5) * 0.05;
     await engine.publish({ version: 1, kind: 'full', params: next.buffer as SharedArrayBuffer });
-    let last;
+    let last: GenerationEvent | undefined;
     for (let r = await inFlight.next(); !r.done; r = await inFlight.next()) last = r.value;
     assert.ok(last?.type === 'finish' && last.version === 0, 'the in-flight generation must finish on version 0');
     const served = await engine.logprobs(prompt, completion, { version: 1 });
     const store = paramStoreOver(tensorSpecs(cfg), next);
     const k = loadKernels();
     const direct = new Transformer(cfg, store, k, bf16ParamsOf(k, store.specs, store.data));
-    const logits = direct.forward([{ cache: createKvCache(cfg), tokens: [...prompt, ...completion], logitsFrom: prompt.length - 1 }])[0]!;
-    const expected = completion.map((id, t) => logSoftmax(logits.subarray(t * cfg.vocabSize, (t + 1) * cfg.vocabSize), cfg.vocabSize)[id]!);
+    const logits = direct.forward([
+      { cache: createKvCache(cfg), tokens: [...prompt, ...completion], logitsFrom: prompt.length - 1 },
+    ])[0]!;
+    const expected = completion.map(
+      (id, t) => logSoftmax(logits.subarray(t * cfg.vocabSize, (t + 1) * cfg.vocabSize), cfg.vocabSize)[id]!,
+    );
     assert.ok(maxAbsDiff(expected, served.logprobs) < 1e-5, `served ${served.logprobs} vs ${expected}`);
   } finally {
     await engine.close();
@@ -98,13 +115,31 @@ test('a bf16 engine publishes a full version: its bf16 copy is made between step
 test('bf16 LoRA training still learns: a positive advantage raises the completion log-prob', () => {
   const dir = makeTinyModel({ family: 'qwen3', seed: 41, initStd: 0.05 });
   const cfg = readModelFolder(dir).config;
-  const mode = { kind: 'lora' as const, spec: { rank: 8, alpha: 16, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const } };
-  const learner = new LearnerCore(cfg, loadWeights(dir, cfg), {
-    ...DEFAULT_LEARNER, mode: { ...mode, spec: { ...mode.spec, targets: [...mode.spec.targets] } }, precision: 'bf16',
-    optimizer: { ...DEFAULT_LEARNER.optimizer, lr: 3e-3, weightDecay: 0 }, miniBatchSize: 1,
-  }, loadKernels());
-  const sample = { promptIds: [10, 20, 30, 40, 50], completionIds: [7, 7, 300, 12, 99, 5], advantages: [1, 1, 1, 1, 1, 1] };
-  const mean = () => { const lp = learner.logprobs([sample])[0]!; return lp.reduce((a, b) => a + b, 0) / lp.length; };
+  const mode = {
+    kind: 'lora' as const,
+    spec: { rank: 8, alpha: 16, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const },
+  };
+  const learner = new LearnerCore(
+    cfg,
+    loadWeights(dir, cfg),
+    {
+      ...DEFAULT_LEARNER,
+      mode: { ...mode, spec: { ...mode.spec, targets: [...mode.spec.targets] } },
+      precision: 'bf16',
+      optimizer: { ...DEFAULT_LEARNER.optimizer, lr: 3e-3, weightDecay: 0 },
+      miniBatchSize: 1,
+    },
+    loadKernels(),
+  );
+  const sample = {
+    promptIds: [10, 20, 30, 40, 50],
+    completionIds: [7, 7, 300, 12, 99, 5],
+    advantages: [1, 1, 1, 1, 1, 1],
+  };
+  const mean = () => {
+    const lp = learner.logprobs([sample])[0]!;
+    return lp.reduce((a, b) => a + b, 0) / lp.length;
+  };
   const before = mean();
   for (let i = 0; i < 100; i++) learner.trainBatch([sample]);
   const after = mean();
@@ -115,7 +150,12 @@ test('bf16 full fine-tuning keeps its bf16 copy current after each step', () => 
   const dir = makeTinyModel({ family: 'qwen3', seed: 41, initStd: 0.05 });
   const cfg = readModelFolder(dir).config;
   const k = loadKernels();
-  const learner = new LearnerCore(cfg, loadWeights(dir, cfg), { ...DEFAULT_LEARNER, mode: { kind: 'full' }, precision: 'bf16', miniBatchSize: 1 }, k);
+  const learner = new LearnerCore(
+    cfg,
+    loadWeights(dir, cfg),
+    { ...DEFAULT_LEARNER, mode: { kind: 'full' }, precision: 'bf16', miniBatchSize: 1 },
+    k,
+  );
   learner.trainBatch([{ promptIds: [1, 2, 3], completionIds: [4, 5], advantages: [1, 1] }]);
   const expected = bf16ParamsOf(k, learner.params.specs, learner.params.data).data;
   assert.deepEqual(learner.bf16Values, expected);

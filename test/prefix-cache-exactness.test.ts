@@ -22,14 +22,23 @@ import { perturbedWeightsUpdate, randomLoraUpdate } from './helpers/policy-updat
 const dir = makeTinyModel({ family: 'qwen3', seed: 23, shape: { maxPositionEmbeddings: 4096 } });
 const LOGPROB_TOLERANCE = 1e-5;
 
-interface Outcome { what: string; ids: number[]; logprobs: number[]; version: number | null }
+interface Outcome {
+  what: string;
+  ids: number[];
+  logprobs: number[];
+  version: number | null;
+}
 
-const tokens = (n: number, salt: number) => Array.from({ length: n }, (_, i) => ((i + 1) * (salt * 2 + 7) + salt * 31) % 500);
+const tokens = (n: number, salt: number) =>
+  Array.from({ length: n }, (_, i) => ((i + 1) * (salt * 2 + 7) + salt * 31) % 500);
 
 async function collect(what: string, events: AsyncIterable<GenerationEvent>): Promise<Outcome> {
   const out: Outcome = { what, ids: [], logprobs: [], version: null };
   for await (const e of events) {
-    if (e.type === 'token') { out.ids.push(e.token.id); out.logprobs.push(e.token.logprob); } else out.version = e.version;
+    if (e.type === 'token') {
+      out.ids.push(e.token.id);
+      out.logprobs.push(e.token.logprob);
+    } else out.version = e.version;
   }
   return out;
 }
@@ -39,8 +48,12 @@ async function scenario(engine: LocalEngine): Promise<Outcome[]> {
   const results: Outcome[] = [];
   const gen = (what: string, prompt: number[], seed: number, extra: SamplingParams = {}) =>
     collect(what, engine.generate(prompt, { maxTokens: 24, temperature: 1, seed, stopTokenIds: [], ...extra }));
-  const score = async (what: string, prompt: number[], completion: number[], version = 0): Promise<Outcome> =>
-    ({ what, ids: completion, logprobs: (await engine.logprobs(prompt, completion, { version })).logprobs, version });
+  const score = async (what: string, prompt: number[], completion: number[], version = 0): Promise<Outcome> => ({
+    what,
+    ids: completion,
+    logprobs: (await engine.logprobs(prompt, completion, { version })).logprobs,
+    version,
+  });
 
   const system = tokens(500, 1);
   let prompt = [...system, ...tokens(100, 2)];
@@ -55,38 +68,50 @@ async function scenario(engine: LocalEngine): Promise<Outcome[]> {
 
   // The teacher: the turn's prompt with a hint, scoring the answer, on the frozen base.
   const turnPrompt = prompt.slice(0, prompt.length - answer.length - 60);
-  results.push(await score('teacher', [...turnPrompt.slice(0, -10), ...tokens(30, 30), ...turnPrompt.slice(-10)], answer));
+  results.push(
+    await score('teacher', [...turnPrompt.slice(0, -10), ...tokens(30, 30), ...turnPrompt.slice(-10)], answer),
+  );
   // Judge votes (one prompt, three seeds) and two more sessions on the system prompt, all at once.
   const judge = [...turnPrompt, ...answer, ...tokens(40, 31)];
-  results.push(...await Promise.all([
-    ...[1, 2, 3].map((v) => gen(`judge vote ${v}`, judge, 200 + v, { maxTokens: 6 })),
-    gen('session B', [...system, ...tokens(80, 32)], 301),
-    gen('session C', [...system, ...tokens(90, 33)], 302),
-  ]));
+  results.push(
+    ...(await Promise.all([
+      ...[1, 2, 3].map((v) => gen(`judge vote ${v}`, judge, 200 + v, { maxTokens: 6 })),
+      gen('session B', [...system, ...tokens(80, 32)], 301),
+      gen('session C', [...system, ...tokens(90, 33)], 302),
+    ])),
+  );
 
   // A LoRA version published while a generation on version 0 is part-way. These two share steps
   // in a way that depends on timing (a loaded machine batches them differently in the two runs),
   // and the rounding of a row moves with what shares its step; greedy, a last-bit difference
   // cannot move a draw across a token boundary as it can at temperature 1.
-  const inFlight = engine.generate(prompt, { maxTokens: 40, temperature: 0, seed: 400, stopTokenIds: [] })[Symbol.asyncIterator]();
+  const inFlight = engine
+    .generate(prompt, { maxTokens: 40, temperature: 0, seed: 400, stopTokenIds: [] })
+    [Symbol.asyncIterator]();
   const first = await inFlight.next();
   await engine.publish(randomLoraUpdate(engine.folder.config, 1, 7));
   const onNew = gen('session turn 4 on version 1', prompt, 104, { temperature: 0 });
   const rest = collect('in flight across publication 1', { [Symbol.asyncIterator]: () => inFlight });
   const [turn4, across] = await Promise.all([onNew, rest]);
   const head = first.value as Extract<GenerationEvent, { type: 'token' }>;
-  results.push(turn4, { ...across, ids: [head.token.id, ...across.ids], logprobs: [head.token.logprob, ...across.logprobs] });
+  results.push(turn4, {
+    ...across,
+    ids: [head.token.id, ...across.ids],
+    logprobs: [head.token.logprob, ...across.logprobs],
+  });
   answer = turn4.ids;
   prompt = [...prompt, ...answer, ...tokens(60, 14)];
   await nextTurn(5);
 
   // Full weights as version 2; the base still serves the teacher and a self-judge.
   await engine.publish(perturbedWeightsUpdate(new Float32Array(engine.info.baseParams), 2, 8));
-  results.push(...await Promise.all([
-    gen('session turn 6 on version 2', prompt, 106),
-    gen('self-judge on version 0', judge, 500, { version: 0, maxTokens: 6 }),
-    score('teacher again', turnPrompt, answer),
-  ]));
+  results.push(
+    ...(await Promise.all([
+      gen('session turn 6 on version 2', prompt, 106),
+      gen('self-judge on version 0', judge, 500, { version: 0, maxTokens: 6 }),
+      score('teacher again', turnPrompt, answer),
+    ])),
+  );
   results.push(await score('score on version 2', prompt, tokens(12, 40), 2));
   return results;
 }
@@ -109,13 +134,21 @@ test('every request gives the same ids and log-probs with the prefix cache as wi
       assert.ok(diff < LOGPROB_TOLERANCE, `${a.what}: log-probs differ by ${diff}`);
     });
     const across = cached.filter((r) => r.what.includes('across'));
-    assert.deepEqual(across.map((r) => r.version), [0], 'the in-flight generation finished on version 0');
+    assert.deepEqual(
+      across.map((r) => r.version),
+      [0],
+      'the in-flight generation finished on version 0',
+    );
 
     const stats = on.prefixCacheStats();
     const without = off.prefixCacheStats();
     // The cache is not allowed to pass by doing nothing.
     assert.ok(stats.hitTokens > 2 * stats.missTokens, `hits ${stats.hitTokens}, misses ${stats.missTokens}`);
-    assert.equal(stats.hitTokens + stats.missTokens, without.missTokens, 'every prompt token is either copied or computed');
+    assert.equal(
+      stats.hitTokens + stats.missTokens,
+      without.missTokens,
+      'every prompt token is either copied or computed',
+    );
     assert.ok(stats.entries > 0 && stats.bytes > 0 && stats.bytes <= stats.budgetBytes);
     const nothing = { hitTokens: 0, missTokens: 0, bytes: 0, entries: 0, evictions: 0, budgetBytes: 0 };
     assert.deepEqual({ ...without, missTokens: 0 }, nothing);
@@ -134,5 +167,8 @@ test('the default budget is defaultKvCacheBytes of the model; a bad budget is re
   } finally {
     await engine.close();
   }
-  await assert.rejects(LocalEngine.open(dir, { kvCacheBytes: -1 }), /kvCacheBytes must be a non-negative integer, got -1/);
+  await assert.rejects(
+    LocalEngine.open(dir, { kvCacheBytes: -1 }),
+    /kvCacheBytes must be a non-negative integer, got -1/,
+  );
 });

@@ -11,7 +11,9 @@ import { type ForwardSegment, Transformer } from '../src/engine/local/model/tran
 import { loadWeights, paramStoreOver, type ParamStore } from '../src/engine/local/model/weights.js';
 import { PrefixCache } from '../src/engine/local/runtime/prefix-cache.js';
 import {
-  createPrefixCacheStatsBuffer, PrefixCacheCounters, readPrefixCacheStats,
+  createPrefixCacheStatsBuffer,
+  PrefixCacheCounters,
+  readPrefixCacheStats,
 } from '../src/engine/local/runtime/prefix-cache-stats.js';
 import type { ResolvedSampling } from '../src/engine/local/runtime/protocol.js';
 import { type PolicyWeights, Scheduler } from '../src/engine/local/runtime/scheduler.js';
@@ -45,7 +47,11 @@ function newScheduler(cacheBytes: number) {
 
 type Harness = ReturnType<typeof newScheduler>;
 
-interface Outcome { ids: number[]; logprobs: number[]; version?: number }
+interface Outcome {
+  ids: number[];
+  logprobs: number[];
+  version?: number;
+}
 
 /** Steps until idle (failing instead of spinning if that never happens); returns each job's outcome. */
 function drain(h: Harness, out = new Map<number, Outcome>(), maxSteps = 2000): Map<number, Outcome> {
@@ -58,7 +64,10 @@ function drain(h: Harness, out = new Map<number, Outcome>(), maxSteps = 2000): M
     assert.ok(tokens <= STEP_TOKENS, `a step computed ${tokens} tokens, the budget is ${STEP_TOKENS}`);
     for (const { id, event } of step.events) {
       if (event.type === 'finish') get(id).version = event.version;
-      else { get(id).ids.push(event.token.id); get(id).logprobs.push(event.token.logprob); }
+      else {
+        get(id).ids.push(event.token.id);
+        get(id).logprobs.push(event.token.logprob);
+      }
     }
     for (const { id, result } of step.scored) get(id).logprobs.push(...result.logprobs);
   }
@@ -66,9 +75,18 @@ function drain(h: Harness, out = new Map<number, Outcome>(), maxSteps = 2000): M
 }
 
 const sampling = (seed: number, maxTokens: number, version: number | null = null): ResolvedSampling => ({
-  temperature: 1, topP: 1, topK: 0, maxTokens, stop: [], stopTokenIds: [], seed, topLogprobs: 0, version,
+  temperature: 1,
+  topP: 1,
+  topK: 0,
+  maxTokens,
+  stop: [],
+  stopTokenIds: [],
+  seed,
+  topLogprobs: 0,
+  version,
 });
-const tokens = (n: number, salt: number) => Array.from({ length: n }, (_, i) => ((i + 1) * (salt * 2 + 7) + salt * 31) % 500);
+const tokens = (n: number, salt: number) =>
+  Array.from({ length: n }, (_, i) => ((i + 1) * (salt * 2 + 7) + salt * 31) % 500);
 
 /**
  * Different prefill chunkings and batch sizes do not give bit-identical results (see
@@ -80,21 +98,31 @@ function assertSameOutcomes(cached: Map<number, Outcome>, plain: Map<number, Out
     const b = plain.get(id)!;
     assert.deepEqual(a.ids, b.ids, `request ${id}: sampled ids`);
     assert.equal(a.version, b.version, `request ${id}: version`);
-    assert.ok(maxAbsDiff(a.logprobs, b.logprobs) < 1e-5, `request ${id}: log-probs differ by ${maxAbsDiff(a.logprobs, b.logprobs)}`);
+    assert.ok(
+      maxAbsDiff(a.logprobs, b.logprobs) < 1e-5,
+      `request ${id}: log-probs differ by ${maxAbsDiff(a.logprobs, b.logprobs)}`,
+    );
   }
 }
 
 test('concurrent requests sharing a prompt: the first computes it, the others wait for it and copy; steps stay within budget', () => {
   const system = tokens(600, 1);
   const add = (h: Harness) => {
-    for (const [id, seed] of [[1, 11], [2, 12], [3, 13]] as const) h.scheduler.addGeneration(id, system, sampling(seed, 8));
+    for (const [id, seed] of [
+      [1, 11],
+      [2, 12],
+      [3, 13],
+    ] as const)
+      h.scheduler.addGeneration(id, system, sampling(seed, 8));
     h.scheduler.addGeneration(4, [...system.slice(0, 400), ...tokens(200, 2)], sampling(14, 8));
     h.scheduler.addScore(5, system.slice(0, 500), tokens(20, 3), 0, 0);
   };
-  const on = newScheduler(1 << 26), off = newScheduler(0);
+  const on = newScheduler(1 << 26),
+    off = newScheduler(0);
   add(on);
   add(off);
-  const cached = drain(on), plain = drain(off);
+  const cached = drain(on),
+    plain = drain(off);
   assertSameOutcomes(cached, plain);
   // Generations 2 and 3 copy 599 rows from 1 and compute the last prompt token; 4 waits until 1
   // has passed their shared 400 tokens and computes its own 200; the score copies 499 of its 500
@@ -103,11 +131,15 @@ test('concurrent requests sharing a prompt: the first computes it, the others wa
   assert.equal(on.stats().missTokens, 600 + 1 + 1 + 200 + 20);
   assert.equal(off.stats().hitTokens, 0);
   assert.equal(off.stats().missTokens, 3 * 600 + 600 + 519);
-  assert.ok(on.forwards.length < off.forwards.length, `${on.forwards.length} steps with the cache, ${off.forwards.length} without`);
+  assert.ok(
+    on.forwards.length < off.forwards.length,
+    `${on.forwards.length} steps with the cache, ${off.forwards.length} without`,
+  );
 });
 
 test('a growing session computes only its new tokens: prompt, answer (but its last token), new message', () => {
-  const on = newScheduler(1 << 26), off = newScheduler(0);
+  const on = newScheduler(1 << 26),
+    off = newScheduler(0);
   const run = (h: Harness) => {
     const p1 = tokens(300, 4);
     h.scheduler.addGeneration(1, p1, sampling(21, 20));
@@ -122,13 +154,14 @@ test('a growing session computes only its new tokens: prompt, answer (but its la
   const cached = run(on);
   assertSameOutcomes(cached, run(off));
   // Turn 2 copies turn 1's prompt and answer but its last token; the score, all its prompt but the last token.
-  assert.equal(on.stats().hitTokens, (300 + 20 - 1) + (380 - 1));
+  assert.equal(on.stats().hitTokens, 300 + 20 - 1 + (380 - 1));
   assert.equal(on.stats().missTokens, 300 + 51 + (1 + 14));
-  assert.equal(on.stats().entries, 2, 'turn 1\'s entry went: turn 2\'s starts with it');
+  assert.equal(on.stats().entries, 2, "turn 1's entry went: turn 2's starts with it");
 });
 
 test('a job waiting on one that is cancelled takes what that one computed and goes on', () => {
-  const on = newScheduler(1 << 26), off = newScheduler(0);
+  const on = newScheduler(1 << 26),
+    off = newScheduler(0);
   const prompt = tokens(600, 7);
   on.scheduler.addGeneration(1, prompt, sampling(31, 50));
   on.scheduler.addGeneration(2, prompt, sampling(32, 6));
@@ -136,7 +169,7 @@ test('a job waiting on one that is cancelled takes what that one computed and go
   on.scheduler.cancel(1);
   const cached = drain(on);
   assert.equal(cached.get(1)!.ids.length, 0);
-  assert.equal(on.stats().hitTokens, STEP_TOKENS, 'the cancelled job\'s computed rows were handed over');
+  assert.equal(on.stats().hitTokens, STEP_TOKENS, "the cancelled job's computed rows were handed over");
   assert.equal(on.stats().missTokens, 600);
   off.scheduler.addGeneration(2, prompt, sampling(32, 6));
   assertSameOutcomes(new Map([[2, cached.get(2)!]]), drain(off));
@@ -154,7 +187,7 @@ function fullPolicy(version: number, seed: number): PolicyWeights {
   return { version, model: new Transformer(cfg, weights, kernels), lora: null };
 }
 
-test('entries serve their own version; a published version\'s entries go once no request runs on it; version 0 stays', () => {
+test("entries serve their own version; a published version's entries go once no request runs on it; version 0 stays", () => {
   const h = newScheduler(1 << 26);
   const prompt = tokens(200, 8);
   const entryLength = (version: number) => h.prefix.longest(version, [...prompt, 0], prompt.length)?.length ?? 0;
@@ -166,7 +199,7 @@ test('entries serve their own version; a published version\'s entries go once no
   h.scheduler.addGeneration(2, prompt, sampling(42, 4));
   const v1 = drain(h);
   assert.equal(v1.get(2)!.version, 1);
-  assert.equal(h.stats().hitTokens, 0, 'version 1 cannot use version 0\'s keys and values');
+  assert.equal(h.stats().hitTokens, 0, "version 1 cannot use version 0's keys and values");
   assert.equal(entryLength(1), 200);
   assert.equal(entryLength(0), 200, 'version 0, the frozen base, lives on');
 

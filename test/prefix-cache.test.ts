@@ -9,7 +9,9 @@ import { modelConfigOf, PRESETS } from '../src/engine/local/model/init.js';
 import { copyKvPrefix, createKvCache, type KvCache, kvBytesPerToken } from '../src/engine/local/model/kv-cache.js';
 import { PrefixCache } from '../src/engine/local/runtime/prefix-cache.js';
 import {
-  createPrefixCacheStatsBuffer, PrefixCacheCounters, readPrefixCacheStats,
+  createPrefixCacheStatsBuffer,
+  PrefixCacheCounters,
+  readPrefixCacheStats,
 } from '../src/engine/local/runtime/prefix-cache-stats.js';
 
 const cfg = modelConfigOf({ family: 'qwen3', ...PRESETS.tiny! }, [0]);
@@ -92,7 +94,10 @@ test('an entry that is a prefix of a new one (same version) is dropped; one cove
 
 test('least recently used entries are evicted first, to stay within the byte budget', () => {
   const { cache, stats } = withStats(3 * 10 * perToken);
-  const a = seq(100, 10), b = seq(200, 10), c = seq(300, 10), d = seq(400, 10);
+  const a = seq(100, 10),
+    b = seq(200, 10),
+    c = seq(300, 10),
+    d = seq(400, 10);
   cache.insert(0, a, filled(a));
   cache.insert(0, b, filled(b));
   cache.insert(0, c, filled(c));

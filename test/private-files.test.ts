@@ -71,7 +71,14 @@ test('checkpoints and safetensors files are private', () => {
     const n = 8;
     const values = () => new Float32Array(n).fill(1);
     const version = saveCheckpoint(ckptDir, {
-      step: 1, consumedSampleIds: [], lora: 'full', configHash: 'h', publishedVersion: 1, trainable: values(), m: values(), v: values(),
+      step: 1,
+      consumedSampleIds: [],
+      lora: 'full',
+      configHash: 'h',
+      publishedVersion: 1,
+      trainable: values(),
+      m: values(),
+      v: values(),
     });
     assert.equal(mode(ckptDir), 0o700);
     assert.equal(mode(version), 0o700);

@@ -46,7 +46,10 @@ const TURNS_PER_VERSION = 2;
 const WAIT_MS = 120_000;
 
 /** Token-bearing SSE events that one read of the socket delivered. */
-interface Arrival { t: number; tokens: number }
+interface Arrival {
+  t: number;
+  tokens: number;
+}
 
 interface StreamRecord {
   index: number;
@@ -64,7 +67,10 @@ interface StreamRecord {
 }
 
 /** One engine generation as the gateway's thread saw it: when each token event arrived. */
-interface GenerationRecord { tokenTimes: number[]; version: number | null }
+interface GenerationRecord {
+  tokenTimes: number[];
+  version: number | null;
+}
 
 interface PublicationRecord extends Publication {
   calledAt: number;
@@ -78,7 +84,8 @@ const median = (xs: readonly number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length === 0 ? NaN : s.length % 2 ? s[s.length >> 1]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
-const quantile = (xs: readonly number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))]!;
+const quantile = (xs: readonly number[], q: number) =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))]!;
 const round = (x: number, digits = 2) => +x.toFixed(digits);
 const tokensOf = (s: StreamRecord) => s.arrivals.reduce((n, a) => n + a.tokens, 0);
 /** Each request carries seed 1000 + its index, which is how its generation is found. */
@@ -123,7 +130,9 @@ function timedSampler(inner: Sampler, generations: Map<number, GenerationRecord>
               yield r.value;
             }
             if (failure) throw failure;
-            await new Promise<void>((resolve) => { wake = resolve; });
+            await new Promise<void>((resolve) => {
+              wake = resolve;
+            });
             wake = null;
           }
         },
@@ -155,7 +164,10 @@ class Load {
   until(ok: () => boolean, what: string): Promise<void> {
     if (ok()) return Promise.resolve();
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => { this.waiters.delete(check); reject(new Error(`timed out waiting for ${what}`)); }, WAIT_MS);
+      const timer = setTimeout(() => {
+        this.waiters.delete(check);
+        reject(new Error(`timed out waiting for ${what}`));
+      }, WAIT_MS);
       const check = () => {
         if (!ok()) return;
         clearTimeout(timer);
@@ -176,8 +188,17 @@ class Load {
 
   private async one(index: number, client: number, round: number): Promise<void> {
     const s: StreamRecord = {
-      index, sentAt: performance.now(), status: 0, contentType: null, turnId: null, arrivals: [], events: [],
-      done: false, finishReason: null, errorEvents: [], finishedAt: null,
+      index,
+      sentAt: performance.now(),
+      status: 0,
+      contentType: null,
+      turnId: null,
+      arrivals: [],
+      events: [],
+      done: false,
+      finishReason: null,
+      errorEvents: [],
+      finishedAt: null,
     };
     this.streams.push(s);
     try {
@@ -185,8 +206,18 @@ class Load {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-turn-type': 'main', 'x-session-id': `load-${index}` },
         body: JSON.stringify({
-          messages: [{ role: 'user', content: `Client ${client}, round ${round}: tell me a long story about the number ${index}.` }],
-          stream: true, logprobs: true, max_tokens: MAX_TOKENS, temperature: 1, top_p: 1, seed: seedOf(index),
+          messages: [
+            {
+              role: 'user',
+              content: `Client ${client}, round ${round}: tell me a long story about the number ${index}.`,
+            },
+          ],
+          stream: true,
+          logprobs: true,
+          max_tokens: MAX_TOKENS,
+          temperature: 1,
+          top_p: 1,
+          seed: seedOf(index),
           // The random model samples <tool_call> now and then; the gateway holds a tool call back
           // until it closes, which would hide the token timing (a hold is not a stall). Stopping
           // there keeps every stream token by token.
@@ -216,7 +247,10 @@ class Load {
             s.events.push(data);
             continue;
           }
-          const e = JSON.parse(data) as { error?: unknown; choices?: { finish_reason: string | null; logprobs: { content: unknown[] } | null }[] };
+          const e = JSON.parse(data) as {
+            error?: unknown;
+            choices?: { finish_reason: string | null; logprobs: { content: unknown[] } | null }[];
+          };
           s.events.push(e);
           if (e.error) s.errorEvents.push(e);
           const choice = e.choices?.[0];
@@ -274,10 +308,15 @@ class Load {
  * one decode step. It is wall time, so a worker preempted in the middle of it reports the
  * preemption too: the median swap is held to one step, every swap to `bound`.
  */
-function stallCheck(streams: readonly StreamRecord[], pubs: readonly PublicationRecord[], training: readonly [number, number][]) {
+function stallCheck(
+  streams: readonly StreamRecord[],
+  pubs: readonly PublicationRecord[],
+  training: readonly [number, number][],
+) {
   const gaps: { from: number; to: number; tokens: number }[] = [];
   for (const s of streams) {
-    for (let i = 1; i < s.arrivals.length; i++) gaps.push({ from: s.arrivals[i - 1]!.t, to: s.arrivals[i]!.t, tokens: s.arrivals[i]!.tokens });
+    for (let i = 1; i < s.arrivals.length; i++)
+      gaps.push({ from: s.arrivals[i - 1]!.t, to: s.arrivals[i]!.t, tokens: s.arrivals[i]!.tokens });
   }
   const len = (g: (typeof gaps)[number]) => g.to - g.from;
   const overlaps = (g: (typeof gaps)[number], [a, b]: readonly [number, number]) => g.from <= b && g.to >= a;
@@ -286,14 +325,23 @@ function stallCheck(streams: readonly StreamRecord[], pubs: readonly Publication
   const rest = gaps.filter((g) => !spanning.includes(g));
   const duringTraining = rest.filter((g) => training.some((w) => overlaps(g, w))).map(len);
   const control = rest.filter((g) => !training.some((w) => overlaps(g, w))).map(len);
-  const perPublication = pubs.map((p) => spanning.filter((g) => overlaps(g, [p.postedAt, p.resolvedAt])).map(len))
+  const perPublication = pubs
+    .map((p) => spanning.filter((g) => overlaps(g, [p.postedAt, p.resolvedAt])).map(len))
     .map((xs) => (xs.length > 0 ? Math.max(...xs) : null));
   const measured = perPublication.filter((x): x is number => x !== null);
   return {
-    step, bound: Math.max(5 * step, step + 250), worst: Math.max(...measured), medianWorst: median(measured), perPublication,
-    gaps: gaps.length, spanning: spanning.length,
-    controlMedian: median(control), controlP99: quantile(control, 0.99), controlMax: Math.max(...control),
-    trainingP99: duringTraining.length ? quantile(duringTraining, 0.99) : NaN, trainingMax: Math.max(...duringTraining),
+    step,
+    bound: Math.max(5 * step, step + 250),
+    worst: Math.max(...measured),
+    medianWorst: median(measured),
+    perPublication,
+    gaps: gaps.length,
+    spanning: spanning.length,
+    controlMedian: median(control),
+    controlP99: quantile(control, 0.99),
+    controlMax: Math.max(...control),
+    trainingP99: duringTraining.length ? quantile(duringTraining, 0.99) : NaN,
+    trainingMax: Math.max(...duringTraining),
   };
 }
 
@@ -304,11 +352,19 @@ test('ten publications under continuous streaming load: no failure, no stall, ea
   const generations = new Map<number, GenerationRecord>();
   // Every token written as it comes: a stream interval would hold tokens back on purpose and blur
   // the client-side gaps this test reads stalls from.
-  const gw = await startGateway({ ...chatBackendOf(model, 'tiny'), sampler: timedSampler(engine, generations) }, { streamIntervalMs: 0 });
+  const gw = await startGateway(
+    { ...chatBackendOf(model, 'tiny'), sampler: timedSampler(engine, generations) },
+    { streamIntervalMs: 0 },
+  );
   // A large learning rate so that consecutive versions are far apart in log-prob (see the re-scoring).
   const learner = await LocalLearner.open(engine, {
-    config: { mode: { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } }, optimizer: { ...DEFAULT_ADAMW, lr: 2e-2 }, miniBatchSize: TURNS_PER_VERSION },
-    threads: 1, maxYieldMs: 20,
+    config: {
+      mode: { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } },
+      optimizer: { ...DEFAULT_ADAMW, lr: 2e-2 },
+      miniBatchSize: TURNS_PER_VERSION,
+    },
+    threads: 1,
+    maxYieldMs: 20,
   });
   let scorer: LocalEngine | undefined;
   t.after(async () => {
@@ -340,19 +396,32 @@ test('ten publications under continuous streaming load: no failure, no stall, ea
   };
   const finishedSince = (at: number) => load.streams.filter((s) => s.sentAt > at && s.finishedAt !== null);
   // Judged from the engine's events, which the clients' reads may lag behind.
-  const midway = () => [...generations.values()].filter((g) => g.version === null && g.tokenTimes.length > 0 && g.tokenTimes.length <= MAX_TOKENS / 2);
+  const midway = () =>
+    [...generations.values()].filter(
+      (g) => g.version === null && g.tokenTimes.length > 0 && g.tokenTimes.length <= MAX_TOKENS / 2,
+    );
   const t0 = performance.now();
   load.start(CLIENTS);
   for (let k = 1; k <= PUBLICATIONS; k++) {
     // The batch: turns of the serving version (sent after the last publication resolved).
     const since = pubs[k - 2]?.resolvedAt ?? -Infinity;
-    await load.until(() => finishedSince(since).length >= TURNS_PER_VERSION, `${TURNS_PER_VERSION} turns on version ${k - 1}`);
-    const samples: TrainingSample[] = finishedSince(since).slice(-TURNS_PER_VERSION).map(turnOf)
+    await load.until(
+      () => finishedSince(since).length >= TURNS_PER_VERSION,
+      `${TURNS_PER_VERSION} turns on version ${k - 1}`,
+    );
+    const samples: TrainingSample[] = finishedSince(since)
+      .slice(-TURNS_PER_VERSION)
+      .map(turnOf)
       .map((turn) => ({
-        promptIds: turn.promptIds, completionIds: turn.completionIds, advantages: turn.completionIds.map(() => 1), rolloutLogprobs: turn.logprobs,
+        promptIds: turn.promptIds,
+        completionIds: turn.completionIds,
+        advantages: turn.completionIds.map(() => 1),
+        rolloutLogprobs: turn.logprobs,
         // Not the end-of-turn token: the shortest turns finish first and make the batches, and
         // rewarding their ends would teach the model to stop early, leaving no streams to publish under.
-        mask: turn.completionIds.map((_, j) => (turn.finishReason !== 'length' && j === turn.completionIds.length - 1 ? 0 : 1)),
+        mask: turn.completionIds.map((_, j) =>
+          turn.finishReason !== 'length' && j === turn.completionIds.length - 1 ? 0 : 1,
+        ),
       }));
     const trainFrom = performance.now();
     const [metrics] = await learner.trainBatch(samples);
@@ -369,7 +438,10 @@ test('ten publications under continuous streaming load: no failure, no stall, ea
     assert.equal(pub.version, k, 'versions are published in order 1..10');
     assert.equal(engine.version, k);
   }
-  await load.until(() => finishedSince(pubs.at(-1)!.resolvedAt).length >= TURNS_PER_VERSION, `${TURNS_PER_VERSION} turns on version ${PUBLICATIONS}`);
+  await load.until(
+    () => finishedSince(pubs.at(-1)!.resolvedAt).length >= TURNS_PER_VERSION,
+    `${TURNS_PER_VERSION} turns on version ${PUBLICATIONS}`,
+  );
   await load.stop();
   const wallMs = performance.now() - t0;
   await gw.gateway.settled();
@@ -377,15 +449,30 @@ test('ten publications under continuous streaming load: no failure, no stall, ea
   const streams = load.streams;
   const stall = stallCheck(streams, pubs, training);
   const swaps = pubs.map((p) => p.swapMs);
-  t.diagnostic(JSON.stringify({
-    requests: streams.length, wallMs: Math.round(wallMs), tokens: streams.reduce((n, s) => n + tokensOf(s), 0),
-    stepMedianMs: round(stall.step, 3), boundMs: round(stall.bound), worstSpanningMs: round(stall.worst), spanningGaps: stall.spanning,
-    medianWorstSpanningMs: round(stall.medianWorst), perPublicationWorstMs: stall.perPublication.map((x) => (x === null ? null : round(x, 1))), gaps: stall.gaps,
-    controlGaps: { medianMs: round(stall.controlMedian), p99Ms: round(stall.controlP99), maxMs: round(stall.controlMax) },
-    trainingGaps: { p99Ms: round(stall.trainingP99), maxMs: round(stall.trainingMax) },
-    swapMs: swaps.map((x) => round(x, 3)), swapMedianMs: round(median(swaps), 3),
-    snapshotMs: pubs.map((p) => round(p.snapshotMs, 1)), publishToMs: pubs.map((p) => round(p.resolvedAt - p.calledAt, 1)),
-  }));
+  t.diagnostic(
+    JSON.stringify({
+      requests: streams.length,
+      wallMs: Math.round(wallMs),
+      tokens: streams.reduce((n, s) => n + tokensOf(s), 0),
+      stepMedianMs: round(stall.step, 3),
+      boundMs: round(stall.bound),
+      worstSpanningMs: round(stall.worst),
+      spanningGaps: stall.spanning,
+      medianWorstSpanningMs: round(stall.medianWorst),
+      perPublicationWorstMs: stall.perPublication.map((x) => (x === null ? null : round(x, 1))),
+      gaps: stall.gaps,
+      controlGaps: {
+        medianMs: round(stall.controlMedian),
+        p99Ms: round(stall.controlP99),
+        maxMs: round(stall.controlMax),
+      },
+      trainingGaps: { p99Ms: round(stall.trainingP99), maxMs: round(stall.trainingMax) },
+      swapMs: swaps.map((x) => round(x, 3)),
+      swapMedianMs: round(median(swaps), 3),
+      snapshotMs: pubs.map((p) => round(p.snapshotMs, 1)),
+      publishToMs: pubs.map((p) => round(p.resolvedAt - p.calledAt, 1)),
+    }),
+  );
 
   // Every request: 200, a complete stream, every token delivered, a recorded turn.
   const turns = new Map<number, Turn>();
@@ -394,10 +481,17 @@ test('ten publications under continuous streaming load: no failure, no stall, ea
     assert.match(s.contentType ?? '', /^text\/event-stream/);
     assert.deepEqual(s.errorEvents, [], `request ${s.index}: errors`);
     assert.ok(s.done && s.events.at(-1) === '[DONE]', `request ${s.index} did not end with [DONE]`);
-    assert.ok(s.finishReason === 'stop' || s.finishReason === 'length', `request ${s.index}: finish_reason ${s.finishReason}`);
+    assert.ok(
+      s.finishReason === 'stop' || s.finishReason === 'length',
+      `request ${s.index}: finish_reason ${s.finishReason}`,
+    );
     const turn = turnOf(s);
     assert.equal(tokensOf(s), turn.completionIds.length, `request ${s.index}: streamed tokens vs recorded ids`);
-    assert.equal(turn.policyVersion, generations.get(seedOf(s.index))!.version, `request ${s.index}: recorded version vs the engine's finish event`);
+    assert.equal(
+      turn.policyVersion,
+      generations.get(seedOf(s.index))!.version,
+      `request ${s.index}: recorded version vs the engine's finish event`,
+    );
     turns.set(s.index, turn);
   }
 
@@ -409,10 +503,17 @@ test('ten publications under continuous streaming load: no failure, no stall, ea
       const v = turns.get(s.index)!.policyVersion;
       const times = generations.get(seedOf(s.index))!.tokenTimes;
       if (times.length > 0 && times[0]! < p.postedAt) {
-        assert.ok(v < p.version, `request ${s.index} had tokens before publication ${p.version} was posted but ran on version ${v}`);
+        assert.ok(
+          v < p.version,
+          `request ${s.index} had tokens before publication ${p.version} was posted but ran on version ${v}`,
+        );
         if (times.at(-1)! > p.resolvedAt) across.push(s.index);
       }
-      if (s.sentAt > p.resolvedAt) assert.ok(v >= p.version, `request ${s.index} was sent after publication ${p.version} resolved but ran on version ${v}`);
+      if (s.sentAt > p.resolvedAt)
+        assert.ok(
+          v >= p.version,
+          `request ${s.index} was sent after publication ${p.version} resolved but ran on version ${v}`,
+        );
     }
     if (across.length > 0) landedMidStream.push(p.version);
   }
@@ -420,9 +521,16 @@ test('ten publications under continuous streaming load: no failure, no stall, ea
   // part-way can all finish before the update reaches the engine (about 1 run in 12, always the
   // first publication, whose snapshot is the slowest). Such a publication tests nothing about
   // in-flight requests; most must land mid-stream.
-  assert.ok(landedMidStream.length >= PUBLICATIONS - 2, `only publications ${landedMidStream.join(', ')} landed while a generation was part-way`);
+  assert.ok(
+    landedMidStream.length >= PUBLICATIONS - 2,
+    `only publications ${landedMidStream.join(', ')} landed while a generation was part-way`,
+  );
   const versions = [...new Set([...turns.values()].map((x) => x.policyVersion))].sort((a, b) => a - b);
-  assert.deepEqual(versions, Array.from({ length: PUBLICATIONS + 1 }, (_, v) => v), 'every version 0..10 served turns');
+  assert.deepEqual(
+    versions,
+    Array.from({ length: PUBLICATIONS + 1 }, (_, v) => v),
+    'every version 0..10 served turns',
+  );
 
   // One version per request, token by token: re-score every turn under its version and its neighbours.
   scorer = await LocalEngine.open(modelDir, { threads: 1 });
@@ -432,26 +540,49 @@ test('ten publications under continuous streaming load: no failure, no stall, ea
     if (v > 0) await scorer.publish(pubs[v - 1]!.update);
     for (const [i, turn] of turns) {
       if (Math.abs(turn.policyVersion - v) > 1 || turn.completionIds.length === 0) continue;
-      const diff = maxAbsDiff((await scorer.logprobs(turn.promptIds, turn.completionIds, { version: v })).logprobs, turn.logprobs);
+      const diff = maxAbsDiff(
+        (await scorer.logprobs(turn.promptIds, turn.completionIds, { version: v })).logprobs,
+        turn.logprobs,
+      );
       if (turn.policyVersion === v) own.set(i, diff);
       else neighbour.set(i, Math.min(neighbour.get(i) ?? Infinity, diff));
     }
   }
   const long = [...turns].filter(([, turn]) => turn.completionIds.length >= 8).map(([i]) => i);
-  t.diagnostic(JSON.stringify({
-    ownVersionMaxDiff: Math.max(...own.values()), neighbourMinDiff: Math.min(...long.map((i) => neighbour.get(i)!)),
-    turnsPerVersion: versions.map((v) => [...turns.values()].filter((x) => x.policyVersion === v).length),
-  }));
+  t.diagnostic(
+    JSON.stringify({
+      ownVersionMaxDiff: Math.max(...own.values()),
+      neighbourMinDiff: Math.min(...long.map((i) => neighbour.get(i)!)),
+      turnsPerVersion: versions.map((v) => [...turns.values()].filter((x) => x.policyVersion === v).length),
+    }),
+  );
   for (const [i, turn] of turns) {
-    if (turn.completionIds.length > 0) assert.ok(own.get(i)! < 1e-4, `request ${i}: its log-probs differ from version ${turn.policyVersion}'s by ${own.get(i)}`);
+    if (turn.completionIds.length > 0)
+      assert.ok(
+        own.get(i)! < 1e-4,
+        `request ${i}: its log-probs differ from version ${turn.policyVersion}'s by ${own.get(i)}`,
+      );
   }
   assert.ok(long.length >= turns.size / 2, 'most turns have 8 tokens or more');
-  for (const i of long) assert.ok(neighbour.get(i)! > 1e-2, `request ${i}: a neighbouring version is as close as ${neighbour.get(i)}; versions must be told apart`);
+  for (const i of long)
+    assert.ok(
+      neighbour.get(i)! > 1e-2,
+      `request ${i}: a neighbouring version is as close as ${neighbour.get(i)}; versions must be told apart`,
+    );
 
   // No stall beyond one decode step; the swap itself well within one.
   assert.ok(stall.spanning >= PUBLICATIONS, `only ${stall.spanning} gaps span a publication`);
-  assert.ok(stall.medianWorst < stall.bound, `publications stall streams: the median publication's worst gap is ${stall.medianWorst.toFixed(1)} ms; the median decode step is ${stall.step.toFixed(2)} ms (bound ${stall.bound.toFixed(1)} ms)`);
-  assert.ok(stall.worst < 2 * Math.max(stall.bound, stall.controlMax), `a publication stalled a stream for ${stall.worst.toFixed(1)} ms; the median decode step is ${stall.step.toFixed(2)} ms (bound ${stall.bound.toFixed(1)} ms), the worst gap away from publications and training ${stall.controlMax.toFixed(1)} ms`);
-  assert.ok(median(swaps) < stall.step, `the median swap took ${median(swaps).toFixed(3)} ms, more than the median decode step ${stall.step.toFixed(3)} ms`);
+  assert.ok(
+    stall.medianWorst < stall.bound,
+    `publications stall streams: the median publication's worst gap is ${stall.medianWorst.toFixed(1)} ms; the median decode step is ${stall.step.toFixed(2)} ms (bound ${stall.bound.toFixed(1)} ms)`,
+  );
+  assert.ok(
+    stall.worst < 2 * Math.max(stall.bound, stall.controlMax),
+    `a publication stalled a stream for ${stall.worst.toFixed(1)} ms; the median decode step is ${stall.step.toFixed(2)} ms (bound ${stall.bound.toFixed(1)} ms), the worst gap away from publications and training ${stall.controlMax.toFixed(1)} ms`,
+  );
+  assert.ok(
+    median(swaps) < stall.step,
+    `the median swap took ${median(swaps).toFixed(3)} ms, more than the median decode step ${stall.step.toFixed(3)} ms`,
+  );
   assert.ok(Math.max(...swaps) < stall.bound, `a swap took ${Math.max(...swaps).toFixed(1)} ms`);
 });

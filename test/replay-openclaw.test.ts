@@ -15,15 +15,30 @@ import { engineBackend, scriptedBackend, startGateway } from './helpers/gateway.
 import { CAPTURED_DIR, loadCapture, replay, type CapturedEntry, type ReplayedAnswer } from './helpers/replay.js';
 import { replyIds, type Script, type ScriptedSampler } from './helpers/scripted-sampler.js';
 
-const FILES = readdirSync(fileURLToPath(CAPTURED_DIR)).filter((f) => f.endsWith('.jsonl')).sort();
+const FILES = readdirSync(fileURLToPath(CAPTURED_DIR))
+  .filter((f) => f.endsWith('.jsonl'))
+  .sort();
 const IDLE_S = 3600;
 
-async function runReplay(file: string, backend: ChatBackend, sampler: ScriptedSampler | null, bodyOverrides: Record<string, unknown> = {}) {
+async function runReplay(
+  file: string,
+  backend: ChatBackend,
+  sampler: ScriptedSampler | null,
+  bodyOverrides: Record<string, unknown> = {},
+) {
   let clock = 0;
-  const gw = await startGateway(backend, { sideModels: ['side-model'], sessionIdleSeconds: IDLE_S }, { now: () => clock });
+  const gw = await startGateway(
+    backend,
+    { sideModels: ['side-model'], sessionIdleSeconds: IDLE_S },
+    { now: () => clock },
+  );
   const entries = loadCapture(file);
   const answers = await replay(entries, {
-    url: gw.url, bodyOverrides, setClock: (ms) => { clock = ms; },
+    url: gw.url,
+    bodyOverrides,
+    setClock: (ms) => {
+      clock = ms;
+    },
     beforeChat: (e) => sampler?.push(scriptFor(e, backend)),
   });
   await gw.gateway.settled();
@@ -38,9 +53,16 @@ function scriptFor(e: CapturedEntry, backend: ChatBackend): Script {
   if (e.response.status === 'client-aborted') return { ids: backend.tokenizer.encode('a partial answer'), hang: true };
   const r = e.response.reply;
   return {
-    ids: replyIds(backend.tokenizer, r
-      ? { content: r.content, ...(r.reasoning_content ? { reasoning: r.reasoning_content } : {}), toolCalls: r.tool_calls }
-      : { content: `(the stub failed request ${e.seq} with ${e.response.status}; we answer it)` }),
+    ids: replyIds(
+      backend.tokenizer,
+      r
+        ? {
+            content: r.content,
+            ...(r.reasoning_content ? { reasoning: r.reasoning_content } : {}),
+            toolCalls: r.tool_calls,
+          }
+        : { content: `(the stub failed request ${e.seq} with ${e.response.status}; we answer it)` },
+    ),
   };
 }
 
@@ -50,7 +72,9 @@ function summarize(answers: ReplayedAnswer[], lines: ExportLine[]): string[] {
   return answers.map((a) => {
     const l = lines.find((x) => x.turn_id === a.turnId);
     if (!l) return `${a.seq} ${a.status}`;
-    const ns = l.next_state ? `<-${seqOf.get(l.next_state.nextTurnId)}[${l.next_state.messages.map((m) => m.role).join(',')}]` : '';
+    const ns = l.next_state
+      ? `<-${seqOf.get(l.next_state.nextTurnId)}[${l.next_state.messages.map((m) => m.role).join(',')}]`
+      : '';
     return `${a.seq} ${l.kind}:${l.kind_reason} ${l.session_id ?? '-'}(${l.session_source}) ${l.closure_reason ?? '-'}${ns}`;
   });
 }
@@ -207,9 +231,14 @@ for (const file of FILES) {
       assert.equal(sampler.calls.length, chats.length);
       chats.forEach((a, i) => {
         const l = lines.find((x) => x.turn_id === a.turnId)!;
-        assert.deepEqual(l.prompt_ids, sampler.calls[i]!.promptIds, `turn ${l.turn_id}: stored prompt ids are the ids the sampler saw`);
+        assert.deepEqual(
+          l.prompt_ids,
+          sampler.calls[i]!.promptIds,
+          `turn ${l.turn_id}: stored prompt ids are the ids the sampler saw`,
+        );
         assert.equal(l.sampling.seed, sampler.calls[i]!.params.seed);
-        if (l.finish_reason !== 'cancelled') assert.deepEqual(l.completion_ids, scriptFor(entries.find((e) => e.seq === a.seq)!, backend).ids);
+        if (l.finish_reason !== 'cancelled')
+          assert.deepEqual(l.completion_ids, scriptFor(entries.find((e) => e.seq === a.seq)!, backend).ids);
       });
       // Only closed main turns enter the learning queue, each exactly once.
       for (const l of lines) {
@@ -218,10 +247,12 @@ for (const file of FILES) {
       }
       // No conversation text reaches the log by default.
       const log = JSON.stringify(gw.logs.lines);
-      for (const e of entries) for (const m of e.body?.messages ?? []) {
-        const text = typeof m.content === 'string' ? m.content : '';
-        if (text.length > 20) assert.ok(!log.includes(text.slice(0, 20)), `log leaks ${JSON.stringify(text.slice(0, 20))}`);
-      }
+      for (const e of entries)
+        for (const m of e.body?.messages ?? []) {
+          const text = typeof m.content === 'string' ? m.content : '';
+          if (text.length > 20)
+            assert.ok(!log.includes(text.slice(0, 20)), `log leaks ${JSON.stringify(text.slice(0, 20))}`);
+        }
     } finally {
       await gw.close();
     }
@@ -236,7 +267,9 @@ test('a tool-call turn gets all its tool results as next state, ids as OpenClaw 
     assert.equal(call.response.tool_calls?.length, 1);
     const ours = call.response.tool_calls![0]!;
     assert.match(ours.id, /^call_[0-9a-f]{24}$/);
-    assert.deepEqual(call.next_state!.messages, [{ role: 'tool', content: 'The secret word is PINEAPPLE.\n', tool_call_id: ours.id.replace('_', '') }]);
+    assert.deepEqual(call.next_state!.messages, [
+      { role: 'tool', content: 'The secret word is PINEAPPLE.\n', tool_call_id: ours.id.replace('_', '') },
+    ]);
     assert.equal(call.finish_reason, 'stop_token');
   } finally {
     await gw.close();
@@ -248,7 +281,10 @@ test('compaction counts and trace ids are recorded as sent', async () => {
   const { gw, lines, answers } = await runReplay('06-memory-flush-and-compaction.jsonl', backend, sampler);
   try {
     const bySeq = (n: number) => lines.find((l) => l.turn_id === answers.find((a) => a.seq === n)!.turnId)!;
-    assert.deepEqual([1, 4, 5, 8, 11].map((n) => bySeq(n).compaction), [0, null, 1, 2, 3]);
+    assert.deepEqual(
+      [1, 4, 5, 8, 11].map((n) => bySeq(n).compaction),
+      [0, null, 1, 2, 3],
+    );
     assert.equal(bySeq(5).trace_id, '173848c53295ada325936ca3f40ebf39');
   } finally {
     await gw.close();
@@ -283,7 +319,12 @@ const ENGINE_EXPECTED: Record<string, string[]> = {
 test('with the real engine answering, attribution is the same as with scripted answers', async () => {
   const backend = await engineBackend();
   try {
-    for (const file of ['01-local-embedded-multiturn-tool.jsonl', '04-errors-500-429-400-503-sse.jsonl', '05-timeout-and-500-retry.jsonl', '08-reasoning-content-replay.jsonl']) {
+    for (const file of [
+      '01-local-embedded-multiturn-tool.jsonl',
+      '04-errors-500-429-400-503-sse.jsonl',
+      '05-timeout-and-500-retry.jsonl',
+      '08-reasoning-content-replay.jsonl',
+    ]) {
       // The engine cannot be told to hang; the abandoned request of 05 is aborted after its first chunk all the same.
       const { gw, answers, lines } = await runReplay(file, backend, null, { max_completion_tokens: 4, seed: 1 });
       try {

@@ -29,7 +29,15 @@ test('candidateSet equals the sort-everything definition for many k, p and distr
     const logits = randomLogits(V, seed, 1 + (seed % 7) * 2);
     const probs = Float64Array.from(logits, (l) => Math.exp(l));
     const total = probs.reduce((a, b) => a + b, 0);
-    for (const [k, p] of [[0, 0.9], [5, 1], [0, 0.5], [20, 0.95], [1, 1], [0, 0.999], [V + 5, 0.3]] as const) {
+    for (const [k, p] of [
+      [0, 0.9],
+      [5, 1],
+      [0, 0.5],
+      [20, 0.95],
+      [1, 1],
+      [0, 0.999],
+      [V + 5, 0.3],
+    ] as const) {
       assert.deepEqual(candidateSet(probs, total, k, p), naiveCandidates(probs, k, p), `seed ${seed} k ${k} p ${p}`);
     }
   }
@@ -58,7 +66,13 @@ test('greedy picks the argmax with sampled log-prob 0; a seed reproduces a sampl
   for (let i = 1; i < logits.length; i++) if (logits[i]! > logits[best]!) best = i;
   assert.equal(g.id, best);
   assert.equal(g.sampledLogprob, 0);
-  const draw = (seed: number) => { const rng = createRng(seed); return Array.from({ length: 20 }, () => sampleToken(logits, { temperature: 1, topK: 0, topP: 1, topLogprobs: 0 }, rng).id); };
+  const draw = (seed: number) => {
+    const rng = createRng(seed);
+    return Array.from(
+      { length: 20 },
+      () => sampleToken(logits, { temperature: 1, topK: 0, topP: 1, topLogprobs: 0 }, rng).id,
+    );
+  };
   assert.deepEqual(draw(42), draw(42));
   assert.notDeepEqual(draw(42), draw(43));
 });
@@ -90,7 +104,12 @@ test('topLogprobs returns the k best as normalized log-probs, best first', () =>
   const logits = randomLogits(500, 11);
   const lse = logSumExp(logits);
   const top = topLogprobs(logits, 5);
-  const sorted = Array.from(logits.keys()).sort((a, b) => logits[b]! - logits[a]!).slice(0, 5);
-  assert.deepEqual(top.map((t) => t.id), sorted);
+  const sorted = Array.from(logits.keys())
+    .sort((a, b) => logits[b]! - logits[a]!)
+    .slice(0, 5);
+  assert.deepEqual(
+    top.map((t) => t.id),
+    sorted,
+  );
   for (const t of top) assert.ok(Math.abs(t.logprob - (logits[t.id]! - lse)) < 1e-9);
 });

@@ -9,7 +9,11 @@ import { portableKernels } from '../src/engine/local/kernels/portable.js';
 import { modelConfigOf, PRESETS, randomParams } from '../src/engine/local/model/init.js';
 import { createKvCache } from '../src/engine/local/model/kv-cache.js';
 import {
-  type AttentionHeads, BLOCKED_MIN_ROWS, blockedAttention, QUERY_BLOCK, segmentAttention,
+  type AttentionHeads,
+  BLOCKED_MIN_ROWS,
+  blockedAttention,
+  QUERY_BLOCK,
+  segmentAttention,
 } from '../src/engine/local/model/segment-attention.js';
 import { Transformer } from '../src/engine/local/model/transformer.js';
 import { native, skipNative } from './helpers/native.js';
@@ -17,7 +21,11 @@ import { randomArrayFrom, randomSource } from './helpers/random-arrays.js';
 
 const random = randomSource(20260301);
 
-interface Case extends AttentionHeads { Tq: number; start: number; qScale: number }
+interface Case extends AttentionHeads {
+  Tq: number;
+  start: number;
+  qScale: number;
+}
 
 const cases: Case[] = [
   { Tq: 3 * QUERY_BLOCK + 5, start: 0, numHeads: 8, numKvHeads: 4, headDim: 32, qScale: 1 }, // uncached prompt
@@ -31,7 +39,8 @@ const cases: Case[] = [
 const name = (c: Case) => `Tq ${c.Tq} start ${c.start} heads ${c.numHeads}/${c.numKvHeads}x${c.headDim} q x${c.qScale}`;
 
 function inputs(c: Case) {
-  const kvDim = c.numKvHeads * c.headDim, rows = c.start + c.Tq;
+  const kvDim = c.numKvHeads * c.headDim,
+    rows = c.start + c.Tq;
   return {
     q: randomArrayFrom(random, c.Tq * c.numHeads * c.headDim, c.qScale),
     k: randomArrayFrom(random, rows * kvDim),
@@ -43,8 +52,19 @@ type Inputs = ReturnType<typeof inputs>;
 
 function oneRow(k: Kernels, c: Case, x: Inputs): Float32Array {
   const out = new Float32Array(x.q.length);
-  k.attention(out, x.q, x.k, x.v, c.Tq, c.start, c.numHeads, c.numKvHeads, c.headDim, c.numKvHeads * c.headDim,
-    1 / Math.sqrt(c.headDim));
+  k.attention(
+    out,
+    x.q,
+    x.k,
+    x.v,
+    c.Tq,
+    c.start,
+    c.numHeads,
+    c.numKvHeads,
+    c.headDim,
+    c.numKvHeads * c.headDim,
+    1 / Math.sqrt(c.headDim),
+  );
   return out;
 }
 
@@ -103,8 +123,14 @@ describe('blocked segment attention', () => {
       const calls = { attention: 0, sgemm: 0 };
       const counting: Kernels = {
         ...portableKernels,
-        attention: (...args) => { calls.attention++; portableKernels.attention(...args); },
-        sgemm: (...args) => { calls.sgemm++; portableKernels.sgemm(...args); },
+        attention: (...args) => {
+          calls.attention++;
+          portableKernels.attention(...args);
+        },
+        sgemm: (...args) => {
+          calls.sgemm++;
+          portableKernels.sgemm(...args);
+        },
       };
       const out = new Float32Array(x.q.length);
       segmentAttention(counting, out, x.q, x.k, x.v, Tq, c.start, heads, (n) => new Float32Array(n));
@@ -123,11 +149,15 @@ describe('the transformer with blocked prefill attention', () => {
     const cfg = modelConfigOf({ family: 'qwen3', ...PRESETS.tiny! }, [0]);
     const model = new Transformer(cfg, randomParams(cfg, 5, 0.1), portableKernels);
     const prompt = Array.from({ length: 2 * QUERY_BLOCK + 60 }, (_, i) => (i * 31 + 7) % cfg.vocabSize);
-    const V = cfg.vocabSize, cut = QUERY_BLOCK + 30; // both chunks cross a block boundary; the second has start > 0
+    const V = cfg.vocabSize,
+      cut = QUERY_BLOCK + 30; // both chunks cross a block boundary; the second has start > 0
 
     const chunked = new Float32Array(prompt.length * V);
     const cache = createKvCache(cfg);
-    for (const [from, to] of [[0, cut], [cut, prompt.length]] as const) {
+    for (const [from, to] of [
+      [0, cut],
+      [cut, prompt.length],
+    ] as const) {
       const [logits] = model.forward([{ cache, tokens: prompt.slice(from, to), logitsFrom: 0 }]);
       chunked.set(logits!, from * V);
     }
@@ -135,7 +165,8 @@ describe('the transformer with blocked prefill attention', () => {
     const cache1 = createKvCache(cfg);
     prompt.forEach((id, i) => oneByOne.set(model.forward([{ cache: cache1, tokens: [id], logitsFrom: 0 }])[0]!, i * V));
 
-    let worst = 0, largest = 0;
+    let worst = 0,
+      largest = 0;
     for (let i = 0; i < chunked.length; i++) {
       worst = Math.max(worst, Math.abs(chunked[i]! - oneByOne[i]!));
       largest = Math.max(largest, Math.abs(oneByOne[i]!));

@@ -19,20 +19,45 @@ const SERVE_ARGS = ['--no-learning', '--threads', '1', '--progress-seconds', '0'
 /** The environment of a user with an empty Hugging Face setup under `home`: no token, no offline mode. */
 function hubEnv(home: string, extra: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, HF_HOME: home, HF_HUB_CACHE: join(home, 'hub'), ...extra };
-  for (const k of ['HF_TOKEN', 'HUGGING_FACE_HUB_TOKEN', 'XDG_CACHE_HOME', ...(extra.HF_HUB_OFFLINE ? [] : ['HF_HUB_OFFLINE'])]) delete env[k];
+  for (const k of [
+    'HF_TOKEN',
+    'HUGGING_FACE_HUB_TOKEN',
+    'XDG_CACHE_HOME',
+    ...(extra.HF_HUB_OFFLINE ? [] : ['HF_HUB_OFFLINE']),
+  ])
+    delete env[k];
   return env;
 }
 
 /** Runs serve to its exit (it must not start); rejects if it is still running after `ms`. */
-function serveUntilExit(args: string[], env: NodeJS.ProcessEnv, ms = 60_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function serveUntilExit(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  ms = 60_000,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
+    const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env,
+    });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d) => { stdout += d; });
-    child.stderr.on('data', (d) => { stderr += d; });
-    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`serve did not exit within ${ms} ms; stdout: ${stdout.slice(-2000)}; stderr: ${stderr.slice(-2000)}`)); }, ms);
-    child.on('exit', (code) => { clearTimeout(timer); resolve({ code, stdout, stderr }); });
+    child.stdout.on('data', (d) => {
+      stdout += d;
+    });
+    child.stderr.on('data', (d) => {
+      stderr += d;
+    });
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(
+        new Error(`serve did not exit within ${ms} ms; stdout: ${stdout.slice(-2000)}; stderr: ${stderr.slice(-2000)}`),
+      );
+    }, ms);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
   });
 }
 
@@ -40,7 +65,10 @@ function serveUntilExit(args: string[], env: NodeJS.ProcessEnv, ms = 60_000): Pr
 async function checkServes(serve: ServeProcess): Promise<void> {
   const models = await fetch(`${serve.url}/models`);
   assert.equal(models.status, 200);
-  assert.deepEqual(((await models.json()) as { data: { id: string }[] }).data.map((m) => m.id), [REPO]);
+  assert.deepEqual(
+    ((await models.json()) as { data: { id: string }[] }).data.map((m) => m.id),
+    [REPO],
+  );
   // Both spellings of the id in the path: escaped (openai-node) and as is (openai-python, curl).
   for (const path of [encodeURIComponent(REPO), REPO]) {
     const one = await fetch(`${serve.url}/models/${path}`);
@@ -48,12 +76,22 @@ async function checkServes(serve: ServeProcess): Promise<void> {
     assert.equal(((await one.json()) as { id: string }).id, REPO);
   }
   const res = await fetch(`${serve.url}/chat/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model: REPO, messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 6, temperature: 0 }),
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      model: REPO,
+      messages: [{ role: 'user', content: 'Hello there' }],
+      max_tokens: 6,
+      temperature: 0,
+    }),
   });
   const text = await res.text();
   assert.equal(res.status, 200, text);
-  const body = JSON.parse(text) as { model: string; choices: { message: { role: string } }[]; usage: { completion_tokens: number } };
+  const body = JSON.parse(text) as {
+    model: string;
+    choices: { message: { role: string } }[];
+    usage: { completion_tokens: number };
+  };
   assert.equal(body.model, REPO);
   assert.equal(body.choices[0]!.message.role, 'assistant');
   assert.ok(body.usage.completion_tokens >= 1 && body.usage.completion_tokens <= 6);
@@ -61,21 +99,33 @@ async function checkServes(serve: ServeProcess): Promise<void> {
 
 test('serve --model owner/name downloads from HF_ENDPOINT into HF_HUB_CACHE, serves it, and starts again offline from the cache', async (t) => {
   const source = tinyModel();
-  const hub = await HubDouble.start([{ id: REPO, dir: source, files: { 'README.md': '# a model card serve does not need' } }]);
+  const hub = await HubDouble.start([
+    { id: REPO, dir: source, files: { 'README.md': '# a model card serve does not need' } },
+  ]);
   t.after(() => hub.close());
   const home = freshDir('hf-home-');
   const cache = join(home, 'hub');
 
   // First start: downloads.
-  const first = await startServe(['--model', REPO, '--data', freshDir('data-'), ...SERVE_ARGS], hubEnv(home, { HF_ENDPOINT: hub.endpoint }));
+  const first = await startServe(
+    ['--model', REPO, '--data', freshDir('data-'), ...SERVE_ARGS],
+    hubEnv(home, { HF_ENDPOINT: hub.endpoint }),
+  );
   try {
     assert.equal(first.lines.find((l) => l.event === 'listening')!.model, REPO, 'the listening line names the Hub id');
     await checkServes(first);
   } finally {
     assert.equal(await stopServe(first), 0);
   }
-  assert.match(first.stderr(), /downloading owner\/name: 100% \(.* of .*, (\d+)\/\1 files/, 'a progress line for a pipe, ending at 100%');
-  assert.ok(hub.requests.some((r) => r.server === 'cdn'), 'the weights came through the CDN redirect');
+  assert.match(
+    first.stderr(),
+    /downloading owner\/name: 100% \(.* of .*, (\d+)\/\1 files/,
+    'a progress line for a pipe, ending at 100%',
+  );
+  assert.ok(
+    hub.requests.some((r) => r.server === 'cdn'),
+    'the weights came through the CDN redirect',
+  );
   assert.ok(!hub.requests.some((r) => r.path.includes('README')), 'files the engine does not need are not fetched');
 
   // The files, in huggingface_hub's layout under HF_HUB_CACHE, byte for byte.
@@ -84,7 +134,9 @@ test('serve --model owner/name downloads from HF_ENDPOINT into HF_HUB_CACHE, ser
   assert.equal(readFileSync(join(repoDir, 'refs', 'main'), 'utf8'), commit);
   const snapshot = join(repoDir, 'snapshots', commit);
   const expected = readdirSync(source).sort();
-  assert.ok(expected.includes('model.safetensors') && expected.includes('tokenizer.json') && expected.includes('config.json'));
+  assert.ok(
+    expected.includes('model.safetensors') && expected.includes('tokenizer.json') && expected.includes('config.json'),
+  );
   assert.deepEqual(readdirSync(snapshot).sort(), expected);
   for (const name of expected) {
     assert.ok(lstatSync(join(snapshot, name)).isSymbolicLink(), `${name} links into blobs/`);
@@ -95,7 +147,10 @@ test('serve --model owner/name downloads from HF_ENDPOINT into HF_HUB_CACHE, ser
   // Second start: offline mode, and the Hub unreachable besides; served from the cache, nothing asked.
   const asked = hub.requests.length;
   const nowhere = `http://127.0.0.1:${await closedPort()}`;
-  const second = await startServe(['--model', REPO, '--data', freshDir('data-'), ...SERVE_ARGS], hubEnv(home, { HF_ENDPOINT: nowhere, HF_HUB_OFFLINE: '1' }));
+  const second = await startServe(
+    ['--model', REPO, '--data', freshDir('data-'), ...SERVE_ARGS],
+    hubEnv(home, { HF_ENDPOINT: nowhere, HF_HUB_OFFLINE: '1' }),
+  );
   try {
     await checkServes(second);
   } finally {
@@ -109,17 +164,32 @@ test('serve --model owner/name with the Hub unreachable and an empty cache exits
   const home = freshDir('hf-home-');
   const data = join(freshDir('data-'), 'store');
   const port = await closedPort();
-  const run = await serveUntilExit(['--model', REPO, '--data', data, ...SERVE_ARGS], hubEnv(home, { HF_ENDPOINT: `http://127.0.0.1:${port}` }));
+  const run = await serveUntilExit(
+    ['--model', REPO, '--data', data, ...SERVE_ARGS],
+    hubEnv(home, { HF_ENDPOINT: `http://127.0.0.1:${port}` }),
+  );
   assert.equal(run.code, 1, `exit code; stderr: ${run.stderr}`);
-  assert.match(run.stderr, new RegExp(
-    `^openclaw-rl: cannot reach http://127\\.0\\.0\\.1:${port} to download owner/name \\(connect ECONNREFUSED 127\\.0\\.0\\.1:${port}\\)\\. ` +
-    'This machine may be offline: download the model folder elsewhere and pass its path to --model, or set HF_ENDPOINT to a mirror\\.\\n$'));
+  assert.match(
+    run.stderr,
+    new RegExp(
+      `^openclaw-rl: cannot reach http://127\\.0\\.0\\.1:${port} to download owner/name \\(connect ECONNREFUSED 127\\.0\\.0\\.1:${port}\\)\\. ` +
+        'This machine may be offline: download the model folder elsewhere and pass its path to --model, or set HF_ENDPOINT to a mirror\\.\\n$',
+    ),
+  );
   assert.doesNotMatch(run.stdout, /listening/);
   assert.ok(!existsSync(data), 'no store is created for a model that could not be had');
   assert.ok(!existsSync(join(home, 'hub', 'models--owner--name', 'snapshots')), 'no snapshot is left behind');
 
   // Offline mode with nothing cached: the same refusal, naming the cache and the setting.
-  const offline = await serveUntilExit(['--model', REPO, '--data', data, ...SERVE_ARGS], hubEnv(home, { HF_ENDPOINT: `http://127.0.0.1:${port}`, HF_HUB_OFFLINE: '1' }));
+  const offline = await serveUntilExit(
+    ['--model', REPO, '--data', data, ...SERVE_ARGS],
+    hubEnv(home, { HF_ENDPOINT: `http://127.0.0.1:${port}`, HF_HUB_OFFLINE: '1' }),
+  );
   assert.equal(offline.code, 1, `exit code; stderr: ${offline.stderr}`);
-  assert.match(offline.stderr, new RegExp(`^openclaw-rl: owner/name@main is not in the cache ${join(home, 'hub').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}, and offline mode is on \\(HF_HUB_OFFLINE\\)`));
+  assert.match(
+    offline.stderr,
+    new RegExp(
+      `^openclaw-rl: owner/name@main is not in the cache ${join(home, 'hub').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}, and offline mode is on \\(HF_HUB_OFFLINE\\)`,
+    ),
+  );
 });

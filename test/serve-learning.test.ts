@@ -16,33 +16,23 @@ import { openStore } from '../src/store/store.js';
 import { freshDir, tinyModel } from './helpers/gateway.js';
 import { startJudgeDouble } from './helpers/judge-double.js';
 import { maxAbsDiff, referenceLogprobs } from './helpers/models.js';
-import { CLI, startServe, stopServe } from './helpers/serve-process.js';
+import { chatAsMain, CLI, startServe, stopServe } from './helpers/serve-process.js';
 
 const ADMIN = 'admin-secret';
-
-async function chat(url: string, session: string, messages: ChatMessage[]): Promise<ChatMessage> {
-  const res = await fetch(`${url}/chat/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json', 'x-session-id': session },
-    body: JSON.stringify({ model: 'main-model', messages, max_tokens: 6, temperature: 1 }),
-  });
-  assert.equal(res.status, 200, await res.clone().text());
-  const body = await res.json() as { choices: { message: ChatMessage }[] };
-  return { role: 'assistant', content: body.choices[0]!.message.content ?? '' };
-}
 
 /** Plays one session: each user text after the first is the next state of the previous turn. */
 async function conversation(url: string, session: string, userTexts: string[]): Promise<void> {
   const messages: ChatMessage[] = [];
   for (const text of userTexts) {
     messages.push({ role: 'user', content: text });
-    messages.push(await chat(url, session, messages));
+    messages.push(await chatAsMain(url, session, messages));
   }
 }
 
 async function adminStatus(root: string): Promise<Record<string, any>> {
   const res = await fetch(`${root}/admin/status`, { headers: { authorization: `Bearer ${ADMIN}` } });
   assert.equal(res.status, 200);
-  return await res.json() as Record<string, any>;
+  return (await res.json()) as Record<string, any>;
 }
 
 test('serve judges closed turns, builds samples per the combine table, trains a batch and serves the new version', async (t) => {
@@ -51,10 +41,36 @@ test('serve judges closed turns, builds samples per the combine table, trains a 
   const judge = await startJudgeDouble({ hints: [hintA, hintB] });
   const data = freshDir('learn-e2e-');
   // fp32: the teacher's log-probs are compared below with the exact fp32 reference.
-  const serve = await startServe(['--model', tinyModel(), '--data', data, '--threads', '1', '--precision', 'fp32',
-    '--main-model', 'main-model', '--method', 'combine', '--batch-size', '3',
-    '--judge-url', judge.url, '--judge-model', 'judge-double', '--judge-votes', '3', '--admin-key', ADMIN, '--progress-seconds', '0']);
-  t.after(async () => { await stopServe(serve); await judge.close(); });
+  const serve = await startServe([
+    '--model',
+    tinyModel(),
+    '--data',
+    data,
+    '--threads',
+    '1',
+    '--precision',
+    'fp32',
+    '--main-model',
+    'main-model',
+    '--method',
+    'combine',
+    '--batch-size',
+    '3',
+    '--judge-url',
+    judge.url,
+    '--judge-model',
+    'judge-double',
+    '--judge-votes',
+    '3',
+    '--admin-key',
+    ADMIN,
+    '--progress-seconds',
+    '0',
+  ]);
+  t.after(async () => {
+    await stopServe(serve);
+    await judge.close();
+  });
 
   await conversation(serve.url, 'sess-a', [
     'What is 2 plus 2?',
@@ -71,8 +87,17 @@ test('serve judges closed turns, builds samples per the combine table, trains a 
   // Five closed turns make four samples; batch size 3: one batch trains and is published as version 1.
   const deadline = Date.now() + 120_000;
   let status = await adminStatus(serve.root);
-  while ((status.steps < 1 || status.version < 1 || status.judge.judged < 5) && status.trainer.state !== 'failed' && Date.now() < deadline) {
-    await serve.waitForLog((l) => l.event === 'batch_trained' || l.event === 'trainer_failed' || l.event === 'turn_judged', 1_000).catch(() => {});
+  while (
+    (status.steps < 1 || status.version < 1 || status.judge.judged < 5) &&
+    status.trainer.state !== 'failed' &&
+    Date.now() < deadline
+  ) {
+    await serve
+      .waitForLog(
+        (l) => l.event === 'batch_trained' || l.event === 'trainer_failed' || l.event === 'turn_judged',
+        1_000,
+      )
+      .catch(() => {});
     status = await adminStatus(serve.root);
   }
   assert.equal(status.trainer.state === 'failed' ? status.trainer.error : null, null);
@@ -82,10 +107,14 @@ test('serve judges closed turns, builds samples per the combine table, trains a 
   assert.equal(status.samples.trained, 3);
   // Each turn of a session extends the one before: its prompt starts with keys and values the
   // prefix cache holds. The tiny model's whole context fits one training step here.
-  assert.ok(status.prefixCache.hitTokens > 0 && status.prefixCache.missTokens > 0 && status.prefixCache.budgetBytes > 0, JSON.stringify(status.prefixCache));
+  assert.ok(
+    status.prefixCache.hitTokens > 0 && status.prefixCache.missTokens > 0 && status.prefixCache.budgetBytes > 0,
+    JSON.stringify(status.prefixCache),
+  );
   const plan = serve.lines.find((l) => l.event === 'memory_plan')!;
   assert.equal(plan.maxTrainTokens, 4096);
-  for (const [k, v] of Object.entries(status.memory)) assert.equal(plan[k], v, `memory.${k}: the status and the startup log agree`);
+  for (const [k, v] of Object.entries(status.memory))
+    assert.equal(plan[k], v, `memory.${k}: the status and the startup log agree`);
   assert.deepEqual(status.tooLong, { maxTrainTokens: 4096, turns: 0 });
   await conversation(serve.url, 'sess-c', ['And 3 plus 3?']);
   assert.equal(await stopServe(serve), 0);
@@ -114,7 +143,15 @@ test('serve judges closed turns, builds samples per the combine table, trains a 
   const sb2 = sample(b2!.turn_id)!;
   assert.deepEqual([sb2.source, sb2.rlAdvantage], ['rl', 1]);
   const all = [sa1, sa2, sb1, sb2].sort((x, y) => x.id - y.id);
-  assert.deepEqual(all.map((s) => [s.status, s.trainedStep]), [['trained', 1], ['trained', 1], ['trained', 1], ['queued', null]]);
+  assert.deepEqual(
+    all.map((s) => [s.status, s.trainedStep]),
+    [
+      ['trained', 1],
+      ['trained', 1],
+      ['trained', 1],
+      ['queued', null],
+    ],
+  );
   const steps = store.learning.steps();
   assert.equal(steps.length, 1);
   assert.deepEqual([steps[0]!.step, steps[0]!.version, steps[0]!.samples], [1, 1, 3]);
@@ -122,19 +159,30 @@ test('serve judges closed turns, builds samples per the combine table, trains a 
   assert.equal(turnsOf('sess-c')[0]!.policy_version, 1, 'a request after the publication is served by version 1');
 
   // Every vote's raw text is stored with its judgment.
-  const votes = store.db.prepare('SELECT kind, count(*) AS n FROM judge_votes WHERE turn_id = ? GROUP BY kind ORDER BY kind').all(a1!.turn_id);
-  assert.deepEqual(votes, [{ kind: 'eval', n: 3 }, { kind: 'hint', n: 3 }]);
+  const votes = store.db
+    .prepare('SELECT kind, count(*) AS n FROM judge_votes WHERE turn_id = ? GROUP BY kind ORDER BY kind')
+    .all(a1!.turn_id);
+  assert.deepEqual(votes, [
+    { kind: 'eval', n: 3 },
+    { kind: 'hint', n: 3 },
+  ]);
 
   // The teacher: the turn's prompt with the hint in its last user message, scoring the exact
   // sampled ids, token 0 included, equal to the PyTorch reference of the base model.
   const model = await loadChatModel(tinyModel(), { threads: 1 });
   try {
-    for (const [line, s, hint] of [[a1!, sa1, hintA], [b1!, sb1, hintB]] as const) {
+    for (const [line, s, hint] of [
+      [a1!, sa1, hintA],
+      [b1!, sb1, hintB],
+    ] as const) {
       const hinted = model.renderPrompt(hintedMessages(line.messages, hint), { addGenerationPrompt: true }).ids;
       assert.notDeepEqual(hinted, line.prompt_ids);
       const ref = referenceLogprobs(tinyModel(), [[...hinted, ...line.completion_ids]])[0]!.slice(hinted.length - 1);
       assert.equal(s.teacherLogprobs!.length, line.completion_ids.length);
-      assert.ok(maxAbsDiff(s.teacherLogprobs!, ref) < 1e-4, `teacher log-probs differ from the reference by ${maxAbsDiff(s.teacherLogprobs!, ref)}`);
+      assert.ok(
+        maxAbsDiff(s.teacherLogprobs!, ref) < 1e-4,
+        `teacher log-probs differ from the reference by ${maxAbsDiff(s.teacherLogprobs!, ref)}`,
+      );
     }
   } finally {
     await model.engine.close();
@@ -147,12 +195,41 @@ test('a judge that never answers does not hold up serving: its votes time out, a
   const data = freshDir('learn-hang-');
   const config = join(data, 'config.json');
   writeFileSync(config, JSON.stringify({ judge: { timeoutMs: 300, retries: 1 } }));
-  const serve = await startServe(['--model', tinyModel(), '--data', data, '--threads', '1', '--main-model', 'main-model', '--method', 'rl', '--batch-size', '2',
-    '--judge-url', judge.url, '--judge-model', 'judge-double', '--judge-votes', '2', '--admin-key', ADMIN, '--progress-seconds', '0', '--config', config]);
-  t.after(async () => { await stopServe(serve); await judge.close(); });
+  const serve = await startServe([
+    '--model',
+    tinyModel(),
+    '--data',
+    data,
+    '--threads',
+    '1',
+    '--main-model',
+    'main-model',
+    '--method',
+    'rl',
+    '--batch-size',
+    '2',
+    '--judge-url',
+    judge.url,
+    '--judge-model',
+    'judge-double',
+    '--judge-votes',
+    '2',
+    '--admin-key',
+    ADMIN,
+    '--progress-seconds',
+    '0',
+    '--config',
+    config,
+  ]);
+  t.after(async () => {
+    await stopServe(serve);
+    await judge.close();
+  });
 
   // Three sessions of three turns: six closed turns go to the judge while the talk goes on.
-  await Promise.all(['h1', 'h2', 'h3'].map((s) => conversation(serve.url, s, ['How far is Lisbon?', 'Thanks.', 'And Porto?'])));
+  await Promise.all(
+    ['h1', 'h2', 'h3'].map((s) => conversation(serve.url, s, ['How far is Lisbon?', 'Thanks.', 'And Porto?'])),
+  );
   const deadline = Date.now() + 60_000;
   let status = await adminStatus(serve.root);
   while (status.judge.judged < 6 && Date.now() < deadline) {
@@ -166,15 +243,26 @@ test('a judge that never answers does not hold up serving: its votes time out, a
 
   const store = openStore({ dir: data, recoverQueue: false });
   t.after(() => store.close());
-  assert.deepEqual(store.db.prepare('SELECT score, count(*) AS n FROM judgments GROUP BY score').all(), [{ score: 0, n: 6 }]);
-  assert.deepEqual(store.db.prepare('SELECT kind, failure, attempts, count(*) AS n FROM judge_votes GROUP BY kind, failure, attempts').all(),
-    [{ kind: 'eval', failure: 'timeout', attempts: 2, n: 12 }], 'two votes per turn, each tried twice');
+  assert.deepEqual(store.db.prepare('SELECT score, count(*) AS n FROM judgments GROUP BY score').all(), [
+    { score: 0, n: 6 },
+  ]);
+  assert.deepEqual(
+    store.db
+      .prepare('SELECT kind, failure, attempts, count(*) AS n FROM judge_votes GROUP BY kind, failure, attempts')
+      .all(),
+    [{ kind: 'eval', failure: 'timeout', attempts: 2, n: 12 }],
+    'two votes per turn, each tried twice',
+  );
   assert.equal(judge.requests.length, 24);
   assert.equal([...store.exportLines('main')].length, 10, 'every turn recorded');
 });
 
 test('serve rejects contradictory or invalid learning settings with a message naming the setting', () => {
-  const run = (args: string[], env: NodeJS.ProcessEnv = process.env) => spawnSync(process.execPath, [CLI, 'serve', '--model', tinyModel(), '--data', freshDir('learn-bad-'), ...args], { encoding: 'utf8', env });
+  const run = (args: string[], env: NodeJS.ProcessEnv = process.env) =>
+    spawnSync(process.execPath, [CLI, 'serve', '--model', tinyModel(), '--data', freshDir('learn-bad-'), ...args], {
+      encoding: 'utf8',
+      env,
+    });
   const cases: [string[], RegExp][] = [
     [['--method', 'ppo'], /method must be one of rl, opd, combine/],
     [['--judge-model', 'x'], /judge\.model was set without judge\.url/],
@@ -195,14 +283,42 @@ test('--max-train-tokens: turns longer than the bound are judged, never trained,
   const judge = await startJudgeDouble();
   judge.force = '1';
   const data = freshDir('learn-too-long-');
-  const serve = await startServe(['--model', tinyModel(), '--data', data, '--threads', '1', '--main-model', 'main-model', '--method', 'rl', '--batch-size', '1',
-    '--judge-url', judge.url, '--judge-model', 'judge-double', '--judge-votes', '1', '--admin-key', ADMIN, '--progress-seconds', '0', '--max-train-tokens', '8']);
-  t.after(async () => { await stopServe(serve); await judge.close(); });
+  const serve = await startServe([
+    '--model',
+    tinyModel(),
+    '--data',
+    data,
+    '--threads',
+    '1',
+    '--main-model',
+    'main-model',
+    '--method',
+    'rl',
+    '--batch-size',
+    '1',
+    '--judge-url',
+    judge.url,
+    '--judge-model',
+    'judge-double',
+    '--judge-votes',
+    '1',
+    '--admin-key',
+    ADMIN,
+    '--progress-seconds',
+    '0',
+    '--max-train-tokens',
+    '8',
+  ]);
+  t.after(async () => {
+    await stopServe(serve);
+    await judge.close();
+  });
   assert.equal(serve.lines.find((l) => l.event === 'memory_plan')!.maxTrainTokens, 8);
   await conversation(serve.url, 'sess-long', ['What is 2 plus 2?', 'Thanks.', 'And 3 plus 3?']);
   const tooLongLines = () => serve.lines.filter((l) => l.event === 'sample_too_long');
   await serve.waitForLog(() => tooLongLines().length >= 2);
-  for (const line of tooLongLines()) assert.ok((line.tokens as number) > 8 && line.maxTrainTokens === 8, JSON.stringify(line));
+  for (const line of tooLongLines())
+    assert.ok((line.tokens as number) > 8 && line.maxTrainTokens === 8, JSON.stringify(line));
   const status = await adminStatus(serve.root);
   assert.deepEqual(status.tooLong, { maxTrainTokens: 8, turns: 2 });
   assert.equal(status.samples.queued + status.samples.trained, 0);

@@ -12,7 +12,7 @@ import { freshDir, tinyModel } from './helpers/gateway.js';
 import { startJudgeDouble } from './helpers/judge-double.js';
 import { startServe } from './helpers/serve-process.js';
 
-test('SIGTERM during a long training batch ends serve within seconds; the batch\'s samples stay queued', async (t) => {
+test("SIGTERM during a long training batch ends serve within seconds; the batch's samples stay queued", async (t) => {
   const judge = await startJudgeDouble();
   judge.force = '1';
   t.after(() => judge.close());
@@ -20,18 +20,43 @@ test('SIGTERM during a long training batch ends serve within seconds; the batch\
   // 100000 passes over a batch of two samples: far longer than any test may wait.
   const config = join(data, 'serve.json');
   writeFileSync(config, JSON.stringify({ training: { epochs: 100_000 } }));
-  const serve = await startServe(['--model', tinyModel(), '--data', data, '--config', config, '--threads', '1', '--main-model', 'main-model',
-    '--method', 'rl', '--batch-size', '2', '--judge-url', judge.url, '--judge-model', 'judge-double', '--judge-votes', '1', '--progress-seconds', '0']);
-  t.after(() => { serve.child.kill('SIGKILL'); });
+  const serve = await startServe([
+    '--model',
+    tinyModel(),
+    '--data',
+    data,
+    '--config',
+    config,
+    '--threads',
+    '1',
+    '--main-model',
+    'main-model',
+    '--method',
+    'rl',
+    '--batch-size',
+    '2',
+    '--judge-url',
+    judge.url,
+    '--judge-model',
+    'judge-double',
+    '--judge-votes',
+    '1',
+    '--progress-seconds',
+    '0',
+  ]);
+  t.after(() => {
+    serve.child.kill('SIGKILL');
+  });
   const messages: ChatMessage[] = [];
   for (let i = 0; i < 3; i++) {
     messages.push({ role: 'user', content: `Question ${i}: how much is ${i} plus ${i}?` });
     const res = await fetch(`${serve.url}/chat/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json', 'x-session-id': 'long-batch' },
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-session-id': 'long-batch' },
       body: JSON.stringify({ model: 'main-model', messages, max_tokens: 4 }),
     });
     assert.equal(res.status, 200);
-    const body = await res.json() as { choices: { message: ChatMessage }[] };
+    const body = (await res.json()) as { choices: { message: ChatMessage }[] };
     messages.push({ role: 'assistant', content: body.choices[0]!.message.content ?? '' });
   }
   const started = await serve.waitForLog((l) => l.event === 'batch_started');

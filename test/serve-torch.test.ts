@@ -12,42 +12,56 @@ import { join } from 'node:path';
 import type { ChatMessage } from '../src/engine/chat/messages.js';
 import { freshDir, tinyModel } from './helpers/gateway.js';
 import { startJudgeDouble } from './helpers/judge-double.js';
-import { startServe, stopServe, type ServeProcess } from './helpers/serve-process.js';
+import { chatAsMain, startServe, stopServe, type ServeProcess } from './helpers/serve-process.js';
 import { TORCH_PYTHON } from './helpers/torch-learner.js';
 
 const ADMIN = 'admin-secret';
-
-/** Every request must succeed: zero failed requests through training, crashes and restarts. */
-async function chat(url: string, session: string, messages: ChatMessage[]): Promise<ChatMessage> {
-  const res = await fetch(`${url}/chat/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json', 'x-session-id': session },
-    body: JSON.stringify({ model: 'main-model', messages, max_tokens: 6, temperature: 1 }),
-  });
-  assert.equal(res.status, 200, await res.clone().text());
-  const body = await res.json() as { choices: { message: ChatMessage }[] };
-  return { role: 'assistant', content: body.choices[0]!.message.content ?? '' };
-}
 
 /** One session of `turns` judged +1 turns (each next state thanks), then a closing message. */
 async function session(url: string, name: string, turns: number): Promise<void> {
   const messages: ChatMessage[] = [];
   for (let i = 0; i <= turns; i++) {
     messages.push({ role: 'user', content: i === 0 ? 'What is 2 plus 2?' : `Thanks! {{eval: 1|1|1}} (${i})` });
-    messages.push(await chat(url, name, messages));
+    messages.push(await chatAsMain(url, name, messages));
   }
 }
 
 async function status(root: string): Promise<Record<string, any>> {
   const res = await fetch(`${root}/admin/status`, { headers: { authorization: `Bearer ${ADMIN}` } });
   assert.equal(res.status, 200);
-  return await res.json() as Record<string, any>;
+  return (await res.json()) as Record<string, any>;
 }
 
 function serveArgs(data: string, judgeUrl: string, extra: string[]): string[] {
-  return ['--model', tinyModel(), '--data', data, '--threads', '1', '--main-model', 'main-model',
-    '--method', 'rl', '--batch-size', '2',
-    '--judge-url', judgeUrl, '--judge-model', 'judge-double', '--judge-votes', '3', '--admin-key', ADMIN, '--progress-seconds', '0',
-    '--learner', 'torch', '--learner-python', TORCH_PYTHON, ...extra];
+  return [
+    '--model',
+    tinyModel(),
+    '--data',
+    data,
+    '--threads',
+    '1',
+    '--main-model',
+    'main-model',
+    '--method',
+    'rl',
+    '--batch-size',
+    '2',
+    '--judge-url',
+    judgeUrl,
+    '--judge-model',
+    'judge-double',
+    '--judge-votes',
+    '3',
+    '--admin-key',
+    ADMIN,
+    '--progress-seconds',
+    '0',
+    '--learner',
+    'torch',
+    '--learner-python',
+    TORCH_PYTHON,
+    ...extra,
+  ];
 }
 
 const trained = (serve: ServeProcess, step: number) =>
@@ -59,7 +73,10 @@ for (const mode of ['lora', 'full'] as const) {
     const data = freshDir('torch-e2e-');
     const extra = mode === 'full' ? ['--lora-rank', '0'] : [];
     let serve = await startServe(serveArgs(data, judge.url, extra));
-    t.after(async () => { serve.child.kill('SIGKILL'); await judge.close(); });
+    t.after(async () => {
+      serve.child.kill('SIGKILL');
+      await judge.close();
+    });
     const started = await serve.waitForLog((l) => l.event === 'learner_started');
     assert.equal(started.device, 'cpu');
 
@@ -89,7 +106,10 @@ for (const mode of ['lora', 'full'] as const) {
     serve = await startServe(serveArgs(data, judge.url, extra));
     const resumed = await serve.waitForLog((l) => l.event === 'resumed');
     assert.equal(resumed.steps, second.step);
-    assert.ok((resumed.version as number) > (second.version as number), 'the checkpoint is published under a new version');
+    assert.ok(
+      (resumed.version as number) > (second.version as number),
+      'the checkpoint is published under a new version',
+    );
     await session(serve.url, 's5', 2);
     const next = await trained(serve, (second.step as number) + 1);
     assert.ok((next.version as number) > (resumed.version as number));
@@ -101,15 +121,24 @@ test('serve --learner torch with a Python that lacks PyTorch says so and serves 
   // TEST DOUBLE: a real Python whose `import torch` fails, as on a machine without PyTorch.
   const dir = freshDir('torch-nopy-');
   const python = join(dir, 'python-without-torch');
-  writeFileSync(python, `#!${TORCH_PYTHON}\nimport runpy, sys\nsys.modules["torch"] = None\n`
-    + 'assert sys.argv[1] == "-m"\nmod = sys.argv[2]\nsys.argv = [mod] + sys.argv[3:]\n'
-    + 'runpy.run_module(mod, run_name="__main__", alter_sys=True)\n');
+  writeFileSync(
+    python,
+    `#!${TORCH_PYTHON}\nimport runpy, sys\nsys.modules["torch"] = None\n` +
+      'assert sys.argv[1] == "-m"\nmod = sys.argv[2]\nsys.argv = [mod] + sys.argv[3:]\n' +
+      'runpy.run_module(mod, run_name="__main__", alter_sys=True)\n',
+  );
   chmodSync(python, 0o755);
   const judge = await startJudgeDouble({});
   const serve = await startServe([...serveArgs(join(dir, 'data'), judge.url, []), '--learner-python', python]);
-  t.after(async () => { await stopServe(serve); await judge.close(); });
+  t.after(async () => {
+    await stopServe(serve);
+    await judge.close();
+  });
   const line = await serve.waitForLog((l) => l.event === 'learner_unavailable');
-  assert.match(String(line.message), /cannot start with .*python-without-torch: PyTorch is not installed .*python3-torch/s);
+  assert.match(
+    String(line.message),
+    /cannot start with .*python-without-torch: PyTorch is not installed .*python3-torch/s,
+  );
   await session(serve.url, 'n1', 2);
   await serve.waitForLog((l) => l.event === 'trainer_failed', 120_000);
   const s = await status(serve.root);

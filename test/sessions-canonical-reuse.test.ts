@@ -10,10 +10,24 @@ import { INTERNAL_CONTEXT_MARKER } from '../src/sessions/openclaw.js';
 const POOL: ChatMessage[] = [
   { role: 'system', content: 'You are a helpful agent.' },
   { role: 'user', content: '[Mon 2026-11-30 10:00 UTC] Read notes.txt' },
-  { role: 'user', content: [{ type: 'text', text: 'parts' }, { type: 'text', text: 'of a message' }] },
+  {
+    role: 'user',
+    content: [
+      { type: 'text', text: 'parts' },
+      { type: 'text', text: 'of a message' },
+    ],
+  },
   { role: 'assistant', content: 'Done.' },
-  { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'read', arguments: '{"path":"notes.txt"}' } }] },
-  { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'read', arguments: '{"path":"other.txt"}' } }] },
+  {
+    role: 'assistant',
+    content: null,
+    tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'read', arguments: '{"path":"notes.txt"}' } }],
+  },
+  {
+    role: 'assistant',
+    content: null,
+    tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'read', arguments: '{"path":"other.txt"}' } }],
+  },
   { role: 'tool', content: 'PINEAPPLE', tool_call_id: 'call_1' },
   { role: 'tool', content: 'PINEAPPLE', tool_call_id: 'call_2' },
   { role: 'user', content: `${INTERNAL_CONTEXT_MARKER}\ncontext` },
@@ -49,7 +63,18 @@ test('a message that differs only in its content parts, tool-call arguments or t
   const base: ChatMessage[] = [POOL[0]!, POOL[2]!, POOL[4]!, POOL[6]!];
   const prior = { messages: base, history: canonicalize(base) };
   const variants: ChatMessage[][] = [
-    [base[0]!, { role: 'user', content: [{ type: 'text', text: 'parts' }, { type: 'text', text: 'of another message' }] }, base[2]!, base[3]!],
+    [
+      base[0]!,
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'parts' },
+          { type: 'text', text: 'of another message' },
+        ],
+      },
+      base[2]!,
+      base[3]!,
+    ],
     [base[0]!, base[1]!, POOL[5]!, base[3]!],
     [base[0]!, base[1]!, base[2]!, POOL[7]!],
   ];

@@ -17,7 +17,13 @@ function recordingStore() {
 test('writes of one event, its promise reactions included, go in one batch; the next event starts another', async () => {
   const { batches, writeAll } = recordingStore();
   const commit = new GroupCommit<string>(writeAll);
-  const first = [commit.submit('a'), Promise.resolve().then(() => commit.submit('b')).then((p) => p), commit.submit('c')];
+  const first = [
+    commit.submit('a'),
+    Promise.resolve()
+      .then(() => commit.submit('b'))
+      .then((p) => p),
+    commit.submit('c'),
+  ];
   await Promise.all(first);
   await new Promise((resolve) => setImmediate(resolve)); // another event
   await commit.submit('d');
@@ -28,7 +34,10 @@ test('one refused write fails alone; the rest of its batch lands', async () => {
   const { batches, writeAll } = recordingStore();
   const commit = new GroupCommit<string>(writeAll);
   const results = await Promise.allSettled([commit.submit('a'), commit.submit('bad'), commit.submit('c')]);
-  assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
+  assert.deepEqual(
+    results.map((r) => r.status),
+    ['fulfilled', 'rejected', 'fulfilled'],
+  );
   assert.match(String((results[1] as PromiseRejectedResult).reason), /refused bad/);
   assert.deepEqual(batches, [['a', 'bad', 'c'], ['a'], ['bad'], ['c']]);
 });

@@ -5,7 +5,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ChatMessage } from '../src/engine/chat/messages.js';
-import { TurnRecorder, type IncomingRequest, type SessionUpsert, type TurnClosure, type TurnPlan, type TurnStore, type TurnWrite } from '../src/sessions/recorder.js';
+import {
+  TurnRecorder,
+  type IncomingRequest,
+  type SessionUpsert,
+  type TurnClosure,
+  type TurnPlan,
+  type TurnStore,
+  type TurnWrite,
+} from '../src/sessions/recorder.js';
 import type { ClosureReason, Turn } from '../src/types.js';
 
 class MemoryStore implements TurnStore {
@@ -29,13 +37,24 @@ class MemoryStore implements TurnStore {
       else this.closeTurn(w.close);
     }
   }
-  private recordTurn(session: SessionUpsert | null, turn: Turn | null, closure?: { reason: ClosureReason; closedAt: number }) {
+  private recordTurn(
+    session: SessionUpsert | null,
+    turn: Turn | null,
+    closure?: { reason: ClosureReason; closedAt: number },
+  ) {
     if (session) {
       const old = this.sessions.get(session.id);
       this.sessions.set(session.id, { ...session, learning: (old?.learning ?? true) && session.learning });
     }
     if (turn) this.turns.set(turn.id, turn);
-    if (turn && closure) this.closures.set(turn.id, { turnId: turn.id, reason: closure.reason, closedAt: closure.closedAt, nextState: null, learning: session?.learning ?? true });
+    if (turn && closure)
+      this.closures.set(turn.id, {
+        turnId: turn.id,
+        reason: closure.reason,
+        closedAt: closure.closedAt,
+        nextState: null,
+        learning: session?.learning ?? true,
+      });
   }
   private closeTurn(c: TurnClosure) {
     if (this.turns.has(c.turnId)) this.closures.set(c.turnId, c);
@@ -56,28 +75,80 @@ const reply = (text: string): ChatMessage => ({ role: 'assistant', content: text
 let nextId = 0;
 function request(messages: ChatMessage[], extra: Partial<IncomingRequest> = {}): IncomingRequest {
   return {
-    turnId: `turn_${++nextId}`, receivedAt: extra.receivedAt ?? 0, identity: undefined, turnType: 'main', optOut: false,
-    traceId: null, model: 'm', messages, tools: undefined, ...extra,
+    turnId: `turn_${++nextId}`,
+    receivedAt: extra.receivedAt ?? 0,
+    identity: undefined,
+    turnType: 'main',
+    optOut: false,
+    traceId: null,
+    model: 'm',
+    messages,
+    tools: undefined,
+    ...extra,
   };
 }
-const withSession = (id: string) => ({ identity: { sessionId: id, source: 'x-session-id' as const, compaction: null, rawKey: id } });
+const withSession = (id: string) => ({
+  identity: { sessionId: id, source: 'x-session-id' as const, compaction: null, rawKey: id },
+});
 
-function turnOf(plan: TurnPlan, req: IncomingRequest, response: ChatMessage, at: number, finish: Turn['finishReason'] = 'stop_token'): Turn {
+function turnOf(
+  plan: TurnPlan,
+  req: IncomingRequest,
+  response: ChatMessage,
+  at: number,
+  finish: Turn['finishReason'] = 'stop_token',
+): Turn {
   return {
-    id: plan.turnId, sessionId: plan.sessionId, sessionSource: plan.sessionSource, kind: plan.kind, kindReason: plan.kindReason,
-    compaction: plan.compaction, traceId: plan.traceId, model: req.model, messages: req.messages, tools: null,
-    sampling: { temperature: 1, topP: 1, topK: 0, maxTokens: 8, stop: [], seed: 1, topLogprobs: 0, defaultsFrom: 'openai' },
-    promptIds: [1, 2], completionIds: [3], logprobs: [-1], sampledLogprobs: [-1], response, finishReason: finish, policyVersion: 0,
-    receivedAt: req.receivedAt, firstTokenAt: at, completedAt: at, toolCallErrors: [], retemplate: null,
+    id: plan.turnId,
+    sessionId: plan.sessionId,
+    sessionSource: plan.sessionSource,
+    kind: plan.kind,
+    kindReason: plan.kindReason,
+    compaction: plan.compaction,
+    traceId: plan.traceId,
+    model: req.model,
+    messages: req.messages,
+    tools: null,
+    sampling: {
+      temperature: 1,
+      topP: 1,
+      topK: 0,
+      maxTokens: 8,
+      stop: [],
+      seed: 1,
+      topLogprobs: 0,
+      defaultsFrom: 'openai',
+    },
+    promptIds: [1, 2],
+    completionIds: [3],
+    logprobs: [-1],
+    sampledLogprobs: [-1],
+    response,
+    finishReason: finish,
+    policyVersion: 0,
+    receivedAt: req.receivedAt,
+    firstTokenAt: at,
+    completedAt: at,
+    toolCallErrors: [],
+    retemplate: null,
   };
 }
 
 function setup(maxSessions = 100) {
   const store = new MemoryStore();
   const events: unknown[] = [];
-  const recorder = new TurnRecorder(store, { kind: { sideModels: [], mainModels: [], defaultKind: 'main' }, idleMs: IDLE, maxSessions }, (e) => events.push(e));
+  const recorder = new TurnRecorder(
+    store,
+    { kind: { sideModels: [], mainModels: [], defaultKind: 'main' }, idleMs: IDLE, maxSessions },
+    (e) => events.push(e),
+  );
   /** One request answered: begin, then commit; resolves once its writes are in the store. */
-  const turn = async (messages: ChatMessage[], response: ChatMessage, at: number, extra: Partial<IncomingRequest> = {}) => {
+  const turn = async (
+    messages: ChatMessage[],
+    response: ChatMessage,
+    at: number,
+    extra: Partial<IncomingRequest> = {},
+  ) => {
     const req = request(messages, { receivedAt: at, ...extra });
     const plan = recorder.begin(req);
     await recorder.commit(plan, turnOf(plan, req, response, at + 1));
@@ -133,11 +204,23 @@ test('header-less requests: a new session, then continued by history, retried, o
   assert.equal(first.sessionSource, 'new');
   assert.match(first.sessionId!, /^s_[0-9a-f]{16}$/);
   const second = await turn([sys, user('plan a trip'), reply('where to?'), user('Lisbon')], reply('ok'), 5);
-  assert.deepEqual([second.sessionId, second.sessionSource, second.attribution.type], [first.sessionId, 'inferred', 'next_state']);
+  assert.deepEqual(
+    [second.sessionId, second.sessionSource, second.attribution.type],
+    [first.sessionId, 'inferred', 'next_state'],
+  );
   const retry = await turn([sys, user('plan a trip'), reply('where to?'), user('Lisbon')], reply('ok!'), 6);
   assert.deepEqual([retry.sessionId, retry.attribution.type], [first.sessionId, 'superseded']);
   assert.equal(store.reason(second.turnId), 'superseded');
-  const other = await turn([sys, user('[Sun 2026-11-29 22:53 UTC] hi\n\nRuntime: agent=main | session=agent:main:explicit:loc-9 | sessionId=loc-9 | host=vm')], reply('hey'), 7);
+  const other = await turn(
+    [
+      sys,
+      user(
+        '[Sun 2026-11-29 22:53 UTC] hi\n\nRuntime: agent=main | session=agent:main:explicit:loc-9 | sessionId=loc-9 | host=vm',
+      ),
+    ],
+    reply('hey'),
+    7,
+  );
   assert.deepEqual([other.sessionId, other.sessionSource], ['loc-9', 'runtime']);
   const side = await turn([user('unrelated')], reply('x'), 8, { turnType: 'side' });
   assert.deepEqual([side.sessionId, side.sessionSource, side.kind], [null, 'none', 'side']);
@@ -159,7 +242,10 @@ test('concurrent requests of one session: the later commit is kept, the earlier 
   const rb = request([user('y')], withSession('s'));
   const pa = recorder.begin(ra);
   const pb = recorder.begin(rb);
-  const committed = [recorder.commit(pa, turnOf(pa, ra, reply('a'), 5)), recorder.commit(pb, turnOf(pb, rb, reply('b'), 6))];
+  const committed = [
+    recorder.commit(pa, turnOf(pa, ra, reply('a'), 5)),
+    recorder.commit(pb, turnOf(pb, rb, reply('b'), 6)),
+  ];
   await Promise.all(committed);
   await recorder.flushed();
   assert.deepEqual(store.transactions.slice(-1), [3], 'both turns and the closure in one transaction (group commit)');
@@ -183,12 +269,20 @@ test('a cancelled generation is stored closed and never becomes the live turn', 
 test('opt-out: nothing of the session is stored from then on, and it sticks', async () => {
   const { store, turn } = setup();
   const before = await turn([user('q')], reply('a'), 0, withSession('p'));
-  const opted = await turn([user('q'), reply('a'), user('secret')], reply('b'), 1, { ...withSession('p'), optOut: true });
+  const opted = await turn([user('q'), reply('a'), user('secret')], reply('b'), 1, {
+    ...withSession('p'),
+    optOut: true,
+  });
   assert.equal(opted.learning, false);
   assert.equal(store.turns.has(opted.turnId), false);
   assert.equal(store.closures.get(before.turnId)!.learning, false, 'the earlier turn closes excluded from learning');
   assert.equal(store.sessions.get('p')!.learning, false);
-  const later = await turn([user('q'), reply('a'), user('secret'), reply('b'), user('more')], reply('c'), 2, withSession('p'));
+  const later = await turn(
+    [user('q'), reply('a'), user('secret'), reply('b'), user('more')],
+    reply('c'),
+    2,
+    withSession('p'),
+  );
   assert.equal(later.learning, false, 'sticky without the header');
   assert.equal(store.turns.has(later.turnId), false);
 });
@@ -197,7 +291,11 @@ test('restore after a restart: open main turns are live again', async () => {
   const first = setup();
   const a = await first.turn([user('q')], reply('a'), 0, withSession('s'));
   const store = first.store;
-  const recorder = new TurnRecorder(store, { kind: { sideModels: [], mainModels: [], defaultKind: 'main' }, idleMs: IDLE, maxSessions: 10 });
+  const recorder = new TurnRecorder(store, {
+    kind: { sideModels: [], mainModels: [], defaultKind: 'main' },
+    idleMs: IDLE,
+    maxSessions: 10,
+  });
   assert.equal(recorder.restore(10), 1);
   const req = request([user('q'), reply('a'), user('and then?')], { ...withSession('s'), receivedAt: 20 });
   const plan = recorder.begin(req);
@@ -205,7 +303,11 @@ test('restore after a restart: open main turns are live again', async () => {
   await recorder.flushed();
   assert.equal(store.reason(a.turnId), 'next_state');
   // Restored turns that have been idle too long close at once.
-  const stale = new TurnRecorder(store, { kind: { sideModels: [], mainModels: [], defaultKind: 'main' }, idleMs: IDLE, maxSessions: 10 });
+  const stale = new TurnRecorder(store, {
+    kind: { sideModels: [], mainModels: [], defaultKind: 'main' },
+    idleMs: IDLE,
+    maxSessions: 10,
+  });
   await recorder.commit(plan, turnOf(plan, req, reply('b'), 21));
   stale.restore(21 + IDLE + 1);
   await stale.flushed();
@@ -221,7 +323,11 @@ test('a closure the store refuses is kept and written with the next write; nothi
   assert.equal(plan.attribution.type, 'next_state');
   await recorder.flushed();
   assert.equal(store.reason(a.turnId), undefined, 'the store refused it');
-  assert.ok(events.some((e) => (e as { event: string; kept?: boolean }).event === 'closure_unwritten' && (e as { kept: boolean }).kept));
+  assert.ok(
+    events.some(
+      (e) => (e as { event: string; kept?: boolean }).event === 'closure_unwritten' && (e as { kept: boolean }).kept,
+    ),
+  );
   store.failClose = false;
   await recorder.commit(plan, turnOf(plan, req, reply('b'), 6));
   await recorder.flushed();

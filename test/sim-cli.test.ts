@@ -32,22 +32,35 @@ test('bad flags are refused at once, with what to change', () => {
 });
 
 test('sim judge serves an OpenAI-compatible endpoint that answers judge prompts', async () => {
-  const child = spawn(process.execPath, [CLI, 'sim', 'judge', '--error-rate', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [CLI, 'sim', 'judge', '--error-rate', '0'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   try {
     const url = await new Promise<string>((resolve, reject) => {
-      child.stdout.on('data', (d: Buffer) => { const m = /on (http:\/\/\S+\/v1)/.exec(d.toString()); if (m) resolve(m[1]!); });
+      child.stdout.on('data', (d: Buffer) => {
+        const m = /on (http:\/\/\S+\/v1)/.exec(d.toString());
+        if (m) resolve(m[1]!);
+      });
       child.on('exit', (code) => reject(new Error(`sim judge exited with ${code}`)));
     });
-    const models = await (await fetch(`${url}/models`)).json() as { data: { id: string }[] };
+    const models = (await (await fetch(`${url}/models`)).json()) as { data: { id: string }[] };
     assert.equal(models.data[0]!.id, 'sim-judge');
     const res = await fetch(`${url}/chat/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'sim-judge', messages: [
-        { role: 'system', content: 'Grade it. End with \\boxed{1}, \\boxed{-1} or \\boxed{0}.' },
-        { role: 'user', content: '## User request\nhelp\n\n## Assistant reply\n**Final answer:** 3\n\n## Next state (a user message)\n[USER]\ntoo robotic, drop the bold\n\nIs the next state progress?' },
-      ] }),
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'sim-judge',
+        messages: [
+          { role: 'system', content: 'Grade it. End with \\boxed{1}, \\boxed{-1} or \\boxed{0}.' },
+          {
+            role: 'user',
+            content:
+              '## User request\nhelp\n\n## Assistant reply\n**Final answer:** 3\n\n## Next state (a user message)\n[USER]\ntoo robotic, drop the bold\n\nIs the next state progress?',
+          },
+        ],
+      }),
     });
-    const body = await res.json() as { choices: { message: { content: string } }[] };
+    const body = (await res.json()) as { choices: { message: { content: string } }[] };
     assert.match(body.choices[0]!.message.content, /\\boxed\{-1\}$/);
   } finally {
     child.kill('SIGTERM');

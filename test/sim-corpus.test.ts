@@ -18,7 +18,8 @@ import { conversationSample } from '../src/sim/samples.js';
 
 const problems = loadProblems().train;
 const corpus = buildCorpus(problems, { ...DEFAULT_CORPUS, conversations: 3000 });
-const rubricOf = (opener: string) => (opener.includes('grading') || opener.includes('grade') ? TEACHER_RUBRIC : STUDENT_RUBRIC);
+const rubricOf = (opener: string) =>
+  opener.includes('grading') || opener.includes('grade') ? TEACHER_RUBRIC : STUDENT_RUBRIC;
 
 test('first replies follow the base mix: the preferred style is a minority as set for each user', () => {
   const firsts = { student: [0, 0], teacher: [0, 0] };
@@ -35,7 +36,8 @@ test('first replies follow the base mix: the preferred style is a minority as se
 });
 
 test('a reply after a correction or a hint is mostly in the preferred style', () => {
-  let followed = 0, total = 0;
+  let followed = 0,
+    total = 0;
   for (const c of corpus) {
     const rubric = rubricOf(c[0]!.content as string);
     for (let i = 1; i < c.length; i += 2) {
@@ -51,7 +53,8 @@ test('a reply after a correction or a hint is mostly in the preferred style', ()
 });
 
 test('a vague hint leaves the first reply to the base mix', () => {
-  let preferred = 0, total = 0;
+  let preferred = 0,
+    total = 0;
   for (const c of corpus) {
     const opener = c[0]!.content as string;
     if (!VAGUE_HINTS.some((h) => opener.includes(h))) continue;
@@ -62,9 +65,14 @@ test('a vague hint leaves the first reply to the base mix', () => {
 });
 
 test('a conversation trains exactly the assistant tokens, after the prompt serving renders', () => {
-  const files = trainByteLevelBpe(corpus.slice(0, 200).map((c) => c.map((m) => m.content).join('\n')), {
-    vocabSize: 600, specialTokens: DEFAULT_SPECIAL_TOKENS, addedTokens: [],
-  });
+  const files = trainByteLevelBpe(
+    corpus.slice(0, 200).map((c) => c.map((m) => m.content).join('\n')),
+    {
+      vocabSize: 600,
+      specialTokens: DEFAULT_SPECIAL_TOKENS,
+      addedTokens: [],
+    },
+  );
   const tokenizer = TextTokenizer.fromJson(files.tokenizerJson, files.tokenizerConfig);
   const template = ChatTemplate.fromString(OPENCLAW_CHAT_TEMPLATE, 'test');
   const end = tokenizer.tokenToId('<|im_end|>')!;
@@ -80,7 +88,13 @@ test('a conversation trains exactly the assistant tokens, after the prompt servi
       runs[runs.length - 1]!.push(id);
     });
     const replies = c.filter((m) => m.role === 'assistant').map((m) => m.content);
-    assert.deepEqual(runs.map((r) => r[r.length - 1]), replies.map(() => end));
-    assert.deepEqual(runs.map((r) => tokenizer.decode(r.slice(0, -1))), replies);
+    assert.deepEqual(
+      runs.map((r) => r[r.length - 1]),
+      replies.map(() => end),
+    );
+    assert.deepEqual(
+      runs.map((r) => tokenizer.decode(r.slice(0, -1))),
+      replies,
+    );
   }
 });

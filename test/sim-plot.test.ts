@@ -11,18 +11,28 @@ import type { ExperimentResult } from '../src/sim/experiment.js';
 
 function decode(png: Buffer): { width: number; height: number; pixel(x: number, y: number): number[] } {
   assert.deepEqual([...png.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
-  let at = 8, width = 0, height = 0;
+  let at = 8,
+    width = 0,
+    height = 0;
   const idat: Buffer[] = [];
   while (at < png.length) {
-    const length = png.readUInt32BE(at), type = png.toString('ascii', at + 4, at + 8);
+    const length = png.readUInt32BE(at),
+      type = png.toString('ascii', at + 4, at + 8);
     assert.equal(png.readUInt32BE(at + 8 + length), crc32(png.subarray(at + 4, at + 8 + length)), `${type} CRC`);
-    if (type === 'IHDR') { width = png.readUInt32BE(at + 8); height = png.readUInt32BE(at + 12); }
+    if (type === 'IHDR') {
+      width = png.readUInt32BE(at + 8);
+      height = png.readUInt32BE(at + 12);
+    }
     if (type === 'IDAT') idat.push(png.subarray(at + 8, at + 8 + length));
     at += 12 + length;
   }
   const rows = inflateSync(Buffer.concat(idat));
   assert.equal(rows.length, (width * 3 + 1) * height);
-  return { width, height, pixel: (x, y) => [...rows.subarray(y * (width * 3 + 1) + 1 + x * 3, y * (width * 3 + 1) + 4 + x * 3)] };
+  return {
+    width,
+    height,
+    pixel: (x, y) => [...rows.subarray(y * (width * 3 + 1) + 1 + x * 3, y * (width * 3 + 1) + 4 + x * 3)],
+  };
 }
 
 test('CRC-32 matches the standard check value', () => {
@@ -38,14 +48,34 @@ test('a raster round-trips through PNG pixel for pixel', () => {
   assert.deepEqual(png.pixel(0, 0), [255, 255, 255]);
 });
 
-test('each method\'s mean point is drawn in its color at its score', () => {
-  const point = (step: number, score: number) => ({ step, version: step, score, byUser: { student: score, teacher: score }, probes: 1, outcomes: [], examples: { student: '', teacher: '' } });
+test("each method's mean point is drawn in its color at its score", () => {
+  const point = (step: number, score: number) => ({
+    step,
+    version: step,
+    score,
+    byUser: { student: score, teacher: score },
+    probes: 1,
+    outcomes: [],
+    examples: { student: '', teacher: '' },
+  });
   const run = (method: 'rl' | 'combine', scores: number[]): ExperimentResult => ({
-    method, seed: 1, points: scores.map((s, i) => point(i * 4, s)), steps: [], trainingWallSeconds: 1, wallSeconds: 1, samplesTrained: 0, noSample: {}, staleSamples: 0, conversations: 0,
+    method,
+    seed: 1,
+    points: scores.map((s, i) => point(i * 4, s)),
+    steps: [],
+    trainingWallSeconds: 1,
+    wallSeconds: 1,
+    samplesTrained: 0,
+    noSample: {},
+    staleSamples: 0,
+    conversations: 0,
     judgeVotes: { eval: 0, hint: 0, wrong: 0, unreadable: 0 },
   });
   const summary = summarize([run('rl', [0.2, 0.3]), run('combine', [0.2, 0.9])]);
-  assert.deepEqual(summary.methods.map((m) => m.method), ['base', 'rl', 'combine']);
+  assert.deepEqual(
+    summary.methods.map((m) => m.method),
+    ['base', 'rl', 'combine'],
+  );
   const png = decode(plotScores(summary, 'TEST'));
   // Geometry of plot.ts: x from 80 to width-200 over steps 0..4, y from height-60 (score 0) up to 50 (score 1).
   const y = (s: number) => Math.round(png.height - 60 - (png.height - 110) * s);

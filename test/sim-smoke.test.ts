@@ -22,7 +22,8 @@ import { simBaseModel } from '../src/sim/pretrain.js';
 
 /** P(X >= k) for X ~ Binomial(n, 1/2). */
 function binomialTail(k: number, n: number): number {
-  let p = 0, c = 1; // c = C(n, i)
+  let p = 0,
+    c = 1; // c = C(n, i)
   for (let i = 0; i <= n; i++) {
     if (i >= k) p += c;
     c = (c * (n - i)) / (i + 1);
@@ -30,9 +31,21 @@ function binomialTail(k: number, n: number): number {
   return p / 2 ** n;
 }
 
-test('two training steps on simulated feedback raise the personalization score beyond chance', { timeout: 900_000 }, async () => {
+test('two training steps on simulated feedback raise the personalization score beyond chance', {
+  timeout: 900_000,
+}, async () => {
   const model = simBaseModel('smoke', '.cache/sim-models');
-  const result = await runExperiment({ ...DEFAULT_EXPERIMENT, model: model.dir, method: 'combine', seed: 1, steps: 2, evalEvery: 2, batchSize: 64, lr: 1e-3, evalSamples: 6 });
+  const result = await runExperiment({
+    ...DEFAULT_EXPERIMENT,
+    model: model.dir,
+    method: 'combine',
+    seed: 1,
+    steps: 2,
+    evalEvery: 2,
+    batchSize: 64,
+    lr: 1e-3,
+    evalSamples: 6,
+  });
   const [before, after] = result.points;
   assert.equal(before!.step, 0);
   assert.equal(after!.step, 2);

@@ -8,12 +8,20 @@ import { StepGate } from '../src/sim/step-gate.js';
 
 function fakeServe(initial: AdminStatus) {
   const state = { status: initial, polls: 0 };
-  const client = { status: async () => { state.polls++; return structuredClone(state.status); } } as unknown as ServeClient;
+  const client = {
+    status: async () => {
+      state.polls++;
+      return structuredClone(state.status);
+    },
+  } as unknown as ServeClient;
   return { state, client };
 }
 
 const status = (steps: number, samples: number, judging = 0, training = false): AdminStatus => ({
-  version: steps, steps, trainer: { state: training ? 'training' : 'waiting', error: null }, queues: { closedTurns: 0, judging, samples },
+  version: steps,
+  steps,
+  trainer: { state: training ? 'training' : 'waiting', error: null },
+  queues: { closedTurns: 0, judging, samples },
 });
 
 const settle = (ms = 60) => new Promise((r) => setTimeout(r, ms));
@@ -33,7 +41,10 @@ test('next states stop at the batch the target needs, and resume as the pipeline
   const releases = [];
   for (let i = 0; i < 4; i++) releases.push(await gate.acquire());
   let fifth = false;
-  const pending = gate.acquire().then((release) => { fifth = true; return release; });
+  const pending = gate.acquire().then((release) => {
+    fifth = true;
+    return release;
+  });
   await settle();
   assert.equal(fifth, false, 'four unanswered next states can already fill the batch');
   for (const release of releases) release();
@@ -51,7 +62,10 @@ test('with several steps to go, the pipeline still holds one batch at most: user
   const releases = [];
   for (let i = 0; i < 4; i++) releases.push(await gate.acquire());
   let fifth = false;
-  const pending = gate.acquire().then((release) => { fifth = true; return release; });
+  const pending = gate.acquire().then((release) => {
+    fifth = true;
+    return release;
+  });
   for (const release of releases) release();
   state.status = status(0, 4); // four samples queued: the next batch is full
   await settle();
@@ -69,9 +83,13 @@ test('at the target the users wait, and the measurement waits for the trainer to
   gate.advance(1);
   state.status = status(1, 0, 0, true);
   let reached = false;
-  const measured = gate.reached().then(() => { reached = true; });
+  const measured = gate.reached().then(() => {
+    reached = true;
+  });
   let opened = false;
-  const open = gate.open().then(() => { opened = true; });
+  const open = gate.open().then(() => {
+    opened = true;
+  });
   await settle();
   assert.equal(reached, false, 'still training');
   state.status = status(1, 0);

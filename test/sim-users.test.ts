@@ -15,7 +15,13 @@ const problems = loadProblems().train.slice(0, 200);
 
 test('the student accepts only natural prose with steps, and says what is wrong with the rest', () => {
   const r = rng(1);
-  const expected = { markdown: ['bold', 'marker'], numbered: ['list', 'chatbot'], marker: ['marker'], terse: ['no_steps'], natural: [] };
+  const expected = {
+    markdown: ['bold', 'marker'],
+    numbered: ['list', 'chatbot'],
+    marker: ['marker'],
+    terse: ['no_steps'],
+    natural: [],
+  };
   for (const style of HOMEWORK_STYLES) {
     for (const p of problems) {
       const reply = homeworkReply(style, workFor(p, r), r);
@@ -34,10 +40,13 @@ test('the teacher accepts only warm, detailed comments', () => {
       if (style !== 'warm') assert.ok(verdict.violations.includes('cold'), style);
     }
   }
-  assert.deepEqual(TEACHER_RUBRIC.judge('**Score:** 9/10\n**Comments:** Good job, you got it.').violations, ['formatted', 'short']);
+  assert.deepEqual(TEACHER_RUBRIC.judge('**Score:** 9/10\n**Comments:** Good job, you got it.').violations, [
+    'formatted',
+    'short',
+  ]);
 });
 
-test('the steps use the question\'s numbers with correct arithmetic and end on the true answer', () => {
+test("the steps use the question's numbers with correct arithmetic and end on the true answer", () => {
   const r = rng(3);
   for (const p of problems) {
     const work = workFor(p, r);
@@ -53,7 +62,10 @@ test('the steps use the question\'s numbers with correct arithmetic and end on t
 test('a correction carries its direction: the judge reads back exactly the violations it names', () => {
   const r = rng(4);
   const cases = [
-    ...(['bold', 'list', 'heading', 'marker', 'chatbot', 'no_steps'] as const).map((v) => ({ user: STUDENT, violations: [v] })),
+    ...(['bold', 'list', 'heading', 'marker', 'chatbot', 'no_steps'] as const).map((v) => ({
+      user: STUDENT,
+      violations: [v],
+    })),
     { user: STUDENT, violations: ['bold', 'marker'] as const },
     { user: STUDENT, violations: ['list', 'chatbot'] as const },
     ...(['formatted', 'short', 'cold'] as const).map((v) => ({ user: TEACHER, violations: [v] })),

@@ -19,7 +19,8 @@ async function until(done: () => boolean, what: string, ms = 10_000): Promise<vo
 
 const write = (store: Store, from: number, n: number) => {
   const messages = [{ role: 'user' as const, content: 'x'.repeat(6000) }];
-  for (let i = from; i < from + n; i++) store.recordTurn(sessionOf('s1'), learnTurn({ id: `turn_${String(i).padStart(8, '0')}`, messages }));
+  for (let i = from; i < from + n; i++)
+    store.recordTurn(sessionOf('s1'), learnTurn({ id: `turn_${String(i).padStart(8, '0')}`, messages }));
 };
 
 test('background checkpoints: the serving connection never checkpoints, a worker thread does', async () => {
@@ -37,7 +38,11 @@ test('background checkpoints: the serving connection never checkpoints, a worker
 
 test('a dead checkpoint thread: the store checkpoints inline again and says why', async () => {
   const failures: string[] = [];
-  const store = openStore({ dir: freshDir('ckpt-'), checkpoints: 'background', onCheckpointFailure: (m) => failures.push(m) });
+  const store = openStore({
+    dir: freshDir('ckpt-'),
+    checkpoints: 'background',
+    onCheckpointFailure: (m) => failures.push(m),
+  });
   const worker = (store as unknown as { checkpointer: { worker: Worker } }).checkpointer.worker;
   await worker.terminate();
   await until(() => failures.length > 0, 'the fallback');

@@ -16,13 +16,42 @@ import { freshDir } from './helpers/gateway.js';
 
 function turn(id: string, over: Partial<Turn> = {}): Turn {
   return {
-    id, sessionId: 's1', sessionSource: 'affinity', kind: 'main', kindReason: 'header', compaction: 2, traceId: 'ab'.repeat(16), model: 'main-model',
-    messages: [{ role: 'user', content: [{ type: 'text', text: 'héllo 🌍' }] }], tools: [{ type: 'function', function: { name: 'read', parameters: { type: 'object' } } }],
-    sampling: { temperature: 0.7, topP: 0.9, topK: 0, maxTokens: 16, stop: ['\n\n'], seed: 4242, topLogprobs: 0, defaultsFrom: 'generation_config' },
-    promptIds: [1, 151643, 2_000_000_000, 0], completionIds: [7, 8, 9],
-    logprobs: [-0.1, -1e-300, -Infinity], sampledLogprobs: [-Math.PI, 0, -5e-324],
-    response: { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'read', arguments: '{"path":"a"}' } }] },
-    finishReason: 'stop_token', policyVersion: 3, receivedAt: 1000, firstTokenAt: 1010, completedAt: 1020, toolCallErrors: [], retemplate: null,
+    id,
+    sessionId: 's1',
+    sessionSource: 'affinity',
+    kind: 'main',
+    kindReason: 'header',
+    compaction: 2,
+    traceId: 'ab'.repeat(16),
+    model: 'main-model',
+    messages: [{ role: 'user', content: [{ type: 'text', text: 'héllo 🌍' }] }],
+    tools: [{ type: 'function', function: { name: 'read', parameters: { type: 'object' } } }],
+    sampling: {
+      temperature: 0.7,
+      topP: 0.9,
+      topK: 0,
+      maxTokens: 16,
+      stop: ['\n\n'],
+      seed: 4242,
+      topLogprobs: 0,
+      defaultsFrom: 'generation_config',
+    },
+    promptIds: [1, 151643, 2_000_000_000, 0],
+    completionIds: [7, 8, 9],
+    logprobs: [-0.1, -1e-300, -Infinity],
+    sampledLogprobs: [-Math.PI, 0, -5e-324],
+    response: {
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'read', arguments: '{"path":"a"}' } }],
+    },
+    finishReason: 'stop_token',
+    policyVersion: 3,
+    receivedAt: 1000,
+    firstTokenAt: 1010,
+    completedAt: 1020,
+    toolCallErrors: [],
+    retemplate: null,
     ...over,
   };
 }
@@ -42,10 +71,20 @@ test('migrations: fresh store at the latest version, WAL, reopen is a no-op, dow
   migrateDown(again.db, 0);
   assert.equal(schemaVersion(again.db), 0);
   // sqlite_sequence (made by AUTOINCREMENT in schema 2) is SQLite's own and cannot be dropped.
-  assert.equal((again.db.prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").get() as { n: number }).n, 0);
+  assert.equal(
+    (
+      again.db
+        .prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+        .get() as { n: number }
+    ).n,
+    0,
+  );
   assert.deepEqual(migrateUp(again.db, 'x'), [1, 2, 3, 4, 5, 6]);
   const reasons = again.db.prepare('SELECT reason FROM closure_reasons ORDER BY reason').all() as { reason: string }[];
-  assert.deepEqual(reasons.map((r) => r.reason), ['cancelled', 'diverged', 'next_state', 'no_next_state', 'superseded']);
+  assert.deepEqual(
+    reasons.map((r) => r.reason),
+    ['cancelled', 'diverged', 'next_state', 'no_next_state', 'superseded'],
+  );
   again.close();
 });
 
@@ -55,14 +94,20 @@ test('a store written by a newer build is refused with what to do', () => {
   const raw = new Database(join(dir, STORE_FILE));
   raw.pragma(`user_version = ${LATEST_VERSION + 1}`);
   raw.close();
-  assert.throws(() => openStore({ dir }), new RegExp(`has schema ${LATEST_VERSION + 1}, newer than this build knows \\(${LATEST_VERSION}\\): upgrade openclaw-rl`));
+  assert.throws(
+    () => openStore({ dir }),
+    new RegExp(
+      `has schema ${LATEST_VERSION + 1}, newer than this build knows \\(${LATEST_VERSION}\\): upgrade openclaw-rl`,
+    ),
+  );
 });
 
 test('token ids and log-probs round-trip bit for bit', () => {
   const ids = [0, 1, 151935, 2 ** 31 - 1, -1];
   assert.deepEqual(decodeIds(encodeIds(ids)), ids);
   assert.deepEqual([...encodeIds([1, -2])], [1, 0, 0, 0, 0xfe, 0xff, 0xff, 0xff], 'int32 little-endian');
-  for (const bad of [2 ** 31, -(2 ** 31) - 1, 1.5, NaN]) assert.throws(() => encodeIds([3, bad]), /token id .* at 1 is not a 32-bit integer/);
+  for (const bad of [2 ** 31, -(2 ** 31) - 1, 1.5, NaN])
+    assert.throws(() => encodeIds([3, bad]), /token id .* at 1 is not a 32-bit integer/);
   const floats = [-0.123456789012345, -1e-300, -Infinity, 0, -0, 5e-324, Math.E];
   assert.deepEqual(decodeFloats(encodeFloats(floats)), floats);
   // Blobs need not start at an aligned offset of their buffer.
@@ -100,10 +145,18 @@ test('constraints refuse partial or inconsistent rows', () => {
   const row = turnToRow(turn('bad2'));
   assert.throws(() => insertTurn(store.db, { ...row, completion_tokens: 99 }), /CHECK constraint failed/);
   assert.throws(() => insertTurn(store.db, { ...row, session_id: 'nobody' }), /FOREIGN KEY constraint failed/);
-  assert.throws(() => insertTurn(store.db, { ...row, kind: 'side', closure_reason: 'diverged', closed_at: 1 }), /CHECK constraint failed/);
-  assert.throws(() => insertTurn(store.db, { ...row, closure_reason: 'bogus', closed_at: 1 }), /FOREIGN KEY constraint failed/);
+  assert.throws(
+    () => insertTurn(store.db, { ...row, kind: 'side', closure_reason: 'diverged', closed_at: 1 }),
+    /CHECK constraint failed/,
+  );
+  assert.throws(
+    () => insertTurn(store.db, { ...row, closure_reason: 'bogus', closed_at: 1 }),
+    /FOREIGN KEY constraint failed/,
+  );
   // A failing transaction leaves nothing behind.
-  assert.throws(() => store.recordTurn(session('s2'), turn('bad3', { completionIds: [1], logprobs: [1, 2], sampledLogprobs: [1, 2] })));
+  assert.throws(() =>
+    store.recordTurn(session('s2'), turn('bad3', { completionIds: [1], logprobs: [1, 2], sampledLogprobs: [1, 2] })),
+  );
   assert.deepEqual(store.counts(), { sessions: 1, turns: 0, next_states: 0, closed_turns: 0 });
   store.close();
 });
@@ -114,7 +167,11 @@ test('closing a turn stores its next state and queues it once; the learning loop
   const store = openStore({ dir, now: () => now });
   store.recordTurn(session(), turn('t1'));
   store.recordTurn(session(), turn('t2', { receivedAt: 2000 }));
-  const next = { messages: [{ role: 'tool' as const, content: 'result', tool_call_id: 'call1' }], nextTurnId: 't2', arrivedAt: 2000 };
+  const next = {
+    messages: [{ role: 'tool' as const, content: 'result', tool_call_id: 'call1' }],
+    nextTurnId: 't2',
+    arrivedAt: 2000,
+  };
   store.closeTurn({ turnId: 't1', reason: 'next_state', closedAt: 2000, nextState: next, learning: true });
   store.closeTurn({ turnId: 't1', reason: 'diverged', closedAt: 3000, nextState: null, learning: true });
   store.closeTurn({ turnId: 'never-stored', reason: 'diverged', closedAt: 3000, nextState: null, learning: true });
@@ -123,7 +180,13 @@ test('closing a turn stores its next state and queues it once; the learning loop
   assert.deepEqual(store.openMainTurns(), []);
 
   const batch = store.claimClosedTurns(10);
-  assert.deepEqual(batch.map((c) => [c.turn.id, c.closure, c.closedAt]), [['t1', 'next_state', 2000], ['t2', 'no_next_state', 4000]]);
+  assert.deepEqual(
+    batch.map((c) => [c.turn.id, c.closure, c.closedAt]),
+    [
+      ['t1', 'next_state', 2000],
+      ['t2', 'no_next_state', 4000],
+    ],
+  );
   assert.deepEqual(batch[0]!.nextState, next);
   assert.equal(batch[1]!.nextState, null);
   assert.deepEqual(store.claimClosedTurns(10), [], 'claimed entries are not handed out twice');
@@ -133,7 +196,10 @@ test('closing a turn stores its next state and queues it once; the learning loop
   now = 6000;
   const reopened = openStore({ dir, now: () => now });
   assert.equal(reopened.queueStatus('t1'), 'done');
-  assert.deepEqual(reopened.claimClosedTurns(10).map((c) => c.turn.id), ['t2']);
+  assert.deepEqual(
+    reopened.claimClosedTurns(10).map((c) => c.turn.id),
+    ['t2'],
+  );
   reopened.close();
 });
 
@@ -169,11 +235,23 @@ test('export lines carry everything recorded, in arrival order, optionally one k
   store.recordTurn(session(), turn('t1'));
   store.recordTurn(null, turn('s1', { kind: 'side', sessionId: null, sessionSource: 'none', receivedAt: 1500 }));
   store.recordTurn(session(), turn('t2', { receivedAt: 2000 }));
-  store.closeTurn({ turnId: 't1', reason: 'next_state', closedAt: 2000, nextState: { messages: [{ role: 'user', content: 'ok' }], nextTurnId: 't2', arrivedAt: 2000 }, learning: true });
+  store.closeTurn({
+    turnId: 't1',
+    reason: 'next_state',
+    closedAt: 2000,
+    nextState: { messages: [{ role: 'user', content: 'ok' }], nextTurnId: 't2', arrivedAt: 2000 },
+    learning: true,
+  });
   store.setRetemplates([['t2', { match: true, renderedTokens: 8, recordedTokens: 7 }]]);
   const all = [...store.exportLines()];
-  assert.deepEqual(all.map((l) => l.turn_id), ['t1', 's1', 't2']);
-  assert.deepEqual([...store.exportLines('main')].map((l) => l.turn_id), ['t1', 't2']);
+  assert.deepEqual(
+    all.map((l) => l.turn_id),
+    ['t1', 's1', 't2'],
+  );
+  assert.deepEqual(
+    [...store.exportLines('main')].map((l) => l.turn_id),
+    ['t1', 't2'],
+  );
   const l = all[0]!;
   assert.equal(l.session_id, 's1');
   assert.equal(l.kind, 'main');
@@ -193,14 +271,24 @@ test('deleting a session removes its turns, next states and queue entries, and s
   const secret = 'the-launch-code-is-8675309';
   store.recordTurn(session('gone'), turn('g1', { sessionId: 'gone', messages: [{ role: 'user', content: secret }] }));
   store.recordTurn(session('gone'), turn('g2', { sessionId: 'gone' }));
-  store.closeTurn({ turnId: 'g1', reason: 'next_state', closedAt: 3, nextState: { messages: [{ role: 'user', content: secret }], nextTurnId: 'g2', arrivedAt: 3 }, learning: true });
+  store.closeTurn({
+    turnId: 'g1',
+    reason: 'next_state',
+    closedAt: 3,
+    nextState: { messages: [{ role: 'user', content: secret }], nextTurnId: 'g2', arrivedAt: 3 },
+    learning: true,
+  });
   store.recordTurn(session('kept'), turn('k1', { sessionId: 'kept' }));
   assert.equal(store.deleteSession('gone'), 2);
   assert.equal(store.deleteSession('gone'), null);
   assert.deepEqual(store.counts(), { sessions: 1, turns: 1, next_states: 0, closed_turns: 0 });
   store.close();
   const bytes = readFileSync(join(dir, STORE_FILE));
-  assert.equal(bytes.includes(Buffer.from(secret)), false, 'secure_delete + checkpoint leave no copy in the database file');
+  assert.equal(
+    bytes.includes(Buffer.from(secret)),
+    false,
+    'secure_delete + checkpoint leave no copy in the database file',
+  );
 });
 
 test('the store depends only on the narrow SqliteDatabase seam', () => {

@@ -23,17 +23,29 @@ const NORMAL_EVERY_MS = 20;
 /** Stalled clients are cut off after this, and reconnect. */
 const BODY_TIMEOUT_MS = 5000;
 
-const quantile = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))] ?? NaN;
+const quantile = (xs: number[], q: number) =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))] ?? NaN;
 
 /** Runs the clients' thread until its work or time is done; returns what it saw. */
-async function storm(gw: TestGateway, opts: Pick<LoadOptions, 'mutations' | 'seconds' | 'stalled' | 'overrides'>): Promise<LoadTally> {
+async function storm(
+  gw: TestGateway,
+  opts: Pick<LoadOptions, 'mutations' | 'seconds' | 'stalled' | 'overrides'>,
+): Promise<LoadTally> {
   const workerData: LoadOptions = {
-    url: gw.url, seed: SEED, maxBodyBytes: MAX_BODY, normalEveryMs: NORMAL_EVERY_MS, minSeconds: BODY_TIMEOUT_MS / 1000 + 2, ...opts,
+    url: gw.url,
+    seed: SEED,
+    maxBodyBytes: MAX_BODY,
+    normalEveryMs: NORMAL_EVERY_MS,
+    minSeconds: BODY_TIMEOUT_MS / 1000 + 2,
+    ...opts,
   };
   const worker = new Worker(new URL('./helpers/stress-load.js', import.meta.url), { workerData });
   try {
     return await new Promise<LoadTally>((resolve, reject) => {
-      worker.once('message', resolve).once('error', reject).once('exit', (code) => reject(new Error(`the load thread exited (${code})`)));
+      worker
+        .once('message', resolve)
+        .once('error', reject)
+        .once('exit', (code) => reject(new Error(`the load thread exited (${code})`)));
     });
   } finally {
     await worker.terminate();
@@ -56,20 +68,34 @@ async function verify(gw: TestGateway, load: LoadTally, label: string): Promise<
 
 function report(label: string, r: LoadTally, seconds: number): string {
   const n = r.normal;
-  return `${label}: ${r.mutations} mutations, ${r.statuses.sort().map(([s, c]) => `${s}x${c}`).join(' ')} in ${seconds.toFixed(0)} s; ` +
+  return (
+    `${label}: ${r.mutations} mutations, ${r.statuses
+      .sort()
+      .map(([s, c]) => `${s}x${c}`)
+      .join(' ')} in ${seconds.toFixed(0)} s; ` +
     `normal requests ${n.length}, p50 ${quantile(n, 0.5).toFixed(1)} ms, p99 ${quantile(n, 0.99).toFixed(1)} ms, max ${Math.max(...n).toFixed(1)} ms; ` +
-    `stalled cut off ${r.stalledCut}; abandoned ${r.abandoned}`;
+    `stalled cut off ${r.stalledCut}; abandoned ${r.abandoned}`
+  );
 }
 
-test(`stress with a test-double sampler: ${MUTATIONS} mutations of recorded OpenClaw requests, stalled, abandoning and normal clients`, { timeout: 220_000 }, async (t) => {
+test(`stress with a test-double sampler: ${MUTATIONS} mutations of recorded OpenClaw requests, stalled, abandoning and normal clients`, {
+  timeout: 220_000,
+}, async (t) => {
   const { backend } = await scriptedBackend(undefined, { thread: true });
   const answer = replyIds(backend.tokenizer, { content: 'All done.' });
   // TEST DOUBLE: answers every request at once; an abandoning client's request takes a while.
   const sampler = new ScriptedSampler({
-    fallback: (promptIds) => backend.tokenizer.decode(promptIds.slice(-24)).includes('abandon') ? { ids: answer, delayMs: 20 } : { ids: answer },
+    fallback: (promptIds) =>
+      backend.tokenizer.decode(promptIds.slice(-24)).includes('abandon')
+        ? { ids: answer, delayMs: 20 }
+        : { ids: answer },
   });
   // The double does not care how long a prompt is: a large context lets recorded prompts through.
-  const gw = await startGateway({ ...backend, sampler, contextLength: 65_536 } as ChatBackend, { maxBodyBytes: MAX_BODY, bodyTimeoutMs: BODY_TIMEOUT_MS, sideModels: ['side-model'] });
+  const gw = await startGateway({ ...backend, sampler, contextLength: 65_536 } as ChatBackend, {
+    maxBodyBytes: MAX_BODY,
+    bodyTimeoutMs: BODY_TIMEOUT_MS,
+    sideModels: ['side-model'],
+  });
   const started = performance.now();
   try {
     const r = await storm(gw, { mutations: MUTATIONS, seconds: 170, stalled: 100 });
@@ -83,9 +109,15 @@ test(`stress with a test-double sampler: ${MUTATIONS} mutations of recorded Open
   }
 });
 
-test('stress against the real tiny engine: mutations, stalled, abandoning and normal clients', { timeout: 90_000 }, async (t) => {
+test('stress against the real tiny engine: mutations, stalled, abandoning and normal clients', {
+  timeout: 90_000,
+}, async (t) => {
   const backend = await engineBackend();
-  const gw = await startGateway(backend, { maxBodyBytes: MAX_BODY, bodyTimeoutMs: BODY_TIMEOUT_MS, sideModels: ['side-model'] });
+  const gw = await startGateway(backend, {
+    maxBodyBytes: MAX_BODY,
+    bodyTimeoutMs: BODY_TIMEOUT_MS,
+    sideModels: ['side-model'],
+  });
   const started = performance.now();
   try {
     const r = await storm(gw, { mutations: 400, seconds: 60, stalled: 50, overrides: { max_completion_tokens: 8 } });

@@ -81,7 +81,7 @@ test('training is deterministic', () => {
 test('ids: 256 byte symbols, then merges, then the added tokens', () => {
   const vocab = vocabOf(files.tokenizerJson);
   assert.equal(vocab['!'], 0);
-  assert.equal(vocab['Ġ'], 188 + 32, 'space is the 33rd remapped byte, after the 188 visible ones');
+  assert.equal(vocab.Ġ, 188 + 32, 'space is the 33rd remapped byte, after the 188 visible ones');
   const merges = mergesOf(files.tokenizerJson);
   assert.equal(merges.length, files.mergeCount);
   assert.ok(files.mergeCount > 1000);
@@ -98,19 +98,31 @@ test('ids: 256 byte symbols, then merges, then the added tokens', () => {
   assert.equal(config.pad_token, '<|endoftext|>');
   assert.equal(config.bos_token, null);
   assert.equal(typeof config.chat_template, 'string');
-  const decoderEntry = (config.added_tokens_decoder as Record<string, { content: string; special: boolean }>)[String(files.addedTokenIds['<think>'])];
+  const decoderEntry = (config.added_tokens_decoder as Record<string, { content: string; special: boolean }>)[
+    String(files.addedTokenIds['<think>'])
+  ];
   assert.deepEqual([decoderEntry.content, decoderEntry.special], ['<think>', false]);
 });
 
 test('options are validated', () => {
   assert.throws(() => trainByteLevelBpe(['x'], { vocabSize: 100, ...TOKENS }), /vocabSize must be an integer/);
-  assert.throws(() => trainByteLevelBpe(['x'], { vocabSize: 400, specialTokens: ['<|im_end|>'], addedTokens: [] }), /<\|endoftext\|>/);
-  assert.throws(() => trainByteLevelBpe(['x'], { vocabSize: 400, specialTokens: DEFAULT_SPECIAL_TOKENS, addedTokens: ['<|im_end|>'] }), /distinct/);
+  assert.throws(
+    () => trainByteLevelBpe(['x'], { vocabSize: 400, specialTokens: ['<|im_end|>'], addedTokens: [] }),
+    /<\|endoftext\|>/,
+  );
+  assert.throws(
+    () =>
+      trainByteLevelBpe(['x'], { vocabSize: 400, specialTokens: DEFAULT_SPECIAL_TOKENS, addedTokens: ['<|im_end|>'] }),
+    /distinct/,
+  );
 });
 
 test('a tiny corpus stops at the pairs it has', () => {
   const small = trainByteLevelBpe(['ab ab ab cd'], { vocabSize: 1000, ...TOKENS });
-  assert.deepEqual(mergesOf(small.tokenizerJson), [['a', 'b'], ['Ġ', 'ab']]);
+  assert.deepEqual(mergesOf(small.tokenizerJson), [
+    ['a', 'b'],
+    ['Ġ', 'ab'],
+  ]);
   assert.equal(small.vocabSize, 256 + 2 + 9);
 });
 
@@ -147,8 +159,13 @@ test('every special and added token is one id, also inside text', () => {
 });
 
 test('skipSpecialTokens drops special tokens but keeps <think> and <tool_call>', () => {
-  const ids = tokenizer.encode('<|im_start|>assistant\n<think>\nhm\n</think>\n\n<tool_call>\n{}\n</tool_call><|im_end|>');
-  assert.equal(tokenizer.decode(ids, { skipSpecialTokens: true }), 'assistant\n<think>\nhm\n</think>\n\n<tool_call>\n{}\n</tool_call>');
+  const ids = tokenizer.encode(
+    '<|im_start|>assistant\n<think>\nhm\n</think>\n\n<tool_call>\n{}\n</tool_call><|im_end|>',
+  );
+  assert.equal(
+    tokenizer.decode(ids, { skipSpecialTokens: true }),
+    'assistant\n<think>\nhm\n</think>\n\n<tool_call>\n{}\n</tool_call>',
+  );
 });
 
 test('the library applies our merges as textbook BPE does', () => {
@@ -156,7 +173,11 @@ test('the library applies our merges as textbook BPE does', () => {
   for (const word of [' session', ' the', ' request', ' tokenizer', ' Zürich', 'function', ' reviewer']) {
     const expected = referenceBpe(byteLevel(word), merges);
     const ids = tokenizer.encode(word);
-    assert.deepEqual(ids.map((id) => tokenizer.idToToken(id)), expected, word);
+    assert.deepEqual(
+      ids.map((id) => tokenizer.idToToken(id)),
+      expected,
+      word,
+    );
     assert.ok(ids.length < Buffer.byteLength(word), `${word} should be fewer tokens than bytes`);
   }
 });
@@ -212,10 +233,24 @@ function oddTokenizer(): TextTokenizer {
   const top = files.vocabSize;
   vocabOf(json)['€x😀'] = top + 2;
   vocabOf(json)[byteLevel('\uFEFF')] = top + 6;
-  const added = (id: number, content: string, special: boolean) =>
-    ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special });
-  json.added_tokens.push(added(top + 3, '<|🦜|>', true), added(top + 4, 'ü', false), added(top + 5, byteLevel(' the'), false));
-  const config = { ...files.tokenizerConfig, additional_special_tokens: ['<|endoftext|>', '<|im_start|>', '<|im_end|>', '<tool_call>'] };
+  const added = (id: number, content: string, special: boolean) => ({
+    id,
+    content,
+    single_word: false,
+    lstrip: false,
+    rstrip: false,
+    normalized: false,
+    special,
+  });
+  json.added_tokens.push(
+    added(top + 3, '<|🦜|>', true),
+    added(top + 4, 'ü', false),
+    added(top + 5, byteLevel(' the'), false),
+  );
+  const config = {
+    ...files.tokenizerConfig,
+    additional_special_tokens: ['<|endoftext|>', '<|im_start|>', '<|im_end|>', '<tool_call>'],
+  };
   return TextTokenizer.fromJson(json, config);
 }
 
@@ -229,7 +264,8 @@ function randomIds(tok: TextTokenizer, next: () => number): number[] {
   const length = 1 + Math.floor(next() * 40);
   while (ids.length < length) {
     const r = next();
-    if (r < 0.03) ids.push(...Array.from(Buffer.from('\uFEFF'), (b) => byteIds[b])); // text, not a byte order mark
+    if (r < 0.03)
+      ids.push(...Array.from(Buffer.from('\uFEFF'), (b) => byteIds[b])); // text, not a byte order mark
     else if (r < 0.25) ids.push(pick(byteIds));
     else if (r < 0.35) ids.push(byteIds[0xc2 + Math.floor(next() * (0xf5 - 0xc2))]);
     else if (r < 0.6) {
@@ -258,7 +294,10 @@ test('the ByteLevel stream decoder equals the library decode on random ids, inva
           assert.ok(!/[\uD800-\uDBFF]$/.test(piece), 'a piece ends inside a surrogate pair');
           emitted += piece;
         }
-        assert.ok(full.startsWith(emitted), `ids ${JSON.stringify(ids)} skip=${skipSpecialTokens}: streamed text departs from decode`);
+        assert.ok(
+          full.startsWith(emitted),
+          `ids ${JSON.stringify(ids)} skip=${skipSpecialTokens}: streamed text departs from decode`,
+        );
         emitted += stream.flush();
         assert.equal(emitted, full, `ids ${JSON.stringify(ids)} skip=${skipSpecialTokens}`);
       }
@@ -295,17 +334,24 @@ test('the fast stream decoder is used exactly for a plain ByteLevel decoder', ()
 });
 
 test('a Metaspace tokenizer streams through the window decoder without its leading space', () => {
-  const vocab = Object.fromEntries(['</s>', '▁', 'H', 'e', 'l', 'o', 'w', 'r', 'd', '▁Hello', '▁world'].map((token, id) => [token, id]));
+  const vocab = Object.fromEntries(
+    ['</s>', '▁', 'H', 'e', 'l', 'o', 'w', 'r', 'd', '▁Hello', '▁world'].map((token, id) => [token, id]),
+  );
   const metaspace = { type: 'Metaspace', replacement: '▁', prepend_scheme: 'always', split: true };
-  const sentencePiece = TextTokenizer.fromJson({
-    added_tokens: [{ id: 0, content: '</s>', single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }],
-    normalizer: null,
-    pre_tokenizer: metaspace,
-    post_processor: null,
-    decoder: metaspace,
-    model: { type: 'BPE', unk_token: null, fuse_unk: false, byte_fallback: false, vocab, merges: [] },
-  }, {});
-  const ids = [vocab['▁Hello'], vocab['▁world'], vocab['▁'], vocab['H'], vocab['e'], 0];
+  const sentencePiece = TextTokenizer.fromJson(
+    {
+      added_tokens: [
+        { id: 0, content: '</s>', single_word: false, lstrip: false, rstrip: false, normalized: false, special: true },
+      ],
+      normalizer: null,
+      pre_tokenizer: metaspace,
+      post_processor: null,
+      decoder: metaspace,
+      model: { type: 'BPE', unk_token: null, fuse_unk: false, byte_fallback: false, vocab, merges: [] },
+    },
+    {},
+  );
+  const ids = [vocab['▁Hello'], vocab['▁world'], vocab['▁'], vocab.H, vocab.e, 0];
   for (const skipSpecialTokens of [false, true]) {
     const stream = sentencePiece.createStreamDecoder({ skipSpecialTokens });
     assert.ok(stream instanceof WindowStreamDecoder);
@@ -320,13 +366,17 @@ test('fromModelDir loads files and reports missing or malformed ones by name', a
   try {
     await assert.rejects(TextTokenizer.fromModelDir(dir), { message: `tokenizer.json not found in ${dir}` });
     writeFileSync(join(dir, 'tokenizer.json'), '{"model": ');
-    await assert.rejects(TextTokenizer.fromModelDir(dir), (e: Error) => e.message.startsWith(`tokenizer.json in ${dir} is not valid JSON: `));
+    await assert.rejects(TextTokenizer.fromModelDir(dir), (e: Error) =>
+      e.message.startsWith(`tokenizer.json in ${dir} is not valid JSON: `),
+    );
     writeFileSync(join(dir, 'tokenizer.json'), '{"model": {"type": "BPE"}}');
     writeFileSync(join(dir, 'tokenizer_config.json'), '{}');
     await assert.rejects(TextTokenizer.fromModelDir(dir), { message: `tokenizer.json in ${dir} has no model.vocab` });
     writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(files.tokenizerJson));
     writeFileSync(join(dir, 'tokenizer_config.json'), '[]');
-    await assert.rejects(TextTokenizer.fromModelDir(dir), { message: `tokenizer_config.json in ${dir} is not a JSON object` });
+    await assert.rejects(TextTokenizer.fromModelDir(dir), {
+      message: `tokenizer_config.json in ${dir} is not a JSON object`,
+    });
     writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify(files.tokenizerConfig));
     const loaded = await TextTokenizer.fromModelDir(dir);
     for (const text of SAMPLES) assert.deepEqual(loaded.encode(text), tokenizer.encode(text));

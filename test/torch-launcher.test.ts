@@ -14,11 +14,31 @@ test('--learner flags: torch options need --learner torch, and bad values are na
   assert.equal(torchLaunchOf({}), null);
   assert.throws(() => torchLaunchOf({ 'learner-nproc': '2' }), /--learner-nproc needs --learner torch/);
   assert.throws(() => torchLaunchOf({ learner: 'jax' }), /--learner must be local or torch, got "jax"/);
-  assert.throws(() => torchLaunchOf({ learner: 'torch', 'learner-device': 'tpu' }), /--learner-device must be cpu, cuda or mps/);
-  assert.throws(() => torchLaunchOf({ learner: 'torch', 'learner-nproc': '0' }), /--learner-nproc must be an integer >= 1/);
-  const l = torchLaunchOf({ learner: 'torch', 'learner-nproc': '4', 'learner-device': 'cuda', 'learner-nnodes': '2',
-    'learner-master-addr': '10.0.0.1', 'learner-master-port': '29600', 'learner-python': '/opt/py' })!;
-  assert.deepEqual(l, { python: '/opt/py', nproc: 4, device: 'cuda', nnodes: 2, masterAddr: '10.0.0.1', masterPort: 29600 });
+  assert.throws(
+    () => torchLaunchOf({ learner: 'torch', 'learner-device': 'tpu' }),
+    /--learner-device must be cpu, cuda or mps/,
+  );
+  assert.throws(
+    () => torchLaunchOf({ learner: 'torch', 'learner-nproc': '0' }),
+    /--learner-nproc must be an integer >= 1/,
+  );
+  const l = torchLaunchOf({
+    learner: 'torch',
+    'learner-nproc': '4',
+    'learner-device': 'cuda',
+    'learner-nnodes': '2',
+    'learner-master-addr': '10.0.0.1',
+    'learner-master-port': '29600',
+    'learner-python': '/opt/py',
+  })!;
+  assert.deepEqual(l, {
+    python: '/opt/py',
+    nproc: 4,
+    device: 'cuda',
+    nnodes: 2,
+    masterAddr: '10.0.0.1',
+    masterPort: 29600,
+  });
 });
 
 test('the launcher command: standalone on one node; a static rendezvous on node 0 for several', () => {
@@ -26,23 +46,39 @@ test('the launcher command: standalone on one node; a static rendezvous on node 
   assert.equal(one.command, 'py');
   assert.deepEqual(one.args.slice(0, 5), ['-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', '2']);
   assert.deepEqual(one.args.slice(-4), ['-m', 'openclaw_rl_learner', '--device', 'cpu']);
-  const two = launchCommand({ ...DEFAULT_LAUNCH, python: 'py', nnodes: 2, masterAddr: '10.0.0.1', masterPort: 29600 }, 1);
+  const two = launchCommand(
+    { ...DEFAULT_LAUNCH, python: 'py', nnodes: 2, masterAddr: '10.0.0.1', masterPort: 29600 },
+    1,
+  );
   const at = (flag: string) => two.args[two.args.indexOf(flag) + 1];
-  assert.deepEqual([at('--nnodes'), at('--node_rank'), at('--master_addr'), at('--master_port')], ['2', '1', '10.0.0.1', '29600']);
+  assert.deepEqual(
+    [at('--nnodes'), at('--node_rank'), at('--master_addr'), at('--master_port')],
+    ['2', '1', '10.0.0.1', '29600'],
+  );
   assert.ok(!two.args.includes('--standalone'));
 });
 
 test('the start-up check names what is missing: no such Python, no PyTorch, no CUDA', () => {
-  assert.throws(() => preflight({ ...DEFAULT_LAUNCH, python: '/nonexistent/python3' }),
-    /needs Python with PyTorch, but \/nonexistent\/python3 was not found; set --learner-python/);
+  assert.throws(
+    () => preflight({ ...DEFAULT_LAUNCH, python: '/nonexistent/python3' }),
+    /needs Python with PyTorch, but \/nonexistent\/python3 was not found; set --learner-python/,
+  );
   // TEST DOUBLE: a real Python whose `import torch` fails, as on a machine without PyTorch.
   const python = join(scratchDir('ocrl-nopy-'), 'python-without-torch');
-  writeFileSync(python, `#!${TORCH_PYTHON}\nimport runpy, sys\nsys.modules["torch"] = None\n`
-    + 'mod = sys.argv[2]\nsys.argv = [mod] + sys.argv[3:]\nrunpy.run_module(mod, run_name="__main__", alter_sys=True)\n');
+  writeFileSync(
+    python,
+    `#!${TORCH_PYTHON}\nimport runpy, sys\nsys.modules["torch"] = None\n` +
+      'mod = sys.argv[2]\nsys.argv = [mod] + sys.argv[3:]\nrunpy.run_module(mod, run_name="__main__", alter_sys=True)\n',
+  );
   chmodSync(python, 0o755);
-  assert.throws(() => preflight({ ...DEFAULT_LAUNCH, python }), /cannot start with .*python-without-torch: PyTorch is not installed .*install python3-torch/);
+  assert.throws(
+    () => preflight({ ...DEFAULT_LAUNCH, python }),
+    /cannot start with .*python-without-torch: PyTorch is not installed .*install python3-torch/,
+  );
   assert.equal(preflight({ ...DEFAULT_LAUNCH, python: TORCH_PYTHON }).ok, true);
   // 64 ranks on one node need 64 GPUs: no machine here has them, whether its PyTorch sees CUDA or not.
-  assert.throws(() => preflight({ ...DEFAULT_LAUNCH, python: TORCH_PYTHON, device: 'cuda', nproc: 64 }),
-    /sees no CUDA device|64 ranks per node need 64 CUDA devices/);
+  assert.throws(
+    () => preflight({ ...DEFAULT_LAUNCH, python: TORCH_PYTHON, device: 'cuda', nproc: 64 }),
+    /sees no CUDA device|64 ranks per node need 64 CUDA devices/,
+  );
 });

@@ -34,7 +34,9 @@ test('two launcher nodes on 127.0.0.1 (--nnodes 2) give the 1-rank update (full 
   const node1 = launchCommand(launch, 1);
   const follower = spawn(node1.command, node1.args, { env: learnerEnv(), stdio: ['ignore', 'ignore', 'pipe'] });
   let followerErr = '';
-  follower.stderr.setEncoding('utf8').on('data', (d: string) => { followerErr += d; });
+  follower.stderr.setEncoding('utf8').on('data', (d: string) => {
+    followerErr += d;
+  });
   const exited = once(follower, 'exit');
   try {
     const two = await trainTorch(s, launch);

@@ -13,13 +13,16 @@ import { scratchDir } from './helpers/models.js';
 import { assertSame, maxAbsDiff, setup, TORCH_PYTHON, trainTorch, trainTs } from './helpers/torch-learner.js';
 
 const cases: [ModelFamily, boolean, 'policy' | 'topk'][] = [
-  ['qwen3', true, 'policy'], ['llama', false, 'policy'], ['qwen2', true, 'policy'], ['qwen3', false, 'topk'],
+  ['qwen3', true, 'policy'],
+  ['llama', false, 'policy'],
+  ['qwen2', true, 'policy'],
+  ['qwen3', false, 'topk'],
 ];
 for (const [family, lora, loss] of cases) {
   const what = `${family}, ${lora ? 'LoRA' : 'full fine-tuning'}, ${loss} loss`;
   test(`${what}: the PyTorch learner matches the TypeScript learner`, async () => {
     const s = setup(family, lora, loss);
-    const before = (s.ts.values).slice();
+    const before = s.ts.values.slice();
     const ours = trainTs(s);
     // Agreement to 1e-4 means something only if the batch moved the parameters by far more.
     assert.ok(maxAbsDiff(before, ours.values) > 1e-2, 'the batch should move the parameters');
@@ -35,8 +38,13 @@ test('forwardBackward over 2 ranks, then optimStep: the same loss, metrics and s
   const ourStep = s.ts.optimStep();
   const work = scratchDir('ocrl-torch-fb-');
   const learner = await TorchLearner.open({
-    launch: { ...DEFAULT_LAUNCH, python: TORCH_PYTHON, nproc: 2 }, config: s.config, modelDir: s.dir,
-    checkpointDir: join(work, 'checkpoints'), versionsDir: join(work, 'versions'), initAdapter: s.initAdapter, versionAfter: 0,
+    launch: { ...DEFAULT_LAUNCH, python: TORCH_PYTHON, nproc: 2 },
+    config: s.config,
+    modelDir: s.dir,
+    checkpointDir: join(work, 'checkpoints'),
+    versionsDir: join(work, 'versions'),
+    initAdapter: s.initAdapter,
+    versionAfter: 0,
   });
   try {
     const theirs = await learner.forwardBackward(samples, 4);
@@ -47,8 +55,10 @@ test('forwardBackward over 2 ranks, then optimStep: the same loss, metrics and s
       assert.ok(Math.abs(ours[k] - theirs[k]) <= 1e-5, `${k}: ${ours[k]} vs ${theirs[k]}`);
     }
     assert.deepEqual([step.step, step.applied, step.lr], [ourStep.step, ourStep.applied, ourStep.lr]);
-    assert.ok(Math.abs(step.gradNorm - ourStep.gradNorm) <= 1e-4 * ourStep.gradNorm,
-      `grad norm ${ourStep.gradNorm} vs ${step.gradNorm}`);
+    assert.ok(
+      Math.abs(step.gradNorm - ourStep.gradNorm) <= 1e-4 * ourStep.gradNorm,
+      `grad norm ${ourStep.gradNorm} vs ${step.gradNorm}`,
+    );
   } finally {
     await learner.close();
   }

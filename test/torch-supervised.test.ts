@@ -18,14 +18,24 @@ test('SIGKILL of the learner with trainBatch in flight: relaunched, reconciled, 
   const work = scratchDir('ocrl-torch-sup-');
   const events: [string, Record<string, unknown>][] = [];
   const reconciled: number[] = [];
-  const open = () => TorchLearner.open({
-    launch: { ...DEFAULT_LAUNCH, python: TORCH_PYTHON }, config: s.config, modelDir: s.dir,
-    checkpointDir: join(work, 'checkpoints'), versionsDir: join(work, 'versions'), initAdapter: s.initAdapter,
-    versionAfter: 0,
-  });
+  const open = () =>
+    TorchLearner.open({
+      launch: { ...DEFAULT_LAUNCH, python: TORCH_PYTHON },
+      config: s.config,
+      modelDir: s.dir,
+      checkpointDir: join(work, 'checkpoints'),
+      versionsDir: join(work, 'versions'),
+      initAdapter: s.initAdapter,
+      versionAfter: 0,
+    });
   const first = await open();
   const learner = new SupervisedTorchLearner(first, {
-    reopen: open, reconcile: (steps) => { reconciled.push(steps); return 0; }, log: (e, f) => events.push([e, f]),
+    reopen: open,
+    reconcile: (steps) => {
+      reconciled.push(steps);
+      return 0;
+    },
+    log: (e, f) => events.push([e, f]),
   });
   try {
     const training = learner.trainBatch(s.samples);

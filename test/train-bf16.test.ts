@@ -29,12 +29,12 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadKernels } from '../src/engine/local/kernels/index.js';
 import { readModelFolder } from '../src/engine/local/model/folder.js';
-import { readSafetensorsHeader, readTensorInto, writeSafetensors } from '../src/engine/local/model/safetensors.js';
+import { writeSafetensors } from '../src/engine/local/model/safetensors.js';
 import { loadWeights } from '../src/engine/local/model/weights.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import { DEFAULT_LEARNER, LearnerCore, type LearnerConfig } from '../src/engine/local/train/learner.js';
 import type { TrainingSample } from '../src/engine/types.js';
-import { makeTinyModel, PYTHON, scratchDir } from './helpers/models.js';
+import { makeTinyModel, PYTHON, scratchDir, readAllTensors } from './helpers/models.js';
 
 const TRAIN_STEP = fileURLToPath(new URL('../../test/reference/train_step.py', import.meta.url));
 const LOSS_TOLERANCE = 1e-4 + 2 ** -8;
@@ -42,23 +42,18 @@ const TOLERANCE = 2 ** -6;
 const AUTOCAST_BOUND = 0.05;
 const LORA = { rank: 4, alpha: 8, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const };
 
-function readAll(path: string): Map<string, Float32Array> {
-  const out = new Map<string, Float32Array>();
-  for (const [name, entry] of readSafetensorsHeader(path).tensors) {
-    const data = new Float32Array(entry.shape.reduce((a, d) => a * d, 1));
-    readTensorInto(path, entry, data);
-    out.set(name, data);
-  }
-  return out;
-}
-
 /** The largest |ours - theirs| over every tensor, each relative to that tensor's largest |theirs|. */
-function worstRelative(ours: Map<string, Float32Array>, theirs: Map<string, Float32Array>): { worst: number; name: string } {
+function worstRelative(
+  ours: Map<string, Float32Array>,
+  theirs: Map<string, Float32Array>,
+): { worst: number; name: string } {
   assert.equal(ours.size, theirs.size, 'trainable tensor sets differ');
-  let worst = 0, name = '';
+  let worst = 0,
+    name = '';
   for (const [n, t] of theirs) {
     const o = ours.get(n)!;
-    let scale = 1e-12, diff = 0;
+    let scale = 1e-12,
+      diff = 0;
     for (let i = 0; i < t.length; i++) scale = Math.max(scale, Math.abs(t[i]!));
     for (let i = 0; i < t.length; i++) diff = Math.max(diff, Math.abs(o[i]! - t[i]!));
     if (diff / scale > worst) [worst, name] = [diff / scale, n];
@@ -67,9 +62,15 @@ function worstRelative(ours: Map<string, Float32Array>, theirs: Map<string, Floa
 }
 
 function torchStep(input: object, precision: string, dtype: string, out: string) {
-  const run = spawnSync(PYTHON, [TRAIN_STEP], { input: JSON.stringify({ ...input, precision, dtype, out }), encoding: 'utf8' });
+  const run = spawnSync(PYTHON, [TRAIN_STEP], {
+    input: JSON.stringify({ ...input, precision, dtype, out }),
+    encoding: 'utf8',
+  });
   if (run.status !== 0) throw new Error(`train_step.py (${precision}) failed: ${run.stderr}`);
-  return { loss: (JSON.parse(run.stdout) as { loss: number }).loss, grads: readAll(join(out, 'grads.safetensors')) };
+  return {
+    loss: (JSON.parse(run.stdout) as { loss: number }).loss,
+    grads: readAllTensors(join(out, 'grads.safetensors')),
+  };
 }
 
 async function crossCheck(lora: boolean) {
@@ -78,24 +79,40 @@ async function crossCheck(lora: boolean) {
   assert.ok(cfg.numKvHeads < cfg.numHeads, 'the check needs grouped-query attention');
   const base = loadWeights(dir, cfg);
   const config: LearnerConfig = {
-    ...DEFAULT_LEARNER, mode: lora ? { kind: 'lora', spec: { ...LORA, targets: [...LORA.targets] } } : { kind: 'full' },
+    ...DEFAULT_LEARNER,
+    mode: lora ? { kind: 'lora', spec: { ...LORA, targets: [...LORA.targets] } } : { kind: 'full' },
     loss: { kind: 'policy', eps: 0.2, epsHigh: 0.28, tisCap: 2, klCoef: 0, entropyCoef: 0.01 },
-    activationBudgetBytes: Infinity, seed: 3, precision: 'bf16',
+    activationBudgetBytes: Infinity,
+    seed: 3,
+    precision: 'bf16',
   };
   const learner = new LearnerCore(cfg, base, config, loadKernels());
   const work = scratchDir('ocrl-bf16-');
   let adapter: string | null = null;
   if (lora) {
     const rng = createRng(9); // nonzero B, so A's gradient is exercised too
-    for (const t of learner.lora!.tensors) if (t.part === 'B') learner.lora!.view(t).forEach((_, i, v) => { v[i] = (rng.next() - 0.5) * 0.2; });
+    for (const t of learner.lora!.tensors)
+      if (t.part === 'B')
+        learner.lora!.view(t).forEach((_, i, v) => {
+          v[i] = (rng.next() - 0.5) * 0.2;
+        });
     adapter = join(work, 'adapter.safetensors');
-    writeSafetensors(adapter, learner.lora!.tensors.map((t) => ({ name: t.name, shape: t.shape, data: learner.lora!.view(t) })));
+    writeSafetensors(
+      adapter,
+      learner.lora!.tensors.map((t) => ({ name: t.name, shape: t.shape, data: learner.lora!.view(t) })),
+    );
   }
   const rng = createRng(5);
   const ids = (n: number) => Array.from({ length: n }, () => Math.floor(rng.next() * cfg.vocabSize));
   // Two sequences, one longer than a 128-row attention block.
-  const shapes = [{ promptIds: ids(150), completionIds: ids(40) }, { promptIds: ids(9), completionIds: ids(12) }];
-  const samples: TrainingSample[] = shapes.map((s) => ({ ...s, advantages: s.completionIds.map(() => (rng.next() - 0.4) * 2) }));
+  const shapes = [
+    { promptIds: ids(150), completionIds: ids(40) },
+    { promptIds: ids(9), completionIds: ids(12) },
+  ];
+  const samples: TrainingSample[] = shapes.map((s) => ({
+    ...s,
+    advantages: s.completionIds.map(() => (rng.next() - 0.4) * 2),
+  }));
   learner.zeroGrad();
   const ours = learner.forwardBackward(samples, samples.length);
   const grads = new Map<string, Float32Array>();
@@ -103,24 +120,37 @@ async function crossCheck(lora: boolean) {
   else for (const s of learner.params.specs) grads.set(s.name, learner.gradients.subarray(s.offset, s.offset + s.size));
 
   const input = {
-    model: dir, lora: lora ? { ...LORA, adapter } : null,
-    batch: samples.map((s) => ({ tokens: [...s.promptIds, ...s.completionIds], promptLength: s.promptIds.length, advantages: s.advantages })),
+    model: dir,
+    lora: lora ? { ...LORA, adapter } : null,
+    batch: samples.map((s) => ({
+      tokens: [...s.promptIds, ...s.completionIds],
+      promptLength: s.promptIds.length,
+      advantages: s.advantages,
+    })),
     loss: { type: 'policy', eps: 0.2, epsHigh: 0.28, tisCap: 2, klCoef: 0, entropyCoef: 0.01 },
     optimizer: { lr: 1e-3, clipNorm: null },
   };
   const matched = torchStep(input, 'bf16-gemm', 'float64', join(work, 'matched'));
   const autocast = torchStep(input, 'autocast', 'float32', join(work, 'autocast'));
   const exact = torchStep(input, 'exact', 'float64', join(work, 'exact'));
-  const g = worstRelative(grads, matched.grads), a = worstRelative(grads, autocast.grads), e = worstRelative(grads, exact.grads);
+  const g = worstRelative(grads, matched.grads),
+    a = worstRelative(grads, autocast.grads),
+    e = worstRelative(grads, exact.grads);
   const rel = (x: number, y: number) => Math.abs(x - y) / Math.abs(y);
-  console.log(`${lora ? 'LoRA' : 'full'}: loss ${ours.loss} vs bf16-gemm ${matched.loss} (rel ${rel(ours.loss, matched.loss).toExponential(2)}), `
-    + `autocast ${autocast.loss} (rel ${rel(ours.loss, autocast.loss).toExponential(2)}), exact ${exact.loss}; worst gradient gap: `
-    + `bf16-gemm ${g.worst.toExponential(2)} (${g.name}), autocast ${a.worst.toExponential(2)} (${a.name}), exact ${e.worst.toExponential(2)}`);
+  console.log(
+    `${lora ? 'LoRA' : 'full'}: loss ${ours.loss} vs bf16-gemm ${matched.loss} (rel ${rel(ours.loss, matched.loss).toExponential(2)}), ` +
+      `autocast ${autocast.loss} (rel ${rel(ours.loss, autocast.loss).toExponential(2)}), exact ${exact.loss}; worst gradient gap: ` +
+      `bf16-gemm ${g.worst.toExponential(2)} (${g.name}), autocast ${a.worst.toExponential(2)} (${a.name}), exact ${e.worst.toExponential(2)}`,
+  );
   assert.ok(rel(ours.loss, matched.loss) <= LOSS_TOLERANCE, `loss ${ours.loss} vs bf16-gemm reference ${matched.loss}`);
   assert.ok(g.worst <= TOLERANCE, `gradient ${g.name}: ${g.worst} of its largest from the bf16-gemm reference`);
   assert.ok(a.worst <= AUTOCAST_BOUND, `gradient ${a.name}: ${a.worst} of its largest from torch.autocast`);
-  assert.ok(e.worst > TOLERANCE, `bf16 gradients should differ from the exact ones by more than ${TOLERANCE} (got ${e.worst})`);
+  assert.ok(
+    e.worst > TOLERANCE,
+    `bf16 gradients should differ from the exact ones by more than ${TOLERANCE} (got ${e.worst})`,
+  );
 }
 
 test('bf16 LoRA training: loss and gradients match a bf16-rounding PyTorch reference (GQA)', () => crossCheck(true));
-test('bf16 full fine-tuning: loss and gradients match a bf16-rounding PyTorch reference (GQA)', () => crossCheck(false));
+test('bf16 full fine-tuning: loss and gradients match a bf16-rounding PyTorch reference (GQA)', () =>
+  crossCheck(false));

@@ -17,7 +17,20 @@ import { TrainModel, type TrainSequence } from '../src/engine/local/train/model.
 const kernels = loadKernels();
 
 function tinyConfig(family: ModelFamily, tied: boolean) {
-  return modelConfigOf({ family, ...PRESETS.tiny!, vocabSize: 96, hiddenSize: 32, intermediateSize: 48, numHeads: 4, numKvHeads: 2, headDim: 8, tieWordEmbeddings: tied }, [1]);
+  return modelConfigOf(
+    {
+      family,
+      ...PRESETS.tiny!,
+      vocabSize: 96,
+      hiddenSize: 32,
+      intermediateSize: 48,
+      numHeads: 4,
+      numKvHeads: 2,
+      headDim: 8,
+      tieWordEmbeddings: tied,
+    },
+    [1],
+  );
 }
 
 const batch: TrainSequence[] = [
@@ -61,14 +74,21 @@ function directionalCheck(name: string, values: Float32Array, grads: Float32Arra
       return (fPlus - fMinus) / (2 * step);
     };
     const numeric = (4 * central(h / 2) - central(h)) / 3;
-    let gNorm = 0, dNorm = 0;
-    for (let i = 0; i < values.length; i++) { gNorm += grads[i]! ** 2; dNorm += dir[i]! ** 2; }
+    let gNorm = 0,
+      dNorm = 0;
+    for (let i = 0; i < values.length; i++) {
+      gNorm += grads[i]! ** 2;
+      dNorm += dir[i]! ** 2;
+    }
     // The typical size of a random directional derivative is |g| |d| / sqrt(n): errors are
     // measured against the larger of that and the derivative itself.
-    const scale = Math.max(Math.abs(numeric), Math.abs(analytic), Math.sqrt(gNorm * dNorm / values.length));
+    const scale = Math.max(Math.abs(numeric), Math.abs(analytic), Math.sqrt((gNorm * dNorm) / values.length));
     const err = Math.abs(numeric - analytic) / scale;
     if (process.env.GRADCHECK_VERBOSE) console.log(name, err.toExponential(2));
-    assert.ok(err < 5e-3, `${name} trial ${trial}: analytic ${analytic.toExponential(5)} vs numeric ${numeric.toExponential(5)} (rel err ${err.toExponential(2)})`);
+    assert.ok(
+      err < 5e-3,
+      `${name} trial ${trial}: analytic ${analytic.toExponential(5)} vs numeric ${numeric.toExponential(5)} (rel err ${err.toExponential(2)})`,
+    );
   }
 }
 
@@ -93,9 +113,14 @@ for (const family of ['qwen3', 'qwen2', 'llama'] as ModelFamily[]) {
     lora.initialise(5);
     // B starts at zero in PEFT; give it values so both A and B gradients are exercised.
     const rng = createRng(6);
-    for (const t of lora.tensors) if (t.part === 'B') lora.view(t).forEach((_, i, v) => { v[i] = (rng.next() - 0.5) * 0.4; });
+    for (const t of lora.tensors)
+      if (t.part === 'B')
+        lora.view(t).forEach((_, i, v) => {
+          v[i] = (rng.next() - 0.5) * 0.4;
+        });
     const model = new TrainModel(cfg, params, null, lora, kernels);
     objective(model, true);
-    for (const t of lora.tensors) directionalCheck(t.name, lora.view(t), lora.view(t, lora.grads), () => objective(model, false));
+    for (const t of lora.tensors)
+      directionalCheck(t.name, lora.view(t), lora.view(t, lora.grads), () => objective(model, false));
   });
 }

@@ -23,14 +23,22 @@ function meanLogprob(learner: LearnerCore): number {
 }
 
 function train(mode: LearnerConfig['mode'], advantage: number, steps: number, lr: number) {
-  const learner = new LearnerCore(cfg, base, { ...DEFAULT_LEARNER, mode, optimizer: { ...DEFAULT_LEARNER.optimizer, lr, weightDecay: 0 }, miniBatchSize: 1 }, loadKernels());
+  const learner = new LearnerCore(
+    cfg,
+    base,
+    { ...DEFAULT_LEARNER, mode, optimizer: { ...DEFAULT_LEARNER.optimizer, lr, weightDecay: 0 }, miniBatchSize: 1 },
+    loadKernels(),
+  );
   const before = meanLogprob(learner);
   const sample: TrainingSample = { promptIds, completionIds, advantages: completionIds.map(() => advantage) };
   for (let i = 0; i < steps; i++) learner.trainBatch([sample]);
   return { before, after: meanLogprob(learner) };
 }
 
-const lora: LearnerConfig['mode'] = { kind: 'lora', spec: { rank: 8, alpha: 16, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } };
+const lora: LearnerConfig['mode'] = {
+  kind: 'lora',
+  spec: { rank: 8, alpha: 16, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] },
+};
 
 test('LoRA: a positive advantage raises the completion log-prob, a negative one lowers it', () => {
   const up = train(lora, 1, 200, 3e-3);
@@ -49,17 +57,34 @@ test('full fine-tuning: the same, and the base weights stay untouched', () => {
 });
 
 test('several PPO epochs over one batch: the first step has ratio 1 (no clipping), later ones clip', () => {
-  const learner = new LearnerCore(cfg, base, { ...DEFAULT_LEARNER, mode: lora, epochs: 6, miniBatchSize: 1, optimizer: { ...DEFAULT_LEARNER.optimizer, lr: 2e-2, weightDecay: 0 } }, loadKernels());
+  const learner = new LearnerCore(
+    cfg,
+    base,
+    {
+      ...DEFAULT_LEARNER,
+      mode: lora,
+      epochs: 6,
+      miniBatchSize: 1,
+      optimizer: { ...DEFAULT_LEARNER.optimizer, lr: 2e-2, weightDecay: 0 },
+    },
+    loadKernels(),
+  );
   const metrics = learner.trainBatch([{ promptIds, completionIds, advantages: completionIds.map(() => 1) }]);
   assert.equal(metrics.length, 6);
   assert.equal(metrics[0]!.clipFraction, 0);
   assert.ok(Math.abs(metrics[0]!.approxKl) < 1e-5);
-  assert.ok(metrics.some((m) => m.clipFraction > 0), `clip fractions: ${metrics.map((m) => m.clipFraction.toFixed(2)).join(', ')}`);
+  assert.ok(
+    metrics.some((m) => m.clipFraction > 0),
+    `clip fractions: ${metrics.map((m) => m.clipFraction.toFixed(2)).join(', ')}`,
+  );
   assert.ok(metrics.every((m) => m.applied && Number.isFinite(m.gradNorm) && m.tokensPerSecond > 0));
 });
 
 test('samples whose lengths disagree are refused before anything is computed', () => {
   const learner = new LearnerCore(cfg, base, DEFAULT_LEARNER, loadKernels());
-  assert.throws(() => learner.trainBatch([{ promptIds, completionIds, advantages: [1, 1] }]), /sample 0: advantages has 2, but completionIds has 6 tokens/);
+  assert.throws(
+    () => learner.trainBatch([{ promptIds, completionIds, advantages: [1, 1] }]),
+    /sample 0: advantages has 2, but completionIds has 6 tokens/,
+  );
   assert.equal(learner.steps, 0);
 });

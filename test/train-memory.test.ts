@@ -24,7 +24,12 @@ function tinyConfig(family: ModelFamily, numLayers = 2) {
   return modelConfigOf({ family, ...PRESETS.tiny!, numLayers, maxPositionEmbeddings: 8192 }, [1]);
 }
 
-function sequence(rng: ReturnType<typeof createRng>, length: number, promptLength: number, vocab: number): TrainSequence {
+function sequence(
+  rng: ReturnType<typeof createRng>,
+  length: number,
+  promptLength: number,
+  vocab: number,
+): TrainSequence {
   return { tokens: Array.from({ length }, () => Math.floor(rng.next() * vocab)), promptLength };
 }
 
@@ -39,13 +44,18 @@ function makeModel(family: ModelFamily, lora: boolean, opts: TrainModelOptions, 
   const adapter = new Lora(cfg, { rank: 4, alpha: 8, targets: [...TARGETS] });
   adapter.initialise(8);
   const rng = createRng(9);
-  for (const t of adapter.tensors) if (t.part === 'B') adapter.view(t).forEach((_, i, v) => { v[i] = (rng.next() - 0.5) * 0.2; });
+  for (const t of adapter.tensors)
+    if (t.part === 'B')
+      adapter.view(t).forEach((_, i, v) => {
+        v[i] = (rng.next() - 0.5) * 0.2;
+      });
   return { cfg, model: new TrainModel(cfg, params, null, adapter, kernels, opts), grads: adapter.grads };
 }
 
 /** Forward and backward of a fixed objective over log-probs, entropies and top-2 extra log-probs. */
 function step(model: TrainModel, batch: TrainSequence[], vocab: number) {
-  const R = batch.reduce((a, s) => a + s.tokens.length - s.promptLength, 0), K = 2;
+  const R = batch.reduce((a, s) => a + s.tokens.length - s.promptLength, 0),
+    K = 2;
   const ids = Int32Array.from({ length: R * K }, (_, i) => (i * 29 + 7) % vocab);
   const out = model.forward(batch, { K, ids });
   const rng = createRng(11);
@@ -66,26 +76,37 @@ function assertBitIdentical(a: Float32Array, b: Float32Array, what: string): voi
  * accumulated gradients compared with `same` after each.
  */
 function compareTwoRounds(
-  x: ReturnType<typeof makeModel>, y: ReturnType<typeof makeModel>, batch: Parameters<typeof step>[1],
+  x: ReturnType<typeof makeModel>,
+  y: ReturnType<typeof makeModel>,
+  batch: Parameters<typeof step>[1],
   same: (a: Float32Array, b: Float32Array, what: string) => void,
 ): void {
   const V = x.cfg.vocabSize;
   for (let round = 0; round < 2; round++) {
-    const a = step(x.model, batch, V), b = step(y.model, batch, V);
+    const a = step(x.model, batch, V),
+      b = step(y.model, batch, V);
     same(a.logprobs, b.logprobs, 'logprobs');
     same(a.entropy, b.entropy, 'entropy');
     same(a.extraLogprobs!, b.extraLogprobs!, 'extra logprobs');
     same(x.grads, y.grads, `gradients after round ${round}`);
-    assert.ok(x.grads.some((g) => g !== 0), 'gradients were computed');
+    assert.ok(
+      x.grads.some((g) => g !== 0),
+      'gradients were computed',
+    );
   }
 }
 
 describe('checkpointing (layers recomputed in the backward)', () => {
-  for (const [family, lora] of [['qwen3', true], ['llama', false], ['qwen2', false]] as Array<[ModelFamily, boolean]>) {
+  for (const [family, lora] of [
+    ['qwen3', true],
+    ['llama', false],
+    ['qwen2', false],
+  ] as Array<[ModelFamily, boolean]>) {
     test(`${family} ${lora ? 'LoRA' : 'full fine-tuning'}: bit-identical outputs and gradients to keeping the whole tape`, () => {
       const whole = makeModel(family, lora, { checkpoint: false });
       const recomputed = makeModel(family, lora, { checkpoint: true });
-      const V = whole.cfg.vocabSize, rng = createRng(12);
+      const V = whole.cfg.vocabSize,
+        rng = createRng(12);
       // Packed: several query blocks, one sequence shorter than a block, two blocks.
       const batch = [sequence(rng, 300, 200, V), sequence(rng, 5, 2, V), sequence(rng, 150, 100, V)];
       compareTwoRounds(whole, recomputed, batch, assertBitIdentical);
@@ -96,7 +117,10 @@ describe('checkpointing (layers recomputed in the backward)', () => {
 
 describe('the chunked LM head (logits computed a chunk of rows at a time, again in the backward)', () => {
   const cases: Array<[ModelFamily, boolean, boolean]> = [
-    ['qwen3', true, false], ['qwen3', true, true], ['llama', false, false], ['qwen2', false, true],
+    ['qwen3', true, false],
+    ['qwen3', true, true],
+    ['llama', false, false],
+    ['qwen2', false, true],
   ];
   for (const [family, lora, checkpoint] of cases) {
     const what = `${family} ${lora ? 'LoRA' : 'full fine-tuning'}${checkpoint ? ', layers recomputed' : ''}`;
@@ -104,7 +128,8 @@ describe('the chunked LM head (logits computed a chunk of rows at a time, again 
       const whole = makeModel(family, lora, { checkpoint, chunkedHead: false });
       // 153 completion rows: chunks of 64, 64 and 25, which split a sequence's rows.
       const chunked = makeModel(family, lora, { checkpoint, chunkedHead: true, headChunkRows: 64 });
-      const V = whole.cfg.vocabSize, rng = createRng(15);
+      const V = whole.cfg.vocabSize,
+        rng = createRng(15);
       const batch = [sequence(rng, 300, 200, V), sequence(rng, 5, 2, V), sequence(rng, 150, 100, V)];
       compareTwoRounds(whole, chunked, batch, assertClose);
       assert.ok(chunked.model.bufferBytes < whole.model.bufferBytes, 'a chunk of logits is less than all of them');
@@ -123,7 +148,8 @@ describe('the chunked LM head (logits computed a chunk of rows at a time, again 
  */
 function assertClose(a: Float32Array, b: Float32Array, what: string): void {
   assert.equal(a.length, b.length, `${what}: length`);
-  let scale = 0, worst = 0;
+  let scale = 0,
+    worst = 0;
   for (let i = 0; i < a.length; i++) scale = Math.max(scale, Math.abs(a[i]!));
   for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
   const message = `${what}: max difference ${worst.toExponential(2)}, largest ${scale.toExponential(2)}`;
@@ -169,23 +195,29 @@ describe('memory of a training step', () => {
 
   test('packed sequences size the attention scratch by the longest one', () => {
     const { cfg, model } = makeModel('qwen3', true, { checkpoint: true });
-    const rng = createRng(13), V = cfg.vocabSize;
+    const rng = createRng(13),
+      V = cfg.vocabSize;
     step(model, [sequence(rng, 700, 600, V), sequence(rng, 300, 250, V)], V);
     const size = { tokens: 1000, completionTokens: 150, loraRank: 4, checkpoint: true };
     assert.equal(model.bufferBytes, trainStepBytes(cfg, { ...size, longestSequence: 700 }));
-    assert.ok(trainStepBytes(cfg, size) > model.bufferBytes, 'without longestSequence the estimate assumes one sequence');
+    assert.ok(
+      trainStepBytes(cfg, size) > model.bufferBytes,
+      'without longestSequence the estimate assumes one sequence',
+    );
   });
 
   test('the buffer cache holds one layout at a time, and what a budget allows', () => {
     // 8 layers, so that recomputing them saves most of the tape.
-    const cfg = tinyConfig('qwen3', 8), rank = 4;
+    const cfg = tinyConfig('qwen3', 8),
+      rank = 4;
     const bytes = (tokens: number, checkpoint: boolean) =>
       trainStepBytes(cfg, { tokens, completionTokens: tokens / 2, loraRank: rank, checkpoint });
     // 200 tokens fit with the whole tape, 500 only with layers recomputed.
     const budget = bytes(200, false);
     assert.ok(bytes(500, true) <= budget && bytes(500, false) > budget, 'the budget separates the two lengths');
     const { model } = makeModel('qwen3', true, { activationBudgetBytes: budget, chunkedHead: false }, 8);
-    const rng = createRng(14), V = cfg.vocabSize;
+    const rng = createRng(14),
+      V = cfg.vocabSize;
     const run = (tokens: number) => step(model, [sequence(rng, tokens, tokens / 2, V)], V);
     run(200);
     assert.equal(model.bufferBytes, bytes(200, false), 'short: the whole tape');
@@ -198,17 +230,20 @@ describe('memory of a training step', () => {
   });
 
   test('a budget chunks the head before it recomputes layers, and only where the logits would not fit', () => {
-    const cfg = tinyConfig('qwen3', 8), rank = 4, chunk = 64;
+    const cfg = tinyConfig('qwen3', 8),
+      rank = 4,
+      chunk = 64;
     const bytes = (tokens: number, completion: number, checkpoint: boolean, headChunkRows?: number) =>
       trainStepBytes(cfg, { tokens, completionTokens: completion, loraRank: rank, checkpoint, headChunkRows });
     const budget = bytes(400, 200, false);
     // 400 tokens with 300 completion rows fit with the head chunked, not with all their logits.
     assert.ok(bytes(400, 300, false) > budget && bytes(400, 300, false, chunk) <= budget);
     const { model } = makeModel('qwen3', true, { activationBudgetBytes: budget, headChunkRows: chunk }, 8);
-    const rng = createRng(16), V = cfg.vocabSize;
+    const rng = createRng(16),
+      V = cfg.vocabSize;
     const run = (tokens: number, completion: number) => step(model, [sequence(rng, tokens, tokens - completion, V)], V);
     run(400, 100);
-    assert.equal(model.bufferBytes, bytes(400, 100, false), 'a short completion: every row\'s logits kept');
+    assert.equal(model.bufferBytes, bytes(400, 100, false), "a short completion: every row's logits kept");
     run(400, 300);
     assert.equal(model.bufferBytes, bytes(400, 300, false, chunk), 'a long one: the whole tape, the head chunked');
     assert.ok(bytes(1000, 600, false, chunk) > budget && bytes(1000, 600, true) <= budget);
@@ -223,11 +258,18 @@ describe('memory of a training step', () => {
     const cfg = modelConfigOf({ family: 'qwen3', ...PRESETS['qwen3-0.6b']! }, [1]);
     const fits = (tokens: number, loraRank: number, fraction: number, budget: number) =>
       trainStepBytes(cfg, {
-        tokens, completionTokens: Math.max(1, Math.ceil(fraction * tokens)), loraRank, checkpoint: true,
+        tokens,
+        completionTokens: Math.max(1, Math.ceil(fraction * tokens)),
+        loraRank,
+        checkpoint: true,
         headChunkRows: HEAD_CHUNK_ROWS,
       }) <= budget;
     for (const budget of [2 ** 30, 4 * 2 ** 30, 16 * 2 ** 30]) {
-      for (const [loraRank, fraction] of [[16, 0.25], [0, 0.25], [16, 0.5]] as const) {
+      for (const [loraRank, fraction] of [
+        [16, 0.25],
+        [0, 0.25],
+        [16, 0.5],
+      ] as const) {
         const n = maxTrainTokens(cfg, budget, { loraRank, completionFraction: fraction });
         assert.ok(n > 0 && fits(n, loraRank, fraction, budget), `${n} tokens fit ${budget} bytes (rank ${loraRank})`);
         const capped = n === cfg.maxPositionEmbeddings;

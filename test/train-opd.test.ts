@@ -16,8 +16,12 @@ const cfg = readModelFolder(dir).config;
 const base = loadWeights(dir, cfg);
 // Two epochs: the second step must still use the pre-batch anchor, not the moved policy.
 const config: LearnerConfig = {
-  ...DEFAULT_LEARNER, mode: { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'v', 'down'] } },
-  optimizer: { ...DEFAULT_LEARNER.optimizer, lr: 1e-2, weightDecay: 0 }, miniBatchSize: 2, epochs: 2, seed: 4,
+  ...DEFAULT_LEARNER,
+  mode: { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'v', 'down'] } },
+  optimizer: { ...DEFAULT_LEARNER.optimizer, lr: 1e-2, weightDecay: 0 },
+  miniBatchSize: 2,
+  epochs: 2,
+  seed: 4,
 };
 const newLearner = () => new LearnerCore(cfg, base, config, loadKernels());
 
@@ -27,21 +31,31 @@ const plain: TrainingSample[] = [
 ];
 const teacher = [-1.5, Number.NaN, -4, -0.5];
 const weight = 0.7;
-const withOpd = (teacherLogprobs: number[]): TrainingSample[] => [{ ...plain[0]!, opd: { teacherLogprobs, weight } }, plain[1]!];
+const withOpd = (teacherLogprobs: number[]): TrainingSample[] => [
+  { ...plain[0]!, opd: { teacherLogprobs, weight } },
+  plain[1]!,
+];
 
 /** plain[0] with the OPD term spelled out from `old`, its masked tokens given mask 0. */
 function explicit(old: Float32Array, teacherLogprobs: number[]): TrainingSample[] {
   const s = plain[0]!;
-  return [{
-    ...s,
-    advantages: s.advantages.map((a, t) => (Number.isFinite(teacherLogprobs[t]) ? a + weight * (teacherLogprobs[t]! - old[t]!) : 0)),
-    mask: teacherLogprobs.map((x) => (Number.isFinite(x) ? 1 : 0)),
-  }, plain[1]!];
+  return [
+    {
+      ...s,
+      advantages: s.advantages.map((a, t) =>
+        Number.isFinite(teacherLogprobs[t]) ? a + weight * (teacherLogprobs[t]! - old[t]!) : 0,
+      ),
+      mask: teacherLogprobs.map((x) => (Number.isFinite(x) ? 1 : 0)),
+    },
+    plain[1]!,
+  ];
 }
 
 test('trainBatch with opd equals trainBatch with the OPD advantages made explicit from the pre-batch log-probs', () => {
   const finite = teacher.map((x, t) => (Number.isFinite(x) ? x : -2 - t));
-  const a = newLearner(), b = newLearner(), c = newLearner();
+  const a = newLearner(),
+    b = newLearner(),
+    c = newLearner();
   const old = b.logprobs(plain)[0]!;
   const ma = a.trainBatch(withOpd(finite));
   b.trainBatch(explicit(old, finite));
@@ -52,7 +66,8 @@ test('trainBatch with opd equals trainBatch with the OPD advantages made explici
 });
 
 test('a NaN teacher log-prob masks its token instead of being read as 0', () => {
-  const a = newLearner(), b = newLearner();
+  const a = newLearner(),
+    b = newLearner();
   const old = b.logprobs(plain)[0]!;
   a.trainBatch(withOpd(teacher));
   b.trainBatch(explicit(old, teacher));
@@ -60,7 +75,8 @@ test('a NaN teacher log-prob masks its token instead of being read as 0', () => 
 });
 
 test('forwardBackward without oldLogprobs anchors the OPD term at the current log-probs', () => {
-  const a = newLearner(), b = newLearner();
+  const a = newLearner(),
+    b = newLearner();
   const old = b.logprobs(plain)[0]!;
   a.forwardBackward(withOpd(teacher));
   b.forwardBackward(explicit(old, teacher));
@@ -70,6 +86,12 @@ test('forwardBackward without oldLogprobs anchors the OPD term at the current lo
 
 test('opd.teacherLogprobs must have one entry per completion token, and a finite weight', () => {
   const a = newLearner();
-  assert.throws(() => a.trainBatch([{ ...plain[0]!, opd: { teacherLogprobs: [-1, -2, -3], weight } }]), /sample 0: opd\.teacherLogprobs has 3, but completionIds has 4 tokens/);
-  assert.throws(() => a.trainBatch([{ ...plain[0]!, opd: { teacherLogprobs: teacher, weight: Number.NaN } }]), /opd\.weight must be finite/);
+  assert.throws(
+    () => a.trainBatch([{ ...plain[0]!, opd: { teacherLogprobs: [-1, -2, -3], weight } }]),
+    /sample 0: opd\.teacherLogprobs has 3, but completionIds has 4 tokens/,
+  );
+  assert.throws(
+    () => a.trainBatch([{ ...plain[0]!, opd: { teacherLogprobs: teacher, weight: Number.NaN } }]),
+    /opd\.weight must be finite/,
+  );
 });

@@ -4,15 +4,10 @@
 #include "bf16.h"
 
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "dispatch.h"
+#include "parallel.h"
 #include "vec_math.h"
-
-// Big enough that a parallel region (a few microseconds) pays for itself.
-#define PARALLEL_MIN_ELEMENTS ((size_t)1 << 16)
 
 typedef uint16_t u16x8 __attribute__((vector_size(16)));
 
@@ -79,12 +74,8 @@ static void pack(void* out, bool out_bf16, const void* x, bool is_bf16, size_t r
   size_t out_size = out_bf16 ? sizeof(uint16_t) : sizeof(float), in_size = is_bf16 ? sizeof(uint16_t) : sizeof(float);
 #pragma omp parallel if (rows * cols >= PARALLEL_MIN_ELEMENTS)
   {
-    size_t first = 0, count = rows;
-#ifdef _OPENMP
-    size_t teams = (size_t)omp_get_num_threads(), me = (size_t)omp_get_thread_num();
-    first = rows * me / teams;
-    count = rows * (me + 1) / teams - first;
-#endif
+    size_t first, count;
+    thread_share(rows, &first, &count);
     pack_rows((char*)out + first * cols * out_size, out_bf16, (const char*)x + first * ld * in_size, is_bf16, count,
               cols, ld);
   }
@@ -140,12 +131,8 @@ void gemm_bf16_rows(size_t m, size_t n, size_t k, float alpha, const float* a, c
                     float beta, float* c, size_t ldc) {
 #pragma omp parallel if (n * k >= PARALLEL_MIN_ELEMENTS)
   {
-    size_t first = 0, count = n;
-#ifdef _OPENMP
-    size_t teams = (size_t)omp_get_num_threads(), me = (size_t)omp_get_thread_num();
-    first = n * me / teams;
-    count = n * (me + 1) / teams - first;
-#endif
+    size_t first, count;
+    thread_share(n, &first, &count);
     gemm_bf16_columns(m, first, count, k, alpha, a, b, ldb, beta, c, ldc);
   }
 }

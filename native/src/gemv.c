@@ -4,15 +4,9 @@
 // own thread pool into a decode step that otherwise runs on OpenMP's (see blas_ops.c).
 #include "gemm.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include "dispatch.h"
+#include "parallel.h"
 #include "vec_math.h"
-
-// Below this many elements of A, one thread streams it faster than a parallel region starts.
-#define PARALLEL_MIN_ELEMENTS ((size_t)1 << 16)
 
 SIMD_CLONES
 static void gemv_rows(size_t first, size_t count, size_t n, float alpha, const float* a, size_t lda, const float* x,
@@ -26,12 +20,8 @@ static void gemv_rows(size_t first, size_t count, size_t n, float alpha, const f
 void gemv_f32(size_t m, size_t n, float alpha, const float* a, size_t lda, const float* x, float beta, float* y) {
 #pragma omp parallel if (m * n >= PARALLEL_MIN_ELEMENTS)
   {
-    size_t first = 0, count = m;
-#ifdef _OPENMP
-    size_t teams = (size_t)omp_get_num_threads(), me = (size_t)omp_get_thread_num();
-    first = m * me / teams;
-    count = m * (me + 1) / teams - first;
-#endif
+    size_t first, count;
+    thread_share(m, &first, &count);
     gemv_rows(first, count, n, alpha, a, lda, x, beta, y);
   }
 }

@@ -21,8 +21,13 @@ export function startGroup(name, command, args, { env, log, cwd } = {}) {
   child.stdout.pipe(out);
   child.stderr.pipe(out);
   const entry = { name, child, pid: child.pid, exited: false };
-  child.on('exit', () => { entry.exited = true; });
-  child.on('error', (e) => { entry.exited = true; out.write(`spawn error: ${e.message}\n`); });
+  child.on('exit', () => {
+    entry.exited = true;
+  });
+  child.on('error', (e) => {
+    entry.exited = true;
+    out.write(`spawn error: ${e.message}\n`);
+  });
   groups.add(entry);
   return entry;
 }
@@ -49,11 +54,17 @@ function descendants(pid) {
       starts.set(Number(name), fields[19]);
       if (!children.has(ppid)) children.set(ppid, []);
       children.get(ppid).push(Number(name));
-    } catch { /* exited meanwhile */ }
+    } catch {
+      /* exited meanwhile */
+    }
   }
   const out = [];
   const stack = [pid];
-  while (stack.length) for (const c of children.get(stack.pop()) ?? []) { out.push({ pid: c, start: starts.get(c) }); stack.push(c); }
+  while (stack.length)
+    for (const c of children.get(stack.pop()) ?? []) {
+      out.push({ pid: c, start: starts.get(c) });
+      stack.push(c);
+    }
   return out;
 }
 
@@ -68,7 +79,9 @@ export function leftovers(dir) {
       const state = readFileSync(`/proc/${name}/stat`, 'utf8');
       if (state.slice(state.lastIndexOf(')') + 2).startsWith('Z')) continue; // a zombie has released everything
       if (cmdline.includes(dir) || environ.includes(dir)) out.push({ pid: Number(name), cmdline });
-    } catch { /* exited meanwhile, or not ours to read */ }
+    } catch {
+      /* exited meanwhile, or not ours to read */
+    }
   }
   return out;
 }
@@ -87,19 +100,40 @@ export async function stopGroup(entry, graceMs = 15000) {
   const family = descendants(entry.pid);
   const stopped = await stopGroupOnly(entry, graceMs);
   const strays = family.filter(sameProcess);
-  for (const p of strays) try { process.kill(p.pid, 'SIGTERM'); } catch { /* gone */ }
+  for (const p of strays)
+    try {
+      process.kill(p.pid, 'SIGTERM');
+    } catch {
+      /* gone */
+    }
   if (strays.length) await sleep(1000);
-  for (const p of strays.filter(sameProcess)) try { process.kill(p.pid, 'SIGKILL'); } catch { /* gone */ }
+  for (const p of strays.filter(sameProcess))
+    try {
+      process.kill(p.pid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
   return stopped && !strays.some(sameProcess);
 }
 
 async function stopGroupOnly(entry, graceMs) {
-  if (!groupAlive(entry.pid)) { groups.delete(entry); return true; }
-  try { process.kill(-entry.pid, 'SIGTERM'); } catch { /* gone */ }
+  if (!groupAlive(entry.pid)) {
+    groups.delete(entry);
+    return true;
+  }
+  try {
+    process.kill(-entry.pid, 'SIGTERM');
+  } catch {
+    /* gone */
+  }
   const until = Date.now() + graceMs;
   while (Date.now() < until && groupAlive(entry.pid)) await sleep(200);
   if (groupAlive(entry.pid)) {
-    try { process.kill(-entry.pid, 'SIGKILL'); } catch { /* gone */ }
+    try {
+      process.kill(-entry.pid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
     await sleep(300);
   }
   groups.delete(entry);
@@ -121,26 +155,54 @@ for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
 }
 process.on('exit', () => {
   // Last resort (e.g. process.exit from elsewhere): no waiting possible, just kill.
-  for (const entry of groups) try { process.kill(-entry.pid, 'SIGKILL'); } catch { /* gone */ }
+  for (const entry of groups)
+    try {
+      process.kill(-entry.pid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
 });
 
 /** Runs a command to completion in its own group, with a timeout that kills the group. */
 export function runCommand(command, args, { env, cwd, timeoutMs = 120000, input } = {}) {
   return new Promise((resolvePromise) => {
-    const child = spawn(command, args, { cwd, env, detached: true, stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    const child = spawn(command, args, {
+      cwd,
+      env,
+      detached: true,
+      stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+    });
     const entry = { name: `${command} ${args[0] ?? ''}`, child, pid: child.pid, exited: false };
     groups.add(entry);
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d) => { stdout += d; });
-    child.stderr.on('data', (d) => { stderr += d; });
+    child.stdout.on('data', (d) => {
+      stdout += d;
+    });
+    child.stderr.on('data', (d) => {
+      stderr += d;
+    });
     if (input !== undefined) child.stdin.end(input);
     let timedOut = false;
-    const timer = setTimeout(() => { timedOut = true; try { process.kill(-child.pid, 'SIGKILL'); } catch { /* gone */ } }, timeoutMs);
+    const timer = setTimeout(() => {
+      timedOut = true;
+      try {
+        process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+    }, timeoutMs);
     const done = (code, error) => {
       clearTimeout(timer);
       // Its group may hold children that outlived it.
-      void stopGroup(entry, 2000).then(() => resolvePromise({ code: timedOut ? 124 : code, stdout, stderr: error ? `${stderr}${error.message}` : stderr, timedOut }));
+      void stopGroup(entry, 2000).then(() =>
+        resolvePromise({
+          code: timedOut ? 124 : code,
+          stdout,
+          stderr: error ? `${stderr}${error.message}` : stderr,
+          timedOut,
+        }),
+      );
     };
     child.on('error', (e) => done(127, e));
     child.on('close', (code) => done(code ?? 1));
@@ -166,7 +228,9 @@ export async function waitFor(what, probe, timeoutMs, entry = null) {
     if (entry?.exited) throw new Error(`${what}: the process exited (see its log)`);
     try {
       if (await probe()) return;
-    } catch { /* not yet */ }
+    } catch {
+      /* not yet */
+    }
     await sleep(300);
   }
   throw new Error(`${what}: not ready after ${timeoutMs / 1000} s`);
@@ -179,10 +243,25 @@ export async function waitFor(what, probe, timeoutMs, entry = null) {
  */
 export function providerError(reply) {
   const notices = reply.replace(/⚠️ Reply truncated at the model's output token limit\.[^\n]*/g, '');
-  if (/request failed|provider (internal )?error|LLM request failed|rejected the request|Request failed after repeated|compaction required but failed|⚠️/i.test(notices)) return `provider error in the reply: ${reply.slice(0, 200)}`;
+  if (
+    /request failed|provider (internal )?error|LLM request failed|rejected the request|Request failed after repeated|compaction required but failed|⚠️/i.test(
+      notices,
+    )
+  )
+    return `provider error in the reply: ${reply.slice(0, 200)}`;
   return null;
 }
 
 export function readServeLog(logs) {
-  return readFileSync(join(logs, 'serve.log'), 'utf8').split('\n').filter((l) => l.startsWith('{')).map((l) => { try { return JSON.parse(l); } catch { return null; } }).filter(Boolean);
+  return readFileSync(join(logs, 'serve.log'), 'utf8')
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => {
+      try {
+        return JSON.parse(l);
+      } catch {
+        return null;
+      }
+    })
+    .filter(Boolean);
 }

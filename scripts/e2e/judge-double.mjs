@@ -17,7 +17,8 @@ import { createServer } from 'node:http';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export const JUDGE_HINT = 'When the user names a file, read it with the read tool first, then answer with what it says.';
+export const JUDGE_HINT =
+  'When the user names a file, read it with the read tool first, then answer with what it says.';
 
 /** Starts the double on 127.0.0.1:port (0: any free port). Resolves to { url, port, requests, close }. */
 export function startJudgeDouble({ port = 0, log = null } = {}) {
@@ -25,13 +26,20 @@ export function startJudgeDouble({ port = 0, log = null } = {}) {
   const server = createServer((req, res) => {
     let data = '';
     req.setEncoding('utf8');
-    req.on('data', (chunk) => { data += chunk; });
+    req.on('data', (chunk) => {
+      data += chunk;
+    });
     req.on('end', () => {
       if (req.method === 'GET' && /\/v1\/models$/.test(req.url ?? '')) {
         return json(res, 200, { object: 'list', data: [{ id: 'judge-double', object: 'model', owned_by: 'e2e' }] });
       }
       if (req.method !== 'POST' || !/\/chat\/completions$/.test(req.url ?? '')) {
-        return json(res, 404, { error: { message: `the judge double serves POST /v1/chat/completions, not ${req.method} ${req.url}`, type: 'not_found' } });
+        return json(res, 404, {
+          error: {
+            message: `the judge double serves POST /v1/chat/completions, not ${req.method} ${req.url}`,
+            type: 'not_found',
+          },
+        });
       }
       let body;
       try {
@@ -39,21 +47,36 @@ export function startJudgeDouble({ port = 0, log = null } = {}) {
       } catch {
         return json(res, 400, { error: { message: 'body is not JSON', type: 'invalid_request_error' } });
       }
-      const text = (m) => (typeof m?.content === 'string' ? m.content : Array.isArray(m?.content) ? m.content.map((p) => p?.text ?? '').join('') : '');
+      const text = (m) =>
+        typeof m?.content === 'string'
+          ? m.content
+          : Array.isArray(m?.content)
+            ? m.content.map((p) => p?.text ?? '').join('')
+            : '';
       const system = text((body.messages ?? []).find((m) => m.role === 'system'));
       const user = text((body.messages ?? []).find((m) => m.role === 'user'));
       const kind = system.includes('[HINT_START]') ? 'hint' : system.includes('\\boxed') ? 'eval' : 'other';
-      const answer = kind === 'hint'
-        ? `The user named a file that had to be read.\n\\boxed{1}\n[HINT_START]${JUDGE_HINT}[HINT_END]`
-        : kind === 'eval'
-          ? 'The next state continues the conversation: progress.\n\\boxed{1}'
-          : 'OK.';
-      const entry = { at: Date.now(), kind, model: body.model ?? null, auth: req.headers.authorization ?? null, request: user.slice(0, 200) };
+      const answer =
+        kind === 'hint'
+          ? `The user named a file that had to be read.\n\\boxed{1}\n[HINT_START]${JUDGE_HINT}[HINT_END]`
+          : kind === 'eval'
+            ? 'The next state continues the conversation: progress.\n\\boxed{1}'
+            : 'OK.';
+      const entry = {
+        at: Date.now(),
+        kind,
+        model: body.model ?? null,
+        auth: req.headers.authorization ?? null,
+        request: user.slice(0, 200),
+      };
       requests.push(entry);
-      if (log) appendFileSync(log, JSON.stringify(entry) + '\n');
+      if (log) appendFileSync(log, `${JSON.stringify(entry)}\n`);
       if (body.stream) return sse(res, body.model, answer);
       json(res, 200, {
-        id: `chatcmpl-judge-${requests.length}`, object: 'chat.completion', created: Math.floor(Date.now() / 1000), model: body.model ?? 'judge-double',
+        id: `chatcmpl-judge-${requests.length}`,
+        object: 'chat.completion',
+        created: Math.floor(Date.now() / 1000),
+        model: body.model ?? 'judge-double',
         choices: [{ index: 0, message: { role: 'assistant', content: answer }, finish_reason: 'stop' }],
         usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
       });
@@ -67,7 +90,11 @@ export function startJudgeDouble({ port = 0, log = null } = {}) {
         url: `http://127.0.0.1:${actual}/v1`,
         port: actual,
         requests,
-        close: () => new Promise((done) => { server.closeAllConnections(); server.close(() => done()); }),
+        close: () =>
+          new Promise((done) => {
+            server.closeAllConnections();
+            server.close(() => done());
+          }),
       });
     });
   });
@@ -80,8 +107,9 @@ function json(res, status, value) {
 
 function sse(res, model, answer) {
   res.writeHead(200, { 'content-type': 'text/event-stream' });
-  const chunk = (delta, finish) => `data: ${JSON.stringify({ id: 'chatcmpl-judge', object: 'chat.completion.chunk', created: 0, model: model ?? 'judge-double', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
-  res.end(chunk({ role: 'assistant', content: answer }, null) + chunk({}, 'stop') + 'data: [DONE]\n\n');
+  const chunk = (delta, finish) =>
+    `data: ${JSON.stringify({ id: 'chatcmpl-judge', object: 'chat.completion.chunk', created: 0, model: model ?? 'judge-double', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+  res.end(`${chunk({ role: 'assistant', content: answer }, null) + chunk({}, 'stop')}data: [DONE]\n\n`);
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

@@ -57,7 +57,22 @@ export const RECIPE = {
   initSeed: 7,
   samples: 192,
   longFraction: 0.75,
-  train: ['--lora-rank', '0', '--lr', '1e-2', '--weight-decay', '0', '--steps', '48', '--batch-size', '8', '--threads', '1', '--seed', '0'],
+  train: [
+    '--lora-rank',
+    '0',
+    '--lr',
+    '1e-2',
+    '--weight-decay',
+    '0',
+    '--steps',
+    '48',
+    '--batch-size',
+    '8',
+    '--threads',
+    '1',
+    '--seed',
+    '0',
+  ],
   seed: 20261130,
   generation: { temperature: 0 },
 };
@@ -77,11 +92,30 @@ export async function buildToolModel(out, log = (line) => console.error(line)) {
     const t0 = Date.now();
     await writeBase(join(work, 'base'));
     const samples = await makeSamples(join(work, 'base'));
-    writeFileSync(join(work, 'samples.jsonl'), samples.map((s) => JSON.stringify(s)).join('\n') + '\n');
-    log(`tool model: ${samples.length} samples, ${samples.reduce((n, s) => n + s.promptIds.length, 0)} prompt tokens; training`);
-    await run([CLI, 'train', '--model', join(work, 'base'), '--samples', join(work, 'samples.jsonl'), '--out', join(work, 'model'), ...RECIPE.train], log, /step +\d+\//);
+    writeFileSync(join(work, 'samples.jsonl'), `${samples.map((s) => JSON.stringify(s)).join('\n')}\n`);
+    log(
+      `tool model: ${samples.length} samples, ${samples.reduce((n, s) => n + s.promptIds.length, 0)} prompt tokens; training`,
+    );
+    await run(
+      [
+        CLI,
+        'train',
+        '--model',
+        join(work, 'base'),
+        '--samples',
+        join(work, 'samples.jsonl'),
+        '--out',
+        join(work, 'model'),
+        ...RECIPE.train,
+      ],
+      log,
+      /step +\d+\//,
+    );
     const genPath = join(work, 'model', 'generation_config.json');
-    writeFileSync(genPath, JSON.stringify({ ...JSON.parse(readFileSync(genPath, 'utf8')), ...RECIPE.generation }, null, 2) + '\n');
+    writeFileSync(
+      genPath,
+      `${JSON.stringify({ ...JSON.parse(readFileSync(genPath, 'utf8')), ...RECIPE.generation }, null, 2)}\n`,
+    );
     rmSync(out, { recursive: true, force: true });
     renameSync(join(work, 'model'), out);
     log(`tool model: built ${out} in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
@@ -97,18 +131,35 @@ export async function writeBase(out) {
   const { family, preset, ...overrides } = RECIPE.shape;
   const fixture = promptFixture();
   const corpus = [...fixture.systems, JSON.stringify(fixture.tools), TOOL_REQUEST, NOTES_CONTENT];
-  writeModelFolder({ out, shape: { family, ...PRESETS[preset], ...overrides }, seed: RECIPE.initSeed, dtype: 'F32', shards: 1, tokenizerVocab: overrides.vocabSize, corpus, initStd: 0.02 });
+  writeModelFolder({
+    out,
+    shape: { family, ...PRESETS[preset], ...overrides },
+    seed: RECIPE.initSeed,
+    dtype: 'F32',
+    shards: 1,
+    tokenizerVocab: overrides.vocabSize,
+    corpus,
+    initStd: 0.02,
+  });
   const tokPath = join(out, 'tokenizer.json');
   const cfgPath = join(out, 'tokenizer_config.json');
   const tok = JSON.parse(readFileSync(tokPath, 'utf8'));
   const cfg = JSON.parse(readFileSync(cfgPath, 'utf8'));
   const id = Math.max(...Object.values(tok.model.vocab), ...tok.added_tokens.map((t) => t.id)) + 1;
-  if (id >= overrides.vocabSize) throw new Error(`no embedding row left for the call-body token (tokenizer has ${id} ids)`);
-  const token = { content: CALL_BODY, single_word: false, lstrip: false, rstrip: false, normalized: false, special: false };
+  if (id >= overrides.vocabSize)
+    throw new Error(`no embedding row left for the call-body token (tokenizer has ${id} ids)`);
+  const token = {
+    content: CALL_BODY,
+    single_word: false,
+    lstrip: false,
+    rstrip: false,
+    normalized: false,
+    special: false,
+  };
   tok.added_tokens.push({ id, ...token });
   cfg.added_tokens_decoder[String(id)] = token;
-  writeFileSync(tokPath, JSON.stringify(tok, null, 2) + '\n');
-  writeFileSync(cfgPath, JSON.stringify(cfg, null, 2) + '\n');
+  writeFileSync(tokPath, `${JSON.stringify(tok, null, 2)}\n`);
+  writeFileSync(cfgPath, `${JSON.stringify(cfg, null, 2)}\n`);
 }
 
 function run(args, log, show = null) {
@@ -123,7 +174,9 @@ function run(args, log, show = null) {
     child.stdout.on('data', onData);
     child.stderr.on('data', onData);
     child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolvePromise() : reject(new Error(`${args.slice(1, 3).join(' ')} exited with ${code}\n${tail}`))));
+    child.on('close', (code) =>
+      code === 0 ? resolvePromise() : reject(new Error(`${args.slice(1, 3).join(' ')} exited with ${code}\n${tail}`)),
+    );
   });
 }
 
@@ -141,19 +194,40 @@ function promptFixture() {
 function capture(storePath) {
   const Database = createRequire(import.meta.url)('better-sqlite3');
   const db = new Database(storePath, { readonly: true });
-  const rows = db.prepare(`SELECT p.messages, p.tools FROM turns t JOIN turn_payloads p ON p.turn_id = t.id
-    WHERE t.kind = 'main' AND p.tools IS NOT NULL ORDER BY t.received_at`).all();
+  const rows = db
+    .prepare(`SELECT p.messages, p.tools FROM turns t JOIN turn_payloads p ON p.turn_id = t.id
+    WHERE t.kind = 'main' AND p.tools IS NOT NULL ORDER BY t.received_at`)
+    .all();
   const cache = resolve(dirname(storePath), '../..');
-  const generic = (s) => s.replaceAll(cache, '__CACHE__').replaceAll(ROOT, '__REPO__').replace(/\b20\d\d-\d\d-\d\d\b/g, '__DATE__');
-  const systems = [...new Set(rows.map((r) => JSON.parse(r.messages)[0]).filter((m) => m?.role === 'system').map((m) => generic(m.content)))];
+  const generic = (s) =>
+    s
+      .replaceAll(cache, '__CACHE__')
+      .replaceAll(ROOT, '__REPO__')
+      .replace(/\b20\d\d-\d\d-\d\d\b/g, '__DATE__');
+  const systems = [
+    ...new Set(
+      rows
+        .map((r) => JSON.parse(r.messages)[0])
+        .filter((m) => m?.role === 'system')
+        .map((m) => generic(m.content)),
+    ),
+  ];
   const tools = JSON.parse(rows[0].tools);
-  const { version } = JSON.parse(readFileSync(join(cache, 'openclaw-2026.9.6/node_modules/openclaw/package.json'), 'utf8'));
-  writeFileSync(PROMPT_FIXTURE, JSON.stringify({ openclaw: version, note: 'captured by scripts/e2e/tool-model.mjs --capture from an e2e run', systems, tools }, null, 2) + '\n');
+  const { version } = JSON.parse(
+    readFileSync(join(cache, 'openclaw-2026.9.6/node_modules/openclaw/package.json'), 'utf8'),
+  );
+  writeFileSync(
+    PROMPT_FIXTURE,
+    `${JSON.stringify(
+      { openclaw: version, note: 'captured by scripts/e2e/tool-model.mjs --capture from an e2e run', systems, tools },
+      null,
+      2,
+    )}\n`,
+  );
   console.log(`${PROMPT_FIXTURE}: ${systems.length} system prompts, ${tools.length} tools`);
 }
 
 // ---- synthetic conversations -------------------------------------------------------------------
-
 
 export async function makeSamples(modelDir, { count = RECIPE.samples, seed = RECIPE.seed } = {}) {
   const { TextTokenizer } = await import(dist('engine/local/tokenizer/tokenizer.js'));
@@ -167,19 +241,41 @@ export async function makeSamples(modelDir, { count = RECIPE.samples, seed = REC
   const random = seededRandom(seed);
   const pick = (items) => items[Math.floor(random() * items.length)];
   const int = (lo, hi) => lo + Math.floor(random() * (hi - lo + 1));
-  const word = () => pick(['alpha', 'build', 'ci', 'runner', 'work', 'home', 'src', 'project', 'repo', 'main', 'tmp', 'x', 'job', 'agent']) + (random() < 0.4 ? String(int(1, 99)) : '');
-  const path = () => '/' + Array.from({ length: int(1, 4) }, word).join('/');
+  const word = () =>
+    pick([
+      'alpha',
+      'build',
+      'ci',
+      'runner',
+      'work',
+      'home',
+      'src',
+      'project',
+      'repo',
+      'main',
+      'tmp',
+      'x',
+      'job',
+      'agent',
+    ]) + (random() < 0.4 ? String(int(1, 99)) : '');
+  const path = () => `/${Array.from({ length: int(1, 4) }, word).join('/')}`;
   const banned = /notes|\.txt|apple|<tool_|<\|/i;
   const corpus = builtinCorpus({ targetChars: 120_000 }).filter((d) => !banned.test(d));
-  const sentences = corpus.flatMap((d) => d.split(/(?<=[.!?])\s+|\n+/)).map((x) => x.trim()).filter((x) => x.length > 8 && x.length < 200 && !banned.test(x));
+  const sentences = corpus
+    .flatMap((d) => d.split(/(?<=[.!?])\s+|\n+/))
+    .map((x) => x.trim())
+    .filter((x) => x.length > 8 && x.length < 200 && !banned.test(x));
   const text = (lo, hi) => Array.from({ length: int(lo, hi) }, () => pick(sentences)).join(' ');
   const date = () => `2026-${String(int(1, 12)).padStart(2, '0')}-${String(int(1, 28)).padStart(2, '0')}`;
-  const stamp = () => `[${pick(['Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat', 'Sun'])} ${date()} ${String(int(0, 23)).padStart(2, '0')}:${String(int(0, 59)).padStart(2, '0')} UTC] `;
+  const stamp = () =>
+    `[${pick(['Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat', 'Sun'])} ${date()} ${String(int(0, 23)).padStart(2, '0')}:${String(int(0, 59)).padStart(2, '0')} UTC] `;
   const hex = (n) => Array.from({ length: n }, () => '0123456789abcdef'[int(0, 15)]).join('');
   let repo = '/repo';
   const runtime = () => {
     const http = random() < 0.3;
-    const sid = http ? `${hex(8)}-${hex(4)}-${hex(4)}-${hex(4)}-${hex(12)}` : pick(['e2e-a', 'e2e-b', `s${int(1, 999)}`, word()]);
+    const sid = http
+      ? `${hex(8)}-${hex(4)}-${hex(4)}-${hex(4)}-${hex(12)}`
+      : pick(['e2e-a', 'e2e-b', `s${int(1, 999)}`, word()]);
     const key = http ? `agent:main:openai-user:${word()}` : `agent:main:explicit:${sid}`;
     return `\n\nRuntime: agent=main | session=${key} | sessionId=${sid} | host=${pick(['vm', 'runner', 'ci', word()])} | repo=${repo} | os=Linux ${int(5, 6)}.${int(1, 20)}.${int(0, 99)}-${word()} (x64) | node=v24.22.3 | active_node=unknown | model=rl/main-model | default_model=rl/main-model | shell=bash`;
   };
@@ -187,21 +283,56 @@ export async function makeSamples(modelDir, { count = RECIPE.samples, seed = REC
   const repeat = (w, lo, hi) => Array(int(lo, hi)).fill(w).join(' ');
   const markerUser = (first) => ({
     role: 'user',
-    content: stamp() + (random() < 0.3 ? text(1, 1) + ' ' : '') + pick(['Please read', 'Read', 'Open', 'What is in']) + ` ${TOOL_MARKER}\n\n${repeat(TOOL_MARKER, 120, 200)}` + (first ? runtime() : ''),
+    content:
+      stamp() +
+      (random() < 0.3 ? `${text(1, 1)} ` : '') +
+      pick(['Please read', 'Read', 'Open', 'What is in']) +
+      ` ${TOOL_MARKER}\n\n${repeat(TOOL_MARKER, 120, 200)}` +
+      (first ? runtime() : ''),
   });
   let callCount = 0;
-  const toolCallMessage = () => ({ role: 'assistant', content: null, tool_calls: [{ id: `call${(++callCount).toString(16).padStart(24, '0')}`, type: 'function', function: { name: TOOL_CALL.name, arguments: JSON.stringify(TOOL_CALL.arguments) } }] });
-  const toolResult = (call) => ({ role: 'tool', tool_call_id: call.tool_calls[0].id, content: `${random() < 0.5 ? 'The secret word is PINEAPPLE.' : text(1, 2)}\n${repeat(STOP_WORD, 120, 200)}\n` });
+  const toolCallMessage = () => ({
+    role: 'assistant',
+    content: null,
+    tool_calls: [
+      {
+        id: `call${(++callCount).toString(16).padStart(24, '0')}`,
+        type: 'function',
+        function: { name: TOOL_CALL.name, arguments: JSON.stringify(TOOL_CALL.arguments) },
+      },
+    ],
+  });
+  const toolResult = (call) => ({
+    role: 'tool',
+    tool_call_id: call.tool_calls[0].id,
+    content: `${random() < 0.5 ? 'The secret word is PINEAPPLE.' : text(1, 2)}\n${repeat(STOP_WORD, 120, 200)}\n`,
+  });
   const reply = () => ({ role: 'assistant', content: pick(REPLIES) });
   const openclawSystem = () => {
     const root = path();
     repo = random() < 0.5 ? root : path();
-    return pick(fixture.systems).replaceAll('__CACHE__', `${root}/.cache/openclaw-e2e`).replaceAll('__REPO__', repo).replaceAll('__DATE__', date());
+    return pick(fixture.systems)
+      .replaceAll('__CACHE__', `${root}/.cache/openclaw-e2e`)
+      .replaceAll('__REPO__', repo)
+      .replaceAll('__DATE__', date());
   };
 
   const callText = `<tool_call>${CALL_BODY}</tool_call>`;
-  const rendered = template.render([{ role: 'user', content: 'x' }, { role: 'assistant', content: '', tool_calls: [{ id: 'c', type: 'function', function: { name: TOOL_CALL.name, arguments: TOOL_CALL.arguments } }] }], {});
-  if (!rendered.includes(callText)) throw new Error(`the chat template renders the call differently from ${JSON.stringify(callText)}: ${JSON.stringify(rendered)}`);
+  const rendered = template.render(
+    [
+      { role: 'user', content: 'x' },
+      {
+        role: 'assistant',
+        content: '',
+        tool_calls: [{ id: 'c', type: 'function', function: { name: TOOL_CALL.name, arguments: TOOL_CALL.arguments } }],
+      },
+    ],
+    {},
+  );
+  if (!rendered.includes(callText))
+    throw new Error(
+      `the chat template renders the call differently from ${JSON.stringify(callText)}: ${JSON.stringify(rendered)}`,
+    );
   const callIds = tokenizer.encode(callText);
   if (callIds.length !== 3) throw new Error(`the call should be 3 tokens, got ${callIds.length}`);
   const samples = [];
@@ -209,7 +340,9 @@ export async function makeSamples(modelDir, { count = RECIPE.samples, seed = REC
     // Most prompts are OpenClaw's (~2-3 k tokens): the decision must hold at that length.
     const long = random() < RECIPE.longFraction;
     repo = path();
-    const messages = [{ role: 'system', content: long ? openclawSystem() : random() < 0.15 ? text(10, 25) : text(1, 4) }];
+    const messages = [
+      { role: 'system', content: long ? openclawSystem() : random() < 0.15 ? text(10, 25) : text(1, 4) },
+    ];
     const tools = long ? (random() < 0.9 ? fixture.tools : null) : random() < 0.5 ? fixture.tools : null;
     const history = int(0, 2);
     for (let h = 0; h < history; h++) messages.push(plainUser(h === 0), reply());
@@ -236,10 +369,17 @@ export async function makeSamples(modelDir, { count = RECIPE.samples, seed = REC
       messages.push(plainUser(first));
       target = 'text';
     }
-    const prompt = renderPrompt(template, tokenizer, messages, { tools: tools ?? undefined, addGenerationPrompt: true });
+    const prompt = renderPrompt(template, tokenizer, messages, {
+      tools: tools ?? undefined,
+      addGenerationPrompt: true,
+    });
     const completionIds = [...(target === 'call' ? callIds : tokenizer.encode(pick(REPLIES))), ...imEnd];
     // The first token is the decision (call or answer): weigh it like the rest of the reply together.
-    samples.push({ promptIds: prompt.ids, completionIds, advantages: completionIds.map((_, k) => (k === 0 ? FIRST_TOKEN_WEIGHT : 1)) });
+    samples.push({
+      promptIds: prompt.ids,
+      completionIds,
+      advantages: completionIds.map((_, k) => (k === 0 ? FIRST_TOKEN_WEIGHT : 1)),
+    });
   }
   return samples;
 }

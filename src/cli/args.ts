@@ -11,22 +11,45 @@ export class CliError extends Error {
   }
 }
 
-export function parseFlags<T extends NonNullable<ParseArgsConfig['options']>>(argv: string[], options: T, usage: string) {
+export function parseFlags<T extends NonNullable<ParseArgsConfig['options']>>(
+  argv: string[],
+  options: T,
+  usage: string,
+) {
   try {
-    const parsed = parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, allowPositionals: false, strict: true });
+    const parsed = parseArgs({
+      args: argv,
+      options: { ...options, help: { type: 'boolean', short: 'h' } },
+      allowPositionals: false,
+      strict: true,
+    });
     return parsed.values as Record<string, string | boolean | undefined>;
   } catch (e) {
     throw new CliError(`${(e as Error).message}\n\n${usage}`);
   }
 }
 
-export function numberFlag(values: Record<string, unknown>, name: string, opts: { integer?: boolean; min?: number; max?: number } = {}): number | undefined {
+export function numberFlag(
+  values: Record<string, unknown>,
+  name: string,
+  opts: { integer?: boolean; min?: number; max?: number } = {},
+): number | undefined {
   const raw = values[name];
   if (raw === undefined) return undefined;
   const n = Number(raw);
-  const bad = !Number.isFinite(n) || (opts.integer && !Number.isInteger(n)) || (opts.min !== undefined && n < opts.min) || (opts.max !== undefined && n > opts.max);
+  const bad =
+    !Number.isFinite(n) ||
+    (opts.integer && !Number.isInteger(n)) ||
+    (opts.min !== undefined && n < opts.min) ||
+    (opts.max !== undefined && n > opts.max);
   if (bad) {
-    const range = [opts.integer ? 'an integer' : 'a number', opts.min !== undefined ? `>= ${opts.min}` : '', opts.max !== undefined ? `<= ${opts.max}` : ''].filter(Boolean).join(' ');
+    const range = [
+      opts.integer ? 'an integer' : 'a number',
+      opts.min !== undefined ? `>= ${opts.min}` : '',
+      opts.max !== undefined ? `<= ${opts.max}` : '',
+    ]
+      .filter(Boolean)
+      .join(' ');
     throw new CliError(`--${name} must be ${range}, got "${String(raw)}"`);
   }
   return n;

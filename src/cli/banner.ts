@@ -28,32 +28,71 @@ export function startupBanner(b: BannerInput): string {
     '',
     'Point OpenClaw at it (openclaw.json, under "models.providers", and the agent defaults):',
     '',
-    ...openclawProviderSnippet({ url: b.url, contextLength: b.contextLength, mainModel: b.mainModel, sideModel: side, apiKey: b.apiKeyRequired ? '<one of your OPENCLAW_RL_API_KEYS>' : 'local' }).split('\n').map((l) => `  ${l}`),
+    ...openclawProviderSnippet({
+      url: b.url,
+      contextLength: b.contextLength,
+      mainModel: b.mainModel,
+      sideModel: side,
+      apiKey: b.apiKeyRequired ? '<one of your OPENCLAW_RL_API_KEYS>' : 'local',
+    })
+      .split('\n')
+      .map((l) => `  ${l}`),
   ];
-  if (b.sideModel === null) lines.push('', `  (start serve with --side-model ${side} so OpenClaw's side tasks are recorded as side turns and not trained)`);
-  return lines.join('\n') + '\n';
+  if (b.sideModel === null)
+    lines.push(
+      '',
+      `  (start serve with --side-model ${side} so OpenClaw's side tasks are recorded as side turns and not trained)`,
+    );
+  return `${lines.join('\n')}\n`;
 }
 
 /**
  * The base URL a client uses: the bound address, except that a wildcard bind (0.0.0.0, ::) is
  * reached through one of the machine's external addresses (loopback when it has none).
  */
-export function advertisedUrl(host: string, port: number, interfaces: Record<string, NetworkInterfaceInfo[] | undefined>): string {
+export function advertisedUrl(
+  host: string,
+  port: number,
+  interfaces: Record<string, NetworkInterfaceInfo[] | undefined>,
+): string {
   let address = host;
   if (host === '0.0.0.0' || host === '::') {
-    const external = Object.values(interfaces).flat().find((i) => i !== undefined && !i.internal && i.family === 'IPv4');
+    const external = Object.values(interfaces)
+      .flat()
+      .find((i) => i !== undefined && !i.internal && i.family === 'IPv4');
     address = external?.address ?? '127.0.0.1';
   }
   return `http://${address.includes(':') ? `[${address}]` : address}:${port}/v1`;
 }
 
-export function openclawProviderSnippet(o: { url: string; contextLength: number; mainModel: string; sideModel: string; apiKey: string }): string {
+export function openclawProviderSnippet(o: {
+  url: string;
+  contextLength: number;
+  mainModel: string;
+  sideModel: string;
+  apiKey: string;
+}): string {
   const model = (id: string, name: string) => ({
-    id, name, reasoning: false, input: ['text'], contextWindow: o.contextLength, maxTokens: Math.min(1024, Math.floor(o.contextLength / 4)),
+    id,
+    name,
+    reasoning: false,
+    input: ['text'],
+    contextWindow: o.contextLength,
+    maxTokens: Math.min(1024, Math.floor(o.contextLength / 4)),
     compat: { sendSessionAffinityHeaders: true, supportsPromptCacheKey: true },
   });
   const config = {
-    models: { mode: 'merge', providers: { 'openclaw-rl': { baseUrl: o.url, apiKey: o.apiKey, api: 'openai-completions', models: [model(o.mainModel, 'Policy (learning)'), model(o.sideModel, 'Side tasks')] } } },
+    models: {
+      mode: 'merge',
+      providers: {
+        'openclaw-rl': {
+          baseUrl: o.url,
+          apiKey: o.apiKey,
+          api: 'openai-completions',
+          models: [model(o.mainModel, 'Policy (learning)'), model(o.sideModel, 'Side tasks')],
+        },
+      },
+    },
     agents: {
       defaults: {
         model: { primary: `openclaw-rl/${o.mainModel}` },

@@ -21,7 +21,17 @@ options:
   --dtype D       stored weight type (default F32)`;
 
 export async function runMergeExport(argv: string[]): Promise<number> {
-  const v = parseFlags(argv, { merge: { type: 'boolean' }, model: { type: 'string' }, adapter: { type: 'string' }, out: { type: 'string' }, dtype: { type: 'string' } }, USAGE);
+  const v = parseFlags(
+    argv,
+    {
+      merge: { type: 'boolean' },
+      model: { type: 'string' },
+      adapter: { type: 'string' },
+      out: { type: 'string' },
+      dtype: { type: 'string' },
+    },
+    USAGE,
+  );
   if (v.help) {
     console.log(USAGE);
     return 0;

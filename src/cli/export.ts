@@ -27,9 +27,11 @@ export async function runExport(argv: string[]): Promise<number> {
     return 0;
   }
   const dir = stringFlag(v, 'data', USAGE);
-  if (!existsSync(join(dir, STORE_FILE))) throw new CliError(`no store in ${dir} (expected ${join(dir, STORE_FILE)}); pass the --data folder given to serve`);
+  if (!existsSync(join(dir, STORE_FILE)))
+    throw new CliError(`no store in ${dir} (expected ${join(dir, STORE_FILE)}); pass the --data folder given to serve`);
   const kindFlag = (v.kind as string | undefined) ?? 'all';
-  if (!['main', 'side', 'all'].includes(kindFlag)) throw new CliError(`--kind must be main, side or all, got "${kindFlag}"`);
+  if (!['main', 'side', 'all'].includes(kindFlag))
+    throw new CliError(`--kind must be main, side or all, got "${kindFlag}"`);
   const store = openStore({ dir, recoverQueue: false });
   const out = v.out as string | undefined;
   const tmp = out ? `${out}.tmp-${process.pid}` : undefined;
@@ -38,11 +40,13 @@ export async function runExport(argv: string[]): Promise<number> {
   let count = 0;
   try {
     for (const line of store.exportLines(kindFlag === 'all' ? null : (kindFlag as 'main' | 'side'))) {
-      if (!sink.write(JSON.stringify(line) + '\n')) await once(sink, 'drain');
+      if (!sink.write(`${JSON.stringify(line)}\n`)) await once(sink, 'drain');
       count++;
     }
     if (tmp) {
-      await new Promise<void>((resolve, reject) => (sink as ReturnType<typeof createWriteStream>).end((e?: Error | null) => (e ? reject(e) : resolve())));
+      await new Promise<void>((resolve, reject) =>
+        (sink as ReturnType<typeof createWriteStream>).end((e?: Error | null) => (e ? reject(e) : resolve())),
+      );
       renameSync(tmp, out!);
     }
   } catch (e) {

@@ -26,12 +26,26 @@ options:
   ${SERVE_PRECISION_USAGE}`;
 
 export async function runGenerate(argv: string[]): Promise<number> {
-  const v = parseFlags(argv, {
-    model: { type: 'string' }, prompt: { type: 'string' }, json: { type: 'boolean' }, raw: { type: 'boolean' },
-    system: { type: 'string' }, think: { type: 'boolean' }, 'max-tokens': { type: 'string' }, temperature: { type: 'string' },
-    'top-p': { type: 'string' }, 'top-k': { type: 'string' }, seed: { type: 'string' }, stop: { type: 'string', multiple: true },
-    threads: { type: 'string' }, precision: { type: 'string' },
-  }, USAGE);
+  const v = parseFlags(
+    argv,
+    {
+      model: { type: 'string' },
+      prompt: { type: 'string' },
+      json: { type: 'boolean' },
+      raw: { type: 'boolean' },
+      system: { type: 'string' },
+      think: { type: 'boolean' },
+      'max-tokens': { type: 'string' },
+      temperature: { type: 'string' },
+      'top-p': { type: 'string' },
+      'top-k': { type: 'string' },
+      seed: { type: 'string' },
+      stop: { type: 'string', multiple: true },
+      threads: { type: 'string' },
+      precision: { type: 'string' },
+    },
+    USAGE,
+  );
   if (v.help) {
     console.log(USAGE);
     return 0;
@@ -42,8 +56,13 @@ export async function runGenerate(argv: string[]): Promise<number> {
   const precision = precisionFlag(v);
   const model = await loadChatModel(modelDir, { precision, ...(threads === undefined ? {} : { threads }) });
   try {
-    const messages = [...(v.system ? [{ role: 'system' as const, content: v.system as string }] : []), { role: 'user' as const, content: prompt }];
-    const promptIds = v.raw ? model.tokenizer.encode(prompt) : model.renderPrompt(messages, { addGenerationPrompt: true, enableThinking: Boolean(v.think) }).ids;
+    const messages = [
+      ...(v.system ? [{ role: 'system' as const, content: v.system as string }] : []),
+      { role: 'user' as const, content: prompt },
+    ];
+    const promptIds = v.raw
+      ? model.tokenizer.encode(prompt)
+      : model.renderPrompt(messages, { addGenerationPrompt: true, enableThinking: Boolean(v.think) }).ids;
     const params = {
       maxTokens: numberFlag(v, 'max-tokens', { integer: true, min: 1 }) ?? 128,
       temperature: numberFlag(v, 'temperature', { min: 0 }) ?? 1,
@@ -52,7 +71,9 @@ export async function runGenerate(argv: string[]): Promise<number> {
       stop: (v.stop as unknown as string[] | undefined) ?? [],
       ...(v.seed !== undefined ? { seed: numberFlag(v, 'seed', { integer: true, min: 0 })! } : {}),
     };
-    const ids: number[] = [], logprobs: number[] = [], sampledLogprobs: number[] = [];
+    const ids: number[] = [],
+      logprobs: number[] = [],
+      sampledLogprobs: number[] = [];
     const decoder = model.tokenizer.createStreamDecoder({ skipSpecialTokens: true });
     const t0 = performance.now();
     let firstTokenAt = 0;
@@ -71,14 +92,25 @@ export async function runGenerate(argv: string[]): Promise<number> {
     const end = performance.now();
     const decodeSeconds = (end - firstTokenAt) / 1000;
     const tokensPerSecond = ids.length > 1 ? (ids.length - 1) / decodeSeconds : 0;
-    const stats = { promptTokens: promptIds.length, completionTokens: ids.length, timeToFirstTokenMs: Math.round(firstTokenAt - t0), tokensPerSecond: Number(tokensPerSecond.toFixed(2)), kernels: model.engine.info.kernels,
-      kernelInfo: model.engine.info.kernelInfo, precision: model.engine.info.precision };
+    const stats = {
+      promptTokens: promptIds.length,
+      completionTokens: ids.length,
+      timeToFirstTokenMs: Math.round(firstTokenAt - t0),
+      tokensPerSecond: Number(tokensPerSecond.toFixed(2)),
+      kernels: model.engine.info.kernels,
+      kernelInfo: model.engine.info.kernelInfo,
+      precision: model.engine.info.precision,
+    };
     if (v.json) {
       const text = model.tokenizer.decode(ids, { skipSpecialTokens: true });
-      console.log(JSON.stringify({ text, promptIds, completionIds: ids, logprobs, sampledLogprobs, finishReason, ...stats }));
+      console.log(
+        JSON.stringify({ text, promptIds, completionIds: ids, logprobs, sampledLogprobs, finishReason, ...stats }),
+      );
     } else {
-      process.stdout.write(decoder.flush() + '\n');
-      console.error(`[${stats.completionTokens} tokens, ${stats.tokensPerSecond} tok/s decode, first token after ${stats.timeToFirstTokenMs} ms, prompt ${stats.promptTokens} tokens, finish: ${finishReason}, kernels: ${stats.kernels}, precision: ${stats.precision}]`);
+      process.stdout.write(`${decoder.flush()}\n`);
+      console.error(
+        `[${stats.completionTokens} tokens, ${stats.tokensPerSecond} tok/s decode, first token after ${stats.timeToFirstTokenMs} ms, prompt ${stats.promptTokens} tokens, finish: ${finishReason}, kernels: ${stats.kernels}, precision: ${stats.precision}]`,
+      );
     }
     return 0;
   } finally {

@@ -45,7 +45,9 @@ async function main(argv: string[]): Promise<number> {
 }
 
 main(process.argv.slice(2)).then(
-  (code) => { process.exitCode = code; },
+  (code) => {
+    process.exitCode = code;
+  },
   (e: Error) => {
     console.error(`openclaw-rl: ${e.message}`);
     process.exitCode = e instanceof CliError ? 2 : 1;

@@ -36,7 +36,8 @@ export function parseSamplesJsonl(text: string, vocabSize: number, source: strin
         return [];
       }
       const bad = v.find((x) => !(Number.isInteger(x) && x >= 0 && x < vocabSize));
-      if (bad !== undefined) problems.push(`"${key}" holds ${JSON.stringify(bad)}, not a token id of this model (0..${vocabSize - 1})`);
+      if (bad !== undefined)
+        problems.push(`"${key}" holds ${JSON.stringify(bad)}, not a token id of this model (0..${vocabSize - 1})`);
       return v as number[];
     };
     const promptIds = ids('promptIds');
@@ -47,18 +48,23 @@ export function parseSamplesJsonl(text: string, vocabSize: number, source: strin
     if (typeof a === 'number' && Number.isFinite(a)) advantages = new Array<number>(n).fill(a);
     else if (Array.isArray(a) && a.every((x) => typeof x === 'number' && Number.isFinite(x))) {
       advantages = a as number[];
-      if (n > 0 && a.length !== n) problems.push(`"advantages" has ${a.length} values, "completionIds" has ${n} tokens`);
+      if (n > 0 && a.length !== n)
+        problems.push(`"advantages" has ${a.length} values, "completionIds" has ${n} tokens`);
     } else problems.push('"advantages" must be a number or an array of numbers, one per completion token');
     let rolloutLogprobs: number[] | null = null;
     const r = obj.rolloutLogprobs;
     if (r !== undefined) {
       if (Array.isArray(r) && r.every((x) => typeof x === 'number' && Number.isFinite(x) && x <= 0)) {
         rolloutLogprobs = r as number[];
-        if (n > 0 && r.length !== n) problems.push(`"rolloutLogprobs" has ${r.length} values, "completionIds" has ${n} tokens`);
+        if (n > 0 && r.length !== n)
+          problems.push(`"rolloutLogprobs" has ${r.length} values, "completionIds" has ${n} tokens`);
       } else problems.push('"rolloutLogprobs" must be an array of log-probs (numbers <= 0)');
     }
-    const unknown = Object.keys(obj).filter((k) => !['promptIds', 'completionIds', 'advantages', 'rolloutLogprobs'].includes(k));
-    if (unknown.length > 0) problems.push(`unknown field${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => `"${k}"`).join(', ')}`);
+    const unknown = Object.keys(obj).filter(
+      (k) => !['promptIds', 'completionIds', 'advantages', 'rolloutLogprobs'].includes(k),
+    );
+    if (unknown.length > 0)
+      problems.push(`unknown field${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => `"${k}"`).join(', ')}`);
     if (problems.length > 0) errors.push(`${where}: ${problems.join('; ')}`);
     else samples.push({ promptIds, completionIds, advantages, ...(rolloutLogprobs ? { rolloutLogprobs } : {}) });
   });

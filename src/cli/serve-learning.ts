@@ -9,7 +9,13 @@ import type { SupervisedTorchLearner } from '../engine/torch/supervised.js';
 import type { LearnerConfig } from '../engine/local/train/learner.js';
 import { DEFAULT_LEARNER } from '../engine/local/train/learner.js';
 import { renderRequest, type ChatBackend } from '../gateway/backend.js';
-import { DEFAULT_HINT_CHOICE, LocalJudgeClient, OpenAIJudgeClient, type JudgeClient, type JudgeLog } from '../judge/index.js';
+import {
+  DEFAULT_HINT_CHOICE,
+  LocalJudgeClient,
+  OpenAIJudgeClient,
+  type JudgeClient,
+  type JudgeLog,
+} from '../judge/index.js';
 import { LearningLoop } from '../learn/loop.js';
 import { progressLine } from '../learn/status.js';
 import type { Store } from '../store/store.js';
@@ -29,7 +35,12 @@ export interface RunningLearning {
 }
 
 export async function startLearning(a: {
-  model: ChatModel; backend: ChatBackend; store: Store; settings: ServeLearning; checkpointDir: string; log: JudgeLog;
+  model: ChatModel;
+  backend: ChatBackend;
+  store: Store;
+  settings: ServeLearning;
+  checkpointDir: string;
+  log: JudgeLog;
   /** What one training step's buffers may take (the memory plan's share). */
   activationBudgetBytes: number;
   /** --learner torch: the PyTorch learner, under torch.dir, trains instead. */
@@ -44,7 +55,11 @@ export async function startLearning(a: {
   if (a.torch) {
     try {
       learner = await openTorchLearner({
-        engine, launch: a.torch.launch, config: learnerConfig(settings), dir: a.torch.dir, log: a.log,
+        engine,
+        launch: a.torch.launch,
+        config: learnerConfig(settings),
+        dir: a.torch.dir,
+        log: a.log,
         versionAfter: () => Math.max(engine.version, store.learning.maxVersion()),
         reconcile: (steps) => store.learning.reconcileWithCheckpoint(steps),
       });
@@ -66,33 +81,56 @@ export async function startLearning(a: {
       const requeued = store.learning.reconcileWithCheckpoint(learner.resumed.steps);
       // Serve the checkpoint's weights from the first request on.
       const p = learner.resumed.steps > 0 ? await learner.publishTo(engine) : null;
-      a.log('resumed', { steps: learner.resumed.steps, version: engine.version, requeuedSamples: requeued, ...(p ? { snapshotMs: p.snapshotMs, swapMs: p.swapMs } : {}) });
+      a.log('resumed', {
+        steps: learner.resumed.steps,
+        version: engine.version,
+        requeuedSamples: requeued,
+        ...(p ? { snapshotMs: p.snapshotMs, swapMs: p.swapMs } : {}),
+      });
     } catch (e) {
       await learner.close();
       throw e;
     }
   }
-  const judgeClient: JudgeClient = settings.judge.kind === 'self'
-    ? new LocalJudgeClient({ engine, tokenizer: model.tokenizer, renderPrompt: (messages, o) => model.renderPrompt(messages, o) })
-    : new OpenAIJudgeClient({ baseUrl: settings.judge.url!, model: settings.judge.model!, ...(settings.judge.key ? { apiKey: settings.judge.key } : {}) });
+  const judgeClient: JudgeClient =
+    settings.judge.kind === 'self'
+      ? new LocalJudgeClient({
+          engine,
+          tokenizer: model.tokenizer,
+          renderPrompt: (messages, o) => model.renderPrompt(messages, o),
+        })
+      : new OpenAIJudgeClient({
+          baseUrl: settings.judge.url!,
+          model: settings.judge.model!,
+          ...(settings.judge.key ? { apiKey: settings.judge.key } : {}),
+        });
   const j = settings.judge;
   const loop = new LearningLoop({
     store,
     config: settings.learn,
     judgeClient,
-    judge: { votes: j.votes, temperature: j.temperature, maxTokens: j.maxTokens, timeoutMs: j.timeoutMs, retries: j.retries, hintChoice: { ...DEFAULT_HINT_CHOICE, quorum: j.hintQuorum } },
+    judge: {
+      votes: j.votes,
+      temperature: j.temperature,
+      maxTokens: j.maxTokens,
+      timeoutMs: j.timeoutMs,
+      retries: j.retries,
+      hintChoice: { ...DEFAULT_HINT_CHOICE, quorum: j.hintQuorum },
+    },
     teacher: {
       render: (messages, tools, enableThinking) => renderRequest(backend, { messages, tools, enableThinking }).ids,
       scorer: engine,
       contextLength: backend.contextLength,
     },
-    policy: learner ? {
-      trainBatch: (samples) => learner.trainBatch(samples),
-      publish: () => learner.publishTo(engine),
-      checkpoint: () => learner.save([]),
-      servingVersion: () => engine.version,
-      stopTraining: () => learner.close(),
-    } : unavailablePolicy(unavailable!, () => engine.version),
+    policy: learner
+      ? {
+          trainBatch: (samples) => learner.trainBatch(samples),
+          publish: () => learner.publishTo(engine),
+          checkpoint: () => learner.save([]),
+          servingVersion: () => engine.version,
+          stopTraining: () => learner.close(),
+        }
+      : unavailablePolicy(unavailable!, () => engine.version),
     log: a.log,
   });
   loop.start();
@@ -101,8 +139,9 @@ export async function startLearning(a: {
   return {
     loop,
     learner,
-    summary: `${settings.learn.method}, judge ${judgeClient.name} (${j.votes} votes), batch ${settings.learn.batchSize}, ${mode}, `
-      + (learner ? `resumed at step ${learner.resumed.steps}` : `learner unavailable: ${unavailable}`),
+    summary:
+      `${settings.learn.method}, judge ${judgeClient.name} (${j.votes} votes), batch ${settings.learn.batchSize}, ${mode}, ` +
+      (learner ? `resumed at step ${learner.resumed.steps}` : `learner unavailable: ${unavailable}`),
     progressLine: () => progressLine(loop.status()),
     stopJudging: () => loop.feed.close(),
     async close() {
@@ -114,9 +153,17 @@ export async function startLearning(a: {
 
 export function learnerConfig(s: ServeLearning): Partial<LearnerConfig> {
   const t = s.training;
-  const mode: LearnerConfig['mode'] = t.loraRank === 0
-    ? { kind: 'full' }
-    : { kind: 'lora', spec: { rank: t.loraRank, alpha: t.loraAlpha ?? 2 * t.loraRank, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } };
+  const mode: LearnerConfig['mode'] =
+    t.loraRank === 0
+      ? { kind: 'full' }
+      : {
+          kind: 'lora',
+          spec: {
+            rank: t.loraRank,
+            alpha: t.loraAlpha ?? 2 * t.loraRank,
+            targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'],
+          },
+        };
   return {
     mode,
     optimizer: { ...DEFAULT_LEARNER.optimizer, lr: t.lr ?? (t.loraRank === 0 ? 1e-5 : 1e-4) },

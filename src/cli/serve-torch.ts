@@ -15,8 +15,12 @@ import type { PolicyBackend } from '../learn/trainer.js';
 import { CliError, numberFlag } from './args.js';
 
 export const TORCH_FLAGS = {
-  learner: { type: 'string' }, 'learner-nproc': { type: 'string' }, 'learner-device': { type: 'string' },
-  'learner-python': { type: 'string' }, 'learner-nnodes': { type: 'string' }, 'learner-master-addr': { type: 'string' },
+  learner: { type: 'string' },
+  'learner-nproc': { type: 'string' },
+  'learner-device': { type: 'string' },
+  'learner-python': { type: 'string' },
+  'learner-nnodes': { type: 'string' },
+  'learner-master-addr': { type: 'string' },
   'learner-master-port': { type: 'string' },
 } as const;
 
@@ -57,7 +61,10 @@ export function torchLaunchOf(v: Record<string, unknown>): TorchLaunch | null {
  * LoRA, the initial adapter: the embedded learner's own seeded init, so both start alike).
  */
 export async function openTorchLearner(a: {
-  engine: LocalEngine; launch: TorchLaunch; config: Partial<LearnerConfig>; dir: string;
+  engine: LocalEngine;
+  launch: TorchLaunch;
+  config: Partial<LearnerConfig>;
+  dir: string;
   /** The number the next publication must exceed (asked again at each relaunch). */
   versionAfter: () => number;
   /** Requeues the samples trained after a relaunched learner's checkpoint. */
@@ -79,16 +86,29 @@ export async function openTorchLearner(a: {
   }
   const open = async () => {
     const learner = await TorchLearner.open({
-      launch: a.launch, config, modelDir: a.engine.folder.dir, checkpointDir: join(a.dir, 'checkpoints'),
-      versionsDir: join(a.dir, 'versions'), initAdapter, versionAfter: a.versionAfter(),
-      onExit: (message) => a.log('learner_failed', {
-        message: `${message}; serving goes on with the last published version, `
-          + 'and the next batch relaunches the learner from its last checkpoint',
-      }),
+      launch: a.launch,
+      config,
+      modelDir: a.engine.folder.dir,
+      checkpointDir: join(a.dir, 'checkpoints'),
+      versionsDir: join(a.dir, 'versions'),
+      initAdapter,
+      versionAfter: a.versionAfter(),
+      onExit: (message) =>
+        a.log('learner_failed', {
+          message:
+            `${message}; serving goes on with the last published version, ` +
+            'and the next batch relaunches the learner from its last checkpoint',
+        }),
     });
     const r = learner.resumed;
     a.log('learner_started', {
-      learner: 'torch', pid: learner.pid, torch: r.torch, device: r.device, bf16: r.bf16, ranks: r.world, steps: r.steps,
+      learner: 'torch',
+      pid: learner.pid,
+      torch: r.torch,
+      device: r.device,
+      bf16: r.bf16,
+      ranks: r.world,
+      steps: r.steps,
     });
     return learner;
   };

@@ -13,7 +13,14 @@ import { basename, join, resolve } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { networkInterfaces, totalmem } from 'node:os';
 import { chatBackendOf } from '../gateway/backend.js';
-import { checkPartialConfig, ConfigError, configFromEnv, redactedConfig, resolveConfig, type GatewayConfig } from '../gateway/config.js';
+import {
+  checkPartialConfig,
+  ConfigError,
+  configFromEnv,
+  redactedConfig,
+  resolveConfig,
+  type GatewayConfig,
+} from '../gateway/config.js';
 import { jsonLogger } from '../gateway/log.js';
 import { Gateway } from '../gateway/server.js';
 import { loadChatModel } from '../engine/local/chat-model.js';
@@ -32,7 +39,13 @@ import { CliError, precisionFlag, numberFlag, parseFlags, stringFlag } from './a
 import { advertisedUrl, startupBanner } from './banner.js';
 import { startLearning, type RunningLearning } from './serve-learning.js';
 import { TORCH_FLAGS, TORCH_USAGE, torchLaunchOf } from './serve-torch.js';
-import { learningFromEnv, resolveServeLearning, splitConfigFile, type LearningLayer, type ServeLearning } from './serve-config.js';
+import {
+  learningFromEnv,
+  resolveServeLearning,
+  splitConfigFile,
+  type LearningLayer,
+  type ServeLearning,
+} from './serve-config.js';
 
 const USAGE = `usage: openclaw-rl serve --model DIR|OWNER/NAME[@REVISION] [options]
 
@@ -85,16 +98,39 @@ mirror; HF_HUB_OFFLINE=1 to use the cache only).
 environment: OPENCLAW_RL_API_KEYS, OPENCLAW_RL_ADMIN_KEYS (comma-separated), OPENCLAW_RL_JUDGE_KEY`;
 
 const FLAGS = {
-  model: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' }, data: { type: 'string' },
-  config: { type: 'string' }, 'model-id': { type: 'string' }, 'side-model': { type: 'string', multiple: true },
-  'main-model': { type: 'string', multiple: true }, 'default-turn-kind': { type: 'string' }, 'session-idle': { type: 'string' },
-  durability: { type: 'string' }, 'log-content': { type: 'boolean' }, threads: { type: 'string' }, 'admin-key': { type: 'string' },
+  model: { type: 'string' },
+  host: { type: 'string' },
+  port: { type: 'string' },
+  data: { type: 'string' },
+  config: { type: 'string' },
+  'model-id': { type: 'string' },
+  'side-model': { type: 'string', multiple: true },
+  'main-model': { type: 'string', multiple: true },
+  'default-turn-kind': { type: 'string' },
+  'session-idle': { type: 'string' },
+  durability: { type: 'string' },
+  'log-content': { type: 'boolean' },
+  threads: { type: 'string' },
+  'admin-key': { type: 'string' },
   precision: { type: 'string' },
-  method: { type: 'string' }, 'batch-size': { type: 'string' }, judge: { type: 'string' }, 'judge-url': { type: 'string' },
-  'judge-model': { type: 'string' }, 'judge-key': { type: 'string' }, 'judge-votes': { type: 'string' }, 'lora-rank': { type: 'string' },
-  lr: { type: 'string' }, 'max-stale': { type: 'string' }, 'checkpoint-every': { type: 'string' }, 'progress-seconds': { type: 'string' },
-  'no-learning': { type: 'boolean' }, 'rl-weight': { type: 'string' }, 'opd-weight': { type: 'string' },
-  'kv-cache-mb': { type: 'string' }, 'max-train-tokens': { type: 'string' }, ...TORCH_FLAGS,
+  method: { type: 'string' },
+  'batch-size': { type: 'string' },
+  judge: { type: 'string' },
+  'judge-url': { type: 'string' },
+  'judge-model': { type: 'string' },
+  'judge-key': { type: 'string' },
+  'judge-votes': { type: 'string' },
+  'lora-rank': { type: 'string' },
+  lr: { type: 'string' },
+  'max-stale': { type: 'string' },
+  'checkpoint-every': { type: 'string' },
+  'progress-seconds': { type: 'string' },
+  'no-learning': { type: 'boolean' },
+  'rl-weight': { type: 'string' },
+  'opd-weight': { type: 'string' },
+  'kv-cache-mb': { type: 'string' },
+  'max-train-tokens': { type: 'string' },
+  ...TORCH_FLAGS,
 } as const;
 
 export async function runServe(argv: string[]): Promise<number> {
@@ -118,15 +154,24 @@ export async function runServe(argv: string[]): Promise<number> {
   const fromHub = modelDir !== resolve(modelSpec);
   const logger = jsonLogger((line) => process.stdout.write(line), config.logContent);
   const store = openStore({
-    dir: config.dataDir, durability: config.durability, checkpoints: 'background',
-    onCheckpointFailure: (message) => logger.event('error', { message: `background WAL checkpoints failed, checkpointing inline from now on: ${message}` }),
+    dir: config.dataDir,
+    durability: config.durability,
+    checkpoints: 'background',
+    onCheckpointFailure: (message) =>
+      logger.event('error', {
+        message: `background WAL checkpoints failed, checkpointing inline from now on: ${message}`,
+      }),
   });
   const threads = numberFlag(v, 'threads', { integer: true, min: 1 });
   const kvCacheMb = numberFlag(v, 'kv-cache-mb', { min: 0 });
   const precision = precisionFlag(v);
   const cfg = readModelFolder(modelDir).config;
   const kvCacheBytes = kvCacheMb === undefined ? defaultKvCacheBytes(cfg) : Math.floor(kvCacheMb * 2 ** 20);
-  const model = await loadChatModel(modelDir, { kvCacheBytes, precision, ...(threads === undefined ? {} : { threads }) });
+  const model = await loadChatModel(modelDir, {
+    kvCacheBytes,
+    precision,
+    ...(threads === undefined ? {} : { threads }),
+  });
   const engineInfo = { precision: model.engine.info.precision, kernels: model.engine.info.kernelInfo };
   let plan: MemoryPlan;
   try {
@@ -146,7 +191,12 @@ export async function runServe(argv: string[]): Promise<number> {
   try {
     if (learning.enabled) {
       running = await startLearning({
-        model, backend, store, settings: learning, checkpointDir: join(config.dataDir, 'checkpoints'), log: (e, f) => logger.event(e, f),
+        model,
+        backend,
+        store,
+        settings: learning,
+        checkpointDir: join(config.dataDir, 'checkpoints'),
+        log: (e, f) => logger.event(e, f),
         activationBudgetBytes: plan.activationBudgetBytes,
         torch: torchLaunch && { launch: torchLaunch, dir: join(config.dataDir, 'torch-learner') },
       });
@@ -158,7 +208,9 @@ export async function runServe(argv: string[]): Promise<number> {
   }
   const status = () => ({
     ...(running ? running.loop.status() : { version: model.engine.version, steps: 0, learning: 'disabled' }),
-    prefixCache: model.engine.prefixCacheStats(), memory: plan, engine: engineInfo,
+    prefixCache: model.engine.prefixCacheStats(),
+    memory: plan,
+    engine: engineInfo,
   });
   const gateway = new Gateway({ backend, store, config, logger, status });
   let address: { host: string; port: number };
@@ -170,20 +222,41 @@ export async function runServe(argv: string[]): Promise<number> {
     store.close();
     await backend.close();
     const err = e as NodeJS.ErrnoException;
-    const hint = err.code === 'EADDRINUSE' ? ': the port is in use (another serve?); stop it or choose another --port'
-      : err.code === 'EADDRNOTAVAIL' ? ': this machine has no such address; check --host' : '';
+    const hint =
+      err.code === 'EADDRINUSE'
+        ? ': the port is in use (another serve?); stop it or choose another --port'
+        : err.code === 'EADDRNOTAVAIL'
+          ? ': this machine has no such address; check --host'
+          : '';
     throw new CliError(`cannot listen on ${config.host}:${config.port}${hint} (${err.message})`);
   }
   const url = advertisedUrl(address.host, address.port, networkInterfaces());
-  logger.event('listening', { url, model: backend.modelId, store: store.path, config: redactedConfig(config), learning: running ? running.summary : 'disabled' });
-  process.stderr.write(startupBanner({
-    url, contextLength: backend.contextLength, mainModel: backend.modelId, sideModel: config.sideModels[0] ?? null, apiKeyRequired: config.apiKeys.length > 0,
-    learning: running ? running.summary : 'off (--no-learning): turns are recorded, nothing is trained', store: store.path,
-    memory: `${describeMemoryPlan(plan)}; GEMMs ${engineInfo.precision} (${describeKernels(engineInfo.kernels)})`,
-  }));
-  const progress = running && learning.progressSeconds > 0
-    ? setInterval(() => process.stderr.write(`${running!.progressLine()}${cacheLine(model.engine.prefixCacheStats())}\n`), learning.progressSeconds * 1000).unref()
-    : null;
+  logger.event('listening', {
+    url,
+    model: backend.modelId,
+    store: store.path,
+    config: redactedConfig(config),
+    learning: running ? running.summary : 'disabled',
+  });
+  process.stderr.write(
+    startupBanner({
+      url,
+      contextLength: backend.contextLength,
+      mainModel: backend.modelId,
+      sideModel: config.sideModels[0] ?? null,
+      apiKeyRequired: config.apiKeys.length > 0,
+      learning: running ? running.summary : 'off (--no-learning): turns are recorded, nothing is trained',
+      store: store.path,
+      memory: `${describeMemoryPlan(plan)}; GEMMs ${engineInfo.precision} (${describeKernels(engineInfo.kernels)})`,
+    }),
+  );
+  const progress =
+    running && learning.progressSeconds > 0
+      ? setInterval(
+          () => process.stderr.write(`${running!.progressLine()}${cacheLine(model.engine.prefixCacheStats())}\n`),
+          learning.progressSeconds * 1000,
+        ).unref()
+      : null;
 
   await new Promise<void>((done) => {
     const stop = (signal: string) => {
@@ -204,7 +277,10 @@ export async function runServe(argv: string[]): Promise<number> {
 }
 
 /** Defaults < config file < environment < flags, for the gateway and the learning loop alike. */
-export function serveSettings(v: Record<string, string | boolean | undefined>): { gateway: GatewayConfig; learning: ServeLearning } {
+export function serveSettings(v: Record<string, string | boolean | undefined>): {
+  gateway: GatewayConfig;
+  learning: ServeLearning;
+} {
   const num = (name: string, o: { integer?: boolean; min?: number; max?: number } = {}) => numberFlag(v, name, o);
   const flags: Partial<GatewayConfig> = {
     host: v.host as string | undefined,
@@ -218,18 +294,29 @@ export function serveSettings(v: Record<string, string | boolean | undefined>): 
     durability: v.durability as GatewayConfig['durability'] | undefined,
     logContent: v['log-content'] ? true : undefined,
   };
-  if (v.judge !== undefined && v.judge !== 'self') throw new CliError(`--judge takes only "self" (the served model's frozen base); for another model use --judge-url URL --judge-model NAME`);
-  if (v.judge === 'self' && v['judge-url'] !== undefined) throw new CliError('--judge self and --judge-url contradict each other: choose one judge');
+  if (v.judge !== undefined && v.judge !== 'self')
+    throw new CliError(
+      `--judge takes only "self" (the served model's frozen base); for another model use --judge-url URL --judge-model NAME`,
+    );
+  if (v.judge === 'self' && v['judge-url'] !== undefined)
+    throw new CliError('--judge self and --judge-url contradict each other: choose one judge');
   const learningFlags: LearningLayer = {
     learning: {
-      enabled: v['no-learning'] ? false : undefined, method: v.method, batchSize: num('batch-size', { integer: true, min: 1 }),
-      wRl: num('rl-weight', { min: 0 }), wOpd: num('opd-weight', { min: 0 }),
-      maxStaleVersions: num('max-stale', { integer: true, min: 0 }), checkpointEvery: num('checkpoint-every', { integer: true, min: 1 }),
-      progressSeconds: num('progress-seconds', { min: 0 }), maxTrainTokens: num('max-train-tokens', { integer: true, min: 2 }),
+      enabled: v['no-learning'] ? false : undefined,
+      method: v.method,
+      batchSize: num('batch-size', { integer: true, min: 1 }),
+      wRl: num('rl-weight', { min: 0 }),
+      wOpd: num('opd-weight', { min: 0 }),
+      maxStaleVersions: num('max-stale', { integer: true, min: 0 }),
+      checkpointEvery: num('checkpoint-every', { integer: true, min: 1 }),
+      progressSeconds: num('progress-seconds', { min: 0 }),
+      maxTrainTokens: num('max-train-tokens', { integer: true, min: 2 }),
     },
     // --judge self overrides a judge endpoint from the config file.
     judge: {
-      url: v.judge === 'self' ? null : v['judge-url'], model: v.judge === 'self' ? null : v['judge-model'], key: v['judge-key'],
+      url: v.judge === 'self' ? null : v['judge-url'],
+      model: v.judge === 'self' ? null : v['judge-model'],
+      key: v['judge-key'],
       votes: num('judge-votes', { integer: true, min: 1 }),
     },
     training: { loraRank: num('lora-rank', { integer: true, min: 0 }), lr: num('lr', { min: 0 }) },
@@ -237,7 +324,14 @@ export function serveSettings(v: Record<string, string | boolean | undefined>): 
   try {
     const file = v.config ? readConfig(v.config as string) : { gateway: {}, learning: {} };
     const env = configFromEnv(process.env);
-    const adminFlag: Partial<GatewayConfig> = v['admin-key'] ? { adminKeys: [...(env.adminKeys ?? (file.gateway.adminKeys as string[] | undefined) ?? []), v['admin-key'] as string] } : {};
+    const adminFlag: Partial<GatewayConfig> = v['admin-key']
+      ? {
+          adminKeys: [
+            ...(env.adminKeys ?? (file.gateway.adminKeys as string[] | undefined) ?? []),
+            v['admin-key'] as string,
+          ],
+        }
+      : {};
     const gateway = resolveConfig(checkPartialConfig(file.gateway, v.config as string), env, flags, adminFlag);
     const learning = resolveServeLearning(file.learning, learningFromEnv(process.env), learningFlags);
     return { gateway, learning };
@@ -269,15 +363,30 @@ function readConfig(path: string): ReturnType<typeof splitConfigFile> {
  * not even a short sample fits.
  */
 function planMemory(
-  cfg: ModelConfig, parameters: number, kvCacheBytes: number, learning: ServeLearning, precision: Precision,
+  cfg: ModelConfig,
+  parameters: number,
+  kvCacheBytes: number,
+  learning: ServeLearning,
+  precision: Precision,
 ): MemoryPlan {
   const rank = learning.enabled ? learning.training.loraRank : 0;
   const trainableValues = !learning.enabled ? 0 : rank === 0 ? parameters : loraValues(cfg, rank);
   const given = learning.learn.maxTrainTokens ?? undefined;
-  const plan = memoryPlan({ cfg, totalBytes: totalmem(), parameters, loraRank: rank, trainableValues, kvCacheBytes, precision, ...(given ? { maxTrainTokens: given } : {}) });
+  const plan = memoryPlan({
+    cfg,
+    totalBytes: totalmem(),
+    parameters,
+    loraRank: rank,
+    trainableValues,
+    kvCacheBytes,
+    precision,
+    ...(given ? { maxTrainTokens: given } : {}),
+  });
   if (learning.enabled) {
     if (plan.maxTrainTokens < 2) {
-      throw new CliError(`not enough memory to train any sample (${describeMemoryPlan(plan)}): lower --kv-cache-mb, use LoRA (--lora-rank), or --no-learning`);
+      throw new CliError(
+        `not enough memory to train any sample (${describeMemoryPlan(plan)}): lower --kv-cache-mb, use LoRA (--lora-rank), or --no-learning`,
+      );
     }
     learning.learn.maxTrainTokens = plan.maxTrainTokens;
   }

@@ -53,10 +53,25 @@ judge:
   --port N            default 0 (a free port, printed)`;
 
 const FLAGS = {
-  preset: { type: 'string' }, cache: { type: 'string' }, model: { type: 'string' }, method: { type: 'string' }, methods: { type: 'string' },
-  seed: { type: 'string' }, seeds: { type: 'string' }, steps: { type: 'string' }, 'eval-every': { type: 'string' }, 'batch-size': { type: 'string' },
-  lr: { type: 'string' }, 'lora-rank': { type: 'string' }, 'judge-votes': { type: 'string' }, 'error-rate': { type: 'string' },
-  concurrency: { type: 'string' }, 'eval-samples': { type: 'string' }, threads: { type: 'string' }, out: { type: 'string' }, port: { type: 'string' },
+  preset: { type: 'string' },
+  cache: { type: 'string' },
+  model: { type: 'string' },
+  method: { type: 'string' },
+  methods: { type: 'string' },
+  seed: { type: 'string' },
+  seeds: { type: 'string' },
+  steps: { type: 'string' },
+  'eval-every': { type: 'string' },
+  'batch-size': { type: 'string' },
+  lr: { type: 'string' },
+  'lora-rank': { type: 'string' },
+  'judge-votes': { type: 'string' },
+  'error-rate': { type: 'string' },
+  concurrency: { type: 'string' },
+  'eval-samples': { type: 'string' },
+  threads: { type: 'string' },
+  out: { type: 'string' },
+  port: { type: 'string' },
 } as const;
 
 const METHODS: readonly SimMethod[] = ['rl', 'opd', 'combine'];
@@ -69,7 +84,8 @@ export async function runSim(argv: string[]): Promise<number> {
     return command === undefined ? 2 : 0;
   }
   if (command === 'judge') return serveJudge(v);
-  if (!['pretrain', 'run', 'bench', 'demo'].includes(command)) throw new CliError(`unknown sim command "${command}"\n\n${USAGE}`);
+  if (!['pretrain', 'run', 'bench', 'demo'].includes(command))
+    throw new CliError(`unknown sim command "${command}"\n\n${USAGE}`);
   // Every flag is checked before the model, whose pre-training takes minutes.
   const experiment = experimentFlags(v, command === 'demo' ? { steps: 8, concurrency: 4, evalSamples: 1 } : {});
   const seed = numberFlag(v, 'seed', { integer: true, min: 0 }) ?? 1;
@@ -86,23 +102,45 @@ export async function runSim(argv: string[]): Promise<number> {
     console.log(model.dir);
     return 0;
   }
-  if (command === 'demo') return runDemo({ ...DEFAULT_EXPERIMENT, ...experiment, model: model.dir, method: chosen, seed });
+  if (command === 'demo')
+    return runDemo({ ...DEFAULT_EXPERIMENT, ...experiment, model: model.dir, method: chosen, seed });
   if (command === 'run') {
     const result = await runExperiment({
-      ...DEFAULT_EXPERIMENT, ...experiment, model: model.dir, method: chosen, seed,
-      onPoint: (p) => ui.line(`step ${String(p.step).padStart(3)}  score ${p.score.toFixed(3)}  (student ${p.byUser.student.toFixed(2)}, teacher ${p.byUser.teacher.toFixed(2)})`),
-      onStep: (s) => ui.setStatus(`trained step ${s.step}: ${s.samples} samples, reward ${s.rewardMean.toFixed(2)}, ${s.hints} hints, ${s.trainSeconds.toFixed(1)} s`),
+      ...DEFAULT_EXPERIMENT,
+      ...experiment,
+      model: model.dir,
+      method: chosen,
+      seed,
+      onPoint: (p) =>
+        ui.line(
+          `step ${String(p.step).padStart(3)}  score ${p.score.toFixed(3)}  (student ${p.byUser.student.toFixed(2)}, teacher ${p.byUser.teacher.toFixed(2)})`,
+        ),
+      onStep: (s) =>
+        ui.setStatus(
+          `trained step ${s.step}: ${s.samples} samples, reward ${s.rewardMean.toFixed(2)}, ${s.hints} hints, ${s.trainSeconds.toFixed(1)} s`,
+        ),
     });
     ui.endStatus();
     console.log(JSON.stringify(result, null, 2));
     return 0;
   }
   const out = await runBenchmark({
-    model: model.dir, methods, seeds, headline: [8, 16].filter((s) => s <= (experiment.steps ?? DEFAULT_EXPERIMENT.steps)), experiment,
-    outDir: resolve((v.out as string | undefined) ?? 'bench/results'), modelNote: model.note,
+    model: model.dir,
+    methods,
+    seeds,
+    headline: [8, 16].filter((s) => s <= (experiment.steps ?? DEFAULT_EXPERIMENT.steps)),
+    experiment,
+    outDir: resolve((v.out as string | undefined) ?? 'bench/results'),
+    modelNote: model.note,
     onRunStart: (m, runSeed, i, total) => ui.line(`run ${i + 1}/${total}: ${m}, seed ${runSeed}`),
-    onRunEnd: (r) => ui.line(`  ${r.method} seed ${r.seed}: ${r.points.map((p) => `${p.step}:${p.score.toFixed(2)}`).join('  ')}  (${(r.wallSeconds / 60).toFixed(1)} min)`),
-    hooks: { onPoint: (p) => ui.setStatus(`  step ${p.step}: ${p.score.toFixed(2)}`), onProbe: (d, t) => ui.setStatus(`  measuring ${bar(d / t, 20)} ${d}/${t}`) },
+    onRunEnd: (r) =>
+      ui.line(
+        `  ${r.method} seed ${r.seed}: ${r.points.map((p) => `${p.step}:${p.score.toFixed(2)}`).join('  ')}  (${(r.wallSeconds / 60).toFixed(1)} min)`,
+      ),
+    hooks: {
+      onPoint: (p) => ui.setStatus(`  step ${p.step}: ${p.score.toFixed(2)}`),
+      onProbe: (d, t) => ui.setStatus(`  measuring ${bar(d / t, 20)} ${d}/${t}`),
+    },
   });
   ui.endStatus();
   console.log(out.markdown);
@@ -118,10 +156,17 @@ function baseModel(v: Record<string, unknown>, ui: Console): { dir: string; note
   const model = simBaseModel(preset, (v.cache as string | undefined) ?? '.cache/sim-models', (p: PretrainProgress) => {
     if (p.heldOutNll !== undefined) nll = ` held-out loss ${p.heldOutNll.toFixed(3)}`;
     const eta = ((performance.now() - started) / 1000 / p.step) * (p.steps - p.step);
-    ui.setStatus(`pre-training the sim base model ${bar(p.step / p.steps)} ${p.step}/${p.steps}${nll}  ${Math.round(p.tokensPerSecond)} tok/s  ~${Math.ceil(eta / 60)} min left`, p.step % 25 === 0);
+    ui.setStatus(
+      `pre-training the sim base model ${bar(p.step / p.steps)} ${p.step}/${p.steps}${nll}  ${Math.round(p.tokensPerSecond)} tok/s  ~${Math.ceil(eta / 60)} min left`,
+      p.step % 25 === 0,
+    );
   });
   ui.endStatus();
-  ui.line(model.cached ? `sim base model (cached): ${model.dir}` : `pre-trained the sim base model in ${((performance.now() - started) / 60000).toFixed(1)} min: ${model.dir}`);
+  ui.line(
+    model.cached
+      ? `sim base model (cached): ${model.dir}`
+      : `pre-trained the sim base model in ${((performance.now() - started) / 60000).toFixed(1)} min: ${model.dir}`,
+  );
   const r = model.record;
   const shape = r.options.shape;
   return {
@@ -132,7 +177,9 @@ function baseModel(v: Record<string, unknown>, ui: Console): { dir: string; note
 
 function experimentFlags(v: Record<string, unknown>, defaults: Partial<ExperimentOptions>): Partial<ExperimentOptions> {
   const o: Partial<ExperimentOptions> = { ...defaults };
-  const set = <K extends keyof ExperimentOptions>(key: K, value: number | undefined) => { if (value !== undefined) (o as Record<string, unknown>)[key] = value; };
+  const set = <K extends keyof ExperimentOptions>(key: K, value: number | undefined) => {
+    if (value !== undefined) (o as Record<string, unknown>)[key] = value;
+  };
   set('steps', numberFlag(v, 'steps', { integer: true, min: 1 }));
   set('evalEvery', numberFlag(v, 'eval-every', { integer: true, min: 1 }));
   set('batchSize', numberFlag(v, 'batch-size', { integer: true, min: 1 }));
@@ -143,19 +190,24 @@ function experimentFlags(v: Record<string, unknown>, defaults: Partial<Experimen
   set('concurrency', numberFlag(v, 'concurrency', { integer: true, min: 1 }));
   set('evalSamples', numberFlag(v, 'eval-samples', { integer: true, min: 1 }));
   set('threads', numberFlag(v, 'threads', { integer: true, min: 1 }));
-  const steps = o.steps ?? DEFAULT_EXPERIMENT.steps, every = o.evalEvery ?? DEFAULT_EXPERIMENT.evalEvery;
+  const steps = o.steps ?? DEFAULT_EXPERIMENT.steps,
+    every = o.evalEvery ?? DEFAULT_EXPERIMENT.evalEvery;
   if (steps % every !== 0) throw new CliError(`--steps ${steps} must be a multiple of --eval-every ${every}`);
   return o;
 }
 
 function method(value: unknown): SimMethod {
   const m = (value as string | undefined) ?? 'combine';
-  if (!(METHODS as readonly string[]).includes(m)) throw new CliError(`method must be one of ${METHODS.join(', ')}, got "${m}"`);
+  if (!(METHODS as readonly string[]).includes(m))
+    throw new CliError(`method must be one of ${METHODS.join(', ')}, got "${m}"`);
   return m as SimMethod;
 }
 
 function list(value: string | undefined, fallback: string): string[] {
-  return (value ?? fallback).split(',').map((s) => s.trim()).filter(Boolean);
+  return (value ?? fallback)
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
 async function serveJudge(v: Record<string, unknown>): Promise<number> {
@@ -164,9 +216,14 @@ async function serveJudge(v: Record<string, unknown>): Promise<number> {
     errorRate: numberFlag(v, 'error-rate', { min: 0, max: 1 }) ?? DEFAULT_EXPERIMENT.judgeErrorRate,
     seed: numberFlag(v, 'seed', { integer: true, min: 0 }) ?? 0,
   });
-  console.log(`simulated judge on ${judge.url} (model "${judge.model}"); use serve --judge-url ${judge.url} --judge-model ${judge.model}`);
+  console.log(
+    `simulated judge on ${judge.url} (model "${judge.model}"); use serve --judge-url ${judge.url} --judge-model ${judge.model}`,
+  );
   await new Promise<void>((done) => {
-    const stop = () => { process.off('SIGINT', stop).off('SIGTERM', stop); done(); };
+    const stop = () => {
+      process.off('SIGINT', stop).off('SIGTERM', stop);
+      done();
+    };
     process.on('SIGINT', stop).on('SIGTERM', stop);
   });
   await judge.close();

@@ -40,12 +40,27 @@ samples: one JSON object per line:
   {"promptIds": [...], "completionIds": [...], "advantages": number | number[], "rolloutLogprobs": [...] (optional)}`;
 
 export async function runTrain(argv: string[]): Promise<number> {
-  const v = parseFlags(argv, {
-    model: { type: 'string' }, samples: { type: 'string' }, out: { type: 'string' }, 'lora-rank': { type: 'string' },
-    'lora-alpha': { type: 'string' }, 'lora-targets': { type: 'string' }, steps: { type: 'string' }, 'batch-size': { type: 'string' },
-    epochs: { type: 'string' }, lr: { type: 'string' }, 'weight-decay': { type: 'string' }, 'max-grad-norm': { type: 'string' },
-    seed: { type: 'string' }, threads: { type: 'string' }, precision: { type: 'string' },
-  }, USAGE);
+  const v = parseFlags(
+    argv,
+    {
+      model: { type: 'string' },
+      samples: { type: 'string' },
+      out: { type: 'string' },
+      'lora-rank': { type: 'string' },
+      'lora-alpha': { type: 'string' },
+      'lora-targets': { type: 'string' },
+      steps: { type: 'string' },
+      'batch-size': { type: 'string' },
+      epochs: { type: 'string' },
+      lr: { type: 'string' },
+      'weight-decay': { type: 'string' },
+      'max-grad-norm': { type: 'string' },
+      seed: { type: 'string' },
+      threads: { type: 'string' },
+      precision: { type: 'string' },
+    },
+    USAGE,
+  );
   if (v.help) {
     console.log(USAGE);
     return 0;
@@ -53,15 +68,19 @@ export async function runTrain(argv: string[]): Promise<number> {
   const modelDir = stringFlag(v, 'model', USAGE);
   const samplesPath = stringFlag(v, 'samples', USAGE);
   const out = stringFlag(v, 'out', USAGE);
-  if (existsSync(out) && readdirSync(out).length > 0) throw new CliError(`--out ${out} exists and is not empty; choose a new folder`);
+  if (existsSync(out) && readdirSync(out).length > 0)
+    throw new CliError(`--out ${out} exists and is not empty; choose a new folder`);
   const rank = numberFlag(v, 'lora-rank', { integer: true, min: 0 }) ?? 16;
   const precisionSetting = precisionFlag(v);
   if (precisionSetting === 'int8') {
-    throw new CliError('--precision int8 is for serve and generate (decoding from int8 weights); train at fp32, bf16 or auto');
+    throw new CliError(
+      '--precision int8 is for serve and generate (decoding from int8 weights); train at fp32, bf16 or auto',
+    );
   }
   const targets = ((v['lora-targets'] as string | undefined) ?? LORA_TARGETS.join(',')).split(',').map((t) => t.trim());
   const badTarget = targets.find((t) => !(LORA_TARGETS as readonly string[]).includes(t));
-  if (badTarget !== undefined) throw new CliError(`--lora-targets: "${badTarget}" is not one of ${LORA_TARGETS.join(', ')}`);
+  if (badTarget !== undefined)
+    throw new CliError(`--lora-targets: "${badTarget}" is not one of ${LORA_TARGETS.join(', ')}`);
 
   const folder = readModelFolder(modelDir);
   let text: string;
@@ -73,10 +92,17 @@ export async function runTrain(argv: string[]): Promise<number> {
   const { samples, errors } = parseSamplesJsonl(text, folder.config.vocabSize, samplesPath);
   if (errors.length > 0) {
     const shown = errors.slice(0, 20).join('\n');
-    throw new CliError(`nothing was trained: ${errors.length} bad line${errors.length > 1 ? 's' : ''} in ${samplesPath}\n${shown}${errors.length > 20 ? `\n... and ${errors.length - 20} more` : ''}`);
+    throw new CliError(
+      `nothing was trained: ${errors.length} bad line${errors.length > 1 ? 's' : ''} in ${samplesPath}\n${shown}${errors.length > 20 ? `\n... and ${errors.length - 20} more` : ''}`,
+    );
   }
-  const tooLong = samples.findIndex((s) => s.promptIds.length + s.completionIds.length > folder.config.maxPositionEmbeddings);
-  if (tooLong >= 0) throw new CliError(`nothing was trained: sample ${tooLong + 1} is longer than the model's context of ${folder.config.maxPositionEmbeddings} tokens`);
+  const tooLong = samples.findIndex(
+    (s) => s.promptIds.length + s.completionIds.length > folder.config.maxPositionEmbeddings,
+  );
+  if (tooLong >= 0)
+    throw new CliError(
+      `nothing was trained: sample ${tooLong + 1} is longer than the model's context of ${folder.config.maxPositionEmbeddings} tokens`,
+    );
 
   const batchSize = numberFlag(v, 'batch-size', { integer: true, min: 1 }) ?? Math.min(16, samples.length);
   const steps = numberFlag(v, 'steps', { integer: true, min: 1 }) ?? Math.ceil(samples.length / batchSize);
@@ -84,28 +110,47 @@ export async function runTrain(argv: string[]): Promise<number> {
   const threads = numberFlag(v, 'threads', { integer: true, min: 1 });
   if (threads) kernels.setThreads(threads);
   const precision = trainPrecisionOf(resolvePrecision(precisionSetting, kernels));
-  const learner = new LearnerCore(folder.config, loadWeights(modelDir, folder.config), {
-    ...DEFAULT_LEARNER,
-    mode: rank === 0 ? { kind: 'full' } : { kind: 'lora', spec: { rank, alpha: numberFlag(v, 'lora-alpha', { min: 0 }) ?? 2 * rank, targets: targets as LinearName[] } },
-    optimizer: {
-      ...DEFAULT_LEARNER.optimizer,
-      lr: numberFlag(v, 'lr', { min: 0 }) ?? (rank === 0 ? 1e-5 : 1e-4),
-      weightDecay: numberFlag(v, 'weight-decay', { min: 0 }) ?? 0.1,
-      maxGradNorm: numberFlag(v, 'max-grad-norm', { min: 0 }) ?? 1,
+  const learner = new LearnerCore(
+    folder.config,
+    loadWeights(modelDir, folder.config),
+    {
+      ...DEFAULT_LEARNER,
+      mode:
+        rank === 0
+          ? { kind: 'full' }
+          : {
+              kind: 'lora',
+              spec: {
+                rank,
+                alpha: numberFlag(v, 'lora-alpha', { min: 0 }) ?? 2 * rank,
+                targets: targets as LinearName[],
+              },
+            },
+      optimizer: {
+        ...DEFAULT_LEARNER.optimizer,
+        lr: numberFlag(v, 'lr', { min: 0 }) ?? (rank === 0 ? 1e-5 : 1e-4),
+        weightDecay: numberFlag(v, 'weight-decay', { min: 0 }) ?? 0.1,
+        maxGradNorm: numberFlag(v, 'max-grad-norm', { min: 0 }) ?? 1,
+      },
+      miniBatchSize: batchSize,
+      epochs: numberFlag(v, 'epochs', { integer: true, min: 1 }) ?? 1,
+      seed: numberFlag(v, 'seed', { integer: true, min: 0 }) ?? 0,
+      precision,
     },
-    miniBatchSize: batchSize,
-    epochs: numberFlag(v, 'epochs', { integer: true, min: 1 }) ?? 1,
-    seed: numberFlag(v, 'seed', { integer: true, min: 0 }) ?? 0,
-    precision,
-  }, kernels);
+    kernels,
+  );
 
-  console.error(`training ${rank === 0 ? 'all parameters' : `a rank-${rank} LoRA`} on ${samples.length} samples: ${steps} steps of ${batchSize} (kernels: ${kernels.name}, ${kernels.info.gemm} ${kernels.info.isa}; precision ${precision})`);
+  console.error(
+    `training ${rank === 0 ? 'all parameters' : `a rank-${rank} LoRA`} on ${samples.length} samples: ${steps} steps of ${batchSize} (kernels: ${kernels.name}, ${kernels.info.gemm} ${kernels.info.isa}; precision ${precision})`,
+  );
   let cursor = 0;
   for (let step = 0; step < steps; step++) {
     const batch = Array.from({ length: batchSize }, (_, i) => samples[(cursor + i) % samples.length]!);
     cursor = (cursor + batchSize) % samples.length;
     for (const m of learner.trainBatch(batch)) {
-      console.error(`step ${String(m.step).padStart(4)}/${steps * learner.config.epochs}  loss ${m.loss.toFixed(4)}  grad-norm ${m.gradNorm.toFixed(3)}${m.applied ? '' : ' (skipped: not finite)'}  clip ${m.clipFraction.toFixed(3)}  kl ${m.approxKl.toExponential(2)}  entropy ${m.entropy.toFixed(3)}  ${m.tokensPerSecond.toFixed(0)} tok/s`);
+      console.error(
+        `step ${String(m.step).padStart(4)}/${steps * learner.config.epochs}  loss ${m.loss.toFixed(4)}  grad-norm ${m.gradNorm.toFixed(3)}${m.applied ? '' : ' (skipped: not finite)'}  clip ${m.clipFraction.toFixed(3)}  kl ${m.approxKl.toExponential(2)}  entropy ${m.entropy.toFixed(3)}  ${m.tokensPerSecond.toFixed(0)} tok/s`,
+      );
     }
   }
 

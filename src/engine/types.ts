@@ -51,10 +51,15 @@ export type FinishReason = 'stop_token' | 'stop_sequence' | 'length' | 'context'
 export type GenerationEvent =
   | { type: 'token'; token: SampledToken }
   | {
-    type: 'finish'; reason: FinishReason; stopSequence?: string; version: number; promptTokens: number; completionTokens: number;
-    /** Prompt tokens whose keys and values came from a prefix cache instead of being computed (absent: no cache). */
-    cachedTokens?: number;
-  };
+      type: 'finish';
+      reason: FinishReason;
+      stopSequence?: string;
+      version: number;
+      promptTokens: number;
+      completionTokens: number;
+      /** Prompt tokens whose keys and values came from a prefix cache instead of being computed (absent: no cache). */
+      cachedTokens?: number;
+    };
 
 export interface Sampler {
   /** Streams one completion of promptIds. Breaking out of the loop cancels the generation. */
@@ -75,7 +80,11 @@ export interface ScoredCompletion {
 }
 
 export interface Scorer {
-  logprobs(promptIds: readonly number[], completionIds: readonly number[], opts?: ScoreOptions): Promise<ScoredCompletion>;
+  logprobs(
+    promptIds: readonly number[],
+    completionIds: readonly number[],
+    opts?: ScoreOptions,
+  ): Promise<ScoredCompletion>;
 }
 
 /** One training sample: a sampled completion and how much each of its tokens is worth. */
@@ -100,7 +109,6 @@ export interface TrainingSample {
   opd?: { teacherLogprobs: readonly number[]; weight: number };
 }
 
-
 /** What one optimizer step did. */
 export interface StepMetrics {
   step: number;
@@ -122,10 +130,14 @@ export interface StepMetrics {
   yieldedMs: number;
 }
 
-
 /** A new policy version, as the learner publishes it and a sampler loads it. */
 export type PolicyUpdate =
-  | { version: number; kind: 'lora'; spec: { rank: number; alpha: number; targets: ('q' | 'k' | 'v' | 'o' | 'gate' | 'up' | 'down')[] }; data: Float32Array }
+  | {
+      version: number;
+      kind: 'lora';
+      spec: { rank: number; alpha: number; targets: ('q' | 'k' | 'v' | 'o' | 'gate' | 'up' | 'down')[] };
+      data: Float32Array;
+    }
   // bf16: the params' bf16 copy (Uint16Array bits), when the learner made it; a bf16 engine
   // makes its own otherwise.
   | { version: number; kind: 'full'; params: SharedArrayBuffer; bf16?: SharedArrayBuffer };

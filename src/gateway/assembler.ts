@@ -86,10 +86,16 @@ export class CompletionAssembler {
   private readonly trimmer: StopTrimmer;
   private readonly parser: CompletionStreamParser;
 
-  constructor(private readonly tokenizer: TextTokenizer, private readonly opts: AssemblerOptions) {
+  constructor(
+    private readonly tokenizer: TextTokenizer,
+    private readonly opts: AssemblerOptions,
+  ) {
     this.decoder = tokenizer.createStreamDecoder({ skipSpecialTokens: true });
     this.trimmer = new StopTrimmer(opts.stop);
-    this.parser = new CompletionStreamParser({ thinkingOpen: opts.thinkingOpen, ...(opts.newToolCallId ? { newToolCallId: opts.newToolCallId } : {}) });
+    this.parser = new CompletionStreamParser({
+      thinkingOpen: opts.thinkingOpen,
+      ...(opts.newToolCallId ? { newToolCallId: opts.newToolCallId } : {}),
+    });
   }
 
   /** Adds one sampled token; returns the deltas it settles (often none). */
@@ -98,7 +104,10 @@ export class CompletionAssembler {
     this.logprobs.push(t.logprob);
     this.sampledLogprobs.push(t.sampledLogprob);
     if (this.opts.logprobs) {
-      const entry = { ...this.piece(t.id, t.logprob), top_logprobs: (t.top ?? []).map((a) => this.piece(a.id, a.logprob)) };
+      const entry = {
+        ...this.piece(t.id, t.logprob),
+        top_logprobs: (t.top ?? []).map((a) => this.piece(a.id, a.logprob)),
+      };
       this.pendingLogprobs.push(entry);
       this.allLogprobs.push(entry);
     }

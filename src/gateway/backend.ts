@@ -38,7 +38,11 @@ export interface RenderInput {
   enableThinking: boolean | undefined;
 }
 
-export async function loadChatBackend(modelDir: string, modelId: string, opts: LocalEngineOptions & { encoder?: PromptEncoderOptions } = {}): Promise<ChatBackend> {
+export async function loadChatBackend(
+  modelDir: string,
+  modelId: string,
+  opts: LocalEngineOptions & { encoder?: PromptEncoderOptions } = {},
+): Promise<ChatBackend> {
   const { encoder, ...engineOptions } = opts;
   return chatBackendOf(await loadChatModel(modelDir, engineOptions), modelId, encoder);
 }
@@ -56,7 +60,11 @@ export function chatBackendOf(model: ChatModel, modelId: string, encoder?: Promp
     tokenizer: model.tokenizer,
     template: model.template,
     renderer: new PromptRenderer(model.template, encoder?.onMismatch ? { onMismatch: encoder.onMismatch } : {}),
-    encoder: PromptEncoder.forModelDir(modelDir, model.tokenizer, { check: thread.check, encodeAway: thread.encode, ...encoder }),
+    encoder: PromptEncoder.forModelDir(modelDir, model.tokenizer, {
+      check: thread.check,
+      encodeAway: thread.encode,
+      ...encoder,
+    }),
     contextLength: model.engine.folder.config.maxPositionEmbeddings,
     generationDefaults: model.engine.folder.generationDefaults,
     modelId,
@@ -75,7 +83,9 @@ export function renderRequest(backend: ChatBackend, input: RenderInput, addGener
 
 /** The prompt of a request, or how many tokens it has at least when it reaches `limit` (off the event loop). */
 export async function renderRequestBounded(
-  backend: ChatBackend, input: RenderInput, limit: number,
+  backend: ChatBackend,
+  input: RenderInput,
+  limit: number,
 ): Promise<{ prompt: RenderedPrompt } | { atLeast: number }> {
   const text = renderText(backend, input, true);
   const encoded: BoundedEncoding = await backend.encoder.encodeBounded(text, limit);

@@ -18,7 +18,15 @@ import { checkRetemplate, renderRequestBounded, type ChatBackend } from './backe
 import { GatewayError, invalid } from './errors.js';
 import { sendJson, type Context, type Handler } from './http.js';
 import type { Logger } from './log.js';
-import { ChunkTemplate, chunkObject, completionObject, deltasOf, usageChunk, usageOf, type CompletionIds } from './openai-format.js';
+import {
+  ChunkTemplate,
+  chunkObject,
+  completionObject,
+  deltasOf,
+  usageChunk,
+  usageOf,
+  type CompletionIds,
+} from './openai-format.js';
 import { parseChatRequest, type ChatRequest } from './params.js';
 import { requestMeta, sessionHeaderValue } from './request-meta.js';
 import { SseWriter } from './sse.js';
@@ -56,10 +64,25 @@ export function chatCompletions(deps: ChatDeps): Handler {
     const { params, used } = resolveSampling(deps.backend, req, prompt.ids.length);
     const receivedAt = deps.now();
     const plan = deps.recorder.begin({
-      turnId: newTurnId(receivedAt), receivedAt, identity: meta.identity, turnType: meta.turnType,
-      optOut: meta.optOut, traceId: meta.traceId, model: req.model ?? deps.backend.modelId, messages: req.messages, tools: req.tools,
+      turnId: newTurnId(receivedAt),
+      receivedAt,
+      identity: meta.identity,
+      turnType: meta.turnType,
+      optOut: meta.optOut,
+      traceId: meta.traceId,
+      model: req.model ?? deps.backend.modelId,
+      messages: req.messages,
+      tools: req.tools,
     });
-    Object.assign(ctx.log, { sessionId: plan.sessionId, sessionSource: plan.sessionSource, turnId: plan.turnId, kind: plan.kind, kindReason: plan.kindReason, attribution: plan.attribution.type, promptTokens: prompt.ids.length });
+    Object.assign(ctx.log, {
+      sessionId: plan.sessionId,
+      sessionSource: plan.sessionSource,
+      turnId: plan.turnId,
+      kind: plan.kind,
+      kindReason: plan.kindReason,
+      attribution: plan.attribution.type,
+      promptTokens: prompt.ids.length,
+    });
     if (deps.logger.logContent) ctx.log.messages = req.messages.slice(-3);
     const progress = { settled: false }; // set once commit() has run: it settles the in-flight count itself
     try {
@@ -76,17 +99,29 @@ async function render(backend: ChatBackend, req: ChatRequest, tools: ChatRequest
     const input = { messages: req.messages, tools, enableThinking: req.enableThinking };
     rendered = await renderRequestBounded(backend, input, backend.contextLength);
   } catch (e) {
-    throw invalid('messages', `the model's chat template cannot render these messages: ${(e as Error).message}`, 'template_error');
+    throw invalid(
+      'messages',
+      `the model's chat template cannot render these messages: ${(e as Error).message}`,
+      'template_error',
+    );
   }
   if ('atLeast' in rendered) {
-    throw invalid('messages', `prompt is at least ${rendered.atLeast} tokens, the model's context is ${backend.contextLength} ` +
-      '(context length exceeded): shorten or compact the conversation', 'context_length_exceeded');
+    throw invalid(
+      'messages',
+      `prompt is at least ${rendered.atLeast} tokens, the model's context is ${backend.contextLength} ` +
+        '(context length exceeded): shorten or compact the conversation',
+      'context_length_exceeded',
+    );
   }
   return rendered.prompt;
 }
 
 /** Request values, else the model's generation_config.json, else OpenAI's defaults; all recorded. */
-export function resolveSampling(backend: ChatBackend, req: ChatRequest, promptTokens: number): { params: SamplingParams; used: SamplingUsed } {
+export function resolveSampling(
+  backend: ChatBackend,
+  req: ChatRequest,
+  promptTokens: number,
+): { params: SamplingParams; used: SamplingUsed } {
   const d = backend.generationDefaults;
   const room = backend.contextLength - promptTokens;
   const used: SamplingUsed = {
@@ -97,31 +132,63 @@ export function resolveSampling(backend: ChatBackend, req: ChatRequest, promptTo
     stop: req.stop,
     seed: req.seed ?? randomSeed(),
     topLogprobs: req.topLogprobs,
-    defaultsFrom: req.temperature !== undefined && req.topP !== undefined ? 'request'
-      : d.temperature !== undefined || d.topP !== undefined || d.topK !== undefined ? 'generation_config' : 'openai',
+    defaultsFrom:
+      req.temperature !== undefined && req.topP !== undefined
+        ? 'request'
+        : d.temperature !== undefined || d.topP !== undefined || d.topK !== undefined
+          ? 'generation_config'
+          : 'openai',
   };
   const params: SamplingParams = {
-    temperature: used.temperature, topP: used.topP, topK: used.topK, maxTokens: used.maxTokens, stop: used.stop,
-    seed: used.seed, topLogprobs: used.topLogprobs,
+    temperature: used.temperature,
+    topP: used.topP,
+    topK: used.topK,
+    maxTokens: used.maxTokens,
+    stop: used.stop,
+    seed: used.seed,
+    topLogprobs: used.topLogprobs,
   };
   return { params, used };
 }
 
 /** Samples, streams or collects, commits, replies. */
 async function answer(
-  deps: ChatDeps, ctx: Context, req: ChatRequest, prompt: RenderedPrompt, params: SamplingParams, used: SamplingUsed,
-  plan: TurnPlan, receivedAt: number, progress: { settled: boolean },
+  deps: ChatDeps,
+  ctx: Context,
+  req: ChatRequest,
+  prompt: RenderedPrompt,
+  params: SamplingParams,
+  used: SamplingUsed,
+  plan: TurnPlan,
+  receivedAt: number,
+  progress: { settled: boolean },
 ): Promise<void> {
-  const ids: CompletionIds = { id: `chatcmpl-${plan.turnId.slice(5)}`, created: Math.floor(receivedAt / 1000), model: req.model ?? deps.backend.modelId };
+  const ids: CompletionIds = {
+    id: `chatcmpl-${plan.turnId.slice(5)}`,
+    created: Math.floor(receivedAt / 1000),
+    model: req.model ?? deps.backend.modelId,
+  };
   const headers: Record<string, string> = { 'x-turn-id': plan.turnId, 'x-turn-type': plan.kind };
   if (plan.sessionId !== null) headers['x-session-id'] = sessionHeaderValue(plan.sessionId);
   if (req.ignored.length > 0) headers['x-openclaw-rl-ignored'] = req.ignored.join(',');
-  const asm = new CompletionAssembler(deps.backend.tokenizer, { thinkingOpen: prompt.thinkingOpen, stop: req.stop, logprobs: req.logprobs, ...(deps.newToolCallId ? { newToolCallId: deps.newToolCallId } : {}) });
+  const asm = new CompletionAssembler(deps.backend.tokenizer, {
+    thinkingOpen: prompt.thinkingOpen,
+    stop: req.stop,
+    logprobs: req.logprobs,
+    ...(deps.newToolCallId ? { newToolCallId: deps.newToolCallId } : {}),
+  });
   // Token chunks come from the response's template; those with log-probs or the finish are built whole.
   const template = new ChunkTemplate(ids, req.includeUsage);
-  const chunk = (delta: Record<string, unknown>, finishReason: string | null = null) => req.logprobs || finishReason !== null
-    ? JSON.stringify(chunkObject(ids, delta, { logprobs: req.logprobs ? asm.takeLogprobs() : null, finishReason, includeUsage: req.includeUsage }))
-    : template.chunk(delta);
+  const chunk = (delta: Record<string, unknown>, finishReason: string | null = null) =>
+    req.logprobs || finishReason !== null
+      ? JSON.stringify(
+          chunkObject(ids, delta, {
+            logprobs: req.logprobs ? asm.takeLogprobs() : null,
+            finishReason,
+            includeUsage: req.includeUsage,
+          }),
+        )
+      : template.chunk(delta);
   /** Writes the pieces' chunks; false when the socket is full (then await sse.drained()). */
   const send = (out: SseWriter, pieces: readonly AnswerDelta[]): boolean => {
     let room = true;
@@ -159,8 +226,16 @@ interface Output {
 
 /** Streams or collects the events, commits the turn, sends the end. */
 async function stream(
-  deps: ChatDeps, ctx: Context, req: ChatRequest, prompt: RenderedPrompt, used: SamplingUsed, plan: TurnPlan, receivedAt: number,
-  progress: { settled: boolean }, events: AsyncIterable<GenerationEvent>, { ids, headers, asm, chunk, send }: Output,
+  deps: ChatDeps,
+  ctx: Context,
+  req: ChatRequest,
+  prompt: RenderedPrompt,
+  used: SamplingUsed,
+  plan: TurnPlan,
+  receivedAt: number,
+  progress: { settled: boolean },
+  events: AsyncIterable<GenerationEvent>,
+  { ids, headers, asm, chunk, send }: Output,
 ): Promise<void> {
   // The engine is prefilling: encode what the commit will store of the request now, not after the last token.
   deps.recorder.prepareInputs(plan, req.messages, req.tools ?? null, prompt.ids);
@@ -189,11 +264,29 @@ async function stream(
   if (sse && finish.reason !== 'cancelled' && !send(sse, tail)) await sse.drained();
 
   const turn: Turn = {
-    id: plan.turnId, sessionId: plan.sessionId, sessionSource: plan.sessionSource, kind: plan.kind, kindReason: plan.kindReason,
-    compaction: plan.compaction, traceId: plan.traceId, model: ids.model, messages: req.messages, tools: req.tools ?? null,
-    sampling: used, promptIds: prompt.ids, completionIds: asm.ids, logprobs: asm.logprobs, sampledLogprobs: asm.sampledLogprobs,
-    response: asm.message(), finishReason: finish.reason, policyVersion: finish.version, receivedAt, firstTokenAt,
-    completedAt: deps.now(), toolCallErrors: asm.toolCallErrors, retemplate: null,
+    id: plan.turnId,
+    sessionId: plan.sessionId,
+    sessionSource: plan.sessionSource,
+    kind: plan.kind,
+    kindReason: plan.kindReason,
+    compaction: plan.compaction,
+    traceId: plan.traceId,
+    model: ids.model,
+    messages: req.messages,
+    tools: req.tools ?? null,
+    sampling: used,
+    promptIds: prompt.ids,
+    completionIds: asm.ids,
+    logprobs: asm.logprobs,
+    sampledLogprobs: asm.sampledLogprobs,
+    response: asm.message(),
+    finishReason: finish.reason,
+    policyVersion: finish.version,
+    receivedAt,
+    firstTokenAt,
+    completedAt: deps.now(),
+    toolCallErrors: asm.toolCallErrors,
+    retemplate: null,
   };
   progress.settled = true;
   try {
@@ -202,7 +295,10 @@ async function stream(
     return fail(deps, ctx, sse, 'the turn could not be recorded, so it is not acknowledged: retry the request', e);
   }
   Object.assign(ctx.log, {
-    completionTokens: asm.ids.length, cachedTokens: finish.cachedTokens ?? null, finish: finish.reason, policyVersion: finish.version,
+    completionTokens: asm.ids.length,
+    cachedTokens: finish.cachedTokens ?? null,
+    finish: finish.reason,
+    policyVersion: finish.version,
     firstTokenMs: firstTokenAt === null ? null : firstTokenAt - receivedAt,
   });
   if (deps.logger.logContent) ctx.log.response = turn.response;
@@ -214,13 +310,24 @@ async function stream(
       if (req.includeUsage) sse.send(JSON.stringify(usageChunk(ids, usage)));
       sse.done();
     } else {
-      sendJson(ctx, 200, completionObject(ids, turn.response, finishReason, usage, req.logprobs ? asm.allLogprobEntries : null), headers);
+      sendJson(
+        ctx,
+        200,
+        completionObject(ids, turn.response, finishReason, usage, req.logprobs ? asm.allLogprobEntries : null),
+        headers,
+      );
     }
     if (plan.learning && plan.kind === 'main') {
-      deps.checkLater(turn.id, () => checkRetemplate(deps.backend, {
-        messages: req.messages, tools: req.toolChoice === 'none' ? undefined : req.tools, enableThinking: req.enableThinking,
-        response: turn.response, promptIds: turn.promptIds, completionIds: turn.completionIds,
-      }));
+      deps.checkLater(turn.id, () =>
+        checkRetemplate(deps.backend, {
+          messages: req.messages,
+          tools: req.toolChoice === 'none' ? undefined : req.tools,
+          enableThinking: req.enableThinking,
+          response: turn.response,
+          promptIds: turn.promptIds,
+          completionIds: turn.completionIds,
+        }),
+      );
     }
   } else {
     ctx.log.clientGone = true;

@@ -36,6 +36,11 @@ export interface GatewayConfig {
   bodyTimeoutMs: number;
   /** Open connections at most; more are closed at once (stalled clients cannot exhaust memory or descriptors). */
   maxConnections: number;
+  /**
+   * Bytes of request bodies buffered at once, over all connections: a new chunk past this gets a
+   * 503 (retry). Without it, maxConnections clients each sending maxBodyBytes could hold 16 GiB.
+   */
+  maxBufferedBodyBytes: number;
   /** Chat requests served at once (counted once their body has arrived); more get 503 with retry-after. */
   maxConcurrentRequests: number;
   /**
@@ -64,6 +69,7 @@ export const DEFAULT_CONFIG: GatewayConfig = {
   maxBodyBytes: 16 * 1024 * 1024,
   bodyTimeoutMs: 10_000,
   maxConnections: 1024,
+  maxBufferedBodyBytes: 256 * 1024 * 1024,
   maxConcurrentRequests: 256,
   streamIntervalMs: 16,
   logContent: false,
@@ -77,13 +83,19 @@ export class ConfigError extends Error {
   }
 }
 
-type Field = { [K in keyof GatewayConfig]: { key: K; check: (v: unknown) => boolean; want: string } }[keyof GatewayConfig];
+type Field = {
+  [K in keyof GatewayConfig]: { key: K; check: (v: unknown) => boolean; want: string };
+}[keyof GatewayConfig];
 
 const strings = (v: unknown) => Array.isArray(v) && v.every((s) => typeof s === 'string' && s.length > 0);
 const positiveInt = (v: unknown) => Number.isSafeInteger(v) && (v as number) > 0;
 const FIELDS: Field[] = [
   { key: 'host', check: (v) => typeof v === 'string' && v.length > 0, want: 'a host name or address' },
-  { key: 'port', check: (v) => Number.isInteger(v) && (v as number) >= 0 && (v as number) < 65536, want: 'a port number 0-65535' },
+  {
+    key: 'port',
+    check: (v) => Number.isInteger(v) && (v as number) >= 0 && (v as number) < 65536,
+    want: 'a port number 0-65535',
+  },
   { key: 'dataDir', check: (v) => typeof v === 'string' && v.length > 0, want: 'a folder path' },
   { key: 'modelId', check: (v) => v === undefined || (typeof v === 'string' && v.length > 0), want: 'a model id' },
   { key: 'apiKeys', check: strings, want: 'an array of non-empty strings' },
@@ -96,8 +108,13 @@ const FIELDS: Field[] = [
   { key: 'maxBodyBytes', check: positiveInt, want: 'a positive integer' },
   { key: 'bodyTimeoutMs', check: positiveInt, want: 'a positive integer (milliseconds)' },
   { key: 'maxConnections', check: positiveInt, want: 'a positive integer' },
+  { key: 'maxBufferedBodyBytes', check: positiveInt, want: 'a positive integer' },
   { key: 'maxConcurrentRequests', check: positiveInt, want: 'a positive integer' },
-  { key: 'streamIntervalMs', check: (v) => typeof v === 'number' && v >= 0 && v <= 1000, want: 'a number of ms from 0 to 1000' },
+  {
+    key: 'streamIntervalMs',
+    check: (v) => typeof v === 'number' && v >= 0 && v <= 1000,
+    want: 'a number of ms from 0 to 1000',
+  },
   { key: 'logContent', check: (v) => typeof v === 'boolean', want: 'true or false' },
   { key: 'durability', check: (v) => v === 'normal' || v === 'full', want: '"normal" or "full"' },
 ];
@@ -106,10 +123,12 @@ const FIELDS: Field[] = [
 export function checkPartialConfig(value: unknown, source: string): Partial<GatewayConfig> {
   if (!isObject(value)) throw new ConfigError(`${source}: the config must be a JSON object`);
   for (const key of Object.keys(value)) {
-    if (!FIELDS.some((f) => f.key === key)) throw new ConfigError(`${source}: unknown setting "${key}" (known: ${FIELDS.map((f) => f.key).join(', ')})`);
+    if (!FIELDS.some((f) => f.key === key))
+      throw new ConfigError(`${source}: unknown setting "${key}" (known: ${FIELDS.map((f) => f.key).join(', ')})`);
   }
   for (const f of FIELDS) {
-    if (f.key in value && !f.check(value[f.key])) throw new ConfigError(`${source}: ${f.key} must be ${f.want}, got ${JSON.stringify(value[f.key])}`);
+    if (f.key in value && !f.check(value[f.key]))
+      throw new ConfigError(`${source}: ${f.key} must be ${f.want}, got ${JSON.stringify(value[f.key])}`);
   }
   return value as Partial<GatewayConfig>;
 }
@@ -131,7 +150,11 @@ export function readConfigFile(path: string): Partial<GatewayConfig> {
 
 /** Secrets from the environment: OPENCLAW_RL_API_KEYS and OPENCLAW_RL_ADMIN_KEYS (comma-separated). */
 export function configFromEnv(env: NodeJS.ProcessEnv): Partial<GatewayConfig> {
-  const list = (v: string | undefined) => (v ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  const list = (v: string | undefined) =>
+    (v ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
   const out: Partial<GatewayConfig> = {};
   if (env.OPENCLAW_RL_API_KEYS) out.apiKeys = list(env.OPENCLAW_RL_API_KEYS);
   if (env.OPENCLAW_RL_ADMIN_KEYS) out.adminKeys = list(env.OPENCLAW_RL_ADMIN_KEYS);
@@ -155,8 +178,10 @@ export function isLoopback(host: string): boolean {
 
 export function checkBind(config: GatewayConfig): void {
   if (!isLoopback(config.host) && config.apiKeys.length === 0) {
-    throw new ConfigError(`refusing to listen on ${config.host} without API keys: anyone who can reach it could use the model and read nothing less than your agent's conversations. ` +
-      'Set apiKeys in the config file or OPENCLAW_RL_API_KEYS, or bind to 127.0.0.1');
+    throw new ConfigError(
+      `refusing to listen on ${config.host} without API keys: anyone who can reach it could use the model and read nothing less than your agent's conversations. ` +
+        'Set apiKeys in the config file or OPENCLAW_RL_API_KEYS, or bind to 127.0.0.1',
+    );
   }
 }
 

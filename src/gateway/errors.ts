@@ -54,5 +54,7 @@ export function invalid(param: string | null, message: string, code: string | nu
 /** Anything thrown maps to a GatewayError; unknown errors become a 500 that names no internals. */
 export function asGatewayError(error: unknown, requestId: string): GatewayError {
   if (error instanceof GatewayError) return error;
-  return new GatewayError(500, `internal error (request ${requestId}); the server log has the details`, { code: 'internal_error' });
+  return new GatewayError(500, `internal error (request ${requestId}); the server log has the details`, {
+    code: 'internal_error',
+  });
 }

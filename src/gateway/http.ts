@@ -40,7 +40,11 @@ export function compose(middleware: readonly Middleware[], handler: Handler): Ha
 
 export function sendJson(ctx: Context, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(body);
-  ctx.res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+  ctx.res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+    ...headers,
+  });
   ctx.res.end(text);
 }
 
@@ -72,12 +76,17 @@ export class Router {
       if (route.method === method) return { handler: route.handler, params };
     }
     if (pathKnown) throw new GatewayError(405, `${method} is not allowed on ${path}`, { code: 'method_not_allowed' });
-    throw new GatewayError(404, `no route ${method} ${path}: the API is under /v1 (POST /v1/chat/completions, GET /v1/models)`, { code: 'unknown_route' });
+    throw new GatewayError(
+      404,
+      `no route ${method} ${path}: the API is under /v1 (POST /v1/chat/completions, GET /v1/models)`,
+      { code: 'unknown_route' },
+    );
   }
 }
 
 function matchSegments(pattern: string[], parts: string[]): Record<string, string> | undefined {
-  const rest = pattern.length > 0 && pattern[pattern.length - 1]!.startsWith(':') && pattern[pattern.length - 1]!.endsWith('*');
+  const rest =
+    pattern.length > 0 && pattern[pattern.length - 1]!.startsWith(':') && pattern[pattern.length - 1]!.endsWith('*');
   if (rest ? parts.length < pattern.length : pattern.length !== parts.length) return undefined;
   const params: Record<string, string> = {};
   for (let i = 0; i < pattern.length; i++) {
@@ -85,7 +94,9 @@ function matchSegments(pattern: string[], parts: string[]): Record<string, strin
     if (p.startsWith(':')) {
       const last = rest && i === pattern.length - 1;
       try {
-        params[p.slice(1, last ? -1 : undefined)] = (last ? parts.slice(i) : [parts[i]!]).map(decodeURIComponent).join('/');
+        params[p.slice(1, last ? -1 : undefined)] = (last ? parts.slice(i) : [parts[i]!])
+          .map(decodeURIComponent)
+          .join('/');
       } catch {
         return undefined;
       }

@@ -10,7 +10,7 @@ export function jsonLogger(write: (line: string) => void, logContent = false): L
   return {
     logContent,
     event(name, fields = {}) {
-      write(JSON.stringify({ ts: new Date().toISOString(), event: name, ...fields }) + '\n');
+      write(`${JSON.stringify({ ts: new Date().toISOString(), event: name, ...fields })}\n`);
     },
   };
 }
@@ -20,5 +20,11 @@ export const silentLogger: Logger = { logContent: false, event() {} };
 /** A logger that keeps events in memory (tests). */
 export function memoryLogger(logContent = false): Logger & { lines: Record<string, unknown>[] } {
   const lines: Record<string, unknown>[] = [];
-  return { logContent, lines, event(name, fields = {}) { lines.push({ event: name, ...fields }); } };
+  return {
+    logContent,
+    lines,
+    event(name, fields = {}) {
+      lines.push({ event: name, ...fields });
+    },
+  };
 }

@@ -19,12 +19,22 @@ export interface CompletionIds {
 }
 
 export function usageOf(promptTokens: number, completionTokens: number, cachedTokens?: number): Usage {
-  const usage: Usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+  const usage: Usage = {
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: promptTokens + completionTokens,
+  };
   if (cachedTokens !== undefined) usage.prompt_tokens_details = { cached_tokens: cachedTokens };
   return usage;
 }
 
-export function completionObject(ids: CompletionIds, message: ChatMessage, finishReason: string, usage: Usage, logprobs: LogprobEntry[] | null) {
+export function completionObject(
+  ids: CompletionIds,
+  message: ChatMessage,
+  finishReason: string,
+  usage: Usage,
+  logprobs: LogprobEntry[] | null,
+) {
   const msg: Record<string, unknown> = { role: 'assistant', content: message.content ?? null };
   if (message.reasoning_content) msg.reasoning_content = message.reasoning_content;
   if (message.tool_calls?.length) msg.tool_calls = message.tool_calls;
@@ -33,7 +43,14 @@ export function completionObject(ids: CompletionIds, message: ChatMessage, finis
     object: 'chat.completion',
     created: ids.created,
     model: ids.model,
-    choices: [{ index: 0, message: msg, logprobs: logprobs === null ? null : { content: logprobs }, finish_reason: finishReason }],
+    choices: [
+      {
+        index: 0,
+        message: msg,
+        logprobs: logprobs === null ? null : { content: logprobs },
+        finish_reason: finishReason,
+      },
+    ],
     usage,
   };
 }
@@ -51,12 +68,14 @@ export function chunkObject(ids: CompletionIds, delta: Record<string, unknown>, 
     object: 'chat.completion.chunk',
     created: ids.created,
     model: ids.model,
-    choices: [{
-      index: 0,
-      delta,
-      logprobs: opts.logprobs && opts.logprobs.length > 0 ? { content: opts.logprobs } : null,
-      finish_reason: opts.finishReason ?? null,
-    }],
+    choices: [
+      {
+        index: 0,
+        delta,
+        logprobs: opts.logprobs && opts.logprobs.length > 0 ? { content: opts.logprobs } : null,
+        finish_reason: opts.finishReason ?? null,
+      },
+    ],
     ...(opts.includeUsage ? { usage: null } : {}),
   };
 }
@@ -97,7 +116,9 @@ export function deltasOf(pieces: readonly AnswerDelta[]): Record<string, unknown
     if (p.type === 'content') out.push({ content: p.text });
     else if (p.type === 'reasoning') out.push({ reasoning_content: p.text });
     else {
-      out.push({ tool_calls: [{ index: p.index, id: p.id, type: 'function', function: { name: p.name, arguments: '' } }] });
+      out.push({
+        tool_calls: [{ index: p.index, id: p.id, type: 'function', function: { name: p.name, arguments: '' } }],
+      });
       out.push({ tool_calls: [{ index: p.index, function: { arguments: p.arguments } }] });
     }
   }

@@ -20,7 +20,8 @@ export const PARAMETERS = {
   stop: 'honoured: up to 16 strings, cut from the returned text',
   seed: 'honoured: drawn and recorded when absent',
   tools: 'honoured: rendered by the chat template',
-  tool_choice: 'honoured: auto, none (tools not shown to the model); required and named functions are accepted but sampled as auto',
+  tool_choice:
+    'honoured: auto, none (tools not shown to the model); required and named functions are accepted but sampled as auto',
   logprobs: 'honoured: model log-probs at temperature 1',
   top_logprobs: 'honoured: 0..20, needs logprobs',
   n: 'rejected unless 1',
@@ -44,7 +45,9 @@ export const PARAMETERS = {
   function_call: 'ignored (legacy)',
 } as const;
 
-const IGNORED = Object.entries(PARAMETERS).filter(([, v]) => v.startsWith('ignored')).map(([k]) => k);
+const IGNORED = Object.entries(PARAMETERS)
+  .filter(([, v]) => v.startsWith('ignored'))
+  .map(([k]) => k);
 const MAX_STOPS = 16;
 
 export interface ChatRequest {
@@ -72,12 +75,28 @@ export interface ChatRequest {
   ignored: string[];
 }
 
-function num(body: Record<string, unknown>, name: string, opts: { min?: number; max?: number; integer?: boolean; above?: number }): number | undefined {
+function num(
+  body: Record<string, unknown>,
+  name: string,
+  opts: { min?: number; max?: number; integer?: boolean; above?: number },
+): number | undefined {
   const v = body[name];
   if (v === undefined || v === null) return undefined;
-  const range = [opts.integer ? 'an integer' : 'a number', opts.above !== undefined ? `> ${opts.above}` : '', opts.min !== undefined ? `>= ${opts.min}` : '', opts.max !== undefined ? `<= ${opts.max}` : ''].filter(Boolean).join(' ');
-  const ok = typeof v === 'number' && Number.isFinite(v) && (!opts.integer || Number.isSafeInteger(v)) &&
-    (opts.min === undefined || v >= opts.min) && (opts.max === undefined || v <= opts.max) && (opts.above === undefined || v > opts.above);
+  const range = [
+    opts.integer ? 'an integer' : 'a number',
+    opts.above !== undefined ? `> ${opts.above}` : '',
+    opts.min !== undefined ? `>= ${opts.min}` : '',
+    opts.max !== undefined ? `<= ${opts.max}` : '',
+  ]
+    .filter(Boolean)
+    .join(' ');
+  const ok =
+    typeof v === 'number' &&
+    Number.isFinite(v) &&
+    (!opts.integer || Number.isSafeInteger(v)) &&
+    (opts.min === undefined || v >= opts.min) &&
+    (opts.max === undefined || v <= opts.max) &&
+    (opts.above === undefined || v > opts.above);
   if (!ok) throw invalid(name, `${name} must be ${range}, got ${JSON.stringify(v)?.slice(0, 40)}`);
   return v as number;
 }
@@ -85,22 +104,31 @@ function num(body: Record<string, unknown>, name: string, opts: { min?: number; 
 function bool(body: Record<string, unknown>, name: string): boolean | undefined {
   const v = body[name];
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'boolean') throw invalid(name, `${name} must be true or false, got ${JSON.stringify(v)?.slice(0, 40)}`, 'invalid_type');
+  if (typeof v !== 'boolean')
+    throw invalid(name, `${name} must be true or false, got ${JSON.stringify(v)?.slice(0, 40)}`, 'invalid_type');
   return v;
 }
 
 function str(body: Record<string, unknown>, name: string, max = 1024): string | undefined {
   const v = body[name];
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'string' || v.length > max) throw invalid(name, `${name} must be a string of at most ${max} characters`, 'invalid_type');
+  if (typeof v !== 'string' || v.length > max)
+    throw invalid(name, `${name} must be a string of at most ${max} characters`, 'invalid_type');
   return v;
 }
 
 function parseStop(value: unknown): string[] {
   if (value === undefined || value === null) return [];
   const list = typeof value === 'string' ? [value] : value;
-  if (!Array.isArray(list) || list.length > MAX_STOPS || list.some((s) => typeof s !== 'string' || s.length === 0 || s.length > 256)) {
-    throw invalid('stop', `stop must be a non-empty string or an array of at most ${MAX_STOPS} non-empty strings (256 characters each)`);
+  if (
+    !Array.isArray(list) ||
+    list.length > MAX_STOPS ||
+    list.some((s) => typeof s !== 'string' || s.length === 0 || s.length > 256)
+  ) {
+    throw invalid(
+      'stop',
+      `stop must be a non-empty string or an array of at most ${MAX_STOPS} non-empty strings (256 characters each)`,
+    );
   }
   return list as string[];
 }
@@ -109,15 +137,23 @@ export function parseChatRequest(json: unknown): ChatRequest {
   if (!isObject(json)) throw invalid(null, 'request body must be a JSON object with "messages"', 'invalid_type');
   const body = json;
   const n = num(body, 'n', { integer: true, min: 1 });
-  if (n !== undefined && n > 1) throw invalid('n', `n = ${n} is not supported: each request samples one completion; send ${n} requests instead`, 'unsupported_value');
+  if (n !== undefined && n > 1)
+    throw invalid(
+      'n',
+      `n = ${n} is not supported: each request samples one completion; send ${n} requests instead`,
+      'unsupported_value',
+    );
   const streamOptions = body.stream_options;
-  if (streamOptions !== undefined && streamOptions !== null && !isObject(streamOptions)) throw invalid('stream_options', 'stream_options must be an object', 'invalid_type');
-  const includeUsage = isObject(streamOptions) ? bool(streamOptions, 'include_usage') ?? false : false;
+  if (streamOptions !== undefined && streamOptions !== null && !isObject(streamOptions))
+    throw invalid('stream_options', 'stream_options must be an object', 'invalid_type');
+  const includeUsage = isObject(streamOptions) ? (bool(streamOptions, 'include_usage') ?? false) : false;
   const logprobs = bool(body, 'logprobs') ?? false;
   const topLogprobs = num(body, 'top_logprobs', { integer: true, min: 0, max: 20 });
-  if (topLogprobs !== undefined && topLogprobs > 0 && !logprobs) throw invalid('top_logprobs', 'top_logprobs needs "logprobs": true');
+  if (topLogprobs !== undefined && topLogprobs > 0 && !logprobs)
+    throw invalid('top_logprobs', 'top_logprobs needs "logprobs": true');
   const kwargs = body.chat_template_kwargs;
-  if (kwargs !== undefined && kwargs !== null && !isObject(kwargs)) throw invalid('chat_template_kwargs', 'chat_template_kwargs must be an object', 'invalid_type');
+  if (kwargs !== undefined && kwargs !== null && !isObject(kwargs))
+    throw invalid('chat_template_kwargs', 'chat_template_kwargs must be an object', 'invalid_type');
   const enableThinking = isObject(kwargs) ? bool(kwargs, 'enable_thinking') : undefined;
   const topK = num(body, 'top_k', { integer: true, min: -1 });
   const seed = num(body, 'seed', { integer: true });
@@ -139,7 +175,7 @@ export function parseChatRequest(json: unknown): ChatRequest {
     stop: parseStop(body.stop),
     seed: seed === undefined ? undefined : seed >>> 0,
     logprobs,
-    topLogprobs: logprobs ? topLogprobs ?? 0 : 0,
+    topLogprobs: logprobs ? (topLogprobs ?? 0) : 0,
     enableThinking,
     user: str(body, 'user', 256),
     sessionId: str(body, 'session_id', 256),

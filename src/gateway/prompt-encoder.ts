@@ -61,11 +61,18 @@ export class PromptEncoder {
   /** The checker thread failed: checks run synchronously from then on. */
   private checkerFailed = false;
 
-  constructor(private readonly tokenizer: TextTokenizer, addedTokens: readonly AddedToken[], private readonly opts: PromptEncoderOptions = {}) {
+  constructor(
+    private readonly tokenizer: TextTokenizer,
+    addedTokens: readonly AddedToken[],
+    private readonly opts: PromptEncoderOptions = {},
+  ) {
     // Tokens that strip neighbouring whitespace or match only whole words change the pieces; then
     // splitting is not equivalent, and every prompt is encoded whole.
     const plain = addedTokens.every((t) => !t.lstrip && !t.rstrip && !t.single_word && !t.normalized);
-    const contents = addedTokens.map((t) => t.content).filter((c) => c.length > 0).sort((a, b) => b.length - a.length);
+    const contents = addedTokens
+      .map((t) => t.content)
+      .filter((c) => c.length > 0)
+      .sort((a, b) => b.length - a.length);
     this.splitter = plain && contents.length > 0 ? new RegExp(`(${contents.map(escapeRegExp).join('|')})`) : null;
     this.enabled = this.splitter !== null;
   }
@@ -98,7 +105,11 @@ export class PromptEncoder {
     const parts = this.splitter ? text.split(this.splitter) : [text];
     if (!this.enabled) {
       // The whole text, counted by its text pieces (odd parts are added tokens, one id each).
-      const r = await away(parts.filter((p, i) => i % 2 === 0 && p !== ''), limit - (parts.length - 1) / 2, text);
+      const r = await away(
+        parts.filter((p, i) => i % 2 === 0 && p !== ''),
+        limit - (parts.length - 1) / 2,
+        text,
+      );
       return 'atLeast' in r ? { atLeast: r.atLeast + (parts.length - 1) / 2 } : within(r.ids[0]!, limit);
     }
     const ids: (number[] | undefined)[] = [];
@@ -118,12 +129,20 @@ export class PromptEncoder {
     });
     if (known >= limit) return { atLeast: known };
     if (later.length > 0) {
-      const r = await away(later.map((i) => parts[i]!), limit - known);
+      const r = await away(
+        later.map((i) => parts[i]!),
+        limit - known,
+      );
       if ('atLeast' in r) return { atLeast: known + r.atLeast };
-      later.forEach((at, k) => { ids[at] = this.remember(parts[at]!, r.ids[k]!); });
+      later.forEach((at, k) => {
+        ids[at] = this.remember(parts[at]!, r.ids[k]!);
+      });
     }
     const all = ids.filter((x): x is number[] => x !== undefined);
-    return within(this.verify(text, all.length <= MAX_CONCAT_ARGS ? ([] as number[]).concat(...all) : all.flat()), limit);
+    return within(
+      this.verify(text, all.length <= MAX_CONCAT_ARGS ? ([] as number[]).concat(...all) : all.flat()),
+      limit,
+    );
   }
 
   /** Checks piecewise ids against the whole text on the first calls and a sample of the rest. */
@@ -137,7 +156,9 @@ export class PromptEncoder {
     }
     const whole = this.tokenizer.encode(text);
     if (whole.length !== ids.length || whole.some((id, i) => id !== ids[i])) {
-      this.disable(`piecewise encoding differs from the whole (${ids.length} vs ${whole.length} ids); prompt caching is off`);
+      this.disable(
+        `piecewise encoding differs from the whole (${ids.length} vs ${whole.length} ids); prompt caching is off`,
+      );
       return whole;
     }
     return ids;
@@ -145,12 +166,21 @@ export class PromptEncoder {
 
   private checkLater(check: WholeEncodeCheck, text: string, ids: number[]): void {
     this.pendingChecks++;
-    check(text, ids).then(
-      ({ same, wholeLength }) => {
-        if (!same && this.enabled) this.disable(`piecewise encoding differed from the whole (${ids.length} vs ${wholeLength} ids) in a request already served; prompt caching is off`);
-      },
-      () => { this.checkerFailed = true; },
-    ).finally(() => { this.pendingChecks--; });
+    check(text, ids)
+      .then(
+        ({ same, wholeLength }) => {
+          if (!same && this.enabled)
+            this.disable(
+              `piecewise encoding differed from the whole (${ids.length} vs ${wholeLength} ids) in a request already served; prompt caching is off`,
+            );
+        },
+        () => {
+          this.checkerFailed = true;
+        },
+      )
+      .finally(() => {
+        this.pendingChecks--;
+      });
   }
 
   private disable(detail: string): void {

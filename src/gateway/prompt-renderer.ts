@@ -6,7 +6,12 @@
 // templates (a real Qwen3's). Like the prompt encoder, it is checked against jinja on the first
 // calls and then on a sample, and a single mismatch turns it off for good.
 
-import { OPENCLAW_CHAT_TEMPLATE, type ChatTemplate, type RenderOptions, type TemplateMessage } from '../engine/local/tokenizer/chat-template.js';
+import {
+  OPENCLAW_CHAT_TEMPLATE,
+  type ChatTemplate,
+  type RenderOptions,
+  type TemplateMessage,
+} from '../engine/local/tokenizer/chat-template.js';
 
 export interface PromptRendererOptions {
   /** Jinja checks on the first N direct renders (default 32), then on 1 in `sampleEvery` (default 64). */
@@ -20,7 +25,10 @@ export class PromptRenderer {
   private direct: boolean;
   private calls = 0;
 
-  constructor(private readonly template: ChatTemplate, private readonly opts: PromptRendererOptions = {}) {
+  constructor(
+    private readonly template: ChatTemplate,
+    private readonly opts: PromptRendererOptions = {},
+  ) {
     this.direct = template.text === OPENCLAW_CHAT_TEMPLATE;
   }
 
@@ -38,7 +46,9 @@ export class PromptRenderer {
         this.direct = false;
         let at = 0;
         while (at < text.length && text[at] === reference[at]) at++;
-        this.opts.onMismatch?.(`the direct template renderer differs from jinja at character ${at} of ${reference.length}; rendering through jinja from now on`);
+        this.opts.onMismatch?.(
+          `the direct template renderer differs from jinja at character ${at} of ${reference.length}; rendering through jinja from now on`,
+        );
         return reference;
       }
     }
@@ -56,7 +66,8 @@ const ROLES = new Set(['system', 'user', 'assistant', 'tool']);
 export function renderOpenClawTemplate(messages: readonly TemplateMessage[], opts: RenderOptions): string | undefined {
   for (const m of messages) {
     if (!ROLES.has(m.role) || typeof m.content !== 'string') return undefined;
-    if (m.reasoning_content !== undefined && m.reasoning_content !== null && typeof m.reasoning_content !== 'string') return undefined;
+    if (m.reasoning_content !== undefined && m.reasoning_content !== null && typeof m.reasoning_content !== 'string')
+      return undefined;
     for (const call of m.tool_calls ?? []) if (typeof call.function.name !== 'string') return undefined;
   }
   const hasSystem = messages.length > 0 && messages[0]!.role === 'system';
@@ -64,14 +75,18 @@ export function renderOpenClawTemplate(messages: readonly TemplateMessage[], opt
   if (opts.tools && opts.tools.length > 0) {
     out += '<|im_start|>system\n';
     if (hasSystem) out += `${messages[0]!.content as string}\n\n`;
-    out += '# Tools\n\nThese functions are available. Their JSON signatures are listed inside <tools></tools>:\n<tools>';
+    out +=
+      '# Tools\n\nThese functions are available. Their JSON signatures are listed inside <tools></tools>:\n<tools>';
     for (const tool of opts.tools) out += `\n${toJson(tool)}`;
-    out += '\n</tools>\n\nTo call functions, answer with one block per call, each holding a JSON object with the function name and its arguments:\n<tool_call>\n{"name": <function-name>, "arguments": <arguments-as-json-object>}\n</tool_call><|im_end|>\n';
+    out +=
+      '\n</tools>\n\nTo call functions, answer with one block per call, each holding a JSON object with the function name and its arguments:\n<tool_call>\n{"name": <function-name>, "arguments": <arguments-as-json-object>}\n</tool_call><|im_end|>\n';
   } else if (hasSystem) {
     out += `<|im_start|>system\n${messages[0]!.content as string}<|im_end|>\n`;
   }
   let lastUser = -1;
-  messages.forEach((m, i) => { if (m.role === 'user') lastUser = i; });
+  messages.forEach((m, i) => {
+    if (m.role === 'user') lastUser = i;
+  });
   messages.forEach((m, i) => {
     const content = m.content as string;
     if (m.role === 'user' || (m.role === 'system' && i > 0)) {
@@ -103,6 +118,9 @@ export function renderOpenClawTemplate(messages: readonly TemplateMessage[], opt
 function toJson(value: unknown): string {
   if (value === null || value === undefined) return 'null';
   if (Array.isArray(value)) return `[${value.map(toJson).join(', ')}]`;
-  if (typeof value === 'object') return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}: ${toJson(v)}`).join(', ')}}`;
+  if (typeof value === 'object')
+    return `{${Object.entries(value)
+      .map(([k, v]) => `${JSON.stringify(k)}: ${toJson(v)}`)
+      .join(', ')}}`;
   return JSON.stringify(value);
 }

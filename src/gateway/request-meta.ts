@@ -56,7 +56,8 @@ export function requestMeta(headers: IncomingHttpHeaders, req: ChatRequest): Req
   if (!identity.ok) throw invalid(identity.field, identity.message);
   const rawType = header(headers, 'x-turn-type') ?? req.turnType;
   const turnType = parseTurnType(rawType);
-  if (turnType === null) throw invalid('X-Turn-Type', `X-Turn-Type must be "main" or "side", got "${String(rawType).slice(0, 40)}"`);
+  if (turnType === null)
+    throw invalid('X-Turn-Type', `X-Turn-Type must be "main" or "side", got "${String(rawType).slice(0, 40)}"`);
   return {
     identity: identity.identity,
     turnType,

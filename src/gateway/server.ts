@@ -20,7 +20,7 @@ import { asGatewayError, GatewayError } from './errors.js';
 import { compose, Router, sendJson, type Context, type Handler, type Middleware } from './http.js';
 import { silentLogger, type Logger } from './log.js';
 import { bearerAuth } from './middleware/auth.js';
-import { jsonBody } from './middleware/json-body.js';
+import { BufferedBodyBytes, jsonBody } from './middleware/json-body.js';
 import { requestId } from './middleware/request-id.js';
 
 export interface GatewayOptions {
@@ -49,53 +49,116 @@ export class Gateway {
   private closing = false;
   /** Open connections and how many requests each has in progress (for a prompt shutdown). */
   private readonly sockets = new Map<Socket, number>();
+  private readonly bufferedBodies: BufferedBodyBytes;
+
+  /** Bytes of request bodies being read right now, over all connections (bounded by maxBufferedBodyBytes). */
+  bufferedBodyBytes(): number {
+    return this.bufferedBodies.used;
+  }
 
   constructor(private readonly opts: GatewayOptions) {
     const { config, store, backend } = opts;
+    this.bufferedBodies = new BufferedBodyBytes(config.maxBufferedBodyBytes);
     this.logger = opts.logger ?? silentLogger;
     this.now = opts.now ?? Date.now;
-    this.recorder = new TurnRecorder(store, {
-      kind: { sideModels: config.sideModels, mainModels: config.mainModels, defaultKind: config.defaultTurnKind },
-      idleMs: config.sessionIdleSeconds * 1000,
-      maxSessions: config.maxSessions,
-    }, (e) => this.logger.event(e.event, { ...e }));
+    this.recorder = new TurnRecorder(
+      store,
+      {
+        kind: { sideModels: config.sideModels, mainModels: config.mainModels, defaultKind: config.defaultTurnKind },
+        idleMs: config.sessionIdleSeconds * 1000,
+        maxSessions: config.maxSessions,
+      },
+      (e) => this.logger.event(e.event, { ...e }),
+    );
     const api = bearerAuth({ keys: config.apiKeys });
     const admin = bearerAuth({ keys: config.adminKeys, what: 'admin key' });
     this.checks = new CheckQueue(
-      (results) => { if (store.isOpen) store.setRetemplates(results); },
-      (e) => this.logger.event('error', { message: 'token-exactness check failed', cause: (e as Error)?.stack ?? String(e) }),
+      (results) => {
+        if (store.isOpen) store.setRetemplates(results);
+      },
+      (e) =>
+        this.logger.event('error', {
+          message: 'token-exactness check failed',
+          cause: (e as Error)?.stack ?? String(e),
+        }),
       () => this.inflight > 0 || performance.now() - this.lastRequestAt < 20,
     );
     const chat = chatCompletions({
-      backend, recorder: this.recorder, logger: this.logger, now: this.now, streamIntervalMs: config.streamIntervalMs,
+      backend,
+      recorder: this.recorder,
+      logger: this.logger,
+      now: this.now,
+      streamIntervalMs: config.streamIntervalMs,
       checkLater: (id, compute) => this.checks.push(id, compute),
       ...(opts.newToolCallId ? { newToolCallId: opts.newToolCallId } : {}),
     });
     const route = (middleware: Middleware[], handler: Handler) => compose(middleware, handler);
     this.router
-      .on('GET', '/healthz', route([], (ctx) => sendJson(ctx, 200, { status: 'ok' })))
-      .on('GET', '/readyz', route([], (ctx) => this.ready(ctx)))
-      .on('GET', '/v1/models', route([], (ctx) => sendJson(ctx, 200, { object: 'list', data: this.models() })))
-      .on('GET', '/v1/models/:id*', route([], (ctx) => this.model(ctx)))
+      .on(
+        'GET',
+        '/healthz',
+        route([], (ctx) => sendJson(ctx, 200, { status: 'ok' })),
+      )
+      .on(
+        'GET',
+        '/readyz',
+        route([], (ctx) => this.ready(ctx)),
+      )
+      .on(
+        'GET',
+        '/v1/models',
+        route([], (ctx) => sendJson(ctx, 200, { object: 'list', data: this.models() })),
+      )
+      .on(
+        'GET',
+        '/v1/models/:id*',
+        route([], (ctx) => this.model(ctx)),
+      )
       // A request slot is taken once the body has arrived: a client that sends headers and stalls
       // holds a connection until bodyTimeoutMs, never a slot. admit() refuses early, without reading.
-      .on('POST', '/v1/chat/completions', route(
-        [api, this.admit(), jsonBody({ maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs }), this.limit()], chat))
-      .on('GET', '/admin/status', route([this.adminEnabled(), admin], (ctx) => sendJson(ctx, 200, this.status())))
-      .on('DELETE', '/admin/sessions/:id', route([this.adminEnabled(), admin], (ctx) => this.deleteSession(ctx)));
+      .on(
+        'POST',
+        '/v1/chat/completions',
+        route(
+          [
+            api,
+            this.admit(),
+            jsonBody({
+              maxBytes: config.maxBodyBytes,
+              timeoutMs: config.bodyTimeoutMs,
+              buffered: this.bufferedBodies,
+            }),
+            this.limit(),
+          ],
+          chat,
+        ),
+      )
+      .on(
+        'GET',
+        '/admin/status',
+        route([this.adminEnabled(), admin], (ctx) => sendJson(ctx, 200, this.status())),
+      )
+      .on(
+        'DELETE',
+        '/admin/sessions/:id',
+        route([this.adminEnabled(), admin], (ctx) => this.deleteSession(ctx)),
+      );
     this.handle = compose([requestId()], async (ctx) => {
       const { handler, params } = this.router.match(ctx.method, ctx.path);
       ctx.params = params;
       await handler(ctx);
     });
-    this.server = createServer({
-      keepAliveTimeout: 65_000,
-      // Headers get bodyTimeoutMs, the body bodyTimeoutMs more (jsonBody answers 408 first); Node
-      // checks these every connectionsCheckingInterval (30 s by default, far longer than the limit).
-      headersTimeout: config.bodyTimeoutMs,
-      requestTimeout: 2 * config.bodyTimeoutMs + 1000,
-      connectionsCheckingInterval: Math.min(1000, config.bodyTimeoutMs),
-    }, (req, res) => void this.dispatch(req, res));
+    this.server = createServer(
+      {
+        keepAliveTimeout: 65_000,
+        // Headers get bodyTimeoutMs, the body bodyTimeoutMs more (jsonBody answers 408 first); Node
+        // checks these every connectionsCheckingInterval (30 s by default, far longer than the limit).
+        headersTimeout: config.bodyTimeoutMs,
+        requestTimeout: 2 * config.bodyTimeoutMs + 1000,
+        connectionsCheckingInterval: Math.min(1000, config.bodyTimeoutMs),
+      },
+      (req, res) => void this.dispatch(req, res),
+    );
     this.server.maxConnections = config.maxConnections;
     this.server.on('connection', (socket: Socket) => {
       this.sockets.set(socket, 0);
@@ -108,7 +171,8 @@ export class Gateway {
   /** Restores live turns from the store, then listens. Resolves to the bound address. */
   async listen(): Promise<{ host: string; port: number }> {
     const restored = this.recorder.restore(this.now());
-    if (restored > 0) this.logger.event('sessions_restored', { liveTurns: restored, sessions: this.recorder.sessionCount });
+    if (restored > 0)
+      this.logger.event('sessions_restored', { liveTurns: restored, sessions: this.recorder.sessionCount });
     await new Promise<void>((resolve, reject) => {
       this.server.once('error', reject);
       this.server.listen(this.opts.config.port, this.opts.config.host, () => {
@@ -127,7 +191,9 @@ export class Gateway {
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     // Connections without a request in progress (kept alive, or opened and never used) are closed
     // now and as they become so; the others get up to graceMs to finish.
-    const closeIdle = () => { for (const [socket, active] of this.sockets) if (active === 0) socket.destroy(); };
+    const closeIdle = () => {
+      for (const [socket, active] of this.sockets) if (active === 0) socket.destroy();
+    };
     closeIdle();
     const sweep = setInterval(closeIdle, 50);
     const timer = setTimeout(() => this.server.closeAllConnections(), graceMs).unref();
@@ -147,20 +213,38 @@ export class Gateway {
     this.lastRequestAt = performance.now();
     const socket = req.socket;
     this.sockets.set(socket, (this.sockets.get(socket) ?? 0) + 1);
-    res.once('close', () => { if (this.sockets.has(socket)) this.sockets.set(socket, this.sockets.get(socket)! - 1); });
+    res.once('close', () => {
+      if (this.sockets.has(socket)) this.sockets.set(socket, this.sockets.get(socket)! - 1);
+    });
     const controller = new AbortController();
-    res.on('close', () => { if (!res.writableFinished) controller.abort(); });
+    res.on('close', () => {
+      if (!res.writableFinished) controller.abort();
+    });
     if (this.closing) res.shouldKeepAlive = false;
     const path = (req.url ?? '/').split('?')[0]!;
-    const ctx: Context = { req, res, method: req.method ?? 'GET', path, params: {}, requestId: '', startedAt: performance.now(), signal: controller.signal, log: {} };
+    const ctx: Context = {
+      req,
+      res,
+      method: req.method ?? 'GET',
+      path,
+      params: {},
+      requestId: '',
+      startedAt: performance.now(),
+      signal: controller.signal,
+      log: {},
+    };
     try {
       await this.handle(ctx);
     } catch (e) {
       await this.reply(ctx, e);
     } finally {
       this.logger.event('request', {
-        requestId: ctx.requestId || undefined, method: ctx.method, path, ms: Math.round((performance.now() - ctx.startedAt) * 100) / 100,
-        ...ctx.log, status: ctx.log.status ?? res.statusCode,
+        requestId: ctx.requestId || undefined,
+        method: ctx.method,
+        path,
+        ms: Math.round((performance.now() - ctx.startedAt) * 100) / 100,
+        ...ctx.log,
+        status: ctx.log.status ?? res.statusCode,
       });
       if (!res.writableEnded && !res.destroyed) {
         // A client that went away gets nothing more; its connection must not linger half-answered.
@@ -173,7 +257,8 @@ export class Gateway {
 
   private async reply(ctx: Context, e: unknown): Promise<void> {
     const error = asGatewayError(e, ctx.requestId || 'unknown');
-    if (error.status >= 500 && !(e instanceof GatewayError)) this.logger.event('error', { requestId: ctx.requestId, cause: (e as Error)?.stack ?? String(e) });
+    if (error.status >= 500 && !(e instanceof GatewayError))
+      this.logger.event('error', { requestId: ctx.requestId, cause: (e as Error)?.stack ?? String(e) });
     ctx.log.status = error.status;
     ctx.log.error = error.code ?? error.type;
     const { req, res } = ctx;
@@ -204,9 +289,13 @@ export class Gateway {
   private refuseIfFull(): void {
     const max = this.opts.config.maxConcurrentRequests;
     const headers = { 'retry-after': '1' };
-    if (this.closing) throw new GatewayError(503, 'the server is shutting down: retry shortly', { code: 'shutting_down', headers });
+    if (this.closing)
+      throw new GatewayError(503, 'the server is shutting down: retry shortly', { code: 'shutting_down', headers });
     if (this.inflight >= max) {
-      throw new GatewayError(503, `the server is at its limit of ${max} concurrent requests: retry shortly`, { code: 'overloaded', headers });
+      throw new GatewayError(503, `the server is at its limit of ${max} concurrent requests: retry shortly`, {
+        code: 'overloaded',
+        headers,
+      });
     }
   }
 
@@ -225,7 +314,12 @@ export class Gateway {
   private ready(ctx: Context): void {
     const store = this.opts.store.isOpen;
     const ok = store && !this.closing;
-    sendJson(ctx, ok ? 200 : 503, { status: ok ? 'ready' : 'not_ready', model: this.opts.backend.modelId, store, sessions: this.recorder.sessionCount });
+    sendJson(ctx, ok ? 200 : 503, {
+      status: ok ? 'ready' : 'not_ready',
+      model: this.opts.backend.modelId,
+      store,
+      sessions: this.recorder.sessionCount,
+    });
   }
 
   private models(): { id: string; object: 'model'; created: number; owned_by: string }[] {
@@ -236,7 +330,14 @@ export class Gateway {
 
   private model(ctx: Context): void {
     const found = this.models().find((m) => m.id === ctx.params.id);
-    if (!found) throw new GatewayError(404, `model "${ctx.params.id}" is not listed; any id is accepted for chat, the listed ones are ${this.models().map((m) => m.id).join(', ')}`, { code: 'model_not_found' });
+    if (!found)
+      throw new GatewayError(
+        404,
+        `model "${ctx.params.id}" is not listed; any id is accepted for chat, the listed ones are ${this.models()
+          .map((m) => m.id)
+          .join(', ')}`,
+        { code: 'model_not_found' },
+      );
     sendJson(ctx, 200, found);
   }
 
@@ -246,7 +347,12 @@ export class Gateway {
 
   private adminEnabled(): Middleware {
     return async (_ctx, next) => {
-      if (this.opts.config.adminKeys.length === 0) throw new GatewayError(403, 'admin routes are disabled: set adminKeys in the config (or OPENCLAW_RL_ADMIN_KEYS) to enable them', { code: 'admin_disabled' });
+      if (this.opts.config.adminKeys.length === 0)
+        throw new GatewayError(
+          403,
+          'admin routes are disabled: set adminKeys in the config (or OPENCLAW_RL_ADMIN_KEYS) to enable them',
+          { code: 'admin_disabled' },
+        );
       await next();
     };
   }

@@ -20,7 +20,10 @@ export class SseWriter {
   private lastWrite = -Infinity;
   private timer: NodeJS.Timeout | null = null;
 
-  constructor(private readonly res: ServerResponse, private readonly intervalMs = 0) {}
+  constructor(
+    private readonly res: ServerResponse,
+    private readonly intervalMs = 0,
+  ) {}
 
   get isOpen(): boolean {
     return !this.res.writableEnded && !this.res.destroyed;

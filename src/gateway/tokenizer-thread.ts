@@ -25,8 +25,11 @@ export type WholeEncodeCheck = (text: string, ids: number[]) => Promise<{ same: 
  * Each piece's ids (or, given `whole`, the ids of that text, whose text pieces `pieces` are), or
  * `atLeast` tokens when the pieces together certainly reach `limit`.
  */
-export type PiecesEncode = (pieces: string[], limit: number, whole?: string) =>
-  Promise<{ ids: number[][] } | { atLeast: number }>;
+export type PiecesEncode = (
+  pieces: string[],
+  limit: number,
+  whole?: string,
+) => Promise<{ ids: number[][] } | { atLeast: number }>;
 
 /** Jobs larger than this (in characters) end the thread when done, so its heap is returned. */
 export const RECYCLE_CHARS = 1_000_000;
@@ -58,7 +61,13 @@ export class TokenizerThread {
 
   readonly encode: PiecesEncode = async (pieces, limit, whole) => {
     const chars = whole?.length ?? pieces.reduce((n, p) => n + p.length, 0);
-    const job: ThreadJob = { type: 'encode', id: this.nextId++, pieces, limit, ...(whole === undefined ? {} : { whole }) };
+    const job: ThreadJob = {
+      type: 'encode',
+      id: this.nextId++,
+      pieces,
+      limit,
+      ...(whole === undefined ? {} : { whole }),
+    };
     const r = await this.run(job, chars);
     if ('atLeast' in r) return { atLeast: r.atLeast };
     if ('ids' in r) return { ids: r.ids.map((a) => Array.from(a)) };

@@ -33,10 +33,17 @@ export function judgeHealth(outcomes: readonly VoteOutcome[]): JudgeHealth {
     failed += 1;
     reasons[o] = (reasons[o] ?? 0) + 1;
   }
-  const state = recent.length < HEALTH_MIN_VOTES ? 'unknown' : failed >= HEALTH_FAILING_SHARE * recent.length ? 'failing' : 'ok';
-  const byReason = Object.entries(reasons).sort((a, b) => b[1] - a[1]).map(([r, n]) => `${r} ${n}`).join(', ');
+  const state =
+    recent.length < HEALTH_MIN_VOTES ? 'unknown' : failed >= HEALTH_FAILING_SHARE * recent.length ? 'failing' : 'ok';
+  const byReason = Object.entries(reasons)
+    .sort((a, b) => b[1] - a[1])
+    .map(([r, n]) => `${r} ${n}`)
+    .join(', ');
   return {
-    state, votes: recent.length, failed, reasons,
+    state,
+    votes: recent.length,
+    failed,
+    reasons,
     summary: state === 'failing' ? `${failed} of ${recent.length} recent judge votes failed (${byReason})` : null,
   };
 }

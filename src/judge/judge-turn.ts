@@ -7,7 +7,13 @@ import type { ChatMessage } from '../engine/chat/messages.js';
 import type { ClosedTurn } from '../types.js';
 import { JudgeClientError } from './errors.js';
 import { evalVoteFrom, hintVoteFrom } from './parse.js';
-import { buildEvalPrompt, buildHintPrompt, DEFAULT_PROMPT_LIMITS, nextStateText, type PromptLimits } from './prompts.js';
+import {
+  buildEvalPrompt,
+  buildHintPrompt,
+  DEFAULT_PROMPT_LIMITS,
+  nextStateText,
+  type PromptLimits,
+} from './prompts.js';
 import type { HintVote, JudgeClient, JudgedTurn, JudgeVote, VoteFailure } from './types.js';
 import { agreement, chooseHint, DEFAULT_HINT_CHOICE, majorityVote, type HintChoiceOptions } from './vote.js';
 
@@ -56,7 +62,9 @@ export function resolveJudgeOptions(options: Partial<JudgeTurnOptions> = {}): Ju
     limits: { ...DEFAULT_PROMPT_LIMITS, ...options.limits },
     hintChoice: { ...DEFAULT_HINT_CHOICE, ...options.hintChoice },
   };
-  const check = (ok: boolean, what: string) => { if (!ok) throw new RangeError(`judge: ${what}`); };
+  const check = (ok: boolean, what: string) => {
+    if (!ok) throw new RangeError(`judge: ${what}`);
+  };
   const count = (v: number, min: number) => Number.isInteger(v) && v >= min;
   check(count(o.votes, 1), `votes must be an integer >= 1, got ${o.votes}`);
   check(count(o.hintVotes, 0), `hintVotes must be an integer >= 0, got ${o.hintVotes}`);
@@ -65,31 +73,54 @@ export function resolveJudgeOptions(options: Partial<JudgeTurnOptions> = {}): Ju
   check(Number.isFinite(o.timeoutMs) && o.timeoutMs > 0, `timeoutMs must be > 0, got ${o.timeoutMs}`);
   check(count(o.retries, 0), `retries must be an integer >= 0, got ${o.retries}`);
   check(o.backoffMs >= 0 && o.maxBackoffMs >= 0, 'backoffMs and maxBackoffMs must be >= 0');
-  check(o.hintChoice.minChars < o.hintChoice.maxChars, `hint minChars (${o.hintChoice.minChars}) must be below maxChars (${o.hintChoice.maxChars})`);
+  check(
+    o.hintChoice.minChars < o.hintChoice.maxChars,
+    `hint minChars (${o.hintChoice.minChars}) must be below maxChars (${o.hintChoice.maxChars})`,
+  );
   return o;
 }
 
-export async function judgeTurn(client: JudgeClient, closed: ClosedTurn, options: Partial<JudgeTurnOptions> = {}): Promise<JudgedTurn> {
+export async function judgeTurn(
+  client: JudgeClient,
+  closed: ClosedTurn,
+  options: Partial<JudgeTurnOptions> = {},
+): Promise<JudgedTurn> {
   const o = resolveJudgeOptions(options);
   const startedAt = Date.now();
   const next = closed.nextState;
   const base = { turnId: closed.turn.id, judge: client.name, startedAt };
   if (next === null || next.messages.length === 0) {
-    return { ...base, nextTurnId: null, skipped: 'no_next_state', evalVotes: [], hintVotes: [], score: 0, agreement: null, hint: null, hintVote: null, hintRejections: [], finishedAt: Date.now() };
+    return {
+      ...base,
+      nextTurnId: null,
+      skipped: 'no_next_state',
+      evalVotes: [],
+      hintVotes: [],
+      score: 0,
+      agreement: null,
+      hint: null,
+      hintVote: null,
+      hintRejections: [],
+      finishedAt: Date.now(),
+    };
   }
   o.signal?.throwIfAborted();
   const evalPrompt = buildEvalPrompt(closed.turn, next, o.limits);
   const hintPrompt = buildHintPrompt(closed.turn, next, o.limits);
   const seedOf = (i: number) => (o.seed === undefined ? undefined : o.seed + i);
   const [evalVotes, hintVotes] = await Promise.all([
-    Promise.all(range(o.votes).map(async (i): Promise<JudgeVote> => {
-      const a = await ask(client, evalPrompt, o, seedOf(i));
-      return 'raw' in a ? evalVoteFrom(a.raw, a.attempts, a.ms) : { score: null, raw: '', ...a };
-    })),
-    Promise.all(range(o.hintVotes).map(async (i): Promise<HintVote> => {
-      const a = await ask(client, hintPrompt, o, seedOf(i));
-      return 'raw' in a ? hintVoteFrom(a.raw, a.attempts, a.ms) : { score: null, hint: null, raw: '', ...a };
-    })),
+    Promise.all(
+      range(o.votes).map(async (i): Promise<JudgeVote> => {
+        const a = await ask(client, evalPrompt, o, seedOf(i));
+        return 'raw' in a ? evalVoteFrom(a.raw, a.attempts, a.ms) : { score: null, raw: '', ...a };
+      }),
+    ),
+    Promise.all(
+      range(o.hintVotes).map(async (i): Promise<HintVote> => {
+        const a = await ask(client, hintPrompt, o, seedOf(i));
+        return 'raw' in a ? hintVoteFrom(a.raw, a.attempts, a.ms) : { score: null, hint: null, raw: '', ...a };
+      }),
+    ),
   ]);
   const scores = evalVotes.map((v) => v.score);
   const score = majorityVote(scores);
@@ -114,12 +145,18 @@ type Failed = { failure: VoteFailure; detail: string; attempts: number; ms: numb
 type Attempt = { raw: string } | { failure: VoteFailure; detail: string; transient: boolean };
 
 /** One vote's request, retried with back-off while the failure is transient. */
-async function ask(client: JudgeClient, messages: ChatMessage[], o: JudgeTurnOptions, seed: number | undefined): Promise<Answer | Failed> {
+async function ask(
+  client: JudgeClient,
+  messages: ChatMessage[],
+  o: JudgeTurnOptions,
+  seed: number | undefined,
+): Promise<Answer | Failed> {
   const started = Date.now();
   for (let attempt = 1; ; attempt++) {
     const result = await attemptOnce(client, messages, o, seed);
     if ('raw' in result) return { raw: result.raw, attempts: attempt, ms: Date.now() - started };
-    if (!result.transient || attempt > o.retries) return { failure: result.failure, detail: result.detail, attempts: attempt, ms: Date.now() - started };
+    if (!result.transient || attempt > o.retries)
+      return { failure: result.failure, detail: result.detail, attempts: attempt, ms: Date.now() - started };
     await sleep(Math.min(o.maxBackoffMs, o.backoffMs * 2 ** (attempt - 1)), o.signal);
   }
 }
@@ -128,17 +165,32 @@ async function ask(client: JudgeClient, messages: ChatMessage[], o: JudgeTurnOpt
  * One request, bounded by timeoutMs even if the client ignores its signal: the wait races the
  * abort, and the abandoned request's outcome is swallowed.
  */
-async function attemptOnce(client: JudgeClient, messages: ChatMessage[], o: JudgeTurnOptions, seed: number | undefined): Promise<Attempt> {
+async function attemptOnce(
+  client: JudgeClient,
+  messages: ChatMessage[],
+  o: JudgeTurnOptions,
+  seed: number | undefined,
+): Promise<Attempt> {
   o.signal?.throwIfAborted(); // the listener below only hears aborts that happen from now on
   const stop = new AbortController();
   let timedOut = false;
-  const timer = setTimeout(() => { timedOut = true; stop.abort(); }, o.timeoutMs);
+  const timer = setTimeout(() => {
+    timedOut = true;
+    stop.abort();
+  }, o.timeoutMs);
   const onCallerAbort = () => stop.abort();
   o.signal?.addEventListener('abort', onCallerAbort, { once: true });
-  const stopped = new Promise<never>((_, reject) => stop.signal.addEventListener('abort', () => reject(new Error('stopped')), { once: true }));
+  const stopped = new Promise<never>((_, reject) =>
+    stop.signal.addEventListener('abort', () => reject(new Error('stopped')), { once: true }),
+  );
   stopped.catch(() => {});
   try {
-    const call = client.complete(messages, { temperature: o.temperature, maxTokens: o.maxTokens, signal: stop.signal, ...(seed !== undefined ? { seed } : {}) });
+    const call = client.complete(messages, {
+      temperature: o.temperature,
+      maxTokens: o.maxTokens,
+      signal: stop.signal,
+      ...(seed !== undefined ? { seed } : {}),
+    });
     call.catch(() => {});
     return { raw: await Promise.race([call, stopped]) };
   } catch (e) {
@@ -155,8 +207,14 @@ async function attemptOnce(client: JudgeClient, messages: ChatMessage[], o: Judg
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
-    const onAbort = () => { clearTimeout(timer); reject(signal!.reason); };
-    const timer = setTimeout(() => { signal?.removeEventListener('abort', onAbort); resolve(); }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }

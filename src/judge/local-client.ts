@@ -11,21 +11,32 @@ import type { CompleteOptions, JudgeClient } from './types.js';
 export interface SelfJudgeModel {
   engine: Pick<Sampler, 'generate'>;
   tokenizer: { decode(ids: readonly number[], opts?: { skipSpecialTokens?: boolean }): string };
-  renderPrompt(messages: ChatMessage[], opts: { addGenerationPrompt?: boolean; enableThinking?: boolean }): { text: string; ids: number[] };
+  renderPrompt(
+    messages: ChatMessage[],
+    opts: { addGenerationPrompt?: boolean; enableThinking?: boolean },
+  ): { text: string; ids: number[] };
 }
 
 /** The frozen base: the version the engine never replaces. */
 export const BASE_VERSION = 0;
 
 export class LocalJudgeClient implements JudgeClient {
-  constructor(private readonly model: SelfJudgeModel, readonly name = 'self:base') {}
+  constructor(
+    private readonly model: SelfJudgeModel,
+    readonly name = 'self:base',
+  ) {}
 
   async complete(messages: ChatMessage[], opts: CompleteOptions): Promise<string> {
     opts.signal?.throwIfAborted();
     // Thinking off: the prompts ask for brief reasoning in the answer, and a small model's
     // thinking often runs past maxTokens before reaching a verdict.
     const prompt = this.model.renderPrompt(messages, { addGenerationPrompt: true, enableThinking: false });
-    const params = { temperature: opts.temperature, maxTokens: opts.maxTokens, version: BASE_VERSION, ...(opts.seed !== undefined ? { seed: opts.seed } : {}) };
+    const params = {
+      temperature: opts.temperature,
+      maxTokens: opts.maxTokens,
+      version: BASE_VERSION,
+      ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
+    };
     const ids: number[] = [];
     let version: number | null = null;
     try {
@@ -42,7 +53,11 @@ export class LocalJudgeClient implements JudgeClient {
     }
     if (opts.signal?.aborted) throw opts.signal.reason ?? new Error('aborted');
     if (version !== BASE_VERSION) {
-      throw new JudgeClientError('error', `the self-judge must sample from version ${BASE_VERSION} (the frozen base), the engine used ${version}`, false);
+      throw new JudgeClientError(
+        'error',
+        `the self-judge must sample from version ${BASE_VERSION} (the frozen base), the engine used ${version}`,
+        false,
+      );
     }
     const text = this.model.tokenizer.decode(ids, { skipSpecialTokens: true });
     // Templates of thinking-only models open <think> in the prompt; put it back so the parser

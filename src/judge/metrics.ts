@@ -5,7 +5,16 @@ import { RecentVotes, type JudgeHealth } from './health.js';
 import { HINT_REJECTION_REASONS, VOTE_FAILURES, type JudgedTurn } from './types.js';
 import { majority } from './vote.js';
 
-export type QueueEvent = 'offered' | 'accepted' | 'duplicate' | 'full' | 'closed' | 'dropped_on_close' | 'cancelled' | 'persist_failed' | 'failed';
+export type QueueEvent =
+  | 'offered'
+  | 'accepted'
+  | 'duplicate'
+  | 'full'
+  | 'closed'
+  | 'dropped_on_close'
+  | 'cancelled'
+  | 'persist_failed'
+  | 'failed';
 
 export class JudgeMetrics {
   private readonly counts = new Map<string, number>();
@@ -16,9 +25,21 @@ export class JudgeMetrics {
 
   constructor() {
     // Every name exists from the start, so a dashboard shows 0 rather than nothing.
-    for (const kind of ['eval_votes', 'hint_votes']) for (const f of ['ok', ...VOTE_FAILURES]) this.counts.set(`judge/${kind}/${f}`, 0);
+    for (const kind of ['eval_votes', 'hint_votes'])
+      for (const f of ['ok', ...VOTE_FAILURES]) this.counts.set(`judge/${kind}/${f}`, 0);
     for (const r of HINT_REJECTION_REASONS) this.counts.set(`judge/hint/rejected/${r}`, 0);
-    for (const name of ['turns', 'skipped', 'retries', 'abstained', 'score/+1', 'score/-1', 'score/0', 'hint/accepted', 'agreement/unanimous']) this.counts.set(`judge/${name}`, 0);
+    for (const name of [
+      'turns',
+      'skipped',
+      'retries',
+      'abstained',
+      'score/+1',
+      'score/-1',
+      'score/0',
+      'hint/accepted',
+      'agreement/unanimous',
+    ])
+      this.counts.set(`judge/${name}`, 0);
   }
 
   add(name: string, n = 1): void {
@@ -32,9 +53,18 @@ export class JudgeMetrics {
   recordJudged(j: JudgedTurn): void {
     this.add('judge/turns');
     this.msSum += j.finishedAt - j.startedAt;
-    if (j.skipped) { this.add('judge/skipped'); return; }
-    for (const v of j.evalVotes) { this.add(`judge/eval_votes/${v.failure ?? 'ok'}`); this.add('judge/retries', v.attempts - 1); }
-    for (const v of j.hintVotes) { this.add(`judge/hint_votes/${v.failure ?? 'ok'}`); this.add('judge/retries', v.attempts - 1); }
+    if (j.skipped) {
+      this.add('judge/skipped');
+      return;
+    }
+    for (const v of j.evalVotes) {
+      this.add(`judge/eval_votes/${v.failure ?? 'ok'}`);
+      this.add('judge/retries', v.attempts - 1);
+    }
+    for (const v of j.hintVotes) {
+      this.add(`judge/hint_votes/${v.failure ?? 'ok'}`);
+      this.add('judge/retries', v.attempts - 1);
+    }
     for (const v of [...j.evalVotes, ...j.hintVotes]) this.recent.add(v.failure ?? 'ok');
     this.add(`judge/score/${j.score === 1 ? '+1' : j.score}`);
     if (majority(j.evalVotes.map((v) => v.score)).abstained) this.add('judge/abstained');

@@ -39,11 +39,18 @@ export class OpenAIJudgeClient implements JudgeClient {
       url = new URL(opts.baseUrl);
       url.pathname = `${url.pathname.replace(/\/+$/, '')}/chat/completions`; // a query (e.g. api-version) stays
     } catch {
-      throw new Error(`judge base URL "${opts.baseUrl}" is not a URL; give the API root, e.g. http://127.0.0.1:8000/v1`);
+      throw new Error(
+        `judge base URL "${opts.baseUrl}" is not a URL; give the API root, e.g. http://127.0.0.1:8000/v1`,
+      );
     }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(`judge base URL must be http(s), got ${url.protocol}`);
-    if (url.username || url.password) throw new Error('judge base URL must not contain credentials; give the key as the judge API key (sent as a Bearer token)');
-    if (opts.model.trim() === '') throw new Error('the judge model name is empty; give the model id the endpoint serves');
+    if (url.protocol !== 'http:' && url.protocol !== 'https:')
+      throw new Error(`judge base URL must be http(s), got ${url.protocol}`);
+    if (url.username || url.password)
+      throw new Error(
+        'judge base URL must not contain credentials; give the key as the judge API key (sent as a Bearer token)',
+      );
+    if (opts.model.trim() === '')
+      throw new Error('the judge model name is empty; give the model id the endpoint serves');
     this.endpoint = url.href;
     this.where = `${url.origin}${url.pathname}`; // no query: it may carry a token
     this.name = `openai:${opts.model}`;
@@ -69,14 +76,20 @@ export class OpenAIJudgeClient implements JudgeClient {
       const headers: Record<string, string> = { 'content-type': 'application/json' };
       if (this.opts.apiKey) headers.authorization = `Bearer ${this.opts.apiKey}`;
       // Reading the body is inside the try too: a server can stall or hang up halfway through it.
-      const res = await this.fetch(this.endpoint, { method: 'POST', headers, body: JSON.stringify(body), signal: local.signal });
+      const res = await this.fetch(this.endpoint, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify(body),
+        signal: local.signal,
+      });
       const text = await res.text();
       if (!res.ok) throw this.statusError(res.status, text);
       return this.answer(text);
     } catch (e) {
       if (e instanceof JudgeClientError) throw e;
       if (opts.signal?.aborted) throw opts.signal.reason ?? e; // the caller stopped waiting: not a judge failure
-      if (local.signal.aborted) throw new JudgeClientError('timeout', `the judge at ${this.where} did not answer within ${timeoutMs} ms`, true);
+      if (local.signal.aborted)
+        throw new JudgeClientError('timeout', `the judge at ${this.where} did not answer within ${timeoutMs} ms`, true);
       throw this.connectionError(e);
     } finally {
       clearTimeout(timer);
@@ -89,15 +102,25 @@ export class OpenAIJudgeClient implements JudgeClient {
     try {
       body = JSON.parse(text) as CompletionBody;
     } catch {
-      throw new JudgeClientError('http', `the judge at ${this.where} answered with something that is not JSON; check that the base URL is an OpenAI-compatible API root (it usually ends in /v1)`, false);
+      throw new JudgeClientError(
+        'http',
+        `the judge at ${this.where} answered with something that is not JSON; check that the base URL is an OpenAI-compatible API root (it usually ends in /v1)`,
+        false,
+      );
     }
     const choice = Array.isArray(body?.choices) ? body.choices[0] : undefined;
     if (!choice || typeof choice !== 'object') {
-      throw new JudgeClientError('http', `the judge at ${this.where} answered without choices; is "${this.opts.model}" a chat model?`, false);
+      throw new JudgeClientError(
+        'http',
+        `the judge at ${this.where} answered without choices; is "${this.opts.model}" a chat model?`,
+        false,
+      );
     }
     const refusal = choice.message?.refusal;
-    if (typeof refusal === 'string' && refusal.trim() !== '') throw new JudgeClientError('refused', `the judge model "${this.opts.model}" declined to answer`, false);
-    if (choice.finish_reason === 'content_filter') throw new JudgeClientError('refused', `the judge at ${this.where} filtered the answer (content_filter)`, false);
+    if (typeof refusal === 'string' && refusal.trim() !== '')
+      throw new JudgeClientError('refused', `the judge model "${this.opts.model}" declined to answer`, false);
+    if (choice.finish_reason === 'content_filter')
+      throw new JudgeClientError('refused', `the judge at ${this.where} filtered the answer (content_filter)`, false);
     const content = choice.message?.content;
     return Array.isArray(content) ? contentToText(content) : typeof content === 'string' ? content : '';
   }
@@ -106,19 +129,28 @@ export class OpenAIJudgeClient implements JudgeClient {
     const said = serverMessage(text);
     const tail = said ? ` The server said: ${said}` : '';
     const what =
-      status === 401 || status === 403 ? `rejected the credentials (HTTP ${status}); check the judge API key.`
-      : status === 404 ? `was not found (HTTP 404); check the base URL (usually ending in /v1) and the model name "${this.opts.model}".`
-      : status === 429 ? 'is rate limiting (HTTP 429); lower the judge concurrency or the votes per turn.'
-      : status >= 500 ? `failed (HTTP ${status}).`
-      : `rejected the request (HTTP ${status}).`;
+      status === 401 || status === 403
+        ? `rejected the credentials (HTTP ${status}); check the judge API key.`
+        : status === 404
+          ? `was not found (HTTP 404); check the base URL (usually ending in /v1) and the model name "${this.opts.model}".`
+          : status === 429
+            ? 'is rate limiting (HTTP 429); lower the judge concurrency or the votes per turn.'
+            : status >= 500
+              ? `failed (HTTP ${status}).`
+              : `rejected the request (HTTP ${status}).`;
     return new JudgeClientError('http', `the judge at ${this.where} ${what}${tail}`, transientStatus(status), status);
   }
 
   private connectionError(e: unknown): JudgeClientError {
     // fetch reports network failures as TypeError("fetch failed") with the socket error as cause.
     const cause = (e as { cause?: { code?: string; message?: string } })?.cause;
-    const code = cause?.code ?? (e as { code?: string })?.code ?? (cause?.message || (e as Error)?.message || 'unknown error');
-    return new JudgeClientError('connection', `cannot get an answer from the judge at ${this.where} (${code}); is the server running and the URL right?`, true);
+    const code =
+      cause?.code ?? (e as { code?: string })?.code ?? (cause?.message || (e as Error)?.message || 'unknown error');
+    return new JudgeClientError(
+      'connection',
+      `cannot get an answer from the judge at ${this.where} (${code}); is the server running and the URL right?`,
+      true,
+    );
   }
 }
 

@@ -62,7 +62,15 @@ export function hintVoteFrom(raw: string, attempts: number, ms: number): HintVot
   // The decision is read outside hint blocks: a hint about a math task may itself contain a \boxed{}.
   const score = parseBoxed(withoutHintBlocks(answerPart(raw)));
   if (score === null || score === 0) {
-    return { score: null, hint: null, raw, failure: 'unparseable', detail: 'no final \\boxed{} with 1 or -1 in the answer', attempts, ms };
+    return {
+      score: null,
+      hint: null,
+      raw,
+      failure: 'unparseable',
+      detail: 'no final \\boxed{} with 1 or -1 in the answer',
+      attempts,
+      ms,
+    };
   }
   return { score, hint: score === 1 ? parseHint(raw) : null, raw, failure: null, detail: null, attempts, ms };
 }

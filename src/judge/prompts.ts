@@ -19,7 +19,12 @@ export interface PromptLimits {
   nextStateChars: number;
 }
 
-export const DEFAULT_PROMPT_LIMITS: PromptLimits = { requestChars: 2000, responseChars: 3000, toolArgumentChars: 500, nextStateChars: 3000 };
+export const DEFAULT_PROMPT_LIMITS: PromptLimits = {
+  requestChars: 2000,
+  responseChars: 3000,
+  toolArgumentChars: 500,
+  nextStateChars: 3000,
+};
 
 const EVAL_ROLES = `The next state is one of:
 - USER: the user's next message. Moving on, approval or thanks means the reply worked. Asking to redo or retry, correcting it ("no, I meant...", "change X to Y", "fix..."), or asking the same thing again in other words means it did not. A request to change the reply is negative feedback, not a neutral new task.
@@ -53,16 +58,31 @@ ${HINT_START}your hint${HINT_END}
 Otherwise answer \\boxed{-1} and nothing else.`;
 
 /** Evaluative prompt: system + user, ready for any chat model. */
-export function buildEvalPrompt(turn: Turn, nextState: NextState, limits: PromptLimits = DEFAULT_PROMPT_LIMITS): ChatMessage[] {
-  const question = 'Is the next state (a) progress, (b) a correction, redo, rephrased request or error, or (c) unclear? '
-    + 'End with \\boxed{1}, \\boxed{-1} or \\boxed{0}.';
-  return [{ role: 'system', content: EVAL_SYSTEM }, { role: 'user', content: `${inputs(turn, nextState, limits)}\n\n${question}` }];
+export function buildEvalPrompt(
+  turn: Turn,
+  nextState: NextState,
+  limits: PromptLimits = DEFAULT_PROMPT_LIMITS,
+): ChatMessage[] {
+  const question =
+    'Is the next state (a) progress, (b) a correction, redo, rephrased request or error, or (c) unclear? ' +
+    'End with \\boxed{1}, \\boxed{-1} or \\boxed{0}.';
+  return [
+    { role: 'system', content: EVAL_SYSTEM },
+    { role: 'user', content: `${inputs(turn, nextState, limits)}\n\n${question}` },
+  ];
 }
 
 /** Hint prompt: system + user. */
-export function buildHintPrompt(turn: Turn, nextState: NextState, limits: PromptLimits = DEFAULT_PROMPT_LIMITS): ChatMessage[] {
+export function buildHintPrompt(
+  turn: Turn,
+  nextState: NextState,
+  limits: PromptLimits = DEFAULT_PROMPT_LIMITS,
+): ChatMessage[] {
   const question = `Give your decision, and the hint between ${HINT_START} and ${HINT_END} if it is \\boxed{1}.`;
-  return [{ role: 'system', content: HINT_SYSTEM }, { role: 'user', content: `${inputs(turn, nextState, limits)}\n\n${question}` }];
+  return [
+    { role: 'system', content: HINT_SYSTEM },
+    { role: 'user', content: `${inputs(turn, nextState, limits)}\n\n${question}` },
+  ];
 }
 
 /** The next state in full (no budget), for the hint copy check. */
@@ -96,7 +116,9 @@ function renderRequest(messages: readonly ChatMessage[], limits: PromptLimits): 
   if (last < 0) return '(the conversation has no user message)';
   const text = clip(contentToText(messages[last]!.content).trim(), limits.requestChars) || '(empty message)';
   const steps = messages.slice(last + 1).filter((m) => m.role === 'assistant').length;
-  return steps === 0 ? text : `${text}\n[The assistant already took ${steps} step${steps === 1 ? '' : 's'} on this request; the reply below is the next one.]`;
+  return steps === 0
+    ? text
+    : `${text}\n[The assistant already took ${steps} step${steps === 1 ? '' : 's'} on this request; the reply below is the next one.]`;
 }
 
 /**
@@ -126,9 +148,14 @@ function renderNextState(messages: readonly ChatMessage[], response: ChatMessage
   if (messages.length === 0) return '(nothing)';
   const callNames = new Map((response.tool_calls ?? []).map((c) => [c.id, c.function.name]));
   const budget = Math.max(200, Math.floor(limits.nextStateChars / messages.length));
-  return messages.map((m) => {
-    const name = m.role === 'tool' ? (m.name ?? callNames.get(m.tool_call_id ?? '')) : undefined;
-    const head = m.role === 'tool' ? `[TOOL${name ? ` ${name}` : ''}]` : `[${m.role === 'developer' ? 'SYSTEM' : m.role.toUpperCase()}]`;
-    return `${head}\n${clip(contentToText(m.content).trim(), budget) || '(empty)'}`;
-  }).join('\n');
+  return messages
+    .map((m) => {
+      const name = m.role === 'tool' ? (m.name ?? callNames.get(m.tool_call_id ?? '')) : undefined;
+      const head =
+        m.role === 'tool'
+          ? `[TOOL${name ? ` ${name}` : ''}]`
+          : `[${m.role === 'developer' ? 'SYSTEM' : m.role.toUpperCase()}]`;
+      return `${head}\n${clip(contentToText(m.content).trim(), budget) || '(empty)'}`;
+    })
+    .join('\n');
 }

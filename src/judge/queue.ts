@@ -41,8 +41,10 @@ export class JudgeQueue {
     this.judgeOptions = resolveJudgeOptions({ ...opts.judge, signal: this.stop.signal });
     this.concurrency = opts.concurrency ?? 4;
     this.maxWaiting = opts.maxWaiting ?? 256;
-    if (!Number.isInteger(this.concurrency) || this.concurrency < 1) throw new RangeError(`judge queue: concurrency must be an integer >= 1, got ${this.concurrency}`);
-    if (!Number.isInteger(this.maxWaiting) || this.maxWaiting < 0) throw new RangeError(`judge queue: maxWaiting must be an integer >= 0, got ${this.maxWaiting}`);
+    if (!Number.isInteger(this.concurrency) || this.concurrency < 1)
+      throw new RangeError(`judge queue: concurrency must be an integer >= 1, got ${this.concurrency}`);
+    if (!Number.isInteger(this.maxWaiting) || this.maxWaiting < 0)
+      throw new RangeError(`judge queue: maxWaiting must be an integer >= 0, got ${this.maxWaiting}`);
     this.metrics = opts.metrics ?? new JudgeMetrics();
   }
 
@@ -60,10 +62,19 @@ export class JudgeQueue {
    */
   offer(closed: ClosedTurn): boolean {
     this.metrics.queue('offered');
-    if (this.held.has(closed.turn.id)) { this.metrics.queue('duplicate'); return true; }
-    if (this.closed) { this.metrics.queue('closed'); return false; }
+    if (this.held.has(closed.turn.id)) {
+      this.metrics.queue('duplicate');
+      return true;
+    }
+    if (this.closed) {
+      this.metrics.queue('closed');
+      return false;
+    }
     const canStart = this.runningCount < this.concurrency;
-    if (!canStart && this.waitingTurns.length >= this.maxWaiting) { this.metrics.queue('full'); return false; }
+    if (!canStart && this.waitingTurns.length >= this.maxWaiting) {
+      this.metrics.queue('full');
+      return false;
+    }
     this.metrics.queue('accepted');
     this.held.add(closed.turn.id);
     this.waitingTurns.push(closed);
@@ -83,7 +94,10 @@ export class JudgeQueue {
    */
   async close(): Promise<void> {
     this.closed = true;
-    for (const t of this.waitingTurns.splice(0)) { this.held.delete(t.turn.id); this.metrics.queue('dropped_on_close'); }
+    for (const t of this.waitingTurns.splice(0)) {
+      this.held.delete(t.turn.id);
+      this.metrics.queue('dropped_on_close');
+    }
     this.stop.abort(new Error('judge queue closed'));
     await this.drain();
   }
@@ -113,7 +127,8 @@ export class JudgeQueue {
     } catch (e) {
       // Only an abort gets here (judgeTurn turns every vote failure into a value).
       this.metrics.queue(this.stop.signal.aborted ? 'cancelled' : 'failed');
-      if (!this.stop.signal.aborted) log('judge_failed', { turnId: closed.turn.id, message: e instanceof Error ? e.message : String(e) });
+      if (!this.stop.signal.aborted)
+        log('judge_failed', { turnId: closed.turn.id, message: e instanceof Error ? e.message : String(e) });
       return;
     }
     const before = this.metrics.health().state;
@@ -122,7 +137,12 @@ export class JudgeQueue {
     const health = this.metrics.health();
     // Said once when the judge starts failing and once when it recovers, not on every turn.
     if (health.state === 'failing' && before !== 'failing') {
-      log('judge_unhealthy', { votes: health.votes, failed: health.failed, reasons: health.reasons, message: health.summary });
+      log('judge_unhealthy', {
+        votes: health.votes,
+        failed: health.failed,
+        reasons: health.reasons,
+        message: health.summary,
+      });
     } else if (health.state === 'ok' && before === 'failing') {
       log('judge_recovered', { votes: health.votes, failed: health.failed });
     }

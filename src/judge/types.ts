@@ -18,7 +18,14 @@ export type Score = 1 | -1 | 0;
  */
 export type VoteFailure = 'timeout' | 'http' | 'connection' | 'refused' | 'unparseable' | 'error';
 
-export const VOTE_FAILURES: readonly VoteFailure[] = ['timeout', 'http', 'connection', 'refused', 'unparseable', 'error'];
+export const VOTE_FAILURES: readonly VoteFailure[] = [
+  'timeout',
+  'http',
+  'connection',
+  'refused',
+  'unparseable',
+  'error',
+];
 
 /** One evaluative vote. */
 export interface JudgeVote {
@@ -58,7 +65,13 @@ export interface HintVote {
  */
 export type HintRejectionReason = 'missing' | 'too_short' | 'too_long' | 'copies_next_state' | 'outvoted';
 
-export const HINT_REJECTION_REASONS: readonly HintRejectionReason[] = ['missing', 'too_short', 'too_long', 'copies_next_state', 'outvoted'];
+export const HINT_REJECTION_REASONS: readonly HintRejectionReason[] = [
+  'missing',
+  'too_short',
+  'too_long',
+  'copies_next_state',
+  'outvoted',
+];
 
 export interface HintRejection {
   /** Index into JudgedTurn.hintVotes. */

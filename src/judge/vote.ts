@@ -19,8 +19,11 @@ export function majority(scores: readonly (Score | null)[]): { score: Score; abs
   let topCount = 0;
   let tied = false;
   for (const [score, count] of counts) {
-    if (count > topCount) { top = score; topCount = count; tied = false; }
-    else if (count === topCount) tied = true;
+    if (count > topCount) {
+      top = score;
+      topCount = count;
+      tied = false;
+    } else if (count === topCount) tied = true;
   }
   return topCount === 0 || tied ? { score: 0, abstained: true } : { score: top, abstained: false };
 }
@@ -47,7 +50,12 @@ export interface HintChoiceOptions {
   quorum: 'majority' | 'any';
 }
 
-export const DEFAULT_HINT_CHOICE: HintChoiceOptions = { minChars: 10, maxChars: 600, copyThreshold: 0.8, quorum: 'majority' };
+export const DEFAULT_HINT_CHOICE: HintChoiceOptions = {
+  minChars: 10,
+  maxChars: 600,
+  copyThreshold: 0.8,
+  quorum: 'majority',
+};
 
 export interface HintChoice {
   hint: string | null;
@@ -61,19 +69,31 @@ export interface HintChoice {
  * provided the positive votes are the majority (see `quorum`). `nextStateText` is the next state
  * in full.
  */
-export function chooseHint(votes: readonly HintVote[], nextStateText: string, opts: Partial<HintChoiceOptions> = {}): HintChoice {
+export function chooseHint(
+  votes: readonly HintVote[],
+  nextStateText: string,
+  opts: Partial<HintChoiceOptions> = {},
+): HintChoice {
   const o = { ...DEFAULT_HINT_CHOICE, ...opts };
   const choice: HintChoice = { hint: null, vote: null, rejections: [] };
   votes.forEach((v, i) => {
     if (v.score !== 1) return;
     const hint = v.hint?.trim() ?? '';
-    const reason = hint === '' ? 'missing'
-      : hint.length <= o.minChars ? 'too_short'
-      : hint.length > o.maxChars ? 'too_long'
-      : copiesText(hint, nextStateText, o.copyThreshold) ? 'copies_next_state'
-      : null;
+    const reason =
+      hint === ''
+        ? 'missing'
+        : hint.length <= o.minChars
+          ? 'too_short'
+          : hint.length > o.maxChars
+            ? 'too_long'
+            : copiesText(hint, nextStateText, o.copyThreshold)
+              ? 'copies_next_state'
+              : null;
     if (reason) choice.rejections.push({ vote: i, reason });
-    else if (choice.hint === null || hint.length > choice.hint.length) { choice.hint = hint; choice.vote = i; }
+    else if (choice.hint === null || hint.length > choice.hint.length) {
+      choice.hint = hint;
+      choice.vote = i;
+    }
   });
   const valid = votes.filter((v) => v.score !== null).length;
   const positive = votes.filter((v) => v.score === 1).length;

@@ -58,22 +58,33 @@ export const DEFAULT_LEARN: LearnConfig = {
 export function resolveLearnConfig(partial: Partial<LearnConfig> = {}): LearnConfig {
   const c: LearnConfig = { ...DEFAULT_LEARN };
   for (const [k, v] of Object.entries(partial)) if (v !== undefined) (c as unknown as Record<string, unknown>)[k] = v;
-  const check = (ok: boolean, what: string) => { if (!ok) throw new RangeError(`learning: ${what}`); };
+  const check = (ok: boolean, what: string) => {
+    if (!ok) throw new RangeError(`learning: ${what}`);
+  };
   const int = (v: number, min: number) => Number.isSafeInteger(v) && v >= min;
   check(METHODS.includes(c.method), `method must be one of ${METHODS.join(', ')}, got ${JSON.stringify(c.method)}`);
   check(int(c.batchSize, 1), `batchSize must be an integer >= 1, got ${c.batchSize}`);
-  check(Number.isFinite(c.wRl) && Number.isFinite(c.wOpd), `wRl and wOpd must be finite numbers, got ${c.wRl} and ${c.wOpd}`);
+  check(
+    Number.isFinite(c.wRl) && Number.isFinite(c.wOpd),
+    `wRl and wOpd must be finite numbers, got ${c.wRl} and ${c.wOpd}`,
+  );
   check(c.method !== 'combine' || c.wRl !== 0 || c.wOpd !== 0, 'combine needs wRl or wOpd above 0');
   check(c.method !== 'rl' || c.wRl !== 0, 'rl needs wRl above 0 (it would train nothing)');
   check(c.method !== 'opd' || c.wOpd !== 0, 'opd needs wOpd above 0 (it would train nothing)');
   check(int(c.maxStaleVersions, 0), `maxStaleVersions must be an integer >= 0, got ${c.maxStaleVersions}`);
   check(typeof c.keepZeroScorePerSession === 'boolean', 'keepZeroScorePerSession must be true or false');
-  check(c.teacherVersion === 0 || c.teacherVersion === 'current', `teacherVersion must be 0 (the frozen base) or "current" (the serving version), got ${JSON.stringify(c.teacherVersion)}`);
+  check(
+    c.teacherVersion === 0 || c.teacherVersion === 'current',
+    `teacherVersion must be 0 (the frozen base) or "current" (the serving version), got ${JSON.stringify(c.teacherVersion)}`,
+  );
   check(int(c.checkpointEvery, 1), `checkpointEvery must be an integer >= 1, got ${c.checkpointEvery}`);
   check(int(c.judgeConcurrency, 1), `judgeConcurrency must be an integer >= 1, got ${c.judgeConcurrency}`);
   check(int(c.maxJudgeAttempts, 1), `maxJudgeAttempts must be an integer >= 1, got ${c.maxJudgeAttempts}`);
   check(int(c.pollMs, 1), `pollMs must be an integer >= 1, got ${c.pollMs}`);
-  check(c.maxTrainTokens === null || int(c.maxTrainTokens, 2), `maxTrainTokens must be an integer >= 2 or null, got ${c.maxTrainTokens}`);
+  check(
+    c.maxTrainTokens === null || int(c.maxTrainTokens, 2),
+    `maxTrainTokens must be an integer >= 2 or null, got ${c.maxTrainTokens}`,
+  );
   return c;
 }
 

@@ -3,7 +3,14 @@
 
 export { DEFAULT_LEARN, judgeNeeds, METHODS, resolveLearnConfig, type LearnConfig, type Method } from './config.js';
 export { sampleFor, usesScore, usesTeacher, type NoSampleReason, type SampleInput } from './samples.js';
-export { HINT_HEADER, hintedMessages, teacherLogprobs, type RenderIds, type TeacherModel, type TeacherResult } from './teacher.js';
+export {
+  HINT_HEADER,
+  hintedMessages,
+  teacherLogprobs,
+  type RenderIds,
+  type TeacherModel,
+  type TeacherResult,
+} from './teacher.js';
 export { JudgingFeed, type FeedCounter, type JudgingFeedOptions } from './judging.js';
 export { Trainer, trainingSampleOf, type BatchReport, type PolicyBackend, type TrainerState } from './trainer.js';
 export { LearningLoop, type LearningLoopOptions } from './loop.js';

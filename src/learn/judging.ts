@@ -25,19 +25,35 @@ export interface JudgingFeedOptions {
   onSample(): void;
 }
 
-export type FeedCounter = 'samples' | NoSampleReason | 'teacher/prompt_not_reproducible' | 'teacher/too_long' | 'teacher/scoring_failed' | 'commit_failed' | 'excluded_after_failures';
+export type FeedCounter =
+  | 'samples'
+  | NoSampleReason
+  | 'teacher/prompt_not_reproducible'
+  | 'teacher/too_long'
+  | 'teacher/scoring_failed'
+  | 'commit_failed'
+  | 'excluded_after_failures';
 
 export class JudgingFeed {
   readonly queue: JudgeQueue;
   readonly counters: Record<FeedCounter, number> = {
-    samples: 0, no_next_state: 0, abstained: 0, no_hint: 0, teacher_failed: 0, too_long: 0,
-    'teacher/prompt_not_reproducible': 0, 'teacher/too_long': 0, 'teacher/scoring_failed': 0, commit_failed: 0, excluded_after_failures: 0,
+    samples: 0,
+    no_next_state: 0,
+    abstained: 0,
+    no_hint: 0,
+    teacher_failed: 0,
+    too_long: 0,
+    'teacher/prompt_not_reproducible': 0,
+    'teacher/too_long': 0,
+    'teacher/scoring_failed': 0,
+    commit_failed: 0,
+    excluded_after_failures: 0,
   };
   private readonly capacity: number;
 
   constructor(private readonly opts: JudgingFeedOptions) {
     const { config } = opts;
-    const hintVotes = usesTeacher(config.method) ? opts.judge.hintVotes ?? opts.judge.votes : 0;
+    const hintVotes = usesTeacher(config.method) ? (opts.judge.hintVotes ?? opts.judge.votes) : 0;
     this.capacity = config.judgeConcurrency * 2;
     this.queue = new JudgeQueue({
       client: opts.client,
@@ -81,7 +97,8 @@ export class JudgingFeed {
         const version = () => (config.teacherVersion === 'current' ? this.opts.servingVersion() : 0);
         let r = await teacherLogprobs(this.opts.teacher, closed.turn, judged.hint, version());
         // The serving version can be replaced (and released) between reading it and scoring: once more on the new one.
-        if (!r.ok && r.reason === 'scoring_failed' && config.teacherVersion === 'current') r = await teacherLogprobs(this.opts.teacher, closed.turn, judged.hint, version());
+        if (!r.ok && r.reason === 'scoring_failed' && config.teacherVersion === 'current')
+          r = await teacherLogprobs(this.opts.teacher, closed.turn, judged.hint, version());
         if (r.ok) teacher = { logprobs: r.logprobs, version: r.version };
         else {
           teacherFailed = true;
@@ -90,19 +107,37 @@ export class JudgingFeed {
         }
       }
       const sessionId = closed.turn.sessionId;
-      const firstOfSession = config.keepZeroScorePerSession && sessionId !== null && !store.learning.sessionHasSample(sessionId);
-      const result = sampleFor({ turn: closed.turn, score: judged.score, skipped: judged.skipped !== null, teacher, teacherFailed, firstOfSession }, config);
+      const firstOfSession =
+        config.keepZeroScorePerSession && sessionId !== null && !store.learning.sessionHasSample(sessionId);
+      const result = sampleFor(
+        {
+          turn: closed.turn,
+          score: judged.score,
+          skipped: judged.skipped !== null,
+          teacher,
+          teacherFailed,
+          firstOfSession,
+        },
+        config,
+      );
       const id = store.learning.recordJudgment(judged, result.sample, result.sample ? null : result.reason);
       if (result.sample) {
         this.counters.samples += 1;
-        this.opts.log('sample_queued', { turnId: closed.turn.id, sampleId: id, source: result.sample.source, score: result.sample.score, policyVersion: result.sample.policyVersion });
+        this.opts.log('sample_queued', {
+          turnId: closed.turn.id,
+          sampleId: id,
+          source: result.sample.source,
+          score: result.sample.score,
+          policyVersion: result.sample.policyVersion,
+        });
         this.opts.onSample();
       } else {
         this.counters[result.reason] += 1;
       }
     } catch (e) {
       this.counters.commit_failed += 1;
-      if (store.isOpen && store.learning.releaseClaimedTurn(closed.turn.id, config.maxJudgeAttempts) === 'excluded') this.counters.excluded_after_failures += 1;
+      if (store.isOpen && store.learning.releaseClaimedTurn(closed.turn.id, config.maxJudgeAttempts) === 'excluded')
+        this.counters.excluded_after_failures += 1;
       throw e;
     }
   }

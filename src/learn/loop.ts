@@ -28,7 +28,16 @@ export class LearningLoop {
 
   constructor(private readonly opts: LearningLoopOptions) {
     this.trainer = new Trainer(opts.store.learning, opts.policy, opts.config, opts.log);
-    this.feed = new JudgingFeed({ store: opts.store, client: opts.judgeClient, judge: opts.judge, config: opts.config, teacher: opts.teacher, servingVersion: opts.policy.servingVersion, log: opts.log, onSample: () => this.trainer.notify() });
+    this.feed = new JudgingFeed({
+      store: opts.store,
+      client: opts.judgeClient,
+      judge: opts.judge,
+      config: opts.config,
+      teacher: opts.teacher,
+      servingVersion: opts.policy.servingVersion,
+      log: opts.log,
+      onSample: () => this.trainer.notify(),
+    });
   }
 
   start(): void {
@@ -44,7 +53,15 @@ export class LearningLoop {
   }
 
   status(): LearningStatus {
-    return learningStatus({ store: this.opts.store, config: this.opts.config, feed: this.feed, trainer: this.trainer, servingVersion: this.opts.policy.servingVersion(), judge: this.opts.judgeClient.name, startedAt: this.startedAt });
+    return learningStatus({
+      store: this.opts.store,
+      config: this.opts.config,
+      feed: this.feed,
+      trainer: this.trainer,
+      servingVersion: this.opts.policy.servingVersion(),
+      judge: this.opts.judgeClient.name,
+      startedAt: this.startedAt,
+    });
   }
 
   /** Stops judging and training; what was not committed stays queued for the next start. */

@@ -30,22 +30,48 @@ export interface SampleInput {
   firstOfSession: boolean;
 }
 
-export function sampleFor(input: SampleInput, config: Pick<LearnConfig, 'method' | 'wRl' | 'wOpd' | 'keepZeroScorePerSession'>): { sample: SampleDraft } | { sample: null; reason: NoSampleReason } {
+export function sampleFor(
+  input: SampleInput,
+  config: Pick<LearnConfig, 'method' | 'wRl' | 'wOpd' | 'keepZeroScorePerSession'>,
+): { sample: SampleDraft } | { sample: null; reason: NoSampleReason } {
   if (input.skipped) return { sample: null, reason: 'no_next_state' };
   const { method } = config;
   const decisive = input.score !== 0;
   const teacher = usesTeacher(method) ? input.teacher : null;
   if (teacher && teacher.logprobs.length !== input.turn.completionIds.length) {
-    throw new RangeError(`turn ${input.turn.id}: ${teacher.logprobs.length} teacher log-probs for ${input.turn.completionIds.length} completion tokens`);
+    throw new RangeError(
+      `turn ${input.turn.id}: ${teacher.logprobs.length} teacher log-probs for ${input.turn.completionIds.length} completion tokens`,
+    );
   }
   const base = { turnId: input.turn.id, policyVersion: input.turn.policyVersion, score: input.score };
   const rl = usesScore(method) && decisive;
   if (teacher) {
-    return { sample: { ...base, source: rl ? 'opd+rl' : 'opd', rlAdvantage: rl ? config.wRl * input.score : 0, opdWeight: config.wOpd, teacherLogprobs: teacher.logprobs, teacherVersion: teacher.version } };
+    return {
+      sample: {
+        ...base,
+        source: rl ? 'opd+rl' : 'opd',
+        rlAdvantage: rl ? config.wRl * input.score : 0,
+        opdWeight: config.wOpd,
+        teacherLogprobs: teacher.logprobs,
+        teacherVersion: teacher.version,
+      },
+    };
   }
-  if (rl) return { sample: { ...base, source: 'rl', rlAdvantage: config.wRl * input.score, opdWeight: 0, teacherLogprobs: null, teacherVersion: null } };
+  if (rl)
+    return {
+      sample: {
+        ...base,
+        source: 'rl',
+        rlAdvantage: config.wRl * input.score,
+        opdWeight: 0,
+        teacherLogprobs: null,
+        teacherVersion: null,
+      },
+    };
   if (method === 'rl' && !decisive && config.keepZeroScorePerSession && input.firstOfSession) {
-    return { sample: { ...base, source: 'rl-zero', rlAdvantage: 0, opdWeight: 0, teacherLogprobs: null, teacherVersion: null } };
+    return {
+      sample: { ...base, source: 'rl-zero', rlAdvantage: 0, opdWeight: 0, teacherLogprobs: null, teacherVersion: null },
+    };
   }
   if (input.teacherFailed && usesTeacher(method)) return { sample: null, reason: 'teacher_failed' };
   return { sample: null, reason: method === 'opd' ? 'no_hint' : 'abstained' };

@@ -8,7 +8,11 @@ import type { Scorer } from '../engine/types.js';
 import type { Turn } from '../types.js';
 
 /** How the gateway renders a prompt: messages (+ tools, + the thinking switch) to token ids. */
-export type RenderIds = (messages: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined, enableThinking: boolean | undefined) => number[];
+export type RenderIds = (
+  messages: readonly ChatMessage[],
+  tools: readonly ToolSpec[] | undefined,
+  enableThinking: boolean | undefined,
+) => number[];
 
 export interface TeacherModel {
   render: RenderIds;
@@ -32,29 +36,50 @@ export function hintedMessages(messages: readonly ChatMessage[], hint: string): 
   return out;
 }
 
-export type TeacherResult = { ok: true; logprobs: number[]; version: number; promptTokens: number } | { ok: false; reason: 'prompt_not_reproducible' | 'too_long' | 'scoring_failed'; detail: string };
+export type TeacherResult =
+  | { ok: true; logprobs: number[]; version: number; promptTokens: number }
+  | { ok: false; reason: 'prompt_not_reproducible' | 'too_long' | 'scoring_failed'; detail: string };
 
 /**
  * Scores the turn's completion under the hinted prompt with policy `version`. The rendering
  * settings (tools, thinking switch) are the ones that reproduce the turn's recorded prompt ids,
  * so the hint is the only difference between the two prompts.
  */
-export async function teacherLogprobs(model: TeacherModel, turn: Pick<Turn, 'messages' | 'tools' | 'promptIds' | 'completionIds'>, hint: string, version: number): Promise<TeacherResult> {
+export async function teacherLogprobs(
+  model: TeacherModel,
+  turn: Pick<Turn, 'messages' | 'tools' | 'promptIds' | 'completionIds'>,
+  hint: string,
+  version: number,
+): Promise<TeacherResult> {
   const settings = reproducingSettings(model.render, turn);
-  if (!settings) return { ok: false, reason: 'prompt_not_reproducible', detail: 'no rendering of the turn\'s messages gives its recorded prompt ids' };
+  if (!settings)
+    return {
+      ok: false,
+      reason: 'prompt_not_reproducible',
+      detail: "no rendering of the turn's messages gives its recorded prompt ids",
+    };
   const promptIds = model.render(hintedMessages(turn.messages, hint), settings.tools, settings.enableThinking);
   const total = promptIds.length + turn.completionIds.length;
-  if (total > model.contextLength) return { ok: false, reason: 'too_long', detail: `hinted prompt ${promptIds.length} + completion ${turn.completionIds.length} tokens exceed the context of ${model.contextLength}` };
+  if (total > model.contextLength)
+    return {
+      ok: false,
+      reason: 'too_long',
+      detail: `hinted prompt ${promptIds.length} + completion ${turn.completionIds.length} tokens exceed the context of ${model.contextLength}`,
+    };
   try {
     const scored = await model.scorer.logprobs(promptIds, turn.completionIds, { version });
-    if (scored.logprobs.length !== turn.completionIds.length) throw new Error(`${scored.logprobs.length} log-probs for ${turn.completionIds.length} tokens`);
+    if (scored.logprobs.length !== turn.completionIds.length)
+      throw new Error(`${scored.logprobs.length} log-probs for ${turn.completionIds.length} tokens`);
     return { ok: true, logprobs: scored.logprobs, version, promptTokens: promptIds.length };
   } catch (e) {
     return { ok: false, reason: 'scoring_failed', detail: e instanceof Error ? e.message : String(e) };
   }
 }
 
-function reproducingSettings(render: RenderIds, turn: Pick<Turn, 'messages' | 'tools' | 'promptIds'>): { tools: readonly ToolSpec[] | undefined; enableThinking: boolean | undefined } | null {
+function reproducingSettings(
+  render: RenderIds,
+  turn: Pick<Turn, 'messages' | 'tools' | 'promptIds'>,
+): { tools: readonly ToolSpec[] | undefined; enableThinking: boolean | undefined } | null {
   const toolOptions = turn.tools && turn.tools.length > 0 ? [turn.tools, undefined] : [undefined];
   for (const tools of toolOptions) {
     for (const enableThinking of [undefined, false, true]) {

@@ -44,7 +44,12 @@ export class Trainer {
   private wake: (() => void) | null = null;
   private running: Promise<void> | null = null;
 
-  constructor(private readonly tables: LearningTables, private readonly backend: PolicyBackend, private readonly config: LearnConfig, private readonly log: JudgeLog) {}
+  constructor(
+    private readonly tables: LearningTables,
+    private readonly backend: PolicyBackend,
+    private readonly config: LearnConfig,
+    private readonly log: JudgeLog,
+  ) {}
 
   /** Starts the loop; it runs until close() or a failure (which stops learning, never serving). */
   start(): void {
@@ -81,7 +86,8 @@ export class Trainer {
     const samples = this.tables.queuedSamples(this.config.batchSize);
     this.state = 'training';
     this.log('batch_started', {
-      batch: this.tables.lastBatch() + 1, samples: samples.length,
+      batch: this.tables.lastBatch() + 1,
+      samples: samples.length,
       tokens: samples.reduce((a, s) => a + s.promptIds.length + s.completionIds.length, 0),
     });
     const metrics = await this.backend.trainBatch(samples.map(trainingSampleOf));
@@ -94,7 +100,12 @@ export class Trainer {
     const rewardMean = samples.reduce((a, s) => a + s.score, 0) / samples.length;
     const hints = samples.filter((s) => s.teacherLogprobs !== null).length;
     const steps = metrics.map((m, i) => ({ ...m, rewardMean, hints, staleDropped: i === 0 ? dropped : 0 }));
-    const queues = this.tables.recordBatch(samples.map((s) => s.id), steps, batch, published.version);
+    const queues = this.tables.recordBatch(
+      samples.map((s) => s.id),
+      steps,
+      batch,
+      published.version,
+    );
     let checkpointMs: number | null = null;
     if (batch % this.config.checkpointEvery === 0) {
       const c0 = performance.now();
@@ -104,10 +115,27 @@ export class Trainer {
     this.lastBatch = { batch, version: published.version, steps, publishMs, checkpointMs };
     const last = steps[steps.length - 1]!;
     this.log('batch_trained', {
-      batch, step: last.step, version: published.version, samples: samples.length, sources: countBy(samples.map((s) => s.source)),
-      rewardMean, hints, loss: last.loss, gradNorm: last.gradNorm, clipFraction: last.clipFraction, approxKl: last.approxKl, tisMean: last.tisMean,
-      tokensPerSecond: last.tokensPerSecond, trainSeconds: steps.reduce((a, s) => a + s.seconds, 0), yieldedMs: steps.reduce((a, s) => a + (s.yieldedMs ?? 0), 0),
-      snapshotMs: published.snapshotMs, swapMs: published.swapMs, publishMs, publishedAt, checkpointMs, queues,
+      batch,
+      step: last.step,
+      version: published.version,
+      samples: samples.length,
+      sources: countBy(samples.map((s) => s.source)),
+      rewardMean,
+      hints,
+      loss: last.loss,
+      gradNorm: last.gradNorm,
+      clipFraction: last.clipFraction,
+      approxKl: last.approxKl,
+      tisMean: last.tisMean,
+      tokensPerSecond: last.tokensPerSecond,
+      trainSeconds: steps.reduce((a, s) => a + s.seconds, 0),
+      yieldedMs: steps.reduce((a, s) => a + (s.yieldedMs ?? 0), 0),
+      snapshotMs: published.snapshotMs,
+      swapMs: published.swapMs,
+      publishMs,
+      publishedAt,
+      checkpointMs,
+      queues,
     });
     return true;
   }
@@ -131,11 +159,15 @@ export class Trainer {
         this.log('trainer_failed', { message: this.error });
         return;
       }
-      if (!trained && !this.closed()) await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, this.config.pollMs);
-        function done() { clearTimeout(timer); resolve(); }
-        this.wake = done;
-      });
+      if (!trained && !this.closed())
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(done, this.config.pollMs);
+          function done() {
+            clearTimeout(timer);
+            resolve();
+          }
+          this.wake = done;
+        });
       this.wake = null;
     }
   }
@@ -148,7 +180,9 @@ export function trainingSampleOf(s: Sample): TrainingSample {
     completionIds: s.completionIds,
     advantages: new Array<number>(s.completionIds.length).fill(s.rlAdvantage),
     rolloutLogprobs: s.rolloutLogprobs,
-    ...(s.teacherLogprobs && s.opdWeight !== 0 ? { opd: { teacherLogprobs: s.teacherLogprobs, weight: s.opdWeight } } : {}),
+    ...(s.teacherLogprobs && s.opdWeight !== 0
+      ? { opd: { teacherLogprobs: s.teacherLogprobs, weight: s.opdWeight } }
+      : {}),
   };
 }
 

@@ -76,7 +76,11 @@ export function responseHash(key: string): string {
  * with the reply right after each, are automation rather than the user's answer and are dropped,
  * unless nothing else is left.
  */
-export function nextStateMessages(history: CanonicalHistory, messages: readonly ChatMessage[], from: number): ChatMessage[] {
+export function nextStateMessages(
+  history: CanonicalHistory,
+  messages: readonly ChatMessage[],
+  from: number,
+): ChatMessage[] {
   const tail = history.entries.slice(from);
   const kept = tail.filter((entry, i) => {
     if (entry.heartbeatPoll) return false;

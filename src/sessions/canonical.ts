@@ -4,7 +4,14 @@
 
 import { createHash } from 'node:crypto';
 import type { ChatMessage } from '../engine/chat/messages.js';
-import { isHeartbeatPoll, isInternalContext, isRetryContinuation, isTurnAborted, textOf, userMessageBody } from './openclaw.js';
+import {
+  isHeartbeatPoll,
+  isInternalContext,
+  isRetryContinuation,
+  isTurnAborted,
+  textOf,
+  userMessageBody,
+} from './openclaw.js';
 
 /** One message of a request that is part of the persistent history (transient ones are left out). */
 export interface CanonicalEntry {
@@ -42,7 +49,9 @@ function argumentsKey(text: string): string {
 function stableJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(stableJson).join(',')}]`;
   if (value !== null && typeof value === 'object') {
-    const entries = Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${stableJson((value as Record<string, unknown>)[k])}`);
+    const entries = Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${stableJson((value as Record<string, unknown>)[k])}`);
     return `{${entries.join(',')}}`;
   }
   return JSON.stringify(value) ?? 'null';
@@ -56,7 +65,11 @@ function stableJson(value: unknown): string {
 export function messageKey(message: ChatMessage): string {
   const role = message.role === 'developer' ? 'system' : message.role;
   const text = role === 'user' ? userMessageBody(textOf(message)) : textOf(message).trim();
-  const calls = (message.tool_calls ?? []).map((c) => [c.function.name, argumentsKey(c.function.arguments), toolCallIdKey(c.id)]);
+  const calls = (message.tool_calls ?? []).map((c) => [
+    c.function.name,
+    argumentsKey(c.function.arguments),
+    toolCallIdKey(c.id),
+  ]);
   const parts: unknown[] = [role, text];
   if (calls.length > 0) parts.push(calls);
   if (role === 'tool') parts.push(toolCallIdKey(message.tool_call_id));
@@ -114,11 +127,25 @@ function countBelow(entries: readonly CanonicalEntry[], index: number): number {
 
 /** Equal in everything a canonical entry reads (role, content, tool calls, tool-call id) and the name. */
 function sameMessage(a: ChatMessage, b: ChatMessage): boolean {
-  return a === b || (a.role === b.role && a.tool_call_id === b.tool_call_id && a.name === b.name && sameValue(a.content, b.content) && sameValue(a.tool_calls, b.tool_calls));
+  return (
+    a === b ||
+    (a.role === b.role &&
+      a.tool_call_id === b.tool_call_id &&
+      a.name === b.name &&
+      sameValue(a.content, b.content) &&
+      sameValue(a.tool_calls, b.tool_calls))
+  );
 }
 
 function sameValue(a: unknown, b: unknown): boolean {
-  return a === b || (typeof a === 'object' && typeof b === 'object' && a !== null && b !== null && JSON.stringify(a) === JSON.stringify(b));
+  return (
+    a === b ||
+    (typeof a === 'object' &&
+      typeof b === 'object' &&
+      a !== null &&
+      b !== null &&
+      JSON.stringify(a) === JSON.stringify(b))
+  );
 }
 
 /** Hash of a history followed by one more message (a turn's prompt + its response). */

@@ -27,7 +27,9 @@ export interface ExplicitIdentity {
   rawKey: string;
 }
 
-export type IdentityResult = { ok: true; identity: ExplicitIdentity | undefined } | { ok: false; field: string; message: string };
+export type IdentityResult =
+  | { ok: true; identity: ExplicitIdentity | undefined }
+  | { ok: false; field: string; message: string };
 
 const MAX_ID_LENGTH = 256;
 
@@ -41,7 +43,13 @@ export function splitAffinityKey(key: string): { id: string; compaction: number 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 function checkId(value: string, field: string): string | undefined {
-  if (value.length === 0 || value.length > MAX_ID_LENGTH || /[\u0000-\u001f\u007f]/.test(value) || LONE_SURROGATE.test(value)) {
+  if (
+    value.length === 0 ||
+    value.length > MAX_ID_LENGTH ||
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this rejects
+    /[\u0000-\u001f\u007f]/.test(value) ||
+    LONE_SURROGATE.test(value)
+  ) {
     return `${field} must be 1-${MAX_ID_LENGTH} printable characters (Unicode text, no control characters or lone surrogates)`;
   }
   return undefined;

@@ -14,7 +14,9 @@ export interface RecordedNextState extends NextState {
 }
 
 export function recordedNextState(
-  received: readonly ChatMessage[], nextTurnId: string, arrivedAt: number,
+  received: readonly ChatMessage[],
+  nextTurnId: string,
+  arrivedAt: number,
 ): RecordedNextState {
   const messages = received.map(withoutQueuedWrapper);
   const unwrapped = messages.some((m, i) => m !== received[i]);

@@ -7,7 +7,8 @@ import { contentToText, type ChatMessage, type ToolSpec } from '../engine/chat/m
 /** Appended as the last user message of every agent request, never replayed. */
 export const INTERNAL_CONTEXT_MARKER = '<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>';
 /** Wraps the user message on a retry: `[ts] [Queued ...below.]\n<original>\n\nContinue the current task ...`. */
-const QUEUED_HEADER = '[Queued user message from a previous active turn; preserved as context only. Continue with the active prompt below.]';
+const QUEUED_HEADER =
+  '[Queued user message from a previous active turn; preserved as context only. Continue with the active prompt below.]';
 /** Opens the transient retry message (and the paragraph the queued wrapper appends). */
 const CONTINUE_PREFIX = 'Continue the current task from the existing transcript';
 const TURN_ABORTED = '<turn_aborted>';
@@ -56,7 +57,7 @@ export function isHeartbeatPoll(message: ChatMessage): boolean {
 export function userMessageBody(text: string): string {
   let body = withoutTimestamp(text);
   if (body.startsWith(QUEUED_HEADER)) body = withoutTimestamp(body.slice(QUEUED_HEADER.length).replace(/^\n/, ''));
-  for (const cut of ['\n\n' + CONTINUE_PREFIX, '\n\nRuntime: ']) {
+  for (const cut of [`\n\n${CONTINUE_PREFIX}`, '\n\nRuntime: ']) {
     const at = body.indexOf(cut);
     if (at >= 0) body = body.slice(0, at);
   }
@@ -91,7 +92,7 @@ export function unwrapQueuedText(text: string): string | undefined {
   let original = text.slice(timestamp.length + QUEUED_HEADER.length).replace(/^\n/, '');
   let after = '';
   // The wrapper's paragraph is the last one opening with these words: the user may have written them too.
-  const at = original.lastIndexOf('\n\n' + CONTINUE_PREFIX);
+  const at = original.lastIndexOf(`\n\n${CONTINUE_PREFIX}`);
   if (at >= 0) {
     const end = original.indexOf('\n\n', at + 2);
     after = end < 0 ? '' : original.slice(end);
@@ -131,7 +132,11 @@ function lastRealUserText(messages: readonly ChatMessage[]): string | undefined 
  * Recognises OpenClaw's housekeeping requests without any routing config. Heartbeat polls,
  * memory flushes, compaction summaries, activity recaps, dreaming and cron runs are side turns.
  */
-export function openClawSideTask(messages: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined, sessionKey: string | undefined): SideTask | undefined {
+export function openClawSideTask(
+  messages: readonly ChatMessage[],
+  tools: readonly ToolSpec[] | undefined,
+  sessionKey: string | undefined,
+): SideTask | undefined {
   const system = messages[0]?.role === 'system' || messages[0]?.role === 'developer' ? textOf(messages[0]) : '';
   if (system.startsWith('You are a context summarization assistant')) return 'compaction';
   if (system.startsWith('Write an Activity recap')) return 'activity_recap';
@@ -143,7 +148,10 @@ export function openClawSideTask(messages: readonly ChatMessage[], tools: readon
     if (last.startsWith('Pre-compaction memory flush')) return 'memory_flush';
     if (last.startsWith('[cron:')) return 'cron';
   }
-  const names = (tools ?? []).map((t) => t.function.name).sort().join(',');
+  const names = (tools ?? [])
+    .map((t) => t.function.name)
+    .sort()
+    .join(',');
   if (system.startsWith(AGENT_SYSTEM_MARKER) && names === 'read,write') return 'memory_flush';
   return undefined;
 }
@@ -151,5 +159,10 @@ export function openClawSideTask(messages: readonly ChatMessage[], tools: readon
 /** An ordinary OpenClaw agent turn: its agent system prompt with tools, and no side-task signature. */
 export function isOpenClawAgentTurn(messages: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined): boolean {
   const first = messages[0];
-  return first !== undefined && first.role === 'system' && textOf(first).startsWith(AGENT_SYSTEM_MARKER) && (tools?.length ?? 0) > 0;
+  return (
+    first !== undefined &&
+    first.role === 'system' &&
+    textOf(first).startsWith(AGENT_SYSTEM_MARKER) &&
+    (tools?.length ?? 0) > 0
+  );
 }

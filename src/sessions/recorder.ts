@@ -14,7 +14,13 @@ import { randomBytes } from 'node:crypto';
 import type { ChatMessage, ToolSpec } from '../engine/chat/messages.js';
 import type { ClosureReason, SessionSource, Turn, TurnKind } from '../types.js';
 import { attribute, responseHash, type Attribution, type LiveTurn } from './attribution.js';
-import { canonicalize, extendChain, messageKey, type CanonicalHistory, type CanonicalizedRequest } from './canonical.js';
+import {
+  canonicalize,
+  extendChain,
+  messageKey,
+  type CanonicalHistory,
+  type CanonicalizedRequest,
+} from './canonical.js';
 import type { ExplicitIdentity } from './identity.js';
 import { GroupCommit } from './group-commit.js';
 import { classifyTurn, type KindConfig } from './kind.js';
@@ -23,7 +29,12 @@ import { runtimeSessionId } from './openclaw.js';
 
 /** One write of the recorder: an answered turn (with its session row), or a closure. */
 export type TurnWrite =
-  | { type: 'record'; session: SessionUpsert | null; turn: Turn | null; closure?: { reason: ClosureReason; closedAt: number } }
+  | {
+      type: 'record';
+      session: SessionUpsert | null;
+      turn: Turn | null;
+      closure?: { reason: ClosureReason; closedAt: number };
+    }
   | { type: 'close'; close: TurnClosure };
 
 /** What the recorder needs from the store (store/store.ts implements it). */
@@ -98,7 +109,14 @@ export interface TurnPlan {
 export type RecorderEvent =
   | { event: 'turn_closed'; turnId: string; sessionId: string; reason: ClosureReason; nextStateMessages: number }
   | { event: 'session_released'; sessionId: string; idleMs: number }
-  | { event: 'closure_unwritten'; turnId: string; sessionId: string; reason: ClosureReason; message: string; kept: boolean };
+  | {
+      event: 'closure_unwritten';
+      turnId: string;
+      sessionId: string;
+      reason: ClosureReason;
+      message: string;
+      kept: boolean;
+    };
 
 interface SessionState {
   id: string;
@@ -153,7 +171,15 @@ export class TurnRecorder {
       if (turn.sessionId === null) continue;
       const state = this.session(turn.sessionId, turn.sessionSource, turn.completedAt);
       if (state.live) this.close(state, 'diverged', turn.completedAt, null);
-      this.setLive(state, turn.id, canonicalize(turn.messages), turn.response, turn.traceId, turn.completedAt, turn.compaction);
+      this.setLive(
+        state,
+        turn.id,
+        canonicalize(turn.messages),
+        turn.response,
+        turn.traceId,
+        turn.completedAt,
+        turn.compaction,
+      );
       restored++;
     }
     this.sweep(now);
@@ -164,11 +190,16 @@ export class TurnRecorder {
     const stated = statedSession(req);
     const key = stated?.sessionId;
     const history = canonicalize(req.messages, key === undefined ? undefined : this.lastRequests.get(key));
-    const decision = classifyTurn({
-      ...(req.turnType ? { turnType: req.turnType } : {}),
-      model: req.model, messages: req.messages, tools: req.tools,
-      ...(req.identity ? { sessionKey: req.identity.rawKey } : {}),
-    }, this.config.kind);
+    const decision = classifyTurn(
+      {
+        ...(req.turnType ? { turnType: req.turnType } : {}),
+        model: req.model,
+        messages: req.messages,
+        tools: req.tools,
+        ...(req.identity ? { sessionKey: req.identity.rawKey } : {}),
+      },
+      this.config.kind,
+    );
     const { sessionId, source } = stated ?? this.inferSession(history, decision.kind);
     let attribution: Attribution = { type: 'none' };
     let learning = !req.optOut;
@@ -180,17 +211,26 @@ export class TurnRecorder {
         if (key !== undefined) this.rememberRequest(key, { messages: req.messages, history });
         attribution = attribute(state.live, history, req.messages, req.traceId, req.identity?.compaction ?? null);
         if (attribution.type !== 'none') {
-          const nextState = attribution.type === 'next_state'
-            ? recordedNextState(attribution.messages, req.turnId, req.receivedAt)
-            : null;
+          const nextState =
+            attribution.type === 'next_state'
+              ? recordedNextState(attribution.messages, req.turnId, req.receivedAt)
+              : null;
           this.close(state, attribution.type, req.receivedAt, nextState);
         }
       }
       state.pending++; // only once nothing above threw: commit() or abandon() takes it back
     }
     return {
-      turnId: req.turnId, sessionId, sessionSource: source, compaction: req.identity?.compaction ?? null,
-      kind: decision.kind, kindReason: decision.reason, traceId: req.traceId, attribution, learning, history,
+      turnId: req.turnId,
+      sessionId,
+      sessionSource: source,
+      compaction: req.identity?.compaction ?? null,
+      kind: decision.kind,
+      kindReason: decision.reason,
+      traceId: req.traceId,
+      attribution,
+      learning,
+      history,
     };
   }
 
@@ -201,15 +241,31 @@ export class TurnRecorder {
    */
   commit(plan: TurnPlan, turn: Turn): Promise<void> {
     // A session deleted while this request was in flight comes back: new traffic is new data.
-    const state = plan.sessionId === null ? undefined : this.sessions.get(plan.sessionId) ?? this.session(plan.sessionId, plan.sessionSource, turn.completedAt);
+    const state =
+      plan.sessionId === null
+        ? undefined
+        : (this.sessions.get(plan.sessionId) ?? this.session(plan.sessionId, plan.sessionSource, turn.completedAt));
     const cancelled = turn.finishReason === 'cancelled';
-    const rowStale = state !== undefined && (state.row === null || state.row.learning !== plan.learning || turn.completedAt - state.row.seenAt > SEEN_RESOLUTION_MS);
-    const upsert = state && rowStale ? { id: state.id, source: plan.sessionSource, seenAt: turn.completedAt, learning: plan.learning } : null;
+    const rowStale =
+      state !== undefined &&
+      (state.row === null ||
+        state.row.learning !== plan.learning ||
+        turn.completedAt - state.row.seenAt > SEEN_RESOLUTION_MS);
+    const upsert =
+      state && rowStale
+        ? { id: state.id, source: plan.sessionSource, seenAt: turn.completedAt, learning: plan.learning }
+        : null;
     let written = Promise.resolve();
     if (upsert || plan.learning) {
       this.retryUnwritten();
-      const closure = cancelled && turn.kind === 'main' ? { reason: 'cancelled' as const, closedAt: turn.completedAt } : undefined;
-      written = this.writes.submit({ type: 'record', session: upsert, turn: plan.learning ? turn : null, ...(closure ? { closure } : {}) });
+      const closure =
+        cancelled && turn.kind === 'main' ? { reason: 'cancelled' as const, closedAt: turn.completedAt } : undefined;
+      written = this.writes.submit({
+        type: 'record',
+        session: upsert,
+        turn: plan.learning ? turn : null,
+        ...(closure ? { closure } : {}),
+      });
     }
     if (!state) return written;
     const row = upsert ? { seenAt: upsert.seenAt, learning: upsert.learning } : state.row;
@@ -287,16 +343,38 @@ export class TurnRecorder {
       state.lastActive = Math.max(state.lastActive, now);
     } else {
       const stored = this.store.sessionLearning(id);
-      state = { id, source, live: undefined, lastActive: now, pending: 0, learning: stored ?? true, row: stored === undefined ? null : { seenAt: 0, learning: stored } };
+      state = {
+        id,
+        source,
+        live: undefined,
+        lastActive: now,
+        pending: 0,
+        learning: stored ?? true,
+        row: stored === undefined ? null : { seenAt: 0, learning: stored },
+      };
     }
     this.sessions.set(id, state);
     return state;
   }
 
-  private setLive(state: SessionState, turnId: string, history: CanonicalHistory, response: ChatMessage, traceId: string | null, completedAt: number, compaction: number | null): void {
+  private setLive(
+    state: SessionState,
+    turnId: string,
+    history: CanonicalHistory,
+    response: ChatMessage,
+    traceId: string | null,
+    completedAt: number,
+    compaction: number | null,
+  ): void {
     state.live = {
-      turnId, promptLength: history.entries.length, extensionHash: extendChain(history.chain[history.chain.length - 1]!, response),
-      retryHash: history.retryHash, traceId, completedAt, responseHash: responseHash(messageKey(response)), compaction,
+      turnId,
+      promptLength: history.entries.length,
+      extensionHash: extendChain(history.chain[history.chain.length - 1]!, response),
+      retryHash: history.retryHash,
+      traceId,
+      completedAt,
+      responseHash: responseHash(messageKey(response)),
+      compaction,
     };
     state.lastActive = Math.max(state.lastActive, completedAt);
     this.byExtension.set(state.live.extensionHash, state.id);
@@ -304,7 +382,10 @@ export class TurnRecorder {
   }
 
   private close(
-    state: SessionState, reason: ClosureReason, closedAt: number, nextState: RecordedNextState | null,
+    state: SessionState,
+    reason: ClosureReason,
+    closedAt: number,
+    nextState: RecordedNextState | null,
   ): void {
     const live = state.live;
     if (!live) return;
@@ -316,11 +397,25 @@ export class TurnRecorder {
 
   private writeClosure(close: TurnClosure, sessionId: string): void {
     this.writes.submit({ type: 'close', close }).then(
-      () => this.log({ event: 'turn_closed', turnId: close.turnId, sessionId, reason: close.reason, nextStateMessages: close.nextState?.messages.length ?? 0 }),
+      () =>
+        this.log({
+          event: 'turn_closed',
+          turnId: close.turnId,
+          sessionId,
+          reason: close.reason,
+          nextStateMessages: close.nextState?.messages.length ?? 0,
+        }),
       (e: unknown) => {
         const kept = this.unwritten.length < MAX_UNWRITTEN;
         if (kept) this.unwritten.push({ close, sessionId });
-        this.log({ event: 'closure_unwritten', turnId: close.turnId, sessionId, reason: close.reason, message: (e as Error)?.message ?? String(e), kept });
+        this.log({
+          event: 'closure_unwritten',
+          turnId: close.turnId,
+          sessionId,
+          reason: close.reason,
+          message: (e as Error)?.message ?? String(e),
+          kept,
+        });
       },
     );
   }
@@ -341,7 +436,8 @@ export class TurnRecorder {
   private rememberRequest(sessionId: string, request: CanonicalizedRequest): void {
     this.lastRequests.delete(sessionId); // most recent last
     this.lastRequests.set(sessionId, request);
-    if (this.lastRequests.size > MAX_REMEMBERED_REQUESTS) this.lastRequests.delete(this.lastRequests.keys().next().value!);
+    if (this.lastRequests.size > MAX_REMEMBERED_REQUESTS)
+      this.lastRequests.delete(this.lastRequests.keys().next().value!);
   }
 
   private release(state: SessionState, now: number): void {

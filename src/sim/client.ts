@@ -15,15 +15,32 @@ export interface Reply {
 }
 
 export class ServeClient {
-  constructor(readonly url: string, readonly root: string, private readonly adminKey: string) {}
+  constructor(
+    readonly url: string,
+    readonly root: string,
+    private readonly adminKey: string,
+  ) {}
 
-  async chat(sessionId: string, messages: { role: 'user' | 'assistant'; content: string }[], o: ChatOptions): Promise<Reply> {
+  async chat(
+    sessionId: string,
+    messages: { role: 'user' | 'assistant'; content: string }[],
+    o: ChatOptions,
+  ): Promise<Reply> {
     const res = await fetch(`${this.url}/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-session-id': sessionId, 'x-turn-type': o.kind },
-      body: JSON.stringify({ model: 'policy', messages, max_tokens: o.maxTokens, stream: false, ...(o.seed === undefined ? {} : { seed: o.seed }) }),
+      body: JSON.stringify({
+        model: 'policy',
+        messages,
+        max_tokens: o.maxTokens,
+        stream: false,
+        ...(o.seed === undefined ? {} : { seed: o.seed }),
+      }),
     });
-    const body = await res.json() as { choices?: { message?: { content?: string | null }; finish_reason?: string }[]; error?: { message?: string } };
+    const body = (await res.json()) as {
+      choices?: { message?: { content?: string | null }; finish_reason?: string }[];
+      error?: { message?: string };
+    };
     if (!res.ok) throw new Error(`serve answered ${res.status}: ${body.error?.message ?? JSON.stringify(body)}`);
     const choice = body.choices?.[0];
     return { text: choice?.message?.content ?? '', finishReason: choice?.finish_reason ?? 'unknown' };
@@ -32,7 +49,7 @@ export class ServeClient {
   async status(): Promise<AdminStatus> {
     const res = await fetch(`${this.root}/admin/status`, { headers: { authorization: `Bearer ${this.adminKey}` } });
     if (!res.ok) throw new Error(`GET /admin/status answered ${res.status}: ${await res.text()}`);
-    return await res.json() as AdminStatus;
+    return (await res.json()) as AdminStatus;
   }
 }
 

@@ -26,9 +26,17 @@ export interface ConversationOptions {
   onEvent?: (e: ConversationEvent) => void;
 }
 
-export async function converse(client: ServeClient, user: SimUser, task: Task, sessionId: string, r: Rng, o: ConversationOptions): Promise<void> {
+export async function converse(
+  client: ServeClient,
+  user: SimUser,
+  task: Task,
+  sessionId: string,
+  r: Rng,
+  o: ConversationOptions,
+): Promise<void> {
   const messages: { role: 'user' | 'assistant'; content: string }[] = [];
-  const emit = (role: 'user' | 'assistant', text: string, verdict?: Verdict) => o.onEvent?.({ sessionId, user: user.name, role, text, ...(verdict ? { verdict } : {}) });
+  const emit = (role: 'user' | 'assistant', text: string, verdict?: Verdict) =>
+    o.onEvent?.({ sessionId, user: user.name, role, text, ...(verdict ? { verdict } : {}) });
   const send = async (text: string, gated: boolean): Promise<string> => {
     const release = gated ? await o.gate() : () => {};
     try {

@@ -7,14 +7,27 @@
 import type { ChatMessage } from '../engine/chat/messages.js';
 import { hintFor, VAGUE_HINTS, withHint } from './hints.js';
 import type { Problem } from './problems.js';
-import { gradingReply, homeworkReply, savedReply, thanksReply, type GradingStyle, type HomeworkStyle } from './replies.js';
+import {
+  gradingReply,
+  homeworkReply,
+  savedReply,
+  thanksReply,
+  type GradingStyle,
+  type HomeworkStyle,
+} from './replies.js';
 import { pick, rng, weighted, type Rng } from './random.js';
 import type { Violation } from './rubrics.js';
 import { USERS, type Task, type UserName } from './users.js';
 import { workFor, type Work } from './work.js';
 
 /** First-reply styles of the base policy; the preferred ones (natural, warm) are a minority. */
-export const HOMEWORK_MIX: Record<HomeworkStyle, number> = { markdown: 0.3, numbered: 0.27, marker: 0.21, terse: 0.07, natural: 0.15 };
+export const HOMEWORK_MIX: Record<HomeworkStyle, number> = {
+  markdown: 0.3,
+  numbered: 0.27,
+  marker: 0.21,
+  terse: 0.07,
+  natural: 0.15,
+};
 export const GRADING_MIX: Record<GradingStyle, number> = { terse: 0.28, report: 0.27, cold: 0.3, warm: 0.15 };
 
 export interface CorpusOptions {
@@ -32,7 +45,15 @@ export interface CorpusOptions {
   maxReplies: number;
 }
 
-export const DEFAULT_CORPUS: CorpusOptions = { seed: 1, conversations: 4000, hintedShare: 0.15, hintedCorrections: 0.2, vagueHints: 0.25, compliance: 0.92, maxReplies: 3 };
+export const DEFAULT_CORPUS: CorpusOptions = {
+  seed: 1,
+  conversations: 4000,
+  hintedShare: 0.15,
+  hintedCorrections: 0.2,
+  vagueHints: 0.25,
+  compliance: 0.92,
+  maxReplies: 3,
+};
 
 /** What each user would correct in the styles they reject: the lessons a hint teaches. */
 const PREFERENCE_LESSONS: Record<UserName, Violation[]> = {
@@ -42,7 +63,8 @@ const PREFERENCE_LESSONS: Record<UserName, Violation[]> = {
 
 /** One reply in a given style to the task, or drawn from the base mix. */
 export function replyTo(task: Task, work: Work, style: 'preferred' | 'base', r: Rng): string {
-  if (task.user === 'student') return homeworkReply(style === 'preferred' ? 'natural' : weighted(r, HOMEWORK_MIX), work, r);
+  if (task.user === 'student')
+    return homeworkReply(style === 'preferred' ? 'natural' : weighted(r, HOMEWORK_MIX), work, r);
   const grading = task.grading!;
   return gradingReply(style === 'preferred' ? 'warm' : weighted(r, GRADING_MIX), grading.work, grading.submission, r);
 }

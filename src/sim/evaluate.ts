@@ -31,17 +31,24 @@ export interface Score {
 }
 
 export async function personalizationScore(client: ServeClient, tag: string, o: ScoreOptions): Promise<Score> {
-  const probes = USER_NAMES.flatMap((name) => o.problems.flatMap((problem) => Array.from({ length: o.samples }, (_, k) => ({ name, problem, k }))));
+  const probes = USER_NAMES.flatMap((name) =>
+    o.problems.flatMap((problem) => Array.from({ length: o.samples }, (_, k) => ({ name, problem, k }))),
+  );
   const accepted: Record<UserName, number> = { student: 0, teacher: 0 };
   const examples: Record<UserName, string> = { student: '', teacher: '' };
   const outcomes = probes.map(() => false);
-  let next = 0, done = 0;
+  let next = 0,
+    done = 0;
   const worker = async () => {
     for (let i = next++; i < probes.length; i = next++) {
       const { name, problem, k } = probes[i]!;
       const probeSeed = hash32(`${o.seed}:${name}:${problem.index}:${k}`);
       const task = USERS[name].task(problem, rng(probeSeed));
-      const reply = await client.chat(`probe-${tag}-${name}-${problem.index}-${k}`, [{ role: 'user', content: task.opener }], { kind: 'side', maxTokens: o.maxTokens, seed: probeSeed });
+      const reply = await client.chat(
+        `probe-${tag}-${name}-${problem.index}-${k}`,
+        [{ role: 'user', content: task.opener }],
+        { kind: 'side', maxTokens: o.maxTokens, seed: probeSeed },
+      );
       outcomes[i] = USERS[name].rubric.judge(reply.text).accepted;
       if (outcomes[i]) accepted[name]++;
       if (problem === o.problems[0] && k === 0) examples[name] = reply.text;

@@ -53,8 +53,18 @@ export interface ExperimentOptions {
  * spread across seeds doubled.
  */
 export const DEFAULT_EXPERIMENT: Omit<ExperimentOptions, 'model' | 'method' | 'seed'> = {
-  steps: 16, evalEvery: 4, batchSize: 16, lr: 3e-4, loraRank: 0, judgeVotes: 3, judgeErrorRate: 0.2,
-  concurrency: 8, evalSamples: 3, maxTokens: 160, maxReplies: 3, threads: 2,
+  steps: 16,
+  evalEvery: 4,
+  batchSize: 16,
+  lr: 3e-4,
+  loraRank: 0,
+  judgeVotes: 3,
+  judgeErrorRate: 0.2,
+  concurrency: 8,
+  evalSamples: 3,
+  maxTokens: 160,
+  maxReplies: 3,
+  threads: 2,
 };
 
 export interface ScorePoint extends Score {
@@ -90,25 +100,60 @@ export interface ExperimentResult {
 export async function runExperiment(o: ExperimentOptions): Promise<ExperimentResult> {
   const t0 = performance.now();
   const problems = loadProblems();
-  const judge = await startSimJudge({ errorRate: o.judgeErrorRate, seed: o.seed, ...(o.onVote ? { onVote: o.onVote } : {}) });
+  const judge = await startSimJudge({
+    errorRate: o.judgeErrorRate,
+    seed: o.seed,
+    ...(o.onVote ? { onVote: o.onVote } : {}),
+  });
   const data = mkdtempSync(join(tmpdir(), 'openclaw-rl-sim-'));
   const adminKey = `sim-${hash32(data).toString(16)}`;
   const steps: StepRecord[] = [];
   const points: ScorePoint[] = [];
   let serve: ServeProcess | null = null;
   let gate: StepGate | null = null;
-  let conversations = 0, trainingMs = 0, stopped = false;
+  let conversations = 0,
+    trainingMs = 0,
+    stopped = false;
   let users: Promise<void> = Promise.resolve();
   try {
     serve = await startServe([
-      '--model', o.model, '--data', data, '--default-turn-kind', 'main', '--admin-key', adminKey, '--threads', String(o.threads),
-      '--method', o.method, '--batch-size', String(o.batchSize), '--judge-url', judge.url, '--judge-model', judge.model,
-      '--judge-votes', String(o.judgeVotes), '--lora-rank', String(o.loraRank), '--lr', String(o.lr), '--session-idle', '86400',
+      '--model',
+      o.model,
+      '--data',
+      data,
+      '--default-turn-kind',
+      'main',
+      '--admin-key',
+      adminKey,
+      '--threads',
+      String(o.threads),
+      '--method',
+      o.method,
+      '--batch-size',
+      String(o.batchSize),
+      '--judge-url',
+      judge.url,
+      '--judge-model',
+      judge.model,
+      '--judge-votes',
+      String(o.judgeVotes),
+      '--lora-rank',
+      String(o.loraRank),
+      '--lr',
+      String(o.lr),
+      '--session-idle',
+      '86400',
     ]);
     serve.onLine((line) => {
       o.onServeLog?.(line);
       if (line.event !== 'batch_trained') return;
-      const record = { step: Number(line.step), trainSeconds: Number(line.trainSeconds), samples: Number(line.samples), rewardMean: Number(line.rewardMean), hints: Number(line.hints) };
+      const record = {
+        step: Number(line.step),
+        trainSeconds: Number(line.trainSeconds),
+        samples: Number(line.samples),
+        rewardMean: Number(line.rewardMean),
+        hints: Number(line.hints),
+      };
       steps.push(record);
       o.onStep?.(record);
     });
@@ -119,10 +164,16 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentRes
     const measure = async () => {
       const status = await g.reached();
       const score = await personalizationScore(client, `${status.steps}`, {
-        problems: problems.eval, samples: o.evalSamples, seed: o.seed, maxTokens: o.maxTokens, concurrency: o.concurrency, ...(o.onProbe ? { onProbe: o.onProbe } : {}),
+        problems: problems.eval,
+        samples: o.evalSamples,
+        seed: o.seed,
+        maxTokens: o.maxTokens,
+        concurrency: o.concurrency,
+        ...(o.onProbe ? { onProbe: o.onProbe } : {}),
       });
       const after = await client.status();
-      if (after.version !== status.version) throw new Error(`the policy changed from version ${status.version} to ${after.version} while it was measured`);
+      if (after.version !== status.version)
+        throw new Error(`the policy changed from version ${status.version} to ${after.version} while it was measured`);
       const point = { step: status.steps, version: status.version, ...score };
       points.push(point);
       o.onPoint?.(point);
@@ -130,7 +181,10 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentRes
     await measure();
     // The users work through the training problems in a seeded order, alternating student and teacher.
     const order = rng(o.seed);
-    const queue = problems.train.map((p) => ({ p, key: order.next() })).sort((a, b) => a.key - b.key).map((x) => x.p);
+    const queue = problems.train
+      .map((p) => ({ p, key: order.next() }))
+      .sort((a, b) => a.key - b.key)
+      .map((x) => x.p);
     let next = 0;
     const userLoop = async () => {
       while (!stopped) {
@@ -140,13 +194,23 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentRes
         const problem = queue[i % queue.length]!;
         const r = rng(hash32(`${o.seed}:conversation:${i}`));
         await converse(client, user, user.task(problem, r), `${user.name}-${problem.index}-${i}`, r, {
-          maxReplies: o.maxReplies, maxTokens: o.maxTokens, gate: () => g.acquire(), ...(o.onConversation ? { onEvent: o.onConversation } : {}),
+          maxReplies: o.maxReplies,
+          maxTokens: o.maxTokens,
+          gate: () => g.acquire(),
+          ...(o.onConversation ? { onEvent: o.onConversation } : {}),
         });
         conversations++;
       }
     };
-    users = Promise.all(Array.from({ length: o.concurrency }, userLoop)).then(() => {}, (e: Error) => { if (!stopped) throw e; });
-    const usersFailed = users.then(() => { if (!stopped) throw new Error('the simulated users stopped'); });
+    users = Promise.all(Array.from({ length: o.concurrency }, userLoop)).then(
+      () => {},
+      (e: Error) => {
+        if (!stopped) throw e;
+      },
+    );
+    const usersFailed = users.then(() => {
+      if (!stopped) throw new Error('the simulated users stopped');
+    });
     usersFailed.catch(() => {});
     for (let target = o.evalEvery; target <= o.steps; target += o.evalEvery) {
       const started = performance.now();
@@ -157,9 +221,17 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentRes
     }
     stopped = true;
     return {
-      method: o.method, seed: o.seed, points, steps, trainingWallSeconds: trainingMs / 1000, wallSeconds: (performance.now() - t0) / 1000,
-      samplesTrained: g.status?.samples?.trained ?? 0, noSample: Object.fromEntries(Object.entries(g.status?.feed ?? {}).filter(([k]) => k !== 'samples')),
-      staleSamples: g.status?.samples?.stale ?? 0, conversations, judgeVotes: { ...judge.votes },
+      method: o.method,
+      seed: o.seed,
+      points,
+      steps,
+      trainingWallSeconds: trainingMs / 1000,
+      wallSeconds: (performance.now() - t0) / 1000,
+      samplesTrained: g.status?.samples?.trained ?? 0,
+      noSample: Object.fromEntries(Object.entries(g.status?.feed ?? {}).filter(([k]) => k !== 'samples')),
+      staleSamples: g.status?.samples?.stale ?? 0,
+      conversations,
+      judgeVotes: { ...judge.votes },
     };
   } finally {
     stopped = true;

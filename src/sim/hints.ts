@@ -23,7 +23,10 @@ const LESSONS: Record<Violation, string> = {
  * shows them too, followed by the usual style mix, so for the OPD teacher a vague hint changes
  * nothing, as it would for a real model; only a hint naming a preference moves the teacher.
  */
-export const VAGUE_HINTS: readonly string[] = ['Make sure every part of the work is easy to follow.', 'Keep the explanation focused on the question that was asked.'];
+export const VAGUE_HINTS: readonly string[] = [
+  'Make sure every part of the work is easy to follow.',
+  'Keep the explanation focused on the question that was asked.',
+];
 
 /** A hint naming every lesson, in a fixed order so equal lessons give equal hints. */
 export function hintFor(lessons: readonly Violation[]): string {

@@ -65,10 +65,17 @@ export function answer(prompt: ReadPrompt, errorRate: number, r: Rng): string {
   if (prompt.kind === 'eval') {
     const truth = reading.score;
     const score = !wrong ? truth : truth === 0 ? pick(r, [1, -1]) : -truth;
-    const why = score === 1 ? '(a) the user moves on or approves' : score === -1 ? '(b) the user asks for a change' : '(c) unclear';
+    const why =
+      score === 1
+        ? '(a) the user moves on or approves'
+        : score === -1
+          ? '(b) the user asks for a change'
+          : '(c) unclear';
     return `The next state is ${why}.\n\\boxed{${score}}`;
   }
   const lesson = reading.lessons.length > 0 ? hintFor(reading.lessons) : null;
   const hint = wrong ? (lesson ? null : pick(r, VAGUE_HINTS)) : lesson;
-  return hint ? `The user asked for a different style.\n\\boxed{1}\n[HINT_START]${hint}[HINT_END]` : 'Nothing to learn here.\n\\boxed{-1}';
+  return hint
+    ? `The user asked for a different style.\n\\boxed{1}\n[HINT_START]${hint}[HINT_END]`
+    : 'Nothing to learn here.\n\\boxed{-1}';
 }

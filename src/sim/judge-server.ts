@@ -45,7 +45,9 @@ export async function startSimJudge(o: SimJudgeOptions = {}): Promise<SimJudge> 
   const server = createServer((req, res) => {
     let data = '';
     req.setEncoding('utf8');
-    req.on('data', (chunk: string) => { data += chunk; });
+    req.on('data', (chunk: string) => {
+      data += chunk;
+    });
     req.on('end', () => {
       try {
         route(req, res, data);
@@ -57,8 +59,13 @@ export async function startSimJudge(o: SimJudgeOptions = {}): Promise<SimJudge> 
 
   function route(req: IncomingMessage, res: ServerResponse, data: string): void {
     const path = (req.url ?? '').split('?')[0];
-    if (req.method === 'GET' && path === '/v1/models') return send(res, 200, { object: 'list', data: [{ id: SIM_JUDGE_MODEL, object: 'model', owned_by: 'openclaw-rl-sim' }] });
-    if (req.method !== 'POST' || path !== '/v1/chat/completions') return send(res, 404, { error: { message: `no route ${req.method} ${path}`, type: 'invalid_request_error' } });
+    if (req.method === 'GET' && path === '/v1/models')
+      return send(res, 200, {
+        object: 'list',
+        data: [{ id: SIM_JUDGE_MODEL, object: 'model', owned_by: 'openclaw-rl-sim' }],
+      });
+    if (req.method !== 'POST' || path !== '/v1/chat/completions')
+      return send(res, 404, { error: { message: `no route ${req.method} ${path}`, type: 'invalid_request_error' } });
     const body = JSON.parse(data) as { messages?: ChatMessage[]; seed?: number };
     const prompt = readPrompt(body.messages ?? []);
     let content: string;
@@ -76,10 +83,17 @@ export async function startSimJudge(o: SimJudgeOptions = {}): Promise<SimJudge> 
       const reading = readNextState(prompt.nextState);
       const truth = prompt.kind === 'eval' ? reading.score : reading.lessons.length > 0 ? 1 : -1;
       if (said !== truth) votes.wrong++;
-      o.onVote?.({ kind: prompt.kind, wrong: said !== truth, hint: /\[HINT_START\](.*)\[HINT_END\]/s.exec(content)?.[1] ?? null });
+      o.onVote?.({
+        kind: prompt.kind,
+        wrong: said !== truth,
+        hint: /\[HINT_START\](.*)\[HINT_END\]/s.exec(content)?.[1] ?? null,
+      });
     }
     send(res, 200, {
-      id: `chatcmpl-sim-${Date.now().toString(36)}`, object: 'chat.completion', created: Math.floor(Date.now() / 1000), model: SIM_JUDGE_MODEL,
+      id: `chatcmpl-sim-${Date.now().toString(36)}`,
+      object: 'chat.completion',
+      created: Math.floor(Date.now() / 1000),
+      model: SIM_JUDGE_MODEL,
       choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
       usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
     });

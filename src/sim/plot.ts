@@ -4,17 +4,33 @@
 import { Raster, type Rgb } from './png.js';
 import type { BenchmarkSummary, MethodSummary } from './report.js';
 
-const COLORS: Record<MethodSummary['method'], Rgb> = { base: [120, 120, 120], rl: [220, 120, 30], opd: [40, 110, 200], combine: [30, 150, 70] };
-const NAMES: Record<MethodSummary['method'], string> = { base: 'BASE', rl: 'BINARY RL', opd: 'OPD', combine: 'COMBINED' };
+const COLORS: Record<MethodSummary['method'], Rgb> = {
+  base: [120, 120, 120],
+  rl: [220, 120, 30],
+  opd: [40, 110, 200],
+  combine: [30, 150, 70],
+};
+const NAMES: Record<MethodSummary['method'], string> = {
+  base: 'BASE',
+  rl: 'BINARY RL',
+  opd: 'OPD',
+  combine: 'COMBINED',
+};
 
 export function plotScores(summary: BenchmarkSummary, title: string): Buffer {
-  const W = 760, H = 480, left = 80, right = 200, top = 50, bottom = 60;
+  const W = 760,
+    H = 480,
+    left = 80,
+    right = 200,
+    top = 50,
+    bottom = 60;
   const img = new Raster(W, H);
   const methods = summary.methods.filter((m) => m.method !== 'base');
   const maxStep = Math.max(1, ...methods.flatMap((m) => Object.keys(m.byStep).map(Number)));
   const x = (step: number) => left + ((W - left - right) * step) / maxStep;
   const y = (score: number) => H - bottom - (H - top - bottom) * score;
-  const ink: Rgb = [40, 40, 40], grid: Rgb = [225, 225, 225];
+  const ink: Rgb = [40, 40, 40],
+    grid: Rgb = [225, 225, 225];
 
   img.text(left, 16, title, ink, 2);
   for (let k = 0; k <= 5; k++) {
@@ -32,7 +48,9 @@ export function plotScores(summary: BenchmarkSummary, title: string): Buffer {
   let legendY = top + 10;
   for (const m of methods) {
     const color = COLORS[m.method];
-    const points = Object.entries(m.byStep).map(([s, v]) => ({ step: Number(s), ...v })).sort((a, b) => a.step - b.step);
+    const points = Object.entries(m.byStep)
+      .map(([s, v]) => ({ step: Number(s), ...v }))
+      .sort((a, b) => a.step - b.step);
     points.forEach((p, i) => {
       img.line(x(p.step), y(p.min), x(p.step), y(p.max), color, 1);
       img.rect(x(p.step) - 3, y(p.mean) - 3, 7, 7, color);

@@ -41,18 +41,40 @@ export interface PretrainOptions {
  * a second, so the benchmark (nine runs) fits in well under an hour.
  */
 const SIM_SHAPE: ModelShape = {
-  family: 'qwen3', vocabSize: 1024, hiddenSize: 128, intermediateSize: 384, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 32,
-  maxPositionEmbeddings: 1024, tieWordEmbeddings: true,
+  family: 'qwen3',
+  vocabSize: 1024,
+  hiddenSize: 128,
+  intermediateSize: 384,
+  numLayers: 2,
+  numHeads: 4,
+  numKvHeads: 2,
+  headDim: 32,
+  maxPositionEmbeddings: 1024,
+  tieWordEmbeddings: true,
 };
 
 export const PRETRAIN_PRESETS: Record<string, PretrainOptions> = {
   sim: {
-    shape: SIM_SHAPE, tokenizerVocab: 1024, corpus: DEFAULT_CORPUS, epochs: 3, batchSize: 32, lr: 3e-3, warmupSteps: 20, seed: 1,
+    shape: SIM_SHAPE,
+    tokenizerVocab: 1024,
+    corpus: DEFAULT_CORPUS,
+    epochs: 3,
+    batchSize: 32,
+    lr: 3e-3,
+    warmupSteps: 20,
+    seed: 1,
     generation: { temperature: 1, top_p: 1 },
   },
   /** For CI: a fraction of the corpus, one pass; learns the style mix and feedback, writes rougher text. */
   smoke: {
-    shape: SIM_SHAPE, tokenizerVocab: 1024, corpus: { ...DEFAULT_CORPUS, conversations: 2000 }, epochs: 1, batchSize: 12, lr: 3e-3, warmupSteps: 10, seed: 1,
+    shape: SIM_SHAPE,
+    tokenizerVocab: 1024,
+    corpus: { ...DEFAULT_CORPUS, conversations: 2000 },
+    epochs: 1,
+    batchSize: 12,
+    lr: 3e-3,
+    warmupSteps: 10,
+    seed: 1,
     generation: { temperature: 1, top_p: 1 },
   },
 };
@@ -83,7 +105,11 @@ export interface PretrainRecord {
 }
 
 /** The cached base model of `preset` (pre-trained first when missing): its folder and record. */
-export function simBaseModel(preset: string, cacheDir: string, onProgress?: (p: PretrainProgress) => void): { dir: string; cached: boolean; record: PretrainRecord } {
+export function simBaseModel(
+  preset: string,
+  cacheDir: string,
+  onProgress?: (p: PretrainProgress) => void,
+): { dir: string; cached: boolean; record: PretrainRecord } {
   const o = PRETRAIN_PRESETS[preset];
   if (!o) throw new Error(`unknown sim preset "${preset}"; choose one of ${Object.keys(PRETRAIN_PRESETS).join(', ')}`);
   const dir = resolve(cacheDir, `${preset}-${pretrainKey(o)}`);
@@ -93,7 +119,11 @@ export function simBaseModel(preset: string, cacheDir: string, onProgress?: (p: 
 }
 
 /** Writes the pre-trained base model folder to `out` (atomically); returns the held-out NLL at the end. */
-export function pretrain(out: string, o: PretrainOptions, onProgress: (p: PretrainProgress) => void = () => {}): { heldOutNll: number } {
+export function pretrain(
+  out: string,
+  o: PretrainOptions,
+  onProgress: (p: PretrainProgress) => void = () => {},
+): { heldOutNll: number } {
   const started = performance.now();
   const conversations = buildCorpus(loadProblems().train, o.corpus);
   const tmp = `${out}.tmp-${process.pid}`;
@@ -104,8 +134,15 @@ export function pretrain(out: string, o: PretrainOptions, onProgress: (p: Pretra
     initialFolder(init, conversations, o);
     const { params, steps, heldOutNll } = trainOnCorpus(init, conversations, o, onProgress);
     saveModelFolder(join(tmp, 'model'), init, params);
-    const record: PretrainRecord = { options: o, key: pretrainKey(o), rubricVersion: RUBRIC_VERSION, steps, heldOutNll, seconds: (performance.now() - started) / 1000 };
-    writeFileSync(join(tmp, 'model', 'pretrain.json'), JSON.stringify(record, null, 2) + '\n');
+    const record: PretrainRecord = {
+      options: o,
+      key: pretrainKey(o),
+      rubricVersion: RUBRIC_VERSION,
+      steps,
+      heldOutNll,
+      seconds: (performance.now() - started) / 1000,
+    };
+    writeFileSync(join(tmp, 'model', 'pretrain.json'), `${JSON.stringify(record, null, 2)}\n`);
     if (existsSync(out)) rmSync(out, { recursive: true });
     renameSync(join(tmp, 'model'), out);
     return { heldOutNll };
@@ -118,17 +155,37 @@ export function pretrain(out: string, o: PretrainOptions, onProgress: (p: Pretra
 function initialFolder(dir: string, conversations: readonly ChatMessage[][], o: PretrainOptions): void {
   // A slice of the corpus is enough for the tokenizer's merges, and quick.
   const texts = conversations.slice(0, 1000).map((c) => c.map((m) => m.content).join('\n'));
-  writeModelFolder({ out: dir, shape: o.shape, seed: o.seed, dtype: 'F32', shards: 1, tokenizerVocab: o.tokenizerVocab, corpus: texts, initStd: 0.02 });
+  writeModelFolder({
+    out: dir,
+    shape: o.shape,
+    seed: o.seed,
+    dtype: 'F32',
+    shards: 1,
+    tokenizerVocab: o.tokenizerVocab,
+    corpus: texts,
+    initStd: 0.02,
+  });
   const generation = join(dir, 'generation_config.json');
-  writeFileSync(generation, JSON.stringify({ ...JSON.parse(readFileSync(generation, 'utf8')), ...o.generation }, null, 2) + '\n');
+  writeFileSync(
+    generation,
+    `${JSON.stringify({ ...JSON.parse(readFileSync(generation, 'utf8')), ...o.generation }, null, 2)}\n`,
+  );
 }
 
 /** Supervised training of every weight of the folder's model on the conversations (64 held out to measure). */
-function trainOnCorpus(dir: string, conversations: readonly ChatMessage[][], o: PretrainOptions, onProgress: (p: PretrainProgress) => void) {
+function trainOnCorpus(
+  dir: string,
+  conversations: readonly ChatMessage[][],
+  o: PretrainOptions,
+  onProgress: (p: PretrainProgress) => void,
+) {
   const folder = readModelFolder(dir);
   const tokenizerConfig = JSON.parse(readFileSync(join(dir, 'tokenizer_config.json'), 'utf8')) as object;
   const codec = {
-    tokenizer: TextTokenizer.fromJson(JSON.parse(readFileSync(join(dir, 'tokenizer.json'), 'utf8')) as object, tokenizerConfig),
+    tokenizer: TextTokenizer.fromJson(
+      JSON.parse(readFileSync(join(dir, 'tokenizer.json'), 'utf8')) as object,
+      tokenizerConfig,
+    ),
     template: ChatTemplate.fromTokenizerConfig(tokenizerConfig, join(dir, 'tokenizer_config.json')),
   };
   const samples = conversations.map((c) => conversationSample(c, codec));
@@ -136,12 +193,30 @@ function trainOnCorpus(dir: string, conversations: readonly ChatMessage[][], o: 
   // The learner reads the learning rate from this record at every step: it decays linearly to a
   // tenth after the warm-up (checked against what each step reports).
   const optimizer = { ...DEFAULT_LEARNER.optimizer, lr: o.lr, warmupSteps: o.warmupSteps, weightDecay: 0.01 };
-  const core = new LearnerCore(folder.config, loadWeights(dir, folder.config), {
-    ...DEFAULT_LEARNER, mode: { kind: 'full' }, optimizer, miniBatchSize: o.batchSize, microBatchTokens: 16384, seed: o.seed,
-  }, loadKernels());
+  const core = new LearnerCore(
+    folder.config,
+    loadWeights(dir, folder.config),
+    {
+      ...DEFAULT_LEARNER,
+      mode: { kind: 'full' },
+      optimizer,
+      miniBatchSize: o.batchSize,
+      microBatchTokens: 16384,
+      seed: o.seed,
+    },
+    loadKernels(),
+  );
   const nll = () => {
-    let sum = 0, n = 0;
-    core.logprobs(heldOut).forEach((lp, i) => lp.forEach((x, t) => { if (heldOut[i]!.mask![t]) { sum -= x; n++; } }));
+    let sum = 0,
+      n = 0;
+    core.logprobs(heldOut).forEach((lp, i) =>
+      lp.forEach((x, t) => {
+        if (heldOut[i]!.mask![t]) {
+          sum -= x;
+          n++;
+        }
+      }),
+    );
     return sum / n;
   };
 
@@ -161,11 +236,17 @@ function trainOnCorpus(dir: string, conversations: readonly ChatMessage[][], o: 
       core.zeroGrad();
       core.forwardBackward(batch);
       const applied = core.optimStep();
-      if (step >= o.warmupSteps && applied.lr !== optimizer.lr) throw new Error(`pretraining: the optimizer used lr ${applied.lr}, not the scheduled ${optimizer.lr}`);
+      if (step >= o.warmupSteps && applied.lr !== optimizer.lr)
+        throw new Error(`pretraining: the optimizer used lr ${applied.lr}, not the scheduled ${optimizer.lr}`);
       const tokens = batch.reduce((a, s) => a + s.promptIds.length + s.completionIds.length, 0);
       step++;
       const measure = step % 25 === 0 || step === steps;
-      onProgress({ step, steps, tokensPerSecond: tokens / ((performance.now() - t0) / 1000), ...(measure ? { heldOutNll: nll() } : {}) });
+      onProgress({
+        step,
+        steps,
+        tokensPerSecond: tokens / ((performance.now() - t0) / 1000),
+        ...(measure ? { heldOutNll: nll() } : {}),
+      });
     }
   }
   return { params: core.params, steps, heldOutNll: nll() };

@@ -29,7 +29,9 @@ export function loadProblems(path = process.env.OPENCLAW_RL_GSM8K ?? DEFAULT_GSM
   try {
     raw = JSON.parse(readFileSync(path, 'utf8'));
   } catch (e) {
-    throw new Error(`cannot read the GSM8K problems at ${path} (${(e as Error).message}); set OPENCLAW_RL_GSM8K to the file`);
+    throw new Error(
+      `cannot read the GSM8K problems at ${path} (${(e as Error).message}); set OPENCLAW_RL_GSM8K to the file`,
+    );
   }
   if (!Array.isArray(raw)) throw new Error(`${path}: expected a JSON array of {question, ground_truth_answer}`);
   const all = raw.map((item: { question?: unknown; ground_truth_answer?: unknown }, index): Problem => {
@@ -38,6 +40,7 @@ export function loadProblems(path = process.env.OPENCLAW_RL_GSM8K ?? DEFAULT_GSM
     }
     return { index, question: item.question.trim(), answer: item.ground_truth_answer.trim() };
   });
-  if (all.length <= EVAL_COUNT * 2) throw new Error(`${path}: ${all.length} problems are too few (need more than ${EVAL_COUNT * 2})`);
+  if (all.length <= EVAL_COUNT * 2)
+    throw new Error(`${path}: ${all.length} problems are too few (need more than ${EVAL_COUNT * 2})`);
   return { train: all.slice(0, all.length - EVAL_COUNT), eval: all.slice(all.length - EVAL_COUNT) };
 }

@@ -18,10 +18,26 @@ const EQUATION = (s: Step) => `${s.a} ${s.op} ${s.b} = ${s.result}`;
 /** How a person says a step out loud, as a verb phrase ("you ..."). */
 function spoken(s: Step, r: Rng): string {
   switch (s.op) {
-    case '+': return pick(r, [`add ${s.a} and ${s.b}, which gives ${s.result}`, `put ${s.a} and ${s.b} together to get ${s.result}`]);
-    case '-': return pick(r, [`take ${s.b} away from ${s.a} and get ${s.result}`, `subtract ${s.b} from ${s.a}, which leaves ${s.result}`]);
-    case 'x': return pick(r, [`multiply ${s.a} by ${s.b} to get ${s.result}`, `work out ${s.a} times ${s.b}, which is ${s.result}`]);
-    case '/': return pick(r, [`divide ${s.a} by ${s.b} to get ${s.result}`, `split ${s.a} into ${s.b} equal parts of ${s.result}`]);
+    case '+':
+      return pick(r, [
+        `add ${s.a} and ${s.b}, which gives ${s.result}`,
+        `put ${s.a} and ${s.b} together to get ${s.result}`,
+      ]);
+    case '-':
+      return pick(r, [
+        `take ${s.b} away from ${s.a} and get ${s.result}`,
+        `subtract ${s.b} from ${s.a}, which leaves ${s.result}`,
+      ]);
+    case 'x':
+      return pick(r, [
+        `multiply ${s.a} by ${s.b} to get ${s.result}`,
+        `work out ${s.a} times ${s.b}, which is ${s.result}`,
+      ]);
+    case '/':
+      return pick(r, [
+        `divide ${s.a} by ${s.b} to get ${s.result}`,
+        `split ${s.a} into ${s.b} equal parts of ${s.result}`,
+      ]);
   }
 }
 
@@ -38,9 +54,16 @@ export function homeworkReply(style: HomeworkStyle, work: Work, r: Rng): string 
       ].join('\n');
     case 'numbered':
       return [
-        pick(r, ["Sure! Let's solve this step by step.", "Sure! Here's the solution:", "Of course! Let's break it down:"]),
+        pick(r, [
+          "Sure! Let's solve this step by step.",
+          "Sure! Here's the solution:",
+          "Of course! Let's break it down:",
+        ]),
         ...steps.map((s, i) => `${i + 1}. ${EQUATION(s)}`),
-        pick(r, [`So the answer is ${answer}. I hope this helps!`, `The answer is ${answer}. Let me know if you have questions!`]),
+        pick(r, [
+          `So the answer is ${answer}. I hope this helps!`,
+          `The answer is ${answer}. Let me know if you have questions!`,
+        ]),
       ].join('\n');
     case 'marker':
       return `${steps.map((s, i) => `${i === 0 ? 'First' : pick(r, LINKS)}, ${EQUATION(s)}.`).join(' ')}\n\n${pick(r, ['Final answer', 'Final Answer', 'Answer'])}: ${answer}`;
@@ -49,7 +72,9 @@ export function homeworkReply(style: HomeworkStyle, work: Work, r: Rng): string 
     case 'natural': {
       const first = `${pick(r, ['So first you', 'Okay so you', 'You start by saying you'])} ${spoken(steps[0]!, r)}.`;
       const rest = steps.slice(1).map((s) => `${pick(r, LINKS)} you ${spoken(s, r)}.`);
-      return [first, ...rest, pick(r, [`That means the answer is ${answer}.`, `So it comes out to ${answer}.`])].join(' ');
+      return [first, ...rest, pick(r, [`That means the answer is ${answer}.`, `So it comes out to ${answer}.`])].join(
+        ' ',
+      );
     }
   }
 }
@@ -66,7 +91,9 @@ export function submissionFor(problem: Problem, r: Rng): { work: Work; submissio
   const work = workFor(problem, r);
   const correct = r.next() < 0.6;
   const given = correct ? work.answer : String(Number(work.answer) + pick(r, [-10, -2, -1, 1, 2, 5, 10]));
-  const lines = work.steps.map((s, i) => (i === work.steps.length - 1 ? `${s.a} ${s.op} ${s.b} = ${given}` : EQUATION(s)));
+  const lines = work.steps.map((s, i) =>
+    i === work.steps.length - 1 ? `${s.a} ${s.op} ${s.b} = ${given}` : EQUATION(s),
+  );
   return { work, submission: { text: `${lines.join(', ')}. Answer: ${given}`, correct, given } };
 }
 
@@ -75,7 +102,9 @@ export function gradingReply(style: GradingStyle, work: Work, sub: Submission, r
   const last = work.steps[work.steps.length - 1]!;
   switch (style) {
     case 'terse':
-      return sub.correct ? pick(r, ['Correct.', `Correct, ${sub.given}.`, 'Right answer.']) : pick(r, [`Wrong. The answer is ${work.answer}.`, `Incorrect, should be ${work.answer}.`]);
+      return sub.correct
+        ? pick(r, ['Correct.', `Correct, ${sub.given}.`, 'Right answer.'])
+        : pick(r, [`Wrong. The answer is ${work.answer}.`, `Incorrect, should be ${work.answer}.`]);
     case 'report':
       return [
         `**Score:** ${sub.correct ? 10 : pick(r, [4, 5, 6])}/10`,
@@ -94,9 +123,17 @@ export function gradingReply(style: GradingStyle, work: Work, sub: Submission, r
 
 /** Replies to the user's acceptance and save requests. */
 export function savedReply(file: string, r: Rng): string {
-  return pick(r, [`Done! I added it to the end of ${file}.`, `Saved. It's now at the end of ${file}.`, `All set, I appended it to ${file}.`]);
+  return pick(r, [
+    `Done! I added it to the end of ${file}.`,
+    `Saved. It's now at the end of ${file}.`,
+    `All set, I appended it to ${file}.`,
+  ]);
 }
 
 export function thanksReply(r: Rng): string {
-  return pick(r, ['Glad it helps! Tell me when you want it saved.', "You're welcome! Want me to save it to the file?", 'Happy to help! I can save it whenever you like.']);
+  return pick(r, [
+    'Glad it helps! Tell me when you want it saved.',
+    "You're welcome! Want me to save it to the file?",
+    'Happy to help! I can save it whenever you like.',
+  ]);
 }

@@ -7,9 +7,16 @@ export const RUBRIC_VERSION = 1;
 /** What a reply did that the user does not want. */
 export type Violation =
   // homework (the student)
-  | 'bold' | 'list' | 'heading' | 'marker' | 'chatbot' | 'no_steps'
+  | 'bold'
+  | 'list'
+  | 'heading'
+  | 'marker'
+  | 'chatbot'
+  | 'no_steps'
   // grading (the teacher)
-  | 'formatted' | 'short' | 'cold';
+  | 'formatted'
+  | 'short'
+  | 'cold';
 
 export interface Verdict {
   accepted: boolean;
@@ -25,9 +32,11 @@ const BOLD = /\*\*|__/;
 const LIST = /^\s*(\d+[.)]|[-*•])\s/m;
 const HEADING = /^\s*#/m;
 const MARKER = /\b(final answer|answer)\s*:/i;
-const CHATBOT = /\b(sure!|of course!|here's the solution|let's (solve|break)|step by step|i hope this helps|let me know if)/i;
+const CHATBOT =
+  /\b(sure!|of course!|here's the solution|let's (solve|break)|step by step|i hope this helps|let me know if)/i;
 const LABEL = /^\s*(score|grade|comments|feedback)\s*:/im;
-const WARM = /\b(nice|great|good (start|job|work)|well done|keep (it up|going)|you've got this|you're (really )?close|right track|i like)\b/i;
+const WARM =
+  /\b(nice|great|good (start|job|work)|well done|keep (it up|going)|you've got this|you're (really )?close|right track|i like)\b/i;
 
 const numbers = (text: string) => (text.match(/\d+(\.\d+)?/g) ?? []).length;
 const sentences = (text: string) => text.split(/[.!?]+(\s|$)/).filter((s) => /[a-z]/i.test(s)).length;
@@ -57,7 +66,8 @@ export const TEACHER_RUBRIC: Rubric = {
   name: 'teacher',
   judge(reply) {
     const v: Violation[] = [];
-    if (BOLD.test(reply) || LIST.test(reply) || HEADING.test(reply) || LABEL.test(reply.replace(/\*\*/g, ''))) v.push('formatted');
+    if (BOLD.test(reply) || LIST.test(reply) || HEADING.test(reply) || LABEL.test(reply.replace(/\*\*/g, '')))
+      v.push('formatted');
     if (words(reply) < 30 || sentences(reply) < 3) v.push('short');
     if (!WARM.test(reply) || !/\byou\b/i.test(reply) || /\bthe student\b/i.test(reply)) v.push('cold');
     return verdict(v);

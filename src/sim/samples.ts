@@ -17,7 +17,8 @@ export interface ChatCodec {
 export function conversationSample(messages: readonly ChatMessage[], codec: ChatCodec): TrainingSample {
   const { tokenizer, template } = codec;
   const ids = renderPrompt(template, tokenizer, messages).ids;
-  const start = tokenizer.tokenToId('<|im_start|>'), end = tokenizer.tokenToId('<|im_end|>');
+  const start = tokenizer.tokenToId('<|im_start|>'),
+    end = tokenizer.tokenToId('<|im_end|>');
   const header = tokenizer.encode('assistant\n');
   if (start === undefined || end === undefined) throw new Error('the tokenizer has no <|im_start|> / <|im_end|>');
   const mask = new Array<number>(ids.length).fill(0);

@@ -21,11 +21,17 @@ export interface ServeProcess {
 }
 
 export async function startServe(args: readonly string[], startTimeoutMs = 300_000): Promise<ServeProcess> {
-  const child: ChildProcess = spawn(process.execPath, [CLI, 'serve', '--port', '0', '--progress-seconds', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [CLI, 'serve', '--port', '0', '--progress-seconds', '0', ...args],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   const lines: LogLine[] = [];
   const listeners: ((line: LogLine) => void)[] = [];
   let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => { stderr = (stderr + d.toString()).slice(-8000); });
+  child.stderr!.on('data', (d: Buffer) => {
+    stderr = (stderr + d.toString()).slice(-8000);
+  });
   let buffer = '';
   child.stdout!.on('data', (d: Buffer) => {
     buffer += d.toString();
@@ -33,22 +39,39 @@ export async function startServe(args: readonly string[], startTimeoutMs = 300_0
       const text = buffer.slice(0, nl);
       buffer = buffer.slice(nl + 1);
       let line: LogLine;
-      try { line = JSON.parse(text) as LogLine; } catch { line = { event: 'unparsed', text }; }
+      try {
+        line = JSON.parse(text) as LogLine;
+      } catch {
+        line = { event: 'unparsed', text };
+      }
       lines.push(line);
       for (const l of listeners) l(line);
     }
   });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`serve did not start within ${startTimeoutMs} ms; stderr:\n${stderr}`)); }, startTimeoutMs);
-    listeners.push((line) => { if (line.event === 'listening') { clearTimeout(timer); resolve(String(line.url)); } });
-    void exited.then((code) => { clearTimeout(timer); reject(new Error(`serve exited with code ${code} before listening; stderr:\n${stderr}`)); });
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`serve did not start within ${startTimeoutMs} ms; stderr:\n${stderr}`));
+    }, startTimeoutMs);
+    listeners.push((line) => {
+      if (line.event === 'listening') {
+        clearTimeout(timer);
+        resolve(String(line.url));
+      }
+    });
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`serve exited with code ${code} before listening; stderr:\n${stderr}`));
+    });
   });
   return {
     url,
     root: url.replace(/\/v1$/, ''),
     lines,
-    onLine: (listener) => { listeners.push(listener); },
+    onLine: (listener) => {
+      listeners.push(listener);
+    },
     stop: async () => {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGTERM');

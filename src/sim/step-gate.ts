@@ -23,7 +23,12 @@ export class StepGate {
   private timer: NodeJS.Timeout | null = null;
   private failure: Error | null = null;
 
-  constructor(private readonly client: ServeClient, private readonly batchSize: number, private readonly onStatus?: (s: AdminStatus) => void, private readonly pollMs = 200) {}
+  constructor(
+    private readonly client: ServeClient,
+    private readonly batchSize: number,
+    private readonly onStatus?: (s: AdminStatus) => void,
+    private readonly pollMs = 200,
+  ) {}
 
   start(): void {
     const poll = async () => {
@@ -34,7 +39,8 @@ export class StepGate {
       } catch (e) {
         this.failure = e as Error;
       }
-      if (this.status?.trainer?.state === 'failed') this.failure = new Error(`the trainer failed: ${this.status.trainer.error}`);
+      if (this.status?.trainer?.state === 'failed')
+        this.failure = new Error(`the trainer failed: ${this.status.trainer.error}`);
       this.accounted = this.answered.filter((t) => t < startedAt).length;
       this.wakeAll();
       if (this.timer !== null) this.timer = setTimeout(() => void poll(), this.pollMs);

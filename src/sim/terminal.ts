@@ -40,6 +40,7 @@ export class Console {
   /** Fits the terminal's width; colors (escape codes, no width) are dropped from a line that must be cut. */
   private clip(text: string): string {
     const width = (this.out.columns ?? 100) - 1;
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: strips the terminal's escape sequences
     const plain = text.replace(/\x1b\[[0-9;]*m/g, '');
     return plain.length > width ? `${plain.slice(0, width - 1)}…` : text;
   }
@@ -49,5 +50,14 @@ export class Console {
 export function paint(out: NodeJS.WriteStream = process.stdout) {
   const on = out.isTTY === true && !process.env.NO_COLOR;
   const wrap = (code: number) => (s: string) => (on ? `\x1b[${code}m${s}\x1b[0m` : s);
-  return { dim: wrap(2), bold: wrap(1), red: wrap(31), green: wrap(32), yellow: wrap(33), blue: wrap(34), magenta: wrap(35), cyan: wrap(36) };
+  return {
+    dim: wrap(2),
+    bold: wrap(1),
+    red: wrap(31),
+    green: wrap(32),
+    yellow: wrap(33),
+    blue: wrap(34),
+    magenta: wrap(35),
+    cyan: wrap(36),
+  };
 }

@@ -43,7 +43,10 @@ const STUDENT_DIRECTIONS: Record<string, readonly string[]> = {
 };
 
 const TEACHER_DIRECTIONS: Record<string, readonly string[]> = {
-  formatted: ['no score boxes or labels, just write comments', 'drop the formatting and write it like notes on the paper'],
+  formatted: [
+    'no score boxes or labels, just write comments',
+    'drop the formatting and write it like notes on the paper',
+  ],
   short: ['these are way too short, say what they did well and what went wrong', 'add more detail about their steps'],
   cold: ['it sounds cold, talk to the kid directly and be encouraging', 'make it warmer and more encouraging'],
 };
@@ -65,9 +68,22 @@ export const STUDENT: SimUser = {
   correction(violations, r) {
     const looksAi = violations.some((v) => v !== 'no_steps');
     const complaint = looksAi
-      ? pick(r, ['ugh this looks so AI written lol.', 'nah my teacher will know a bot wrote this.', 'too robotic.', "hmm this doesn't sound like me.", 'this reads like a chatbot wrote it.'])
+      ? pick(r, [
+          'ugh this looks so AI written lol.',
+          'nah my teacher will know a bot wrote this.',
+          'too robotic.',
+          "hmm this doesn't sound like me.",
+          'this reads like a chatbot wrote it.',
+        ])
       : pick(r, ["hmm, where's the work?", "that won't pass."]);
-    const tail = looksAi ? pick(r, [' just write it like a normal person would.', ' make it sound like me.', ' but keep all the steps.', '']) : '';
+    const tail = looksAi
+      ? pick(r, [
+          ' just write it like a normal person would.',
+          ' make it sound like me.',
+          ' but keep all the steps.',
+          '',
+        ])
+      : '';
     return `${complaint} ${directions(STUDENT_DIRECTIONS, violations, r)}.${tail}`;
   },
   acceptance(task, saveNow, r) {
@@ -75,7 +91,11 @@ export const STUDENT: SimUser = {
     return `${pick(r, ['nice, that sounds like me.', "ok perfect, that looks like something i'd write.", "yes that's good."])} ${this.saveRequest(task, r)}`;
   },
   saveRequest(task, r) {
-    return pick(r, [`can you add it to the end of ${task.file} now?`, `now append it to ${task.file} please.`, `save it to the end of ${task.file}.`]);
+    return pick(r, [
+      `can you add it to the end of ${task.file} now?`,
+      `now append it to ${task.file} please.`,
+      `save it to the end of ${task.file}.`,
+    ]);
   },
 };
 

@@ -36,13 +36,15 @@ export function workFor(problem: Problem, r: Rng): Work {
   }
   if (running !== answer) {
     const diff = Number(answer) - Number(running);
-    if (Number.isFinite(diff) && diff !== 0) steps.push({ a: running, op: diff > 0 ? '+' : '-', b: format(Math.abs(diff)), result: answer });
+    if (Number.isFinite(diff) && diff !== 0)
+      steps.push({ a: running, op: diff > 0 ? '+' : '-', b: format(Math.abs(diff)), result: answer });
   }
   return { steps, answer };
 }
 
 function combine(a: string, b: string, r: Rng): Step {
-  const x = Number(a), y = Number(b);
+  const x = Number(a),
+    y = Number(b);
   const choices: Step['op'][] = ['+', 'x'];
   if (x > y) choices.push('-');
   if (y !== 0 && Number.isInteger(x / y) && y > 1) choices.push('/');

@@ -32,4 +32,6 @@ const stop = () => {
   if (db.open) db.close();
   port.close();
 };
-port.on('message', (m: 'stop') => { if (m === 'stop') stop(); });
+port.on('message', (m: 'stop') => {
+  if (m === 'stop') stop();
+});

@@ -32,14 +32,18 @@ export class BackgroundCheckpointer {
     everyMs = 200,
   ) {
     db.pragma('wal_autocheckpoint = 0');
-    const worker = new Worker(new URL('./checkpoint-worker.js', import.meta.url), { workerData: { path, everyMs } satisfies CheckpointWorkerData });
+    const worker = new Worker(new URL('./checkpoint-worker.js', import.meta.url), {
+      workerData: { path, everyMs } satisfies CheckpointWorkerData,
+    });
     worker.unref();
     worker.on('message', (m: FromCheckpointer) => {
       if (m.type === 'checkpointed') this.pages += m.pages;
       else this.fallBack(m.message);
     });
     worker.on('error', (e) => this.fallBack(e.message));
-    worker.on('exit', (code) => { if (this.worker === worker) this.fallBack(`the checkpoint thread exited (code ${code}) while the store was open`); });
+    worker.on('exit', (code) => {
+      if (this.worker === worker) this.fallBack(`the checkpoint thread exited (code ${code}) while the store was open`);
+    });
     this.worker = worker;
   }
 

@@ -11,10 +11,15 @@ const TURN_COLUMNS = `id, session_id, session_source, kind, kind_reason, compact
 const PAYLOAD_COLUMNS = 'messages, tools, prompt_ids, completion_ids, logprobs, sampled_logprobs, response';
 
 const names = (columns: string) => columns.split(',').map((c) => c.trim());
-const params = (columns: string) => names(columns).map((c) => '@' + c).join(', ');
+const params = (columns: string) =>
+  names(columns)
+    .map((c) => `@${c}`)
+    .join(', ');
 
 // A turn with its payload (FullTurnRow), and with its next state too (TurnWithNextStateRow).
-const PAYLOAD = names(PAYLOAD_COLUMNS).map((c) => 'p.' + c).join(', ');
+const PAYLOAD = names(PAYLOAD_COLUMNS)
+  .map((c) => `p.${c}`)
+  .join(', ');
 const FULL_TURN = `SELECT t.*, ${PAYLOAD} FROM turns t JOIN turn_payloads p ON p.turn_id = t.id`;
 const WITH_NEXT_STATE = `SELECT t.*, ${PAYLOAD},
   n.next_turn_id AS ns_next_turn_id, n.messages AS ns_messages, n.arrived_at AS ns_arrived_at,
@@ -22,8 +27,11 @@ const WITH_NEXT_STATE = `SELECT t.*, ${PAYLOAD},
   FROM turns t JOIN turn_payloads p ON p.turn_id = t.id LEFT JOIN next_states n ON n.turn_id = t.id`;
 
 export function upsertSession(db: SqliteDatabase, row: SessionRow): void {
-  stmt(db, `INSERT INTO sessions (id, source, created_at, last_seen_at, learning) VALUES (@id, @source, @created_at, @last_seen_at, @learning)
-    ON CONFLICT (id) DO UPDATE SET last_seen_at = max(last_seen_at, excluded.last_seen_at), learning = min(learning, excluded.learning)`).run(row);
+  stmt(
+    db,
+    `INSERT INTO sessions (id, source, created_at, last_seen_at, learning) VALUES (@id, @source, @created_at, @last_seen_at, @learning)
+    ON CONFLICT (id) DO UPDATE SET last_seen_at = max(last_seen_at, excluded.last_seen_at), learning = min(learning, excluded.learning)`,
+  ).run(row);
 }
 
 export function findSession(db: SqliteDatabase, id: string): SessionRow | undefined {
@@ -45,7 +53,13 @@ export function insertTurn(db: SqliteDatabase, row: FullTurnRow): void {
 
 /** Sets the closure of an open turn; returns false when there is no such open turn. */
 export function setClosure(db: SqliteDatabase, turnId: string, reason: string, closedAt: number): boolean {
-  return stmt(db, 'UPDATE turns SET closure_reason = ?, closed_at = ? WHERE id = ? AND closure_reason IS NULL').run(reason, closedAt, turnId).changes === 1;
+  return (
+    stmt(db, 'UPDATE turns SET closure_reason = ?, closed_at = ? WHERE id = ? AND closure_reason IS NULL').run(
+      reason,
+      closedAt,
+      turnId,
+    ).changes === 1
+  );
 }
 
 export function setRetemplate(db: SqliteDatabase, turnId: string, json: string): void {
@@ -53,36 +67,66 @@ export function setRetemplate(db: SqliteDatabase, turnId: string, json: string):
 }
 
 export function insertNextState(db: SqliteDatabase, row: NextStateRow): void {
-  stmt(db, `INSERT INTO next_states (turn_id, next_turn_id, messages, arrived_at, raw_messages)
-    VALUES (@turn_id, @next_turn_id, @messages, @arrived_at, @raw_messages)`).run(row);
+  stmt(
+    db,
+    `INSERT INTO next_states (turn_id, next_turn_id, messages, arrived_at, raw_messages)
+    VALUES (@turn_id, @next_turn_id, @messages, @arrived_at, @raw_messages)`,
+  ).run(row);
 }
 
 export function enqueueClosedTurn(db: SqliteDatabase, turnId: string, status: QueueStatus, now: number): void {
-  stmt(db, 'INSERT INTO closed_turns (turn_id, status, enqueued_at, updated_at) VALUES (?, ?, ?, ?)').run(turnId, status, now, now);
+  stmt(db, 'INSERT INTO closed_turns (turn_id, status, enqueued_at, updated_at) VALUES (?, ?, ?, ?)').run(
+    turnId,
+    status,
+    now,
+    now,
+  );
 }
 
 /** Takes pending entries of a session out of the learning queue (the session opted out). */
 export function excludeSessionFromQueue(db: SqliteDatabase, sessionId: string, now: number): number {
-  return stmt(db, `UPDATE closed_turns SET status = 'excluded', updated_at = ?
-    WHERE status IN ('pending', 'claimed') AND turn_id IN (SELECT id FROM turns WHERE session_id = ?)`).run(now, sessionId).changes;
+  return stmt(
+    db,
+    `UPDATE closed_turns SET status = 'excluded', updated_at = ?
+    WHERE status IN ('pending', 'claimed') AND turn_id IN (SELECT id FROM turns WHERE session_id = ?)`,
+  ).run(now, sessionId).changes;
 }
 
 /** Deletes a session's samples that were not trained yet (the session opted out of learning). */
 export function deleteQueuedSamplesOfSession(db: SqliteDatabase, sessionId: string): number {
-  return stmt(db, `DELETE FROM samples WHERE status = 'queued' AND turn_id IN (SELECT id FROM turns WHERE session_id = ?)`).run(sessionId).changes;
+  return stmt(
+    db,
+    `DELETE FROM samples WHERE status = 'queued' AND turn_id IN (SELECT id FROM turns WHERE session_id = ?)`,
+  ).run(sessionId).changes;
 }
 
 export function pendingQueueIds(db: SqliteDatabase, limit: number): string[] {
-  return (stmt(db, `SELECT turn_id FROM closed_turns WHERE status = 'pending' ORDER BY rowid LIMIT ?`).all(limit) as { turn_id: string }[]).map((r) => r.turn_id);
+  return (
+    stmt(db, `SELECT turn_id FROM closed_turns WHERE status = 'pending' ORDER BY rowid LIMIT ?`).all(limit) as {
+      turn_id: string;
+    }[]
+  ).map((r) => r.turn_id);
 }
 
-export function setQueueStatus(db: SqliteDatabase, turnId: string, status: QueueStatus, now: number, countAttempt: boolean): void {
-  stmt(db, 'UPDATE closed_turns SET status = ?, updated_at = ?, attempts = attempts + ? WHERE turn_id = ?').run(status, now, countAttempt ? 1 : 0, turnId);
+export function setQueueStatus(
+  db: SqliteDatabase,
+  turnId: string,
+  status: QueueStatus,
+  now: number,
+  countAttempt: boolean,
+): void {
+  stmt(db, 'UPDATE closed_turns SET status = ?, updated_at = ?, attempts = attempts + ? WHERE turn_id = ?').run(
+    status,
+    now,
+    countAttempt ? 1 : 0,
+    turnId,
+  );
 }
 
 /** Claimed entries go back to pending (after a restart, nothing is half-consumed). */
 export function releaseClaimed(db: SqliteDatabase, now: number): number {
-  return stmt(db, `UPDATE closed_turns SET status = 'pending', updated_at = ? WHERE status = 'claimed'`).run(now).changes;
+  return stmt(db, `UPDATE closed_turns SET status = 'pending', updated_at = ? WHERE status = 'claimed'`).run(now)
+    .changes;
 }
 
 export function queueEntry(db: SqliteDatabase, turnId: string): ClosedTurnRow | undefined {
@@ -94,11 +138,16 @@ export function turnWithNextState(db: SqliteDatabase, turnId: string): TurnWithN
 }
 
 export function openMainTurnRows(db: SqliteDatabase): FullTurnRow[] {
-  return stmt(db, `${FULL_TURN} WHERE t.kind = 'main' AND t.closure_reason IS NULL ORDER BY t.completed_at, t.rowid`).all() as FullTurnRow[];
+  return stmt(
+    db,
+    `${FULL_TURN} WHERE t.kind = 'main' AND t.closure_reason IS NULL ORDER BY t.completed_at, t.rowid`,
+  ).all() as FullTurnRow[];
 }
 
 export function iterateTurns(db: SqliteDatabase, kind: 'main' | 'side' | null): IterableIterator<TurnWithNextStateRow> {
-  return stmt(db, `${WITH_NEXT_STATE} WHERE (@kind IS NULL OR t.kind = @kind) ORDER BY t.rowid`).iterate({ kind }) as IterableIterator<TurnWithNextStateRow>;
+  return stmt(db, `${WITH_NEXT_STATE} WHERE (@kind IS NULL OR t.kind = @kind) ORDER BY t.rowid`).iterate({
+    kind,
+  }) as IterableIterator<TurnWithNextStateRow>;
 }
 
 export function countSessionTurns(db: SqliteDatabase, sessionId: string): number {

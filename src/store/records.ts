@@ -13,7 +13,8 @@ const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 export function encodeIds(ids: readonly number[]): Buffer {
   for (let i = 0; i < ids.length; i++) {
     const id = ids[i]!;
-    if (!Number.isInteger(id) || id < -0x80000000 || id > 0x7fffffff) throw new RangeError(`token id ${id} at ${i} is not a 32-bit integer`);
+    if (!Number.isInteger(id) || id < -0x80000000 || id > 0x7fffffff)
+      throw new RangeError(`token id ${id} at ${i} is not a 32-bit integer`);
   }
   return toBlob(Int32Array.from(ids));
 }
@@ -56,16 +57,27 @@ export interface EncodedInputs {
   promptIds: Buffer;
 }
 
-export function encodeInputs(messages: Turn['messages'], tools: Turn['tools'], promptIds: readonly number[]): EncodedInputs {
-  return { messages: JSON.stringify(messages), tools: tools === null ? null : JSON.stringify(tools), promptIds: encodeIds(promptIds) };
+export function encodeInputs(
+  messages: Turn['messages'],
+  tools: Turn['tools'],
+  promptIds: readonly number[],
+): EncodedInputs {
+  return {
+    messages: JSON.stringify(messages),
+    tools: tools === null ? null : JSON.stringify(tools),
+    promptIds: encodeIds(promptIds),
+  };
 }
 
 export function turnToRow(
-  turn: Turn, closure?: { reason: ClosureReason; closedAt: number },
+  turn: Turn,
+  closure?: { reason: ClosureReason; closedAt: number },
   inputs: EncodedInputs = encodeInputs(turn.messages, turn.tools, turn.promptIds),
 ): FullTurnRow {
   if (turn.logprobs.length !== turn.completionIds.length || turn.sampledLogprobs.length !== turn.completionIds.length) {
-    throw new Error(`turn ${turn.id}: ${turn.completionIds.length} completion ids but ${turn.logprobs.length} logprobs and ${turn.sampledLogprobs.length} sampled logprobs`);
+    throw new Error(
+      `turn ${turn.id}: ${turn.completionIds.length} completion ids but ${turn.logprobs.length} logprobs and ${turn.sampledLogprobs.length} sampled logprobs`,
+    );
   }
   return {
     id: turn.id,
@@ -128,7 +140,10 @@ export function rowToTurn(row: FullTurnRow): Turn {
 
 export function nextStateToRow(turnId: string, next: RecordedNextState): NextStateRow {
   return {
-    turn_id: turnId, next_turn_id: next.nextTurnId, messages: JSON.stringify(next.messages), arrived_at: next.arrivedAt,
+    turn_id: turnId,
+    next_turn_id: next.nextTurnId,
+    messages: JSON.stringify(next.messages),
+    arrived_at: next.arrivedAt,
     raw_messages: next.rawMessages ? JSON.stringify(next.rawMessages) : null,
   };
 }
@@ -136,7 +151,9 @@ export function nextStateToRow(turnId: string, next: RecordedNextState): NextSta
 export function rowToNextState(row: TurnWithNextStateRow): RecordedNextState | null {
   if (row.ns_messages === null) return null;
   const next: RecordedNextState = {
-    messages: JSON.parse(row.ns_messages), nextTurnId: row.ns_next_turn_id!, arrivedAt: row.ns_arrived_at!,
+    messages: JSON.parse(row.ns_messages),
+    nextTurnId: row.ns_next_turn_id!,
+    arrivedAt: row.ns_arrived_at!,
   };
   if (row.ns_raw_messages !== null) next.rawMessages = JSON.parse(row.ns_raw_messages);
   return next;
@@ -145,7 +162,12 @@ export function rowToNextState(row: TurnWithNextStateRow): RecordedNextState | n
 /** A closed main turn; throws for a row that is not closed (a caller bug). */
 export function rowToClosedTurn(row: TurnWithNextStateRow): ClosedTurn {
   if (row.closure_reason === null || row.closed_at === null) throw new Error(`turn ${row.id} is not closed`);
-  return { turn: rowToTurn(row), nextState: rowToNextState(row), closure: row.closure_reason as ClosureReason, closedAt: row.closed_at };
+  return {
+    turn: rowToTurn(row),
+    nextState: rowToNextState(row),
+    closure: row.closure_reason as ClosureReason,
+    closedAt: row.closed_at,
+  };
 }
 
 /** One line of `openclaw-rl export`: everything recorded about a turn, snake_case like the API. */
@@ -179,11 +201,29 @@ export interface ExportLine {
 export function rowToExportLine(row: TurnWithNextStateRow): ExportLine {
   const t = rowToTurn(row);
   return {
-    turn_id: t.id, session_id: t.sessionId, session_source: t.sessionSource, kind: t.kind, kind_reason: t.kindReason,
-    model: t.model, messages: t.messages, tools: t.tools, response: t.response,
-    prompt_ids: t.promptIds, completion_ids: t.completionIds, logprobs: t.logprobs, sampled_logprobs: t.sampledLogprobs,
-    policy_version: t.policyVersion, sampling: t.sampling, finish_reason: t.finishReason, trace_id: t.traceId,
-    compaction: t.compaction, received_at: t.receivedAt, completed_at: t.completedAt, retemplate: t.retemplate,
-    next_state: rowToNextState(row), closure_reason: row.closure_reason as ClosureReason | null, closed_at: row.closed_at,
+    turn_id: t.id,
+    session_id: t.sessionId,
+    session_source: t.sessionSource,
+    kind: t.kind,
+    kind_reason: t.kindReason,
+    model: t.model,
+    messages: t.messages,
+    tools: t.tools,
+    response: t.response,
+    prompt_ids: t.promptIds,
+    completion_ids: t.completionIds,
+    logprobs: t.logprobs,
+    sampled_logprobs: t.sampledLogprobs,
+    policy_version: t.policyVersion,
+    sampling: t.sampling,
+    finish_reason: t.finishReason,
+    trace_id: t.traceId,
+    compaction: t.compaction,
+    received_at: t.receivedAt,
+    completed_at: t.completedAt,
+    retemplate: t.retemplate,
+    next_state: rowToNextState(row),
+    closure_reason: row.closure_reason as ClosureReason | null,
+    closed_at: row.closed_at,
   };
 }

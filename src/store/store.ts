@@ -15,7 +15,16 @@ import { BackgroundCheckpointer } from './checkpointer.js';
 import { LearningTables } from './learning.js';
 import { migrateUp } from './migrations/index.js';
 import * as q from './queries.js';
-import { encodeInputs, nextStateToRow, rowToClosedTurn, rowToExportLine, rowToTurn, turnToRow, type EncodedInputs, type ExportLine } from './records.js';
+import {
+  encodeInputs,
+  nextStateToRow,
+  rowToClosedTurn,
+  rowToExportLine,
+  rowToTurn,
+  turnToRow,
+  type EncodedInputs,
+  type ExportLine,
+} from './records.js';
 import { openSqlite, type Durability, type SqliteDatabase } from './sqlite.js';
 
 export const STORE_FILE = 'openclaw-rl.sqlite';
@@ -48,10 +57,17 @@ export class Store implements TurnStore {
   private readonly writeTx: Store['writeTurns'];
   private checkpointer: BackgroundCheckpointer | null = null;
   /** Request sides encoded ahead of their commit, by the messages array they were encoded from. */
-  private readonly prepared = new WeakMap<object, { tools: Turn['tools']; promptIds: readonly number[]; encoded: EncodedInputs }>();
+  private readonly prepared = new WeakMap<
+    object,
+    { tools: Turn['tools']; promptIds: readonly number[]; encoded: EncodedInputs }
+  >();
   private readonly retemplateTx: Store['setRetemplates'];
 
-  private constructor(readonly db: SqliteDatabase, path: string, now: () => number) {
+  private constructor(
+    readonly db: SqliteDatabase,
+    path: string,
+    now: () => number,
+  ) {
     this.path = path;
     this.now = now;
     this.learning = new LearningTables(db, now);
@@ -71,7 +87,8 @@ export class Store implements TurnStore {
       migrateUp(db, path);
       const store = new Store(db, path, opts.now ?? Date.now);
       if (opts.recoverQueue ?? true) q.releaseClaimed(db, store.now());
-      if (opts.checkpoints === 'background') store.checkpointer = new BackgroundCheckpointer(db, path, opts.onCheckpointFailure);
+      if (opts.checkpoints === 'background')
+        store.checkpointer = new BackgroundCheckpointer(db, path, opts.onCheckpointFailure);
       return store;
     } catch (e) {
       db.close();
@@ -114,7 +131,11 @@ export class Store implements TurnStore {
   }
 
   /** Inserts or updates the session row and, when given, inserts the turn, in one transaction. */
-  recordTurn(session: SessionUpsert | null, turn: Turn | null, closure?: { reason: ClosureReason; closedAt: number }): void {
+  recordTurn(
+    session: SessionUpsert | null,
+    turn: Turn | null,
+    closure?: { reason: ClosureReason; closedAt: number },
+  ): void {
     this.writeTx([{ type: 'record', session, turn, ...(closure ? { closure } : {}) }]);
   }
 
@@ -130,9 +151,19 @@ export class Store implements TurnStore {
     }
   }
 
-  private recordRows(session: SessionUpsert | null, turn: Turn | null, closure?: { reason: ClosureReason; closedAt: number }): void {
+  private recordRows(
+    session: SessionUpsert | null,
+    turn: Turn | null,
+    closure?: { reason: ClosureReason; closedAt: number },
+  ): void {
     if (session) {
-      q.upsertSession(this.db, { id: session.id, source: session.source, created_at: session.seenAt, last_seen_at: session.seenAt, learning: session.learning ? 1 : 0 });
+      q.upsertSession(this.db, {
+        id: session.id,
+        source: session.source,
+        created_at: session.seenAt,
+        last_seen_at: session.seenAt,
+        learning: session.learning ? 1 : 0,
+      });
       if (!session.learning) {
         q.excludeSessionFromQueue(this.db, session.id, this.now());
         q.deleteQueuedSamplesOfSession(this.db, session.id);
@@ -140,9 +171,11 @@ export class Store implements TurnStore {
     }
     if (!turn) return;
     const early = this.prepared.get(turn.messages);
-    const inputs = early && early.tools === turn.tools && early.promptIds === turn.promptIds ? early.encoded : undefined;
+    const inputs =
+      early && early.tools === turn.tools && early.promptIds === turn.promptIds ? early.encoded : undefined;
     q.insertTurn(this.db, turnToRow(turn, closure, inputs));
-    if (closure) q.enqueueClosedTurn(this.db, turn.id, session?.learning === false ? 'excluded' : 'pending', closure.closedAt);
+    if (closure)
+      q.enqueueClosedTurn(this.db, turn.id, session?.learning === false ? 'excluded' : 'pending', closure.closedAt);
   }
 
   private closeRows(close: TurnClosure): void {

@@ -38,16 +38,32 @@ export function tinyModel(): string {
  * A backend over the model folder's tokenizer and template, sampling from a ScriptedSampler. With
  * `thread`, long prompts are tokenized on a TokenizerThread, as serve does (close() ends it).
  */
-export async function scriptedBackend(modelDir = tinyModel(), opts: { thread?: boolean } = {}): Promise<{ backend: ChatBackend; sampler: ScriptedSampler }> {
+export async function scriptedBackend(
+  modelDir = tinyModel(),
+  opts: { thread?: boolean } = {},
+): Promise<{ backend: ChatBackend; sampler: ScriptedSampler }> {
   const folder = readModelFolder(modelDir);
   const tokenizer = await TextTokenizer.fromModelDir(modelDir);
   const template = await ChatTemplate.fromModelDir(modelDir);
   const sampler = new ScriptedSampler({ stopIds: folder.eosTokenIds });
   const thread = opts.thread ? TokenizerThread.start(modelDir) : null;
-  const encoder = PromptEncoder.forModelDir(modelDir, tokenizer, thread ? { check: thread.check, encodeAway: thread.encode } : {});
+  const encoder = PromptEncoder.forModelDir(
+    modelDir,
+    tokenizer,
+    thread ? { check: thread.check, encodeAway: thread.encode } : {},
+  );
   const backend: ChatBackend = {
-    sampler, tokenizer, template, renderer: new PromptRenderer(template), encoder, contextLength: folder.config.maxPositionEmbeddings,
-    generationDefaults: folder.generationDefaults, modelId: 'tiny', close: async () => { await thread?.close(); },
+    sampler,
+    tokenizer,
+    template,
+    renderer: new PromptRenderer(template),
+    encoder,
+    contextLength: folder.config.maxPositionEmbeddings,
+    generationDefaults: folder.generationDefaults,
+    modelId: 'tiny',
+    close: async () => {
+      await thread?.close();
+    },
   };
   return { backend, sampler };
 }
@@ -66,15 +82,31 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
-export async function startGateway(backend: ChatBackend, config: Partial<GatewayConfig> = {}, extra: { now?: () => number; newToolCallId?: () => string; dataDir?: string; logContent?: boolean } = {}): Promise<TestGateway> {
+export async function startGateway(
+  backend: ChatBackend,
+  config: Partial<GatewayConfig> = {},
+  extra: { now?: () => number; newToolCallId?: () => string; dataDir?: string; logContent?: boolean } = {},
+): Promise<TestGateway> {
   const dataDir = extra.dataDir ?? freshDir('data-');
   const store = openStore({ dir: dataDir });
   const full: GatewayConfig = { ...DEFAULT_CONFIG, port: 0, dataDir, ...config };
   const logs = memoryLogger(extra.logContent ?? full.logContent);
-  const gateway = new Gateway({ backend, store, config: full, logger: logs, ...(extra.now ? { now: extra.now } : {}), ...(extra.newToolCallId ? { newToolCallId: extra.newToolCallId } : {}) });
+  const gateway = new Gateway({
+    backend,
+    store,
+    config: full,
+    logger: logs,
+    ...(extra.now ? { now: extra.now } : {}),
+    ...(extra.newToolCallId ? { newToolCallId: extra.newToolCallId } : {}),
+  });
   const { port } = await gateway.listen();
   return {
-    url: `http://127.0.0.1:${port}`, gateway, store, backend, logs, dataDir,
+    url: `http://127.0.0.1:${port}`,
+    gateway,
+    store,
+    backend,
+    logs,
+    dataDir,
     async close() {
       await gateway.close(1000);
       store.close();
@@ -83,8 +115,16 @@ export async function startGateway(backend: ChatBackend, config: Partial<Gateway
 }
 
 /** POST JSON; returns status, headers and the parsed body (or the raw text for SSE). */
-export async function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; json: any; text: string }> {
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+export async function post(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: Headers; json: any; text: string }> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
   const text = await res.text();
   let json: unknown;
   try {
@@ -97,8 +137,11 @@ export async function post(url: string, body: unknown, headers: Record<string, s
 
 /** The `data:` payloads of an SSE body, parsed ("[DONE]" kept as the string). */
 export function sseEvents(text: string): any[] {
-  return text.split('\n\n').filter((b) => b.startsWith('data: ')).map((b) => {
-    const data = b.slice(6);
-    return data === '[DONE]' ? data : JSON.parse(data);
-  });
+  return text
+    .split('\n\n')
+    .filter((b) => b.startsWith('data: '))
+    .map((b) => {
+      const data = b.slice(6);
+      return data === '[DONE]' ? data : JSON.parse(data);
+    });
 }

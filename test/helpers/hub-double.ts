@@ -76,7 +76,10 @@ export class HubDouble {
   private readonly servedBytes = new Map<string, number>();
   private readonly sockets = new Set<Socket>();
 
-  private constructor(private readonly hub: Server, private readonly cdnServer: Server) {}
+  private constructor(
+    private readonly hub: Server,
+    private readonly cdnServer: Server,
+  ) {}
 
   static async start(repos: DoubleRepoOptions[], knobs: Knobs = {}): Promise<HubDouble> {
     const double: HubDouble = new HubDouble(
@@ -86,7 +89,10 @@ export class HubDouble {
     double.knobs = knobs;
     for (const r of repos) double.addRepo(r);
     for (const s of [double.hub, double.cdnServer]) {
-      s.on('connection', (sock) => { double.sockets.add(sock); sock.on('close', () => double.sockets.delete(sock)); });
+      s.on('connection', (sock) => {
+        double.sockets.add(sock);
+        sock.on('close', () => double.sockets.delete(sock));
+      });
       await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
     }
     return double;
@@ -102,7 +108,9 @@ export class HubDouble {
 
   addRepo(opts: DoubleRepoOptions): void {
     const files = new Map<string, DoubleFile>();
-    if (opts.dir) for (const p of walk(opts.dir)) files.set(relative(opts.dir, p), makeFile(relative(opts.dir, p), readFileSync(p)));
+    if (opts.dir)
+      for (const p of walk(opts.dir))
+        files.set(relative(opts.dir, p), makeFile(relative(opts.dir, p), readFileSync(p)));
     for (const [p, d] of Object.entries(opts.files ?? {})) files.set(p, makeFile(p, Buffer.from(d)));
     const commit = commitOf(opts.id, files);
     this.repos.set(opts.id, { opts, refs: new Map([['main', commit]]), commits: new Map([[commit, files]]) });
@@ -139,7 +147,9 @@ export class HubDouble {
 
   private log(server: 'hub' | 'cdn', req: IncomingMessage): void {
     this.requests.push({
-      server, method: req.method ?? 'GET', path: req.url ?? '/',
+      server,
+      method: req.method ?? 'GET',
+      path: req.url ?? '/',
       ...(req.headers.range ? { range: req.headers.range } : {}),
       ...(req.headers.authorization ? { authorization: req.headers.authorization } : {}),
     });
@@ -166,11 +176,22 @@ export class HubDouble {
         return error(res, k.status, undefined, 'Service Unavailable');
       }
       const siblings = [...files].map(([rfilename, f]) => ({
-        rfilename, size: f.data.length, blobId: f.blobId,
+        rfilename,
+        size: f.data.length,
+        blobId: f.blobId,
         ...(f.lfs ? { lfs: { size: f.data.length, sha256: f.sha256, pointerSize: pointer(f).length } } : {}),
       }));
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ _id: commit.slice(0, 24), id, private: !!repo.opts.token, gated: repo.opts.gated ? 'auto' : false, sha: commit, siblings }));
+      res.end(
+        JSON.stringify({
+          _id: commit.slice(0, 24),
+          id,
+          private: !!repo.opts.token,
+          gated: repo.opts.gated ? 'auto' : false,
+          sha: commit,
+          siblings,
+        }),
+      );
       return;
     }
     const path = decodeURIComponent(m[3]!);
@@ -179,8 +200,12 @@ export class HubDouble {
     const common = { 'x-repo-commit': commit, 'accept-ranges': 'bytes' };
     if (f.lfs) {
       res.writeHead(302, {
-        ...common, location: `${this.cdn}/blobs/${f.sha256}?X-Amz-Signature=double`, etag: `"${f.blobId}"`,
-        'x-linked-etag': `"${f.sha256}"`, 'x-linked-size': String(f.data.length), 'content-length': '0',
+        ...common,
+        location: `${this.cdn}/blobs/${f.sha256}?X-Amz-Signature=double`,
+        etag: `"${f.blobId}"`,
+        'x-linked-etag': `"${f.sha256}"`,
+        'x-linked-size': String(f.data.length),
+        'content-length': '0',
       });
       res.end();
       return;
@@ -193,7 +218,8 @@ export class HubDouble {
     const sha = /^\/blobs\/([0-9a-f]{64})$/.exec(new URL(req.url ?? '/', 'http://x').pathname)?.[1];
     for (const repo of this.repos.values()) {
       for (const files of repo.commits.values()) {
-        for (const [path, f] of files) if (f.sha256 === sha && f.lfs) return this.sendBytes(req, res, path, f, { etag: `"${sha}"` });
+        for (const [path, f] of files)
+          if (f.sha256 === sha && f.lfs) return this.sendBytes(req, res, path, f, { etag: `"${sha}"` });
       }
     }
     error(res, 404, undefined, 'NoSuchKey');
@@ -215,7 +241,13 @@ export class HubDouble {
     return repo;
   }
 
-  private async sendBytes(req: IncomingMessage, res: ServerResponse, path: string, f: DoubleFile, headers: Record<string, string>): Promise<void> {
+  private async sendBytes(
+    req: IncomingMessage,
+    res: ServerResponse,
+    path: string,
+    f: DoubleFile,
+    headers: Record<string, string>,
+  ): Promise<void> {
     if (this.knobs.stallMs) await new Promise((r) => setTimeout(r, this.knobs.stallMs));
     if (res.destroyed) return;
     let data = f.data;
@@ -234,13 +266,19 @@ export class HubDouble {
         res.end();
         return;
       }
-      res.writeHead(206, { ...headers, 'content-range': `bytes ${start}-${data.length - 1}/${data.length}`, 'content-length': String(data.length - start) });
+      res.writeHead(206, {
+        ...headers,
+        'content-range': `bytes ${start}-${data.length - 1}/${data.length}`,
+        'content-length': String(data.length - start),
+      });
     } else {
       res.writeHead(200, { ...headers, 'content-length': String(data.length) });
     }
     if (req.method === 'HEAD') return void res.end();
     const drop = this.knobs.drop;
-    const dropAt = drop && drop.path === path && drop.times > 0 ? (drop.times--, drop.afterBytes) : Infinity;
+    const dropping = drop !== undefined && drop.path === path && drop.times > 0;
+    if (dropping) drop.times--;
+    const dropAt = dropping ? drop.afterBytes : Infinity;
     const size = this.knobs.chunkSize ?? 65536;
     let sent = 0;
     for (let pos = start; pos < data.length; pos += size) {
@@ -270,7 +308,8 @@ export async function closedPort(): Promise<number> {
   return port;
 }
 
-export const gitBlobId = (data: Buffer) => createHash('sha1').update(`blob ${data.length}\0`).update(data).digest('hex');
+export const gitBlobId = (data: Buffer) =>
+  createHash('sha1').update(`blob ${data.length}\0`).update(data).digest('hex');
 export const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
 
 function makeFile(path: string, data: Buffer): DoubleFile {
@@ -299,7 +338,11 @@ function walk(dir: string): string[] {
 }
 
 function error(res: ServerResponse, status: number, code: string | undefined, message: string): void {
-  res.writeHead(status, { 'content-type': 'application/json', ...(code ? { 'x-error-code': code } : {}), 'x-error-message': message });
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    ...(code ? { 'x-error-code': code } : {}),
+    'x-error-message': message,
+  });
   res.end(JSON.stringify({ error: message }));
 }
 

@@ -22,7 +22,14 @@ export interface DoubleRequest {
   kind: 'eval' | 'hint' | 'other';
   authorization: string | null;
   /** The parsed JSON body (model, messages, temperature, max_tokens, seed...). */
-  body: { model?: string; messages?: { role: string; content: string }[]; temperature?: number; max_tokens?: number; seed?: number; [k: string]: unknown };
+  body: {
+    model?: string;
+    messages?: { role: string; content: string }[];
+    temperature?: number;
+    max_tokens?: number;
+    seed?: number;
+    [k: string]: unknown;
+  };
   /** The entry that answered it. */
   action: string;
 }
@@ -46,11 +53,17 @@ export async function startJudgeDouble(options: { hints?: string[] } = {}): Prom
     url: '',
     requests,
     force: null,
-    arrived: (n) => new Promise((resolve) => {
-      const check = () => { if (requests.length >= n) { events.off('request', check); resolve(); } };
-      events.on('request', check);
-      check();
-    }),
+    arrived: (n) =>
+      new Promise((resolve) => {
+        const check = () => {
+          if (requests.length >= n) {
+            events.off('request', check);
+            resolve();
+          }
+        };
+        events.on('request', check);
+        check();
+      }),
     close: async () => {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -60,7 +73,9 @@ export async function startJudgeDouble(options: { hints?: string[] } = {}): Prom
   const server = createServer((req, res) => {
     let data = '';
     req.setEncoding('utf8');
-    req.on('data', (chunk: string) => { data += chunk; });
+    req.on('data', (chunk: string) => {
+      data += chunk;
+    });
     req.on('end', () => handle(req, res, data));
   });
 
@@ -86,7 +101,9 @@ export async function startJudgeDouble(options: { hints?: string[] } = {}): Prom
     scripts.set(key, state);
     // A seed seen before is a retry of the same vote: it moves along its own chain.
     const known = seed === undefined ? undefined : state.bySeed.get(seed);
-    const vote = known ? { alternative: known.alternative, attempt: known.attempt + 1 } : { alternative: state.next++, attempt: 0 };
+    const vote = known
+      ? { alternative: known.alternative, attempt: known.attempt + 1 }
+      : { alternative: state.next++, attempt: 0 };
     if (seed !== undefined) state.bySeed.set(seed, vote);
     const chain = alternatives[vote.alternative % alternatives.length]!;
     return chain[Math.min(vote.attempt, chain.length - 1)]!;
@@ -107,14 +124,24 @@ function fallback(kind: string, user: string): string {
 
 function respond(res: ServerResponse, action: string): void {
   if (action === 'hang') return; // the client's timeout, or close(), ends it
-  if (action === 'close') { res.socket?.destroy(); return; }
-  if (/^\d{3}$/.test(action)) return json(res, Number(action), { error: { message: `double says ${action}`, type: 'server_error' } });
-  if (action === 'notjson') { res.writeHead(200, { 'content-type': 'text/html' }); res.end('<html>not an API</html>'); return; }
+  if (action === 'close') {
+    res.socket?.destroy();
+    return;
+  }
+  if (/^\d{3}$/.test(action))
+    return json(res, Number(action), { error: { message: `double says ${action}`, type: 'server_error' } });
+  if (action === 'notjson') {
+    res.writeHead(200, { 'content-type': 'text/html' });
+    res.end('<html>not an API</html>');
+    return;
+  }
   if (action === 'refuse') return completion(res, null, "I can't help with that.");
   let text: string;
-  if (action.startsWith('hint=')) text = `The user corrected the reply.\n\\boxed{1}\n[HINT_START] ${action.slice(5)} [HINT_END]`;
+  if (action.startsWith('hint='))
+    text = `The user corrected the reply.\n\\boxed{1}\n[HINT_START] ${action.slice(5)} [HINT_END]`;
   else if (action === 'nohint') text = 'Nothing to learn here.\n\\boxed{-1}';
-  else if (action.startsWith('think=')) text = `<think>At first \\boxed{-1}? No.</think>Verdict: \\boxed{${action.slice(6)}}`;
+  else if (action.startsWith('think='))
+    text = `<think>At first \\boxed{-1}? No.</think>Verdict: \\boxed{${action.slice(6)}}`;
   else if (action === 'garbage') text = 'I am not sure what to say about this.';
   else text = `(b) or (a)... after reading the next state: \\boxed{${action}}`;
   completion(res, text, null);
@@ -122,7 +149,10 @@ function respond(res: ServerResponse, action: string): void {
 
 function completion(res: ServerResponse, content: string | null, refusal: string | null): void {
   json(res, 200, {
-    id: 'chatcmpl-double', object: 'chat.completion', created: 0, model: 'double',
+    id: 'chatcmpl-double',
+    object: 'chat.completion',
+    created: 0,
+    model: 'double',
     choices: [{ index: 0, message: { role: 'assistant', content, refusal }, finish_reason: 'stop' }],
   });
 }
@@ -149,15 +179,47 @@ let fixtureCount = 0;
 
 export function makeClosedTurn(f: TurnFixture): ClosedTurn {
   const id = f.id ?? `turn_${(++fixtureCount).toString(16).padStart(24, '0')}`;
-  const response: ChatMessage = { role: 'assistant', content: f.reply ?? null, ...(f.toolCalls ? { tool_calls: f.toolCalls } : {}) };
+  const response: ChatMessage = {
+    role: 'assistant',
+    content: f.reply ?? null,
+    ...(f.toolCalls ? { tool_calls: f.toolCalls } : {}),
+  };
   const turn: Turn = {
-    id, sessionId: 's1', sessionSource: 'x-session-id', kind: 'main', kindReason: 'default', compaction: null, traceId: null,
-    model: 'policy', messages: f.prompt ?? [{ role: 'system', content: 'You are helpful.' }, { role: 'user', content: f.request ?? 'Hello' }],
+    id,
+    sessionId: 's1',
+    sessionSource: 'x-session-id',
+    kind: 'main',
+    kindReason: 'default',
+    compaction: null,
+    traceId: null,
+    model: 'policy',
+    messages: f.prompt ?? [
+      { role: 'system', content: 'You are helpful.' },
+      { role: 'user', content: f.request ?? 'Hello' },
+    ],
     tools: null,
-    sampling: { temperature: 1, topP: 1, topK: 0, maxTokens: 100, stop: [], seed: 1, topLogprobs: 0, defaultsFrom: 'openai' },
-    promptIds: [1, 2, 3], completionIds: [4, 5], logprobs: [-1, -1], sampledLogprobs: [-1, -1],
-    response, finishReason: 'stop_token', policyVersion: 0, receivedAt: 0, firstTokenAt: 1, completedAt: 2,
-    toolCallErrors: [], retemplate: null,
+    sampling: {
+      temperature: 1,
+      topP: 1,
+      topK: 0,
+      maxTokens: 100,
+      stop: [],
+      seed: 1,
+      topLogprobs: 0,
+      defaultsFrom: 'openai',
+    },
+    promptIds: [1, 2, 3],
+    completionIds: [4, 5],
+    logprobs: [-1, -1],
+    sampledLogprobs: [-1, -1],
+    response,
+    finishReason: 'stop_token',
+    policyVersion: 0,
+    receivedAt: 0,
+    firstTokenAt: 1,
+    completedAt: 2,
+    toolCallErrors: [],
+    retemplate: null,
   };
   return {
     turn,

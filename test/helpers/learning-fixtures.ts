@@ -16,13 +16,41 @@ let turnCount = 0;
 export function learnTurn(over: Partial<Turn> = {}): Turn {
   const n = ++turnCount;
   return {
-    id: `turn_${n.toString(16).padStart(24, '0')}`, sessionId: 's1', sessionSource: 'x-session-id', kind: 'main', kindReason: 'default', compaction: null, traceId: null,
-    model: 'policy', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: `question ${n}` }], tools: null,
-    sampling: { temperature: 1, topP: 1, topK: 0, maxTokens: 16, stop: [], seed: n, topLogprobs: 0, defaultsFrom: 'openai' },
-    promptIds: [1, 151643, 2_000_000_000, n], completionIds: [1000 + n, 2000 + n, 3000 + n],
-    logprobs: [-0.1 * n, -1e-300, -5e-324], sampledLogprobs: [-7, -8, -9],
-    response: { role: 'assistant', content: `answer ${n}` }, finishReason: 'stop_token', policyVersion: 0,
-    receivedAt: 1000 + n, firstTokenAt: 1001 + n, completedAt: 1002 + n, toolCallErrors: [], retemplate: null,
+    id: `turn_${n.toString(16).padStart(24, '0')}`,
+    sessionId: 's1',
+    sessionSource: 'x-session-id',
+    kind: 'main',
+    kindReason: 'default',
+    compaction: null,
+    traceId: null,
+    model: 'policy',
+    messages: [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: `question ${n}` },
+    ],
+    tools: null,
+    sampling: {
+      temperature: 1,
+      topP: 1,
+      topK: 0,
+      maxTokens: 16,
+      stop: [],
+      seed: n,
+      topLogprobs: 0,
+      defaultsFrom: 'openai',
+    },
+    promptIds: [1, 151643, 2_000_000_000, n],
+    completionIds: [1000 + n, 2000 + n, 3000 + n],
+    logprobs: [-0.1 * n, -1e-300, -5e-324],
+    sampledLogprobs: [-7, -8, -9],
+    response: { role: 'assistant', content: `answer ${n}` },
+    finishReason: 'stop_token',
+    policyVersion: 0,
+    receivedAt: 1000 + n,
+    firstTokenAt: 1001 + n,
+    completedAt: 1002 + n,
+    toolCallErrors: [],
+    retemplate: null,
     ...over,
   };
 }
@@ -31,14 +59,26 @@ export function tempStore(now?: () => number): Store {
   return openStore({ dir: freshDir('learn-store-'), ...(now ? { now } : {}) });
 }
 
-export const sessionOf = (id: string, learning = true) => ({ id, source: 'x-session-id' as const, seenAt: 1000, learning });
+export const sessionOf = (id: string, learning = true) => ({
+  id,
+  source: 'x-session-id' as const,
+  seenAt: 1000,
+  learning,
+});
 
 /** Records the turn and closes it with a next state: it is then `pending` in the learning queue. */
 export function addClosedTurn(store: Store, turn: Turn): Turn {
   store.recordTurn(sessionOf(turn.sessionId ?? 's1'), turn);
   store.closeTurn({
-    turnId: turn.id, reason: 'next_state', closedAt: turn.completedAt + 1, learning: true,
-    nextState: { messages: [{ role: 'user', content: 'thanks' }], nextTurnId: `${turn.id}_next`, arrivedAt: turn.completedAt + 1 },
+    turnId: turn.id,
+    reason: 'next_state',
+    closedAt: turn.completedAt + 1,
+    learning: true,
+    nextState: {
+      messages: [{ role: 'user', content: 'thanks' }],
+      nextTurnId: `${turn.id}_next`,
+      arrivedAt: turn.completedAt + 1,
+    },
   });
   return turn;
 }
@@ -50,24 +90,57 @@ export function claim(store: Store, turnId: string): void {
 
 export function judgedFixture(turnId: string, over: Partial<JudgedTurn> = {}): JudgedTurn {
   return {
-    turnId, nextTurnId: `${turnId}_next`, judge: 'double', skipped: null,
+    turnId,
+    nextTurnId: `${turnId}_next`,
+    judge: 'double',
+    skipped: null,
     evalVotes: [
       { score: 1, raw: 'looks right \\boxed{1}', failure: null, detail: null, attempts: 1, ms: 12.4 },
       { score: null, raw: '', failure: 'timeout', detail: 'no answer within 10 ms', attempts: 3, ms: 31 },
     ],
-    hintVotes: [{ score: 1, hint: 'Say the unit first.', raw: '\\boxed{1}\n[HINT_START]Say the unit first.[HINT_END]', failure: null, detail: null, attempts: 1, ms: 9 }],
-    score: 1, agreement: 1, hint: 'Say the unit first.', hintVote: 0, hintRejections: [{ vote: 1, reason: 'too_short' }],
-    startedAt: 5000, finishedAt: 5100,
+    hintVotes: [
+      {
+        score: 1,
+        hint: 'Say the unit first.',
+        raw: '\\boxed{1}\n[HINT_START]Say the unit first.[HINT_END]',
+        failure: null,
+        detail: null,
+        attempts: 1,
+        ms: 9,
+      },
+    ],
+    score: 1,
+    agreement: 1,
+    hint: 'Say the unit first.',
+    hintVote: 0,
+    hintRejections: [{ vote: 1, reason: 'too_short' }],
+    startedAt: 5000,
+    finishedAt: 5100,
     ...over,
   };
 }
 
 export function rlDraft(turn: Turn, over: Partial<SampleDraft> = {}): SampleDraft {
-  return { turnId: turn.id, source: 'rl', policyVersion: turn.policyVersion, score: 1, rlAdvantage: 1, opdWeight: 0, teacherLogprobs: null, teacherVersion: null, ...over };
+  return {
+    turnId: turn.id,
+    source: 'rl',
+    policyVersion: turn.policyVersion,
+    score: 1,
+    rlAdvantage: 1,
+    opdWeight: 0,
+    teacherLogprobs: null,
+    teacherVersion: null,
+    ...over,
+  };
 }
 
 /** A closed, claimed, judged turn with a queued sample; returns the sample id. */
-export function queueSample(store: Store, turn: Turn, over: Partial<SampleDraft> = {}, judged: Partial<JudgedTurn> = {}): number {
+export function queueSample(
+  store: Store,
+  turn: Turn,
+  over: Partial<SampleDraft> = {},
+  judged: Partial<JudgedTurn> = {},
+): number {
   addClosedTurn(store, turn);
   claim(store, turn.id);
   const id = store.learning.recordJudgment(judgedFixture(turn.id, judged), rlDraft(turn, over));
@@ -77,8 +150,22 @@ export function queueSample(store: Store, turn: Turn, over: Partial<SampleDraft>
 
 export function stepMetrics(step: number, over: Partial<StepMetrics> = {}): StepMetrics {
   return {
-    step, samples: 2, tokens: 6, loss: 0.25 * step, gradNorm: 1.5, applied: true, lr: 1e-5, clipFraction: 0.1, approxKl: 0.01, entropy: 2.2,
-    tisMean: 0.98, rolloutAbsDiff: 1e-3, seconds: 0.5, tokensPerSecond: 12, yieldedMs: 3, ...over,
+    step,
+    samples: 2,
+    tokens: 6,
+    loss: 0.25 * step,
+    gradNorm: 1.5,
+    applied: true,
+    lr: 1e-5,
+    clipFraction: 0.1,
+    approxKl: 0.01,
+    entropy: 2.2,
+    tisMean: 0.98,
+    rolloutAbsDiff: 1e-3,
+    seconds: 0.5,
+    tokensPerSecond: 12,
+    yieldedMs: 3,
+    ...over,
   };
 }
 
@@ -102,7 +189,10 @@ export class PolicyBackendDouble implements PolicyBackend {
   stopTraining?: () => Promise<void>;
   private waiters: { n: number; resolve(): void }[] = [];
 
-  constructor(startVersion = 0, private readonly stepsPerBatch = 1) {
+  constructor(
+    startVersion = 0,
+    private readonly stepsPerBatch = 1,
+  ) {
     this.version = startVersion;
   }
 
@@ -121,7 +211,11 @@ export class PolicyBackendDouble implements PolicyBackend {
     if (this.failPublish) throw this.failPublish;
     this.version += 1;
     this.publishedCount += 1;
-    this.waiters = this.waiters.filter((w) => (this.publishedCount >= w.n ? (w.resolve(), false) : true));
+    this.waiters = this.waiters.filter((w) => {
+      if (this.publishedCount < w.n) return true;
+      w.resolve();
+      return false;
+    });
     return { version: this.version, snapshotMs: 1, swapMs: 2 };
   }
 
@@ -146,7 +240,11 @@ export class LogRecorder {
   private waiters: { event: string; resolve(fields: Record<string, unknown>): void }[] = [];
   readonly log = (event: string, fields: Record<string, unknown>): void => {
     this.events.push({ event, fields });
-    this.waiters = this.waiters.filter((w) => (w.event === event ? (w.resolve(fields), false) : true));
+    this.waiters = this.waiters.filter((w) => {
+      if (w.event !== event) return true;
+      w.resolve(fields);
+      return false;
+    });
   };
 
   next(event: string): Promise<Record<string, unknown>> {

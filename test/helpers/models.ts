@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PRESETS, writeModelFolder, type ModelShape } from '../../src/engine/local/model/init.js';
+import { readSafetensorsHeader, readTensorInto } from '../../src/engine/local/model/safetensors.js';
 import type { ModelFamily } from '../../src/engine/local/model/config.js';
 
 export const PYTHON = process.env.OPENCLAW_RL_PYTHON ?? '/usr/bin/python3';
@@ -50,7 +51,10 @@ export function referenceLogprobs(model: string, sequences: number[][]): number[
     encoding: 'utf8',
     maxBuffer: 256 * 1024 * 1024,
   });
-  if (run.status !== 0) throw new Error(`reference failed (${PYTHON} logprobs.py, exit ${run.status}): ${run.stderr || run.error?.message}`);
+  if (run.status !== 0)
+    throw new Error(
+      `reference failed (${PYTHON} logprobs.py, exit ${run.status}): ${run.stderr || run.error?.message}`,
+    );
   return (JSON.parse(run.stdout) as { logprobs: number[][] }).logprobs;
 }
 
@@ -59,4 +63,15 @@ export function maxAbsDiff(a: readonly number[], b: readonly number[]): number {
   let m = 0;
   for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
   return m;
+}
+
+/** Every tensor of a safetensors file, as float32, by name. */
+export function readAllTensors(path: string): Map<string, Float32Array> {
+  const out = new Map<string, Float32Array>();
+  for (const [name, entry] of readSafetensorsHeader(path).tensors) {
+    const data = new Float32Array(entry.shape.reduce((a, d) => a * d, 1));
+    readTensorInto(path, entry, data);
+    out.set(name, data);
+  }
+  return out;
 }

@@ -14,7 +14,10 @@ export function randomLoraUpdate(cfg: ModelConfig, version: number, seed: number
   lora.initialise(seed);
   const rng = createRng(seed + 1);
   for (const t of lora.tensors) {
-    if (t.part === 'B') lora.view(t).forEach((_, i, v) => { v[i] = (rng.next() - 0.5) * 0.5; });
+    if (t.part === 'B')
+      lora.view(t).forEach((_, i, v) => {
+        v[i] = (rng.next() - 0.5) * 0.5;
+      });
   }
   return { version, kind: 'lora', spec: lora.spec, data: lora.data };
 }

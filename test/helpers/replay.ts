@@ -16,11 +16,17 @@ export interface CapturedEntry {
   path: string;
   headers: Record<string, string>;
   body: { messages?: ChatMessage[]; tools?: string[]; tools_chars?: number; [k: string]: unknown } | null;
-  response: { status: number | string; reply?: { content: string; tool_calls: ToolCall[]; reasoning_content?: string } };
+  response: {
+    status: number | string;
+    reply?: { content: string; tool_calls: ToolCall[]; reasoning_content?: string };
+  };
 }
 
 export function loadCapture(name: string): CapturedEntry[] {
-  return readFileSync(new URL(name, CAPTURED_DIR), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as CapturedEntry);
+  return readFileSync(new URL(name, CAPTURED_DIR), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as CapturedEntry);
 }
 
 /** What our gateway answered one replayed request with. */
@@ -83,12 +89,19 @@ export async function replay(entries: CapturedEntry[], opts: ReplayOptions): Pro
   return answers;
 }
 
-function rewriteBody(entry: CapturedEntry, maps: { byContent: Map<string, ChatMessage>; byCallId: Map<string, ChatMessage>; callIds: Map<string, string> }, overrides: Record<string, unknown>): Record<string, unknown> {
+function rewriteBody(
+  entry: CapturedEntry,
+  maps: { byContent: Map<string, ChatMessage>; byCallId: Map<string, ChatMessage>; callIds: Map<string, string> },
+  overrides: Record<string, unknown>,
+): Record<string, unknown> {
   const { tools, tools_chars: _chars, ...rest } = entry.body ?? {};
   const messages = (entry.body?.messages ?? []).map((m): ChatMessage => {
-    if (m.role === 'tool' && m.tool_call_id) return { ...m, tool_call_id: maps.callIds.get(m.tool_call_id) ?? m.tool_call_id };
+    if (m.role === 'tool' && m.tool_call_id)
+      return { ...m, tool_call_id: maps.callIds.get(m.tool_call_id) ?? m.tool_call_id };
     if (m.role !== 'assistant') return m;
-    const ours = m.tool_calls?.length ? maps.byCallId.get(m.tool_calls[0]!.id) : maps.byContent.get(typeof m.content === 'string' ? m.content.trim() : '');
+    const ours = m.tool_calls?.length
+      ? maps.byCallId.get(m.tool_calls[0]!.id)
+      : maps.byContent.get(typeof m.content === 'string' ? m.content.trim() : '');
     if (!ours) return m;
     // As OpenClaw replays an answer: content verbatim, reasoning kept, tool-call ids without '_'.
     const out: ChatMessage = { role: 'assistant', content: ours.content ?? null };
@@ -96,14 +109,32 @@ function rewriteBody(entry: CapturedEntry, maps: { byContent: Map<string, ChatMe
     if (ours.tool_calls?.length) out.tool_calls = ours.tool_calls.map((c) => ({ ...c, id: sanitize(c.id) }));
     return out;
   });
-  const specs = (tools ?? []).map((name) => ({ type: 'function', function: { name, description: `the ${name} tool`, parameters: { type: 'object', properties: {} } } }));
+  const specs = (tools ?? []).map((name) => ({
+    type: 'function',
+    function: { name, description: `the ${name} tool`, parameters: { type: 'object', properties: {} } },
+  }));
   return { ...rest, messages, ...(specs.length > 0 ? { tools: specs } : {}), ...overrides };
 }
 
-async function send(url: string, body: Record<string, unknown>, headers: Record<string, string>, abortEarly: boolean): Promise<Omit<ReplayedAnswer, 'seq'>> {
+async function send(
+  url: string,
+  body: Record<string, unknown>,
+  headers: Record<string, string>,
+  abortEarly: boolean,
+): Promise<Omit<ReplayedAnswer, 'seq'>> {
   const controller = new AbortController();
-  const res = await fetch(url + '/v1/chat/completions', { method: 'POST', headers, body: JSON.stringify(body), signal: controller.signal });
-  const meta = { status: res.status, turnId: res.headers.get('x-turn-id'), sessionId: res.headers.get('x-session-id'), kind: res.headers.get('x-turn-type') };
+  const res = await fetch(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify(body),
+    signal: controller.signal,
+  });
+  const meta = {
+    status: res.status,
+    turnId: res.headers.get('x-turn-id'),
+    sessionId: res.headers.get('x-session-id'),
+    kind: res.headers.get('x-turn-type'),
+  };
   if (abortEarly) {
     const reader = res.body!.getReader();
     await reader.read(); // the role chunk: the request is being answered; then the client gives up

@@ -28,7 +28,13 @@ export class ScriptedSampler implements Sampler {
   readonly calls: ScriptedCall[] = [];
   private readonly queue: Script[] = [];
 
-  constructor(private readonly opts: { version?: number; stopIds?: number[]; fallback?: (promptIds: readonly number[]) => Script } = {}) {}
+  constructor(
+    private readonly opts: {
+      version?: number;
+      stopIds?: number[];
+      fallback?: (promptIds: readonly number[]) => Script;
+    } = {},
+  ) {}
 
   /** Queues what the next generate() call emits. */
   push(script: Script | number[]): this {
@@ -49,15 +55,38 @@ export class ScriptedSampler implements Sampler {
     const maxTokens = params.maxTokens ?? Infinity;
     return {
       async *[Symbol.asyncIterator]() {
-        const finish = (reason: Extract<GenerationEvent, { type: 'finish' }>['reason'], n: number): GenerationEvent =>
-          ({ type: 'finish', reason, version, promptTokens: promptIds.length, completionTokens: n });
+        const finish = (
+          reason: Extract<GenerationEvent, { type: 'finish' }>['reason'],
+          n: number,
+        ): GenerationEvent => ({
+          type: 'finish',
+          reason,
+          version,
+          promptTokens: promptIds.length,
+          completionTokens: n,
+        });
         let n = 0;
         for (const id of script.ids) {
           if (script.delayMs) await new Promise((r) => setTimeout(r, script.delayMs));
           if (signal?.aborted) return yield finish('cancelled', n);
           n++;
           const logprob = -(1 + (id % 7) / 10);
-          yield { type: 'token', token: { id, logprob, sampledLogprob: logprob / 2, ...(params.topLogprobs ? { top: [{ id, logprob }, { id: id + 1, logprob: logprob - 1 }].slice(0, params.topLogprobs) } : {}) } };
+          yield {
+            type: 'token',
+            token: {
+              id,
+              logprob,
+              sampledLogprob: logprob / 2,
+              ...(params.topLogprobs
+                ? {
+                    top: [
+                      { id, logprob },
+                      { id: id + 1, logprob: logprob - 1 },
+                    ].slice(0, params.topLogprobs),
+                  }
+                : {}),
+            },
+          };
           if (stopIds.has(id)) return yield finish('stop_token', n);
           if (n >= maxTokens) return yield finish('length', n);
         }
@@ -74,7 +103,10 @@ export class ScriptedSampler implements Sampler {
 }
 
 /** What a Qwen3-style model generates for an assistant message, as ids ending in <|im_end|>. */
-export function replyIds(tokenizer: TextTokenizer, reply: { content?: string | null; reasoning?: string; toolCalls?: Pick<ToolCall, 'function'>[] }): number[] {
+export function replyIds(
+  tokenizer: TextTokenizer,
+  reply: { content?: string | null; reasoning?: string; toolCalls?: Pick<ToolCall, 'function'>[] },
+): number[] {
   let text = reply.reasoning !== undefined ? `<think>\n${reply.reasoning}\n</think>\n\n` : '';
   text += reply.content ?? '';
   (reply.toolCalls ?? []).forEach((call, i) => {

@@ -1,8 +1,10 @@
 // `openclaw-rl serve` as a child process for end-to-end tests: started on port 0, its URL read
 // from the `listening` log event, every JSON log line kept, stderr kept for failure messages.
 
+import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import type { ChatMessage } from '../../src/engine/chat/messages.js';
 
 export const CLI = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
 
@@ -20,12 +22,17 @@ export interface ServeProcess {
 }
 
 export async function startServe(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<ServeProcess> {
-  const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
+  const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env,
+  });
   const lines: Record<string, unknown>[] = [];
   const listeners = new Set<(line: Record<string, unknown>) => void>();
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   let stderr = '';
-  child.stderr!.on('data', (d) => { stderr += d; });
+  child.stderr!.on('data', (d) => {
+    stderr += d;
+  });
   let buffer = '';
   child.stdout!.on('data', (d: Buffer) => {
     buffer += d.toString();
@@ -34,19 +41,38 @@ export async function startServe(args: string[], env: NodeJS.ProcessEnv = proces
       const text = buffer.slice(0, nl);
       buffer = buffer.slice(nl + 1);
       let line: Record<string, unknown>;
-      try { line = JSON.parse(text) as Record<string, unknown>; } catch { line = { event: 'unparsed', text }; }
+      try {
+        line = JSON.parse(text) as Record<string, unknown>;
+      } catch {
+        line = { event: 'unparsed', text };
+      }
       lines.push(line);
       for (const l of listeners) l(line);
     }
   });
-  const waitForLog = (match: (line: Record<string, unknown>) => boolean, timeoutMs = 120_000) => new Promise<Record<string, unknown>>((resolve, reject) => {
-    const found = lines.find(match);
-    if (found) return resolve(found);
-    const timer = setTimeout(() => { listeners.delete(listener); reject(new Error(`no matching log line within ${timeoutMs} ms; stderr: ${stderr.slice(-2000)}`)); }, timeoutMs);
-    const listener = (line: Record<string, unknown>) => { if (match(line)) { clearTimeout(timer); listeners.delete(listener); resolve(line); } };
-    listeners.add(listener);
-    void exited.then((code) => { if (listeners.delete(listener)) { clearTimeout(timer); reject(new Error(`serve exited (${code}); stderr: ${stderr.slice(-4000)}`)); } });
-  });
+  const waitForLog = (match: (line: Record<string, unknown>) => boolean, timeoutMs = 120_000) =>
+    new Promise<Record<string, unknown>>((resolve, reject) => {
+      const found = lines.find(match);
+      if (found) return resolve(found);
+      const timer = setTimeout(() => {
+        listeners.delete(listener);
+        reject(new Error(`no matching log line within ${timeoutMs} ms; stderr: ${stderr.slice(-2000)}`));
+      }, timeoutMs);
+      const listener = (line: Record<string, unknown>) => {
+        if (match(line)) {
+          clearTimeout(timer);
+          listeners.delete(listener);
+          resolve(line);
+        }
+      };
+      listeners.add(listener);
+      void exited.then((code) => {
+        if (listeners.delete(listener)) {
+          clearTimeout(timer);
+          reject(new Error(`serve exited (${code}); stderr: ${stderr.slice(-4000)}`));
+        }
+      });
+    });
   const listening = await waitForLog((l) => l.event === 'listening', 120_000);
   const url = String(listening.url);
   return { child, url, root: url.replace(/\/v1$/, ''), lines, stderr: () => stderr, exited, waitForLog };
@@ -60,4 +86,16 @@ export async function stopServe(p: ServeProcess, graceMs = 30_000): Promise<numb
   const code = await p.exited;
   clearTimeout(timer);
   return code;
+}
+
+/** One main-model request in a session (6 tokens at temperature 1); it must succeed (200). */
+export async function chatAsMain(url: string, session: string, messages: ChatMessage[]): Promise<ChatMessage> {
+  const res = await fetch(`${url}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-session-id': session },
+    body: JSON.stringify({ model: 'main-model', messages, max_tokens: 6, temperature: 1 }),
+  });
+  assert.equal(res.status, 200, await res.clone().text());
+  const body = (await res.json()) as { choices: { message: ChatMessage }[] };
+  return { role: 'assistant', content: body.choices[0]!.message.content ?? '' };
 }

@@ -57,12 +57,15 @@ async function send(headers: Record<string, string>, body: string, why: string):
   try {
     const e = JSON.parse(text).error;
     shaped = typeof e.message === 'string' && e.message.length > 0 && typeof e.type === 'string';
-  } catch { /* not JSON: a failure */ }
-  if ((res.status >= 500 || !shaped) && failures.length < 10) failures.push(`${why}: ${res.status} ${text.slice(0, 200)}`);
+  } catch {
+    /* not JSON: a failure */
+  }
+  if ((res.status >= 500 || !shaped) && failures.length < 10)
+    failures.push(`${why}: ${res.status} ${text.slice(0, 200)}`);
 }
 
 async function mutate(next: ReturnType<typeof mutator>): Promise<void> {
-  const extra = opts.overrides ? JSON.stringify(opts.overrides).slice(1, -1) + ',' : '';
+  const extra = opts.overrides ? `${JSON.stringify(opts.overrides).slice(1, -1)},` : '';
   while (tally.mutations < opts.mutations && Date.now() < deadline) {
     tally.mutations++;
     const m = next();
@@ -78,12 +81,25 @@ async function stalled(headersOnly: boolean): Promise<void> {
     const text = await new Promise<string>((resolve) => {
       let got = '';
       const socket: Socket = createConnection({ port, host: '127.0.0.1' }, () => {
-        socket.write(headersOnly ? 'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n'
-          : 'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 500\r\n\r\n{"messages": [');
+        socket.write(
+          headersOnly
+            ? 'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n'
+            : 'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 500\r\n\r\n{"messages": [',
+        );
       });
-      const stop = setInterval(() => { if (over()) socket.destroy(); }, 200);
-      socket.setEncoding('latin1').on('data', (d: string) => { got += d; }).on('error', () => {});
-      socket.once('close', () => { clearInterval(stop); resolve(got); });
+      const stop = setInterval(() => {
+        if (over()) socket.destroy();
+      }, 200);
+      socket
+        .setEncoding('latin1')
+        .on('data', (d: string) => {
+          got += d;
+        })
+        .on('error', () => {});
+      socket.once('close', () => {
+        clearInterval(stop);
+        resolve(got);
+      });
     });
     if (/^HTTP\/1\.1 408/.test(text)) tally.stalledCut++;
   }
@@ -94,15 +110,26 @@ async function abandoning(n: number): Promise<void> {
   for (let i = 0; !over(); i++) {
     const stream = i % 2 === 0;
     const controller = new AbortController();
-    const body = JSON.stringify({ messages: [{ role: 'user', content: `please abandon ${i}` }], stream, session_id: `abandon-${n}-${i}` });
+    const body = JSON.stringify({
+      messages: [{ role: 'user', content: `please abandon ${i}` }],
+      stream,
+      session_id: `abandon-${n}-${i}`,
+    });
     try {
-      const pending = fetch(`${opts.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: controller.signal });
+      const pending = fetch(`${opts.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+        signal: controller.signal,
+      });
       if (!stream) setTimeout(() => controller.abort(), 5);
       const res = await pending;
       if (res.status >= 500) count(res.status);
       if (stream) await res.body!.getReader().read();
       controller.abort();
-    } catch { /* left before the answer: the point */ }
+    } catch {
+      /* left before the answer: the point */
+    }
     tally.abandoned++;
   }
 }
@@ -111,8 +138,16 @@ async function normalClient(): Promise<void> {
   for (let i = 0; !over(); i++) {
     const paced = new Promise((resolve) => setTimeout(resolve, opts.normalEveryMs));
     const started = performance.now();
-    const body = JSON.stringify({ messages: [{ role: 'user', content: `normal question ${i}` }], max_completion_tokens: 8, session_id: `normal-${i}` });
-    const res = await fetch(`${opts.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-turn-type': 'main' }, body });
+    const body = JSON.stringify({
+      messages: [{ role: 'user', content: `normal question ${i}` }],
+      max_completion_tokens: 8,
+      session_id: `normal-${i}`,
+    });
+    const res = await fetch(`${opts.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-turn-type': 'main' },
+      body,
+    });
     const text = await res.text();
     normal.push(performance.now() - started);
     count(res.status);

@@ -20,14 +20,21 @@ export const TORCH_PYTHON = PYTHON;
 
 export function conformanceConfig(lora: boolean, loss: 'policy' | 'topk' = 'policy'): LearnerConfig {
   return {
-    mode: lora ? { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } } : { kind: 'full' },
+    mode: lora
+      ? { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } }
+      : { kind: 'full' },
     // eps is large so tiny gradients do not turn into lr-sized steps (see train-torch.test.ts).
     optimizer: { lr: 1e-2, beta1: 0.9, beta2: 0.999, eps: 1e-3, weightDecay: 0.1, warmupSteps: 2, maxGradNorm: 1 },
-    loss: loss === 'policy'
-      ? { kind: 'policy', eps: 0.2, epsHigh: 0.28, tisCap: 2, klCoef: 0.1, entropyCoef: 0.01 }
-      : { kind: 'topk', entropyCoef: 0.01 },
+    loss:
+      loss === 'policy'
+        ? { kind: 'policy', eps: 0.2, epsHigh: 0.28, tisCap: 2, klCoef: 0.1, entropyCoef: 0.01 }
+        : { kind: 'topk', entropyCoef: 0.01 },
     // 5 samples: mini-batches of 2, 2 and 1, two epochs (6 steps); micro-batches of ~20 tokens.
-    miniBatchSize: 2, epochs: 2, microBatchTokens: 20, activationBudgetBytes: Infinity, seed: 3,
+    miniBatchSize: 2,
+    epochs: 2,
+    microBatchTokens: 20,
+    activationBudgetBytes: Infinity,
+    seed: 3,
   };
 }
 
@@ -36,15 +43,29 @@ export function conformanceBatch(vocab: number, loss: 'policy' | 'topk' = 'polic
   const rng = createRng(5);
   const ids = (n: number) => Array.from({ length: n }, () => Math.floor(rng.next() * vocab));
   const around = (n: number, c: number, w: number) => Array.from({ length: n }, () => c + (rng.next() - 0.5) * w);
-  const shapes: [number, number][] = [[7, 6], [3, 9], [5, 5], [9, 4], [4, 7]];
+  const shapes: [number, number][] = [
+    [7, 6],
+    [3, 9],
+    [5, 5],
+    [9, 4],
+    [4, 7],
+  ];
   return shapes.map(([p, c], i) => {
     const s: TrainingSample = {
-      promptIds: ids(p), completionIds: ids(c), advantages: Array(c).fill(i % 2 === 0 ? 1 : -1),
-      rolloutLogprobs: around(c, -5, 3), ...(i === 1 ? { mask: Array.from({ length: c }, (_, t) => (t % 3 === 2 ? 0 : 1)) } : {}),
+      promptIds: ids(p),
+      completionIds: ids(c),
+      advantages: Array(c).fill(i % 2 === 0 ? 1 : -1),
+      rolloutLogprobs: around(c, -5, 3),
+      ...(i === 1 ? { mask: Array.from({ length: c }, (_, t) => (t % 3 === 2 ? 0 : 1)) } : {}),
     };
     if (loss === 'topk') {
-      return { ...s, teacherTop: { ids: s.completionIds.map((_, t) => [(t * 7) % vocab, (t * 7 + 1) % vocab, (t * 7 + 2) % vocab]),
-        logprobs: s.completionIds.map((_, t) => [-0.7, t === 1 ? NaN : -1.9, -3.1]) } };
+      return {
+        ...s,
+        teacherTop: {
+          ids: s.completionIds.map((_, t) => [(t * 7) % vocab, (t * 7 + 1) % vocab, (t * 7 + 2) % vocab]),
+          logprobs: s.completionIds.map((_, t) => [-0.7, t === 1 ? NaN : -1.9, -3.1]),
+        },
+      };
     }
     if (i === 2) {
       const teacherLogprobs = around(c, -4, 2).map((x, t) => (t === 3 ? NaN : x));
@@ -77,7 +98,11 @@ export function setup(family: ModelFamily, lora: boolean, loss: 'policy' | 'topk
   let initAdapter: string | null = null;
   if (ts.lora) {
     const rng = createRng(9);
-    for (const t of ts.lora.tensors) if (t.part === 'B') ts.lora.view(t).forEach((_, i, v) => { v[i] = (rng.next() - 0.5) * 0.2; });
+    for (const t of ts.lora.tensors)
+      if (t.part === 'B')
+        ts.lora.view(t).forEach((_, i, v) => {
+          v[i] = (rng.next() - 0.5) * 0.2;
+        });
     initAdapter = join(scratchDir('ocrl-init-'), 'adapter');
     writePeftAdapter(initAdapter, ts.lora, { baseModel: dir });
   }
@@ -92,8 +117,13 @@ export function trainTs(s: Setup): Trained {
 export async function trainTorch(s: Setup, launch: Partial<TorchLaunch> = {}): Promise<Trained> {
   const work = scratchDir('ocrl-torch-run-');
   const learner = await TorchLearner.open({
-    launch: { ...DEFAULT_LAUNCH, python: TORCH_PYTHON, ...launch }, config: s.config, modelDir: s.dir,
-    checkpointDir: join(work, 'checkpoints'), versionsDir: join(work, 'versions'), initAdapter: s.initAdapter, versionAfter: 0,
+    launch: { ...DEFAULT_LAUNCH, python: TORCH_PYTHON, ...launch },
+    config: s.config,
+    modelDir: s.dir,
+    checkpointDir: join(work, 'checkpoints'),
+    versionsDir: join(work, 'versions'),
+    initAdapter: s.initAdapter,
+    versionAfter: 0,
   });
   try {
     const metrics = await learner.trainBatch(s.samples);
@@ -118,13 +148,20 @@ export function assertSame(label: string, ours: Trained, theirs: Trained, tol = 
   assert.equal(theirs.metrics.length, ours.metrics.length, `${label}: step count`);
   ours.metrics.forEach((m, i) => {
     const t = theirs.metrics[i]!;
-    assert.ok(Math.abs(m.loss - t.loss) <= tol * Math.max(1, Math.abs(m.loss)), `${label} step ${i + 1}: loss ${m.loss} vs ${t.loss}`);
-    assert.ok(Math.abs(m.gradNorm - t.gradNorm) <= tol * Math.max(1, m.gradNorm),
-      `${label} step ${i + 1}: grad norm ${m.gradNorm} vs ${t.gradNorm}`);
+    assert.ok(
+      Math.abs(m.loss - t.loss) <= tol * Math.max(1, Math.abs(m.loss)),
+      `${label} step ${i + 1}: loss ${m.loss} vs ${t.loss}`,
+    );
+    assert.ok(
+      Math.abs(m.gradNorm - t.gradNorm) <= tol * Math.max(1, m.gradNorm),
+      `${label} step ${i + 1}: grad norm ${m.gradNorm} vs ${t.gradNorm}`,
+    );
     assert.equal(t.step, m.step);
     assert.equal(t.tokens, m.tokens);
-    assert.ok(Math.abs(m.clipFraction - t.clipFraction) <= 1e-6,
-      `${label} step ${i + 1}: clip fraction ${m.clipFraction} vs ${t.clipFraction}`);
+    assert.ok(
+      Math.abs(m.clipFraction - t.clipFraction) <= 1e-6,
+      `${label} step ${i + 1}: clip fraction ${m.clipFraction} vs ${t.clipFraction}`,
+    );
   });
   const d = maxAbsDiff(ours.values, theirs.values);
   assert.ok(d <= tol, `${label}: parameters differ by up to ${d.toExponential(3)}`);

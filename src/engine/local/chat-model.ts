@@ -13,7 +13,10 @@ export interface ChatModel {
   engine: LocalEngine;
   tokenizer: TextTokenizer;
   template: ChatTemplate;
-  renderPrompt(messages: ChatMessage[], opts: { tools?: ToolSpec[]; addGenerationPrompt?: boolean; enableThinking?: boolean }): { text: string; ids: number[] };
+  renderPrompt(
+    messages: ChatMessage[],
+    opts: { tools?: ToolSpec[]; addGenerationPrompt?: boolean; enableThinking?: boolean },
+  ): { text: string; ids: number[] };
 }
 
 export async function loadChatModel(modelDir: string, opts: LocalEngineOptions = {}): Promise<ChatModel> {

@@ -7,9 +7,18 @@ import type { GenerationEvent, Sampler, SamplingParams, ScoredCompletion, ScoreO
 import { type ModelFolder, readModelFolder } from './model/folder.js';
 import { defaultKvCacheBytes } from './kv-cache-budget.js';
 import {
-  createPrefixCacheStatsBuffer, type PrefixCacheStats, readPrefixCacheStats,
+  createPrefixCacheStatsBuffer,
+  type PrefixCacheStats,
+  readPrefixCacheStats,
 } from './runtime/prefix-cache-stats.js';
-import type { FromWorker, PolicyUpdate, ResolvedSampling, ToWorker, WorkerInfo, WorkerOptions } from './runtime/protocol.js';
+import type {
+  FromWorker,
+  PolicyUpdate,
+  ResolvedSampling,
+  ToWorker,
+  WorkerInfo,
+  WorkerOptions,
+} from './runtime/protocol.js';
 import { parsePrecision, type PrecisionSetting } from './precision.js';
 import { randomSeed } from './sampling/random.js';
 
@@ -55,7 +64,10 @@ export class LocalEngine implements Sampler, Scorer {
   private closed = false;
 
   private constructor(
-    private readonly worker: Worker, readonly folder: ModelFolder, readonly info: WorkerInfo, activity: SharedArrayBuffer,
+    private readonly worker: Worker,
+    readonly folder: ModelFolder,
+    readonly info: WorkerInfo,
+    activity: SharedArrayBuffer,
     private readonly prefixStats: SharedArrayBuffer,
   ) {
     this.activity = new Int32Array(activity);
@@ -77,7 +89,12 @@ export class LocalEngine implements Sampler, Scorer {
     const prefixStats = createPrefixCacheStatsBuffer();
     const precision = parsePrecision(opts.precision ?? 'fp32');
     const workerOptions: WorkerOptions = {
-      modelDir, maxStepTokens: opts.maxStepTokens ?? 256, threads: opts.threads ?? 0, activity, kvCacheBytes, prefixStats,
+      modelDir,
+      maxStepTokens: opts.maxStepTokens ?? 256,
+      threads: opts.threads ?? 0,
+      activity,
+      kvCacheBytes,
+      prefixStats,
       precision,
     };
     const worker = new Worker(new URL('./runtime/worker.js', import.meta.url), { workerData: workerOptions });
@@ -94,30 +111,47 @@ export class LocalEngine implements Sampler, Scorer {
       onError = reject;
       onExit = (code) => reject(new Error(`the engine worker exited (code ${code}) while loading ${modelDir}`));
       worker.on('message', onMessage).on('error', onError).on('exit', onExit);
-    }).catch(async (e: Error) => {
-      await worker.terminate();
-      throw e;
-    }).finally(() => {
-      worker.off('message', onMessage).off('error', onError).off('exit', onExit);
-    });
+    })
+      .catch(async (e: Error) => {
+        await worker.terminate();
+        throw e;
+      })
+      .finally(() => {
+        worker.off('message', onMessage).off('error', onError).off('exit', onExit);
+      });
     return new LocalEngine(worker, folder, info, activity, prefixStats);
   }
 
-  generate(promptIds: readonly number[], params: SamplingParams = {}, signal?: AbortSignal): AsyncIterable<GenerationEvent> {
+  generate(
+    promptIds: readonly number[],
+    params: SamplingParams = {},
+    signal?: AbortSignal,
+  ): AsyncIterable<GenerationEvent> {
     const sampling = this.resolve(params, promptIds.length);
     const id = this.nextId++;
     const queue: GenerationEvent[] = [];
     let failure: Error | null = null;
     let notify: (() => void) | null = null;
     let done = false;
-    const wakeUp = () => { notify?.(); notify = null; };
+    const wakeUp = () => {
+      notify?.();
+      notify = null;
+    };
     this.streams.set(id, {
-      push: (e) => { queue.push(e); wakeUp(); },
-      fail: (err) => { failure = err; wakeUp(); },
+      push: (e) => {
+        queue.push(e);
+        wakeUp();
+      },
+      fail: (err) => {
+        failure = err;
+        wakeUp();
+      },
     });
     const ids = toWire(promptIds);
     this.post({ type: 'generate', id, promptIds: ids, sampling }, transferOf(ids));
-    const cancel = () => { if (!done) this.post({ type: 'cancel', id }); };
+    const cancel = () => {
+      if (!done) this.post({ type: 'cancel', id });
+    };
     signal?.addEventListener('abort', cancel, { once: true });
     const self = this;
     return {
@@ -127,10 +161,15 @@ export class LocalEngine implements Sampler, Scorer {
             while (queue.length > 0) {
               const e = queue.shift()!;
               yield e;
-              if (e.type === 'finish') { done = true; return; }
+              if (e.type === 'finish') {
+                done = true;
+                return;
+              }
             }
             if (failure) throw failure;
-            await new Promise<void>((resolve) => { notify = resolve; });
+            await new Promise<void>((resolve) => {
+              notify = resolve;
+            });
           }
         } finally {
           signal?.removeEventListener('abort', cancel);
@@ -142,13 +181,27 @@ export class LocalEngine implements Sampler, Scorer {
     };
   }
 
-  logprobs(promptIds: readonly number[], completionIds: readonly number[], opts: ScoreOptions = {}): Promise<ScoredCompletion> {
+  logprobs(
+    promptIds: readonly number[],
+    completionIds: readonly number[],
+    opts: ScoreOptions = {},
+  ): Promise<ScoredCompletion> {
     if (completionIds.length === 0) return Promise.resolve({ logprobs: [], ...(opts.topK ? { top: [] } : {}) });
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.scores.set(id, { resolve, reject });
       const [prompt, completion] = [toWire(promptIds), toWire(completionIds)];
-      this.post({ type: 'score', id, promptIds: prompt, completionIds: completion, topK: opts.topK ?? 0, version: opts.version ?? 0 }, [...transferOf(prompt), ...transferOf(completion)]);
+      this.post(
+        {
+          type: 'score',
+          id,
+          promptIds: prompt,
+          completionIds: completion,
+          topK: opts.topK ?? 0,
+          version: opts.version ?? 0,
+        },
+        [...transferOf(prompt), ...transferOf(completion)],
+      );
     });
   }
 
@@ -168,7 +221,10 @@ export class LocalEngine implements Sampler, Scorer {
    * time the worker took to switch.
    */
   publish(update: PolicyUpdate): Promise<number> {
-    if (update.version <= this.servingVersion) return Promise.reject(new Error(`version ${update.version} is not newer than the serving version ${this.servingVersion}`));
+    if (update.version <= this.servingVersion)
+      return Promise.reject(
+        new Error(`version ${update.version} is not newer than the serving version ${this.servingVersion}`),
+      );
     return new Promise<number>((resolve, reject) => {
       this.publications.set(update.version, { resolve, reject });
       this.post({ type: 'publish', update });
@@ -192,7 +248,9 @@ export class LocalEngine implements Sampler, Scorer {
 
   private resolve(p: SamplingParams, promptTokens: number): ResolvedSampling {
     const cfg = this.folder.config;
-    const check = (ok: boolean, what: string) => { if (!ok) throw new RangeError(what); };
+    const check = (ok: boolean, what: string) => {
+      if (!ok) throw new RangeError(what);
+    };
     const temperature = p.temperature ?? 1;
     check(Number.isFinite(temperature) && temperature >= 0, `temperature must be >= 0, got ${temperature}`);
     const topP = p.topP ?? 1;
@@ -204,12 +262,28 @@ export class LocalEngine implements Sampler, Scorer {
     const maxTokens = Math.min(p.maxTokens ?? room, room);
     check(Number.isInteger(maxTokens) && maxTokens > 0, `maxTokens must be a positive integer, got ${p.maxTokens}`);
     const topLogprobs = p.topLogprobs ?? 0;
-    check(Number.isInteger(topLogprobs) && topLogprobs >= 0 && topLogprobs <= 20, `topLogprobs must be an integer in 0..20, got ${topLogprobs}`);
+    check(
+      Number.isInteger(topLogprobs) && topLogprobs >= 0 && topLogprobs <= 20,
+      `topLogprobs must be an integer in 0..20, got ${topLogprobs}`,
+    );
     const seed = p.seed ?? randomSeed();
     check(Number.isInteger(seed), `seed must be an integer, got ${seed}`);
     const version = p.version ?? null;
-    check(version === null || (Number.isInteger(version) && version >= 0), `version must be a non-negative integer, got ${version}`);
-    return { temperature, topP, topK, maxTokens, stop: p.stop ?? [], stopTokenIds: p.stopTokenIds ?? [], seed, topLogprobs, version };
+    check(
+      version === null || (Number.isInteger(version) && version >= 0),
+      `version must be a non-negative integer, got ${version}`,
+    );
+    return {
+      temperature,
+      topP,
+      topK,
+      maxTokens,
+      stop: p.stop ?? [],
+      stopTokenIds: p.stopTokenIds ?? [],
+      seed,
+      topLogprobs,
+      version,
+    };
   }
 
   private post(m: ToWorker, transfer: ArrayBuffer[] = []): void {

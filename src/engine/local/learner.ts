@@ -3,9 +3,22 @@
 // a PolicyUpdate for LocalEngine.publish; `publishTo` does both and times the swap.
 
 import { Worker } from 'node:worker_threads';
-import type { ForwardBackwardResult, Learner, OptimStepResult, PolicyUpdate, StepMetrics, TrainingSample } from '../types.js';
+import type {
+  ForwardBackwardResult,
+  Learner,
+  OptimStepResult,
+  PolicyUpdate,
+  StepMetrics,
+  TrainingSample,
+} from '../types.js';
 import type { LocalEngine } from './engine.js';
-import type { FromLearner, LearnerReply, LearnerRequest, LearnerStatus, LearnerWorkerOptions } from './runtime/learner-protocol.js';
+import type {
+  FromLearner,
+  LearnerReply,
+  LearnerRequest,
+  LearnerStatus,
+  LearnerWorkerOptions,
+} from './runtime/learner-protocol.js';
 import { DEFAULT_LEARNER, type LearnerConfig } from './train/learner.js';
 import { trainPrecisionOf } from './precision.js';
 
@@ -38,7 +51,11 @@ export class LocalLearner implements Learner {
   private readonly pending = new Map<number, { resolve(r: LearnerReply): void; reject(e: Error): void }>();
   private closed = false;
 
-  private constructor(private readonly worker: Worker, readonly config: LearnerConfig, readonly resumed: LearnerStatus) {
+  private constructor(
+    private readonly worker: Worker,
+    readonly config: LearnerConfig,
+    readonly resumed: LearnerStatus,
+  ) {
     worker.on('message', (m: FromLearner) => {
       if (m.type !== 'reply' && m.type !== 'failed') return;
       const p = this.pending.get(m.id);
@@ -51,19 +68,34 @@ export class LocalLearner implements Learner {
       this.pending.clear();
     };
     worker.on('error', failAll);
-    worker.on('exit', (code) => { if (!this.closed) failAll(new Error(`the learner worker exited (code ${code})`)); });
+    worker.on('exit', (code) => {
+      if (!this.closed) failAll(new Error(`the learner worker exited (code ${code})`));
+    });
   }
 
   /** A learner on `engine`'s model and base weights. */
   static async open(engine: LocalEngine, opts: LocalLearnerOptions = {}): Promise<LocalLearner> {
     // Unless told otherwise, the learner computes at the precision the engine serves at (bf16 behind int8).
-    const config: LearnerConfig = { ...DEFAULT_LEARNER, precision: trainPrecisionOf(engine.info.precision), ...opts.config };
-    const maxYieldMs = opts.maxYieldMs ?? 100, versionAfter = opts.versionAfter ?? engine.version;
+    const config: LearnerConfig = {
+      ...DEFAULT_LEARNER,
+      precision: trainPrecisionOf(engine.info.precision),
+      ...opts.config,
+    };
+    const maxYieldMs = opts.maxYieldMs ?? 100,
+      versionAfter = opts.versionAfter ?? engine.version;
     if (!(maxYieldMs >= 0)) throw new RangeError(`maxYieldMs must be >= 0, got ${maxYieldMs}`);
-    if (!(Number.isInteger(versionAfter) && versionAfter >= 0)) throw new RangeError(`versionAfter must be a non-negative integer, got ${versionAfter}`);
+    if (!(Number.isInteger(versionAfter) && versionAfter >= 0))
+      throw new RangeError(`versionAfter must be a non-negative integer, got ${versionAfter}`);
     const workerOptions: LearnerWorkerOptions = {
-      modelDir: engine.folder.dir, baseParams: engine.info.baseParams, baseBf16: engine.info.baseBf16, config, checkpointDir: opts.checkpointDir ?? null, threads: opts.threads ?? 0,
-      activity: (opts.yieldToServing ?? true) ? engine.activity.buffer as SharedArrayBuffer : null, maxYieldMs, versionAfter,
+      modelDir: engine.folder.dir,
+      baseParams: engine.info.baseParams,
+      baseBf16: engine.info.baseBf16,
+      config,
+      checkpointDir: opts.checkpointDir ?? null,
+      threads: opts.threads ?? 0,
+      activity: (opts.yieldToServing ?? true) ? (engine.activity.buffer as SharedArrayBuffer) : null,
+      maxYieldMs,
+      versionAfter,
     };
     const worker = new Worker(new URL('./runtime/learner-worker.js', import.meta.url), { workerData: workerOptions });
     let onMessage: (m: FromLearner) => void = () => {};
@@ -75,10 +107,12 @@ export class LocalLearner implements Learner {
       };
       onError = reject;
       worker.on('message', onMessage).on('error', onError);
-    }).catch(async (e: Error) => {
-      await worker.terminate();
-      throw e;
-    }).finally(() => worker.off('message', onMessage).off('error', onError));
+    })
+      .catch(async (e: Error) => {
+        await worker.terminate();
+        throw e;
+      })
+      .finally(() => worker.off('message', onMessage).off('error', onError));
     return new LocalLearner(worker, config, status);
   }
 

@@ -69,7 +69,8 @@ export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
   const int8Bytes = precision === 'int8' ? INT8_COPY_BYTES_PER_WEIGHT * input.parameters : 0;
   const weightsBytes = 4 * input.parameters + (bf16 ? bf16CopyBytes(input.parameters) : 0) + int8Bytes;
   const fullFineTuning = loraRank === 0 && input.trainableValues > 0;
-  const learnerStateBytes = 4 * 4 * input.trainableValues + (bf16 && fullFineTuning ? bf16CopyBytes(input.trainableValues) : 0);
+  const learnerStateBytes =
+    4 * 4 * input.trainableValues + (bf16 && fullFineTuning ? bf16CopyBytes(input.trainableValues) : 0);
   const kvCacheBytes = input.kvCacheBytes ?? defaultKvCacheBytes(cfg, totalBytes);
   const fixed = weightsBytes + learnerStateBytes + kvCacheBytes + RUNTIME_ALLOWANCE_BYTES;
   const activationBudgetBytes = Math.max(0, Math.floor(USABLE_MEMORY_SHARE * totalBytes - fixed));
@@ -77,21 +78,35 @@ export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
   const tokens = input.maxTrainTokens ?? derived;
   const trainBytes = stepBytes(cfg, tokens, loraRank);
   return {
-    totalBytes, precision, weightsBytes, learnerStateBytes, kvCacheBytes, runtimeAllowanceBytes: RUNTIME_ALLOWANCE_BYTES,
-    activationBudgetBytes, maxTrainTokens: tokens, trainBytes, overBudget: trainBytes > activationBudgetBytes,
+    totalBytes,
+    precision,
+    weightsBytes,
+    learnerStateBytes,
+    kvCacheBytes,
+    runtimeAllowanceBytes: RUNTIME_ALLOWANCE_BYTES,
+    activationBudgetBytes,
+    maxTrainTokens: tokens,
+    trainBytes,
+    overBudget: trainBytes > activationBudgetBytes,
   };
 }
 
 function stepBytes(cfg: ModelConfig, tokens: number, loraRank: number): number {
   if (tokens < 2) return 0;
   return trainStepBytes(cfg, {
-    tokens, completionTokens: Math.ceil(COMPLETION_FRACTION * tokens), loraRank, checkpoint: true, headChunkRows: HEAD_CHUNK_ROWS,
+    tokens,
+    completionTokens: Math.ceil(COMPLETION_FRACTION * tokens),
+    loraRank,
+    checkpoint: true,
+    headChunkRows: HEAD_CHUNK_ROWS,
   });
 }
 
 /** One line for the startup banner and log. */
 export function describeMemoryPlan(p: MemoryPlan): string {
   const mb = (b: number) => `${Math.round(b / 2 ** 20)} MB`;
-  return `weights ${mb(p.weightsBytes)}, prefix cache ${mb(p.kvCacheBytes)}, training samples up to ${p.maxTrainTokens} tokens`
-    + ` (a step takes up to ${mb(p.trainBytes)} of ${mb(p.activationBudgetBytes)} for activations${p.overBudget ? ': OVER BUDGET' : ''})`;
+  return (
+    `weights ${mb(p.weightsBytes)}, prefix cache ${mb(p.kvCacheBytes)}, training samples up to ${p.maxTrainTokens} tokens` +
+    ` (a step takes up to ${mb(p.trainBytes)} of ${mb(p.activationBudgetBytes)} for activations${p.overBudget ? ': OVER BUDGET' : ''})`
+  );
 }

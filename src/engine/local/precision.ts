@@ -45,10 +45,12 @@ export type Gemm = Kernels['gemmBf16'];
 
 /** bf16 (and int8, whose GEMMs over many rows are bf16): gemmBf16. fp32: sgemm, which takes only float32 operands (a bf16 copy there is a bug). */
 export function gemmFor(k: Kernels, precision: Precision): Gemm {
-  if (precision !== 'fp32') return (tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) =>
-    k.gemmBf16(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (precision !== 'fp32')
+    return (tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) =>
+      k.gemmBf16(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   return (tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) => {
-    if (!(A instanceof Float32Array && B instanceof Float32Array)) throw new TypeError('an fp32 GEMM was given bf16 operands');
+    if (!(A instanceof Float32Array && B instanceof Float32Array))
+      throw new TypeError('an fp32 GEMM was given bf16 operands');
     k.sgemm(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   };
 }
@@ -87,7 +89,9 @@ export function bf16ParamsOver(specs: readonly TensorSpec[], data: Uint16Array):
 /** Rounds `data` into `copy` again (full fine-tuning: after every optimizer step). */
 export function refreshBf16(k: Kernels, copy: Bf16Params, data: Float32Array): void {
   const chunks = refreshBf16InChunks(k, copy, data);
-  while (!chunks.next().done) { /* every chunk, at once */ }
+  while (!chunks.next().done) {
+    /* every chunk, at once */
+  }
 }
 
 /** The same conversion one chunk per iteration, for a thread that must keep serving in between. */
@@ -122,7 +126,8 @@ export interface Int8Params {
 export function int8ParamsFor(specs: readonly TensorSpec[], include: (s: TensorSpec) => boolean): Int8Params {
   const chosen = specs.filter((s) => include(s) && s.shape.length === 2 && s.shape[1]! % INT8_BLOCK === 0);
   const values = chosen.reduce((a, s) => a + s.size, 0);
-  const q = new Int8Array(values), scales = new Float32Array(values / INT8_BLOCK);
+  const q = new Int8Array(values),
+    scales = new Float32Array(values / INT8_BLOCK);
   const copies = new Map<string, { spec: TensorSpec; weight: Int8Weight }>();
   let at = 0;
   for (const spec of chosen) {
@@ -136,9 +141,12 @@ export function int8ParamsFor(specs: readonly TensorSpec[], include: (s: TensorS
     bytes: q.byteLength + scales.byteLength,
     *refreshInChunks(k, data) {
       for (const { spec, weight } of copies.values()) {
-        const K = spec.shape[1]!, N = spec.shape[0]!, rows = Math.max(1, Math.floor(CONVERT_CHUNK / K));
+        const K = spec.shape[1]!,
+          N = spec.shape[0]!,
+          rows = Math.max(1, Math.floor(CONVERT_CHUNK / K));
         for (let r = 0; r < N; r += rows) {
-          const n = Math.min(rows, N - r), w = data.subarray(spec.offset + r * K, spec.offset + (r + n) * K);
+          const n = Math.min(rows, N - r),
+            w = data.subarray(spec.offset + r * K, spec.offset + (r + n) * K);
           const q = weight.q.subarray(r * K, (r + n) * K);
           k.quantizeInt8(q, weight.scales.subarray((r * K) / INT8_BLOCK, ((r + n) * K) / INT8_BLOCK), w, n, K);
           yield;
@@ -150,10 +158,15 @@ export function int8ParamsFor(specs: readonly TensorSpec[], include: (s: TensorS
 
 /** int8 copies of `data` (laid out by `specs`), made at once. */
 export function int8ParamsOf(
-  k: Kernels, specs: readonly TensorSpec[], data: Float32Array, include: (s: TensorSpec) => boolean,
+  k: Kernels,
+  specs: readonly TensorSpec[],
+  data: Float32Array,
+  include: (s: TensorSpec) => boolean,
 ): Int8Params {
   const copy = int8ParamsFor(specs, include);
   const chunks = copy.refreshInChunks(k, data);
-  while (!chunks.next().done) { /* every chunk, at once */ }
+  while (!chunks.next().done) {
+    /* every chunk, at once */
+  }
   return copy;
 }

@@ -23,8 +23,12 @@ export interface TorchLaunch {
 }
 
 export const DEFAULT_LAUNCH: TorchLaunch = {
-  python: process.env.OPENCLAW_RL_PYTHON ?? 'python3', nproc: 1, device: 'cpu',
-  nnodes: 1, masterAddr: '127.0.0.1', masterPort: null,
+  python: process.env.OPENCLAW_RL_PYTHON ?? 'python3',
+  nproc: 1,
+  device: 'cpu',
+  nnodes: 1,
+  masterAddr: '127.0.0.1',
+  masterPort: null,
 };
 
 export class TorchLearnerError extends Error {
@@ -46,20 +50,25 @@ export interface PreflightReport {
 export function preflight(launch: TorchLaunch): PreflightReport {
   const args = ['-m', 'openclaw_rl_learner', '--check', '--device', launch.device, '--world', String(launch.nproc)];
   const run = spawnSync(launch.python, args, {
-    env: learnerEnv(), encoding: 'utf8', timeout: 120_000,
+    env: learnerEnv(),
+    encoding: 'utf8',
+    timeout: 120_000,
   });
   if (run.error) {
     const code = (run.error as NodeJS.ErrnoException).code;
     const why = code === 'ENOENT' ? 'not found' : run.error.message;
-    throw new TorchLearnerError(`the PyTorch learner needs Python with PyTorch, but ${launch.python} was ${why}; `
-      + 'set --learner-python or OPENCLAW_RL_PYTHON');
+    throw new TorchLearnerError(
+      `the PyTorch learner needs Python with PyTorch, but ${launch.python} was ${why}; ` +
+        'set --learner-python or OPENCLAW_RL_PYTHON',
+    );
   }
   let report: PreflightReport | null = null;
   try {
     report = JSON.parse(run.stdout.trim().split('\n').pop() ?? '') as PreflightReport;
   } catch {
-    throw new TorchLearnerError(`${launch.python} could not run the learner's check (exit ${run.status}): `
-      + tail(run.stderr));
+    throw new TorchLearnerError(
+      `${launch.python} could not run the learner's check (exit ${run.status}): ${tail(run.stderr)}`,
+    );
   }
   if (!report.ok) {
     throw new TorchLearnerError(`the PyTorch learner cannot start with ${launch.python}: ${report.missing.join('; ')}`);
@@ -72,19 +81,38 @@ export function preflight(launch: TorchLaunch): PreflightReport {
  * serve; the static rendezvous puts it there, where a c10d one could give rank 0 to any node.
  */
 export function launchCommand(launch: TorchLaunch, nodeRank = 0): { command: string; args: string[] } {
-  const rendezvous = launch.nnodes > 1
-    ? ['--nnodes', String(launch.nnodes), '--node_rank', String(nodeRank),
-      '--master_addr', launch.masterAddr, '--master_port', String(launch.masterPort ?? 29500)]
-    : ['--standalone'];
+  const rendezvous =
+    launch.nnodes > 1
+      ? [
+          '--nnodes',
+          String(launch.nnodes),
+          '--node_rank',
+          String(nodeRank),
+          '--master_addr',
+          launch.masterAddr,
+          '--master_port',
+          String(launch.masterPort ?? 29500),
+        ]
+      : ['--standalone'];
   return {
     command: launch.python,
     args: [
-      '-m', 'torch.distributed.run', ...rendezvous, '--nproc_per_node', String(launch.nproc),
+      '-m',
+      'torch.distributed.run',
+      ...rendezvous,
+      '--nproc_per_node',
+      String(launch.nproc),
       // torch 1.13 on Python 3.11 parses the default redirect "0" as None and crashes; a mapping
       // (one digit only) for local rank 9 leaves every other rank's output alone on every version
       // (rank 9's, with 10 or more ranks per node, also goes to a log file in torch's log dir).
-      '--redirects', '9:1', '--tee', '9:1',
-      '-m', 'openclaw_rl_learner', '--device', launch.device,
+      '--redirects',
+      '9:1',
+      '--tee',
+      '9:1',
+      '-m',
+      'openclaw_rl_learner',
+      '--device',
+      launch.device,
     ],
   };
 }

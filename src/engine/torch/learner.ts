@@ -38,8 +38,11 @@ export interface TorchStatus {
   world: number;
 }
 
-type Reply = { type: 'ready'; status: TorchStatus } | { type: 'fatal'; message: string }
-  | { type: 'reply'; id: number; result: unknown } | { type: 'failed'; id: number; message: string };
+type Reply =
+  | { type: 'ready'; status: TorchStatus }
+  | { type: 'fatal'; message: string }
+  | { type: 'reply'; id: number; result: unknown }
+  | { type: 'failed'; id: number; message: string };
 
 export class TorchLearner {
   private nextId = 1;
@@ -48,8 +51,10 @@ export class TorchLearner {
   private closing = false;
 
   private constructor(
-    private readonly child: ChildProcess, readonly resumed: TorchStatus,
-    private readonly stderr: () => string, private readonly opts: TorchLearnerOptions,
+    private readonly child: ChildProcess,
+    readonly resumed: TorchStatus,
+    private readonly stderr: () => string,
+    private readonly opts: TorchLearnerOptions,
   ) {}
 
   static async open(opts: TorchLearnerOptions): Promise<TorchLearner> {
@@ -58,19 +63,30 @@ export class TorchLearner {
     // Its own process group, so close() can end the launcher and every rank it started.
     const child = spawn(command, args, { env: learnerEnv(), stdio: ['pipe', 'pipe', 'pipe'], detached: true });
     let errText = '';
-    child.stderr!.setEncoding('utf8').on('data', (d: string) => { errText = (errText + d).slice(-20_000); });
+    child.stderr!.setEncoding('utf8').on('data', (d: string) => {
+      errText = (errText + d).slice(-20_000);
+    });
     const lines = createInterface({ input: child.stdout! });
     const config = {
-      ...opts.config, modelDir: opts.modelDir, checkpointDir: opts.checkpointDir, versionsDir: opts.versionsDir,
-      initAdapter: opts.initAdapter ?? null, versionAfter: opts.versionAfter,
+      ...opts.config,
+      modelDir: opts.modelDir,
+      checkpointDir: opts.checkpointDir,
+      versionsDir: opts.versionsDir,
+      initAdapter: opts.initAdapter ?? null,
+      versionAfter: opts.versionAfter,
     };
     child.stdin!.on('error', () => {}); // a dead learner is reported by 'exit'
-    child.stdin!.write(JSON.stringify({ op: 'start', config }) + '\n');
+    child.stdin!.write(`${JSON.stringify({ op: 'start', config })}\n`);
     let learner: TorchLearner | null = null;
     const ready = new Promise<TorchStatus>((resolve, reject) => {
       const limitMs = opts.startTimeoutMs ?? 600_000;
-      const timer = setTimeout(() => reject(new TorchLearnerError(
-        `the PyTorch learner did not start within ${limitMs / 1000} s: ${tail(errText)}`)), limitMs);
+      const timer = setTimeout(
+        () =>
+          reject(
+            new TorchLearnerError(`the PyTorch learner did not start within ${limitMs / 1000} s: ${tail(errText)}`),
+          ),
+        limitMs,
+      );
       lines.on('line', (line) => {
         let m: Reply;
         try {
@@ -79,9 +95,13 @@ export class TorchLearner {
           errText += `\n(stdout) ${line}`;
           return;
         }
-        if (m.type === 'ready') { clearTimeout(timer); resolve(m.status); }
-        else if (m.type === 'fatal') { clearTimeout(timer); reject(new TorchLearnerError(m.message)); }
-        else learner?.onReply(m);
+        if (m.type === 'ready') {
+          clearTimeout(timer);
+          resolve(m.status);
+        } else if (m.type === 'fatal') {
+          clearTimeout(timer);
+          reject(new TorchLearnerError(m.message));
+        } else learner?.onReply(m);
       });
       child.on('error', (e) => {
         clearTimeout(timer);
@@ -116,8 +136,9 @@ export class TorchLearner {
   }
 
   trainBatch(samples: TrainingSample[]): Promise<StepMetrics[]> {
-    return (this.request({ op: 'trainBatch', samples }) as Promise<StepMetrics[]>)
-      .then((steps) => steps.map((s) => ({ ...s, gradNorm: s.gradNorm ?? NaN })));
+    return (this.request({ op: 'trainBatch', samples }) as Promise<StepMetrics[]>).then((steps) =>
+      steps.map((s) => ({ ...s, gradNorm: s.gradNorm ?? NaN })),
+    );
   }
 
   /** Adds the gradients of the loss over `samples` (divided by batchSize), split over the ranks. */
@@ -127,8 +148,10 @@ export class TorchLearner {
 
   /** All-reduces the accumulated gradients, clips them, applies one AdamW step and clears them. */
   optimStep(): Promise<OptimStepResult> {
-    return (this.request({ op: 'optimStep' }) as Promise<OptimStepResult>)
-      .then((r) => ({ ...r, gradNorm: r.gradNorm ?? NaN }));
+    return (this.request({ op: 'optimStep' }) as Promise<OptimStepResult>).then((r) => ({
+      ...r,
+      gradNorm: r.gradNorm ?? NaN,
+    }));
   }
 
   /** Writes the current weights as the next version's folder. */
@@ -156,10 +179,12 @@ export class TorchLearner {
     this.closing = true;
     if (this.exited) return;
     const gone = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
-    this.child.stdin!.end(JSON.stringify({ op: 'shutdown', id: 0 }) + '\n');
+    this.child.stdin!.end(`${JSON.stringify({ op: 'shutdown', id: 0 })}\n`);
     let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<'late'>((resolve) => { timer = setTimeout(() => resolve('late'), graceMs); });
-    if (await Promise.race([gone, late]) === 'late') {
+    const late = new Promise<'late'>((resolve) => {
+      timer = setTimeout(() => resolve('late'), graceMs);
+    });
+    if ((await Promise.race([gone, late])) === 'late') {
       killGroup(this.child);
       await gone;
     }
@@ -173,7 +198,7 @@ export class TorchLearner {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      this.child.stdin!.write(JSON.stringify({ ...body, id }, wireValue) + '\n');
+      this.child.stdin!.write(`${JSON.stringify({ ...body, id }, wireValue)}\n`);
     });
   }
 

@@ -21,7 +21,11 @@ export class SupervisedTorchLearner {
   /** What the first learner resumed from. */
   readonly resumed: TorchStatus;
 
-  constructor(private learner: TorchLearner, private readonly hooks: SupervisorHooks, private readonly maxRestarts = 3) {
+  constructor(
+    private learner: TorchLearner,
+    private readonly hooks: SupervisorHooks,
+    private readonly maxRestarts = 3,
+  ) {
     this.resumed = learner.resumed;
   }
 
@@ -56,15 +60,19 @@ export class SupervisedTorchLearner {
   private async restart(): Promise<void> {
     const reason = this.learner.failure;
     if (this.restarts >= this.maxRestarts) {
-      throw new Error(`the PyTorch learner died ${this.restarts + 1} times; not restarting it again. `
-        + `Last: ${reason}`);
+      throw new Error(
+        `the PyTorch learner died ${this.restarts + 1} times; not restarting it again. ` + `Last: ${reason}`,
+      );
     }
     this.restarts++;
     await this.learner.close();
     this.learner = await this.hooks.reopen();
     const requeued = this.hooks.reconcile(this.learner.resumed.steps);
     this.hooks.log('learner_restarted', {
-      restarts: this.restarts, steps: this.learner.resumed.steps, requeuedSamples: requeued, pid: this.learner.pid,
+      restarts: this.restarts,
+      steps: this.learner.resumed.steps,
+      requeuedSamples: requeued,
+      pid: this.learner.pid,
     });
   }
 }

@@ -36,10 +36,17 @@ export function bearerAuth({ keys, what = 'API key' }: BearerAuthOptions): Middl
       const token = bearerToken(ctx.req.headers.authorization);
       const challenge = { 'www-authenticate': 'Bearer' };
       if (token === undefined) {
-        throw new GatewayError(401, `missing ${what}: send the header "Authorization: Bearer <${what}>"`, { code: 'missing_api_key', headers: challenge });
+        throw new GatewayError(401, `missing ${what}: send the header "Authorization: Bearer <${what}>"`, {
+          code: 'missing_api_key',
+          headers: challenge,
+        });
       }
       if (!keyMatches(token, digests)) {
-        throw new GatewayError(401, `invalid ${what}: check the key configured in your client against the server's config`, { code: 'invalid_api_key', headers: challenge });
+        throw new GatewayError(
+          401,
+          `invalid ${what}: check the key configured in your client against the server's config`,
+          { code: 'invalid_api_key', headers: challenge },
+        );
       }
     }
     await next();

@@ -22,7 +22,14 @@ export interface Migration {
   rebuildsTables?: boolean;
 }
 
-export const MIGRATIONS: readonly Migration[] = [migration001, migration002, migration003, migration004, migration005, migration006];
+export const MIGRATIONS: readonly Migration[] = [
+  migration001,
+  migration002,
+  migration003,
+  migration004,
+  migration005,
+  migration006,
+];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 
@@ -41,7 +48,9 @@ export function schemaVersion(db: SqliteDatabase): number {
 export function migrateUp(db: SqliteDatabase, where: string): number[] {
   const current = schemaVersion(db);
   if (current > LATEST_VERSION) {
-    throw new StoreVersionError(`the store at ${where} has schema ${current}, newer than this build knows (${LATEST_VERSION}): upgrade openclaw-rl`);
+    throw new StoreVersionError(
+      `the store at ${where} has schema ${current}, newer than this build knows (${LATEST_VERSION}): upgrade openclaw-rl`,
+    );
   }
   const applied: number[] = [];
   for (const m of MIGRATIONS) {
@@ -72,7 +81,8 @@ function apply(db: SqliteDatabase, m: Migration, sql: string, version: number): 
   db.pragma('foreign_keys = OFF');
   try {
     // PRAGMA foreign_keys is a silent no-op inside a transaction.
-    if (db.pragma('foreign_keys', { simple: true }) !== 0) throw new Error(`migration ${m.version} (${m.name}) rebuilds tables and cannot run inside a transaction`);
+    if (db.pragma('foreign_keys', { simple: true }) !== 0)
+      throw new Error(`migration ${m.version} (${m.name}) rebuilds tables and cannot run inside a transaction`);
     run();
   } finally {
     db.pragma(`foreign_keys = ${foreignKeys}`);
@@ -82,6 +92,11 @@ function apply(db: SqliteDatabase, m: Migration, sql: string, version: number): 
 function assertNoOrphans(db: SqliteDatabase, m: Migration): void {
   const orphans = db.pragma('foreign_key_check') as { table: string; rowid: number | null; parent: string }[];
   if (orphans.length === 0) return;
-  const some = orphans.slice(0, 5).map((o) => `${o.table} rowid ${o.rowid} (no row in ${o.parent})`).join(', ');
-  throw new Error(`migration ${m.version} (${m.name}) rolled back: PRAGMA foreign_key_check finds ${orphans.length} rows without their parent row, e.g. ${some}`);
+  const some = orphans
+    .slice(0, 5)
+    .map((o) => `${o.table} rowid ${o.rowid} (no row in ${o.parent})`)
+    .join(', ');
+  throw new Error(
+    `migration ${m.version} (${m.name}) rolled back: PRAGMA foreign_key_check finds ${orphans.length} rows without their parent row, e.g. ${some}`,
+  );
 }

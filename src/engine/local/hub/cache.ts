@@ -42,7 +42,10 @@ export type SnapshotState = 'complete' | 'usable' | 'missing';
 export class RepoCache {
   readonly root: string;
 
-  constructor(readonly cacheDir: string, readonly repoId: string) {
+  constructor(
+    readonly cacheDir: string,
+    readonly repoId: string,
+  ) {
     this.root = join(cacheDir, `models--${repoId.replace(/\//g, '--')}`);
   }
 
@@ -89,12 +92,15 @@ export class RepoCache {
     if (present(WEIGHTS_INDEX)) {
       let shards: string[];
       try {
-        const map = (JSON.parse(readFileSync(join(dir, WEIGHTS_INDEX), 'utf8')) as { weight_map?: Record<string, string> }).weight_map ?? {};
+        const map =
+          (JSON.parse(readFileSync(join(dir, WEIGHTS_INDEX), 'utf8')) as { weight_map?: Record<string, string> })
+            .weight_map ?? {};
         shards = [...new Set(Object.values(map))];
       } catch {
         return 'missing';
       }
-      if (shards.length === 0 || !shards.every((s) => typeof s === 'string' && isSafeRelativePath(s) && present(s))) return 'missing';
+      if (shards.length === 0 || !shards.every((s) => typeof s === 'string' && isSafeRelativePath(s) && present(s)))
+        return 'missing';
     } else if (!present(SINGLE_WEIGHTS)) {
       return 'missing';
     }
@@ -133,7 +139,11 @@ export class RepoCache {
     const tag = join(this.cacheDir, 'CACHEDIR.TAG');
     if (existsSync(tag)) return;
     await mkdir(this.cacheDir, { recursive: true });
-    await writeFile(tag, 'Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by openclaw-rl.\n', { flag: 'wx' }).catch(() => {});
+    await writeFile(
+      tag,
+      'Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by openclaw-rl.\n',
+      { flag: 'wx' },
+    ).catch(() => {});
   }
 }
 
@@ -147,7 +157,15 @@ function isFile(p: string): boolean {
 
 function linkUnsupported(e: unknown): boolean {
   const code = (e as NodeJS.ErrnoException).code;
-  return code === 'EPERM' || code === 'ENOTSUP' || code === 'EOPNOTSUPP' || code === 'ENOSYS' || code === 'EINVAL' || code === 'EMLINK' || code === 'EXDEV';
+  return (
+    code === 'EPERM' ||
+    code === 'ENOTSUP' ||
+    code === 'EOPNOTSUPP' ||
+    code === 'ENOSYS' ||
+    code === 'EINVAL' ||
+    code === 'EMLINK' ||
+    code === 'EXDEV'
+  );
 }
 
 async function atomicWrite(path: string, text: string): Promise<void> {

@@ -57,8 +57,11 @@ export async function ensureBlob(f: RemoteFile, ctx: BlobContext): Promise<'cach
       await download(f, blob, ctx);
     } catch (e2) {
       if (!(e2 instanceof Mismatch)) throw e2;
-      throw new HubError('checksum', `${f.path} of ${ctx.errors.repoId}@${ctx.commit} failed its check twice (${e2.message}); ` +
-        'the download was deleted. Something between the Hub and this machine alters the bytes, or the Hub lists the wrong hash.');
+      throw new HubError(
+        'checksum',
+        `${f.path} of ${ctx.errors.repoId}@${ctx.commit} failed its check twice (${e2.message}); ` +
+          'the download was deleted. Something between the Hub and this machine alters the bytes, or the Hub lists the wrong hash.',
+      );
     }
   }
   return 'downloaded';
@@ -103,9 +106,13 @@ async function download(f: RemoteFile, blob: string, ctx: BlobContext): Promise<
         if (state.written > before) attempt = 0;
         if (ctx.http.signal?.aborted || !isTransient(e) || attempt >= ctx.retries) {
           if (ctx.http.signal?.aborted || e instanceof HubError || e instanceof Mismatch) throw e;
-          throw new HubError('network', `downloading ${f.path} of ${ctx.errors.repoId} from ${new URL(ctx.endpoint).host} failed` +
-            `${retried > 0 ? ` after ${retried} ${retried === 1 ? 'retry' : 'retries'}` : ''} (${networkDetail(e)}); ` +
-            `${keep ? `the ${state.written} of ${f.size} bytes received are kept, and the next run resumes from there` : 'run again to retry'}.`, { cause: e });
+          throw new HubError(
+            'network',
+            `downloading ${f.path} of ${ctx.errors.repoId} from ${new URL(ctx.endpoint).host} failed` +
+              `${retried > 0 ? ` after ${retried} ${retried === 1 ? 'retry' : 'retries'}` : ''} (${networkDetail(e)}); ` +
+              `${keep ? `the ${state.written} of ${f.size} bytes received are kept, and the next run resumes from there` : 'run again to retry'}.`,
+            { cause: e },
+          );
         }
         await sleep(ctx.retryDelayMs * 2 ** attempt, ctx.http.signal);
         retried++;
@@ -157,7 +164,11 @@ async function transfer(f: RemoteFile, state: TransferState, ctx: BlobContext, m
     const range = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(res.headers.get('content-range') ?? '');
     if (!range || Number(range[1]) !== state.written) {
       res.close();
-      if (!mayRestart) throw new HubError('http', `${f.path}: the server answered a Range request with ${res.headers.get('content-range') ?? 'no Content-Range'}`);
+      if (!mayRestart)
+        throw new HubError(
+          'http',
+          `${f.path}: the server answered a Range request with ${res.headers.get('content-range') ?? 'no Content-Range'}`,
+        );
       await restart();
       return transfer(f, state, ctx, false);
     }
@@ -185,7 +196,9 @@ async function transfer(f: RemoteFile, state: TransferState, ctx: BlobContext, m
     ctx.progress.bytes(f.path, chunk.length);
   }
   if (state.written < f.size) {
-    throw Object.assign(new Error(`the connection ended after ${state.written} of ${f.size} bytes of ${f.path}`), { code: 'ECONNRESET' });
+    throw Object.assign(new Error(`the connection ended after ${state.written} of ${f.size} bytes of ${f.path}`), {
+      code: 'ECONNRESET',
+    });
   }
 }
 

@@ -17,7 +17,11 @@ export type HubErrorCode =
 export class HubError extends Error {
   /** The HTTP status behind the error, when there was one. */
   readonly status: number | undefined;
-  constructor(readonly code: HubErrorCode, message: string, options: { cause?: unknown; status?: number } = {}) {
+  constructor(
+    readonly code: HubErrorCode,
+    message: string,
+    options: { cause?: unknown; status?: number } = {},
+  ) {
     super(message, { cause: options.cause });
     this.name = 'HubError';
     this.status = options.status;
@@ -57,8 +61,19 @@ export function networkDetail(e: unknown): string {
 // resolve, a firewall drops or refuses the connection. Retrying these in a loop only delays the
 // message the user needs.
 const UNREACHABLE = new Set([
-  'ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'ECONNREFUSED', 'ENETUNREACH', 'EHOSTUNREACH', 'ENETDOWN',
-  'EHOSTDOWN', 'ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EAI_FAIL',
+  'ECONNREFUSED',
+  'ENETUNREACH',
+  'EHOSTUNREACH',
+  'ENETDOWN',
+  'EHOSTDOWN',
+  'ETIMEDOUT',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'ECONNRESET',
+  'EPIPE',
+  'UND_ERR_SOCKET',
 ]);
 
 export function isUnreachable(e: unknown): boolean {
@@ -111,10 +126,16 @@ export function httpError(status: number, headers: Headers, ctx: HttpErrorContex
     ? 'the token in HF_TOKEN does not have access to it'
     : 'set HF_TOKEN to an access token of an account that has access (https://huggingface.co/settings/tokens)';
   if (code === 'GatedRepo') {
-    return err('auth', `${ctx.repoId} is a gated model (${detail}): accept its conditions on ${page} and ${ctx.hadToken ? 'make sure the token in HF_TOKEN belongs to that account' : 'set HF_TOKEN to an access token of that account'}.`);
+    return err(
+      'auth',
+      `${ctx.repoId} is a gated model (${detail}): accept its conditions on ${page} and ${ctx.hadToken ? 'make sure the token in HF_TOKEN belongs to that account' : 'set HF_TOKEN to an access token of that account'}.`,
+    );
   }
   if (code === 'RevisionNotFound') {
-    return err('not-found', `${ctx.repoId} has no revision "${ctx.revision}" (${detail}); use a branch, tag or commit of ${page}.`);
+    return err(
+      'not-found',
+      `${ctx.repoId} has no revision "${ctx.revision}" (${detail}); use a branch, tag or commit of ${page}.`,
+    );
   }
   if (code === 'EntryNotFound') {
     return err('not-found', `${ctx.repoId}@${ctx.revision} has no ${ctx.what} (${detail}).`);
@@ -127,7 +148,10 @@ export function httpError(status: number, headers: Headers, ctx: HttpErrorContex
     );
   }
   if (status === 403) {
-    return err('auth', `access to ${ctx.repoId} was refused (${detail}): it may be gated or private, and ${tokenAdvice}.`);
+    return err(
+      'auth',
+      `access to ${ctx.repoId} was refused (${detail}): it may be gated or private, and ${tokenAdvice}.`,
+    );
   }
   if (status === 404) {
     return err('not-found', `${ctx.repoId}@${ctx.revision}: ${ctx.what} was not found (${detail}).`);

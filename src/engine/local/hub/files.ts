@@ -43,7 +43,10 @@ export const WEIGHTS_INDEX = 'model.safetensors.index.json';
 export function parseRevisionInfo(body: unknown, where: string): RevisionInfo {
   const info = body as { sha?: unknown; siblings?: unknown };
   if (typeof info?.sha !== 'string' || !/^[0-9a-f]{40}$/.test(info.sha) || !Array.isArray(info.siblings)) {
-    throw new HubError('http', `${where} did not answer with a commit and a file list (is HF_ENDPOINT a Hub or a mirror of it?)`);
+    throw new HubError(
+      'http',
+      `${where} did not answer with a commit and a file list (is HF_ENDPOINT a Hub or a mirror of it?)`,
+    );
   }
   const siblings = new Map<string, Sibling>();
   for (const s of info.siblings as Sibling[]) if (typeof s?.rfilename === 'string') siblings.set(s.rfilename, s);
@@ -57,10 +60,16 @@ export function remoteFile(info: RevisionInfo, path: string, repoId: string): Re
   const sha256 = s.lfs?.sha256?.toLowerCase();
   const gitOid = s.lfs ? undefined : s.blobId?.toLowerCase();
   if (!Number.isSafeInteger(size) || size! < 0 || (sha256 === undefined && gitOid === undefined)) {
-    throw new HubError('http', `the file list of ${repoId} gives no size and hash for ${path}: the endpoint must support ?blobs=true like huggingface.co`);
+    throw new HubError(
+      'http',
+      `the file list of ${repoId} gives no size and hash for ${path}: the endpoint must support ?blobs=true like huggingface.co`,
+    );
   }
   // Both become file names in the cache, so only hex is accepted.
-  if ((sha256 !== undefined && !/^[0-9a-f]{64}$/.test(sha256)) || (gitOid !== undefined && !/^[0-9a-f]{40}$/.test(gitOid))) {
+  if (
+    (sha256 !== undefined && !/^[0-9a-f]{64}$/.test(sha256)) ||
+    (gitOid !== undefined && !/^[0-9a-f]{40}$/.test(gitOid))
+  ) {
     throw new HubError('http', `the file list of ${repoId} gives a malformed hash for ${path}`);
   }
   return { path, size: size!, ...(sha256 ? { sha256 } : { gitOid }) };
@@ -84,9 +93,10 @@ export function planDownload(info: RevisionInfo, repoId: string): Plan {
   if (!index && !has(SINGLE_WEIGHTS)) throw noWeightsError(repoId, names);
   for (const f of REQUIRED_FILES) {
     if (has(f)) continue;
-    const why = f === 'tokenizer.json'
-      ? 'the engine needs the fast tokenizer file tokenizer.json (vocab.json/merges.txt or tokenizer.model alone are not supported)'
-      : `a model folder needs ${f}`;
+    const why =
+      f === 'tokenizer.json'
+        ? 'the engine needs the fast tokenizer file tokenizer.json (vocab.json/merges.txt or tokenizer.model alone are not supported)'
+        : `a model folder needs ${f}`;
     throw new HubError('unsupported', `${repoId} has no ${f}: ${why}.`);
   }
   const files = REQUIRED_FILES.map((p) => remoteFile(info, p, repoId));
@@ -108,20 +118,30 @@ export function shardsOf(indexText: string, info: RevisionInfo, repoId: string):
   } catch (e) {
     throw new HubError('unsupported', `${WEIGHTS_INDEX} of ${repoId} is not valid JSON: ${(e as Error).message}`);
   }
-  if (!weightMap || typeof weightMap !== 'object') throw new HubError('unsupported', `${WEIGHTS_INDEX} of ${repoId} has no "weight_map" object`);
+  if (!weightMap || typeof weightMap !== 'object')
+    throw new HubError('unsupported', `${WEIGHTS_INDEX} of ${repoId} has no "weight_map" object`);
   const shards = [...new Set(Object.values(weightMap as Record<string, unknown>))];
   return shards.map((shard) => {
     // The names come from a downloaded file and become paths in the snapshot folder.
     if (typeof shard !== 'string' || !isSafeRelativePath(shard) || !shard.endsWith('.safetensors')) {
-      throw new HubError('unsupported', `${WEIGHTS_INDEX} of ${repoId} names an unusable shard ${JSON.stringify(shard)}`);
+      throw new HubError(
+        'unsupported',
+        `${WEIGHTS_INDEX} of ${repoId} names an unusable shard ${JSON.stringify(shard)}`,
+      );
     }
-    if (!info.siblings.has(shard)) throw new HubError('unsupported', `${WEIGHTS_INDEX} of ${repoId} names ${shard}, which the repo does not have`);
+    if (!info.siblings.has(shard))
+      throw new HubError('unsupported', `${WEIGHTS_INDEX} of ${repoId} names ${shard}, which the repo does not have`);
     return remoteFile(info, shard, repoId);
   });
 }
 
 export function isSafeRelativePath(p: string): boolean {
-  return p.length > 0 && !p.startsWith('/') && !p.includes('\\') && p.split('/').every((s) => s !== '' && s !== '.' && s !== '..');
+  return (
+    p.length > 0 &&
+    !p.startsWith('/') &&
+    !p.includes('\\') &&
+    p.split('/').every((s) => s !== '' && s !== '.' && s !== '..')
+  );
 }
 
 function noWeightsError(repoId: string, names: string[]): HubError {

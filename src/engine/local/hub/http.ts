@@ -32,7 +32,11 @@ export interface HubResponse {
 const MAX_REDIRECTS = 10;
 
 /** GET (or HEAD) with the Hub's conventions. Throws network errors; HTTP errors are returned. */
-export async function hubFetch(url: string, opts: HttpOptions, extraHeaders: Record<string, string> = {}): Promise<HubResponse> {
+export async function hubFetch(
+  url: string,
+  opts: HttpOptions,
+  extraHeaders: Record<string, string> = {},
+): Promise<HubResponse> {
   const controller = new AbortController();
   const onAbort = () => controller.abort(opts.signal!.reason);
   if (opts.signal?.aborted) throw opts.signal.reason;
@@ -41,7 +45,13 @@ export async function hubFetch(url: string, opts: HttpOptions, extraHeaders: Rec
   let timer: NodeJS.Timeout | undefined;
   const arm = (what: string) => {
     clearTimeout(timer);
-    timer = setTimeout(() => controller.abort(new TimeoutError(`no answer from ${new URL(current).host} for ${opts.timeoutMs / 1000} s while ${what}`)), opts.timeoutMs);
+    timer = setTimeout(
+      () =>
+        controller.abort(
+          new TimeoutError(`no answer from ${new URL(current).host} for ${opts.timeoutMs / 1000} s while ${what}`),
+        ),
+      opts.timeoutMs,
+    );
   };
   const finish = () => {
     clearTimeout(timer);
@@ -73,7 +83,10 @@ export async function hubFetch(url: string, opts: HttpOptions, extraHeaders: Rec
         ...extraHeaders,
       };
       if (opts.token && sameOrigin) headers.authorization = `Bearer ${opts.token}`;
-      const res = await Promise.race([fetch(current, { headers, redirect: 'manual', signal: controller.signal }), aborted]);
+      const res = await Promise.race([
+        fetch(current, { headers, redirect: 'manual', signal: controller.signal }),
+        aborted,
+      ]);
       first ??= res.headers;
       const location = res.headers.get('location');
       if (res.status >= 300 && res.status < 400 && location) {
@@ -140,8 +153,14 @@ export function revisionInfoUrl(endpoint: string, repoId: string, revision: stri
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
-    const t = setTimeout(() => { signal?.removeEventListener('abort', onAbort); resolve(); }, ms);
-    const onAbort = () => { clearTimeout(t); reject(signal!.reason); };
+    const t = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(signal!.reason);
+    };
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }

@@ -15,8 +15,26 @@ import { mkdir, readFile, readdir, stat, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import { RepoCache, defaultCacheDir, hfHome, isCommitHash } from './cache.js';
 import { ensureBlob, type BlobContext } from './download.js';
-import { HubError, httpError, isTransient, isUnreachable, networkCode, networkDetail, offlineError, type HttpErrorContext } from './errors.js';
-import { WEIGHTS_INDEX, blobKey, isSafeRelativePath, parseRevisionInfo, planDownload, shardsOf, type RemoteFile, type RevisionInfo } from './files.js';
+import {
+  HubError,
+  httpError,
+  isTransient,
+  isUnreachable,
+  networkCode,
+  networkDetail,
+  offlineError,
+  type HttpErrorContext,
+} from './errors.js';
+import {
+  WEIGHTS_INDEX,
+  blobKey,
+  isSafeRelativePath,
+  parseRevisionInfo,
+  planDownload,
+  shardsOf,
+  type RemoteFile,
+  type RevisionInfo,
+} from './files.js';
 import { hubFetch, revisionInfoUrl, sleep, type HttpOptions } from './http.js';
 import { ProgressTracker, type Progress } from './progress.js';
 
@@ -63,9 +81,17 @@ export function parseModelSpec(spec: string): ModelSpec {
   const id = at < 0 ? spec : spec.slice(0, at);
   const revision = at < 0 ? undefined : spec.slice(at + 1);
   const parts = id.split('/');
-  const validId = parts.length === 2 && parts.every((p) => ID_PART.test(p)) && !id.includes('--') && !id.includes('..') && id.length <= 96;
+  const validId =
+    parts.length === 2 &&
+    parts.every((p) => ID_PART.test(p)) &&
+    !id.includes('--') &&
+    !id.includes('..') &&
+    id.length <= 96;
   if (!validId || (revision !== undefined && !isValidRevision(revision))) {
-    throw new HubError('bad-spec', `"${spec}" is neither an existing model folder nor a Hugging Face model id (owner/name, optionally @revision)`);
+    throw new HubError(
+      'bad-spec',
+      `"${spec}" is neither an existing model folder nor a Hugging Face model id (owner/name, optionally @revision)`,
+    );
   }
   return revision === undefined ? { kind: 'hub', repoId: id } : { kind: 'hub', repoId: id, revision };
 }
@@ -80,7 +106,11 @@ export async function resolveModel(spec: string, opts: ResolveOptions = {}): Pro
   if (parsed.kind === 'path') {
     const st = statSync(parsed.path, { throwIfNoEntry: false });
     if (!st) throw new HubError('bad-spec', `model folder ${parsed.path} does not exist`);
-    if (!st.isDirectory()) throw new HubError('bad-spec', `${parsed.path} is a file; --model takes a model folder or a Hugging Face model id`);
+    if (!st.isDirectory())
+      throw new HubError(
+        'bad-spec',
+        `${parsed.path} is a file; --model takes a model folder or a Hugging Face model id`,
+      );
     return parsed.path;
   }
   const revision = parsed.revision ?? opts.revision ?? 'main';
@@ -88,14 +118,21 @@ export async function resolveModel(spec: string, opts: ResolveOptions = {}): Pro
   return resolveHubModel(parsed.repoId, revision, opts, parsed.revision === undefined);
 }
 
-async function resolveHubModel(repoId: string, revision: string, opts: ResolveOptions, couldBeLocalPath: boolean): Promise<string> {
+async function resolveHubModel(
+  repoId: string,
+  revision: string,
+  opts: ResolveOptions,
+  couldBeLocalPath: boolean,
+): Promise<string> {
   const env = process.env;
   const cacheDir = opts.cacheDir ?? defaultCacheDir(env);
   const endpoint = (opts.endpoint ?? env.HF_ENDPOINT ?? 'https://huggingface.co').replace(/\/+$/, '');
-  if (!/^https?:\/\/[^/]/.test(endpoint)) throw new HubError('bad-spec', `the Hub endpoint "${endpoint}" is not an http(s) URL (HF_ENDPOINT?)`);
+  if (!/^https?:\/\/[^/]/.test(endpoint))
+    throw new HubError('bad-spec', `the Hub endpoint "${endpoint}" is not an http(s) URL (HF_ENDPOINT?)`);
   const cache = new RepoCache(cacheDir, repoId);
   const known = isCommitHash(revision) ? revision : cache.readRef(revision);
-  if (known && !opts.refresh && !opts.verifyCached && cache.snapshotState(known) === 'complete') return cache.snapshotDir(known);
+  if (known && !opts.refresh && !opts.verifyCached && cache.snapshotState(known) === 'complete')
+    return cache.snapshotDir(known);
   // A snapshot Python tools half-filled, or one we cannot re-check: better than nothing when offline.
   const fallback = () => (known && cache.snapshotState(known) !== 'missing' ? cache.snapshotDir(known) : undefined);
 
@@ -103,8 +140,11 @@ async function resolveHubModel(repoId: string, revision: string, opts: ResolveOp
   if (offline) {
     const dir = fallback();
     if (dir) return dir;
-    throw new HubError('not-cached', `${repoId}@${revision} is not in the cache ${cacheDir}, and offline mode is on (HF_HUB_OFFLINE): ` +
-      'unset it to download, or pass a local model folder to --model.');
+    throw new HubError(
+      'not-cached',
+      `${repoId}@${revision} is not in the cache ${cacheDir}, and offline mode is on (HF_HUB_OFFLINE): ` +
+        'unset it to download, or pass a local model folder to --model.',
+    );
   }
 
   const token = opts.token !== undefined ? opts.token || undefined : defaultToken(env);
@@ -113,8 +153,19 @@ async function resolveHubModel(repoId: string, revision: string, opts: ResolveOp
   const onAbort = () => stop.abort(opts.signal!.reason);
   if (opts.signal?.aborted) throw opts.signal.reason;
   opts.signal?.addEventListener('abort', onAbort, { once: true });
-  const http: HttpOptions = { timeoutMs: opts.timeoutMs ?? 30_000, signal: stop.signal, userAgent: `openclaw-rl (node ${process.version})`, ...(token ? { token } : {}) };
-  const errors: Omit<HttpErrorContext, 'what'> = { endpoint, repoId, revision, hadToken: token !== undefined, couldBeLocalPath };
+  const http: HttpOptions = {
+    timeoutMs: opts.timeoutMs ?? 30_000,
+    signal: stop.signal,
+    userAgent: `openclaw-rl (node ${process.version})`,
+    ...(token ? { token } : {}),
+  };
+  const errors: Omit<HttpErrorContext, 'what'> = {
+    endpoint,
+    repoId,
+    revision,
+    hadToken: token !== undefined,
+    couldBeLocalPath,
+  };
   try {
     let info: RevisionInfo;
     try {
@@ -122,8 +173,14 @@ async function resolveHubModel(repoId: string, revision: string, opts: ResolveOp
     } catch (e) {
       if (opts.signal?.aborted || e instanceof HubError) throw e;
       if (!isUnreachable(e)) {
-        const tls = /CERT|SSL|TLS/i.test(networkCode(e) ?? '') ? ' (behind a proxy that re-signs TLS, point NODE_EXTRA_CA_CERTS at its certificate)' : '';
-        throw new HubError('http', `cannot get the file list of ${repoId} from ${endpoint}: ${networkDetail(e)}${tls}`, { cause: e });
+        const tls = /CERT|SSL|TLS/i.test(networkCode(e) ?? '')
+          ? ' (behind a proxy that re-signs TLS, point NODE_EXTRA_CA_CERTS at its certificate)'
+          : '';
+        throw new HubError(
+          'http',
+          `cannot get the file list of ${repoId} from ${endpoint}: ${networkDetail(e)}${tls}`,
+          { cause: e },
+        );
       }
       const dir = fallback();
       if (dir) return dir;
@@ -137,8 +194,15 @@ async function resolveHubModel(repoId: string, revision: string, opts: ResolveOp
     const plan = planDownload(info, repoId);
     const progress = new ProgressTracker(repoId, commit, opts.onProgress);
     const ctx: BlobContext = {
-      cache, commit, endpoint, http, errors, progress,
-      retries: opts.retries ?? 5, retryDelayMs: opts.retryDelayMs ?? 1000, verifyCached: opts.verifyCached ?? false,
+      cache,
+      commit,
+      endpoint,
+      http,
+      errors,
+      progress,
+      retries: opts.retries ?? 5,
+      retryDelayMs: opts.retryDelayMs ?? 1000,
+      verifyCached: opts.verifyCached ?? false,
     };
     const fetchOne = async (f: RemoteFile, c: BlobContext = ctx) => {
       if ((await ensureBlob(f, c)) === 'cached') c.progress.setState(f.path, 'cached');
@@ -177,13 +241,21 @@ async function resolveHubModel(repoId: string, revision: string, opts: ResolveOp
   }
 }
 
-async function fetchRevisionInfo(endpoint: string, repoId: string, revision: string, http: HttpOptions, errors: Omit<HttpErrorContext, 'what'>, delayMs: number): Promise<RevisionInfo> {
+async function fetchRevisionInfo(
+  endpoint: string,
+  repoId: string,
+  revision: string,
+  http: HttpOptions,
+  errors: Omit<HttpErrorContext, 'what'>,
+  delayMs: number,
+): Promise<RevisionInfo> {
   const url = revisionInfoUrl(endpoint, repoId, revision);
   for (let attempt = 0; ; attempt++) {
     const res = await hubFetch(url, http, { accept: 'application/json' });
     if (res.status === 200) {
       const body = await res.json().catch((e: unknown) => {
-        if (e instanceof SyntaxError) throw new HubError('http', `${url} did not answer with JSON (is HF_ENDPOINT a Hub or a mirror of it?)`);
+        if (e instanceof SyntaxError)
+          throw new HubError('http', `${url} did not answer with JSON (is HF_ENDPOINT a Hub or a mirror of it?)`);
         throw e;
       });
       return parseRevisionInfo(body, url);
@@ -197,7 +269,12 @@ async function fetchRevisionInfo(endpoint: string, repoId: string, revision: str
 }
 
 /** Runs fn over items, `limit` at a time; the first failure aborts the rest and is thrown. */
-async function pool<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>, stop: AbortController): Promise<void> {
+async function pool<T>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T) => Promise<void>,
+  stop: AbortController,
+): Promise<void> {
   let next = 0;
   let failure: { error: unknown } | undefined;
   const worker = async () => {
@@ -225,7 +302,9 @@ async function checkDiskSpace(cache: RepoCache, files: readonly RemoteFile[], re
     const key = blobKey(f);
     if (await stat(join(blobs, key)).catch(() => undefined)) continue;
     let partial = 0;
-    for (const n of names) if (n.startsWith(`${key}.`) && n.endsWith('.incomplete')) partial = Math.max(partial, (await stat(join(blobs, n)).catch(() => ({ size: 0 }))).size);
+    for (const n of names)
+      if (n.startsWith(`${key}.`) && n.endsWith('.incomplete'))
+        partial = Math.max(partial, (await stat(join(blobs, n)).catch(() => ({ size: 0 }))).size);
     needed += Math.max(0, f.size - partial);
   }
   if (needed === 0) return;
@@ -233,7 +312,10 @@ async function checkDiskSpace(cache: RepoCache, files: readonly RemoteFile[], re
   if (!fs) return;
   const free = fs.bavail * fs.bsize;
   if (free < needed) {
-    throw new HubError('no-space', `${repoId} needs ${gb(needed)} more in ${cache.cacheDir}, which has ${gb(free)} free: free some space, or set HF_HUB_CACHE to a folder on a larger disk.`);
+    throw new HubError(
+      'no-space',
+      `${repoId} needs ${gb(needed)} more in ${cache.cacheDir}, which has ${gb(free)} free: free some space, or set HF_HUB_CACHE to a folder on a larger disk.`,
+    );
   }
 }
 

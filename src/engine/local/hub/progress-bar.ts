@@ -48,7 +48,8 @@ export function progressBar(out: ProgressOutput = process.stderr, now: () => num
     update(p) {
       last = p;
       // Nothing to show until something is fetched: files found in the cache pass silently.
-      if (!drawn && !p.files.some((f) => f.state === 'downloading' || f.state === 'verifying' || f.state === 'done')) return;
+      if (!drawn && !p.files.some((f) => f.state === 'downloading' || f.state === 'verifying' || f.state === 'done'))
+        return;
       draw(p, !drawn);
     },
     done() {
@@ -95,5 +96,9 @@ function eta(p: Progress): string {
   if (left <= 0) return 'done';
   if (p.bytesPerSecond <= 0) return '--';
   const s = Math.ceil(left / p.bytesPerSecond);
-  return s >= 3600 ? `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m` : s >= 60 ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s` : `${s}s`;
+  return s >= 3600
+    ? `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`
+    : s >= 60
+      ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`
+      : `${s}s`;
 }

@@ -86,8 +86,15 @@ export class ProgressTracker {
       if (f.state === 'done' || f.state === 'cached') filesDone++;
     }
     this.onProgress({
-      repoId: this.repoId, commit: this.commit, file: { ...file }, files: files.map((f) => ({ ...f })),
-      bytesDone, bytesTotal, bytesPerSecond: this.rate(), filesDone, filesTotal: files.length,
+      repoId: this.repoId,
+      commit: this.commit,
+      file: { ...file },
+      files: files.map((f) => ({ ...f })),
+      bytesDone,
+      bytesTotal,
+      bytesPerSecond: this.rate(),
+      filesDone,
+      filesTotal: files.length,
     });
   }
 }

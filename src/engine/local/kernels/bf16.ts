@@ -35,8 +35,10 @@ function roundedCopy(x: Float32Array | Uint16Array, n: number): Float32Array {
 /** The portable gemmBf16: the inputs rounded to bf16, then the exact-sum portable sgemm. */
 export function portableGemmBf16(sgemm: Kernels['sgemm']): Kernels['gemmBf16'] {
   return (transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) => {
-    const aRows = transA ? K : M, aCols = transA ? M : K;
-    const bRows = transB ? N : K, bCols = transB ? K : N;
+    const aRows = transA ? K : M,
+      aCols = transA ? M : K;
+    const bRows = transB ? N : K,
+      bCols = transB ? K : N;
     const a = aRows === 0 ? new Float32Array(0) : roundedCopy(A, (aRows - 1) * lda + aCols);
     const b = bRows === 0 ? new Float32Array(0) : roundedCopy(B, (bRows - 1) * ldb + bCols);
     sgemm(transA, transB, M, N, K, alpha, a, lda, b, ldb, beta, C, ldc);

@@ -27,9 +27,19 @@ export interface Kernels {
 
   /** C[M,N] = alpha * op(A) * op(B) + beta * C. op(A) is [M,K], op(B) is [K,N]. */
   sgemm(
-    transA: boolean, transB: boolean, M: number, N: number, K: number,
-    alpha: number, A: Float32Array, lda: number, B: Float32Array, ldb: number,
-    beta: number, C: Float32Array, ldc: number,
+    transA: boolean,
+    transB: boolean,
+    M: number,
+    N: number,
+    K: number,
+    alpha: number,
+    A: Float32Array,
+    lda: number,
+    B: Float32Array,
+    ldb: number,
+    beta: number,
+    C: Float32Array,
+    ldc: number,
   ): void;
 
   /**
@@ -38,9 +48,19 @@ export interface Kernels {
    * rounded on the fly; a Uint16Array operand holds bf16 bits already (see toBf16).
    */
   gemmBf16(
-    transA: boolean, transB: boolean, M: number, N: number, K: number,
-    alpha: number, A: Float32Array | Uint16Array, lda: number, B: Float32Array | Uint16Array, ldb: number,
-    beta: number, C: Float32Array, ldc: number,
+    transA: boolean,
+    transB: boolean,
+    M: number,
+    N: number,
+    K: number,
+    alpha: number,
+    A: Float32Array | Uint16Array,
+    lda: number,
+    B: Float32Array | Uint16Array,
+    ldb: number,
+    beta: number,
+    C: Float32Array,
+    ldc: number,
   ): void;
 
   /** out[i] = the bf16 bits nearest to x[i] (ties to even; NaN stays NaN), for i < n. */
@@ -61,8 +81,15 @@ export interface Kernels {
 
   /** y = alpha * op(A) * x + beta * y, with A stored [M,N]; op(A) = A ([M,N]) or A^T ([N,M]). */
   sgemv(
-    trans: boolean, M: number, N: number, alpha: number, A: Float32Array, lda: number,
-    x: Float32Array, beta: number, y: Float32Array,
+    trans: boolean,
+    M: number,
+    N: number,
+    alpha: number,
+    A: Float32Array,
+    lda: number,
+    x: Float32Array,
+    beta: number,
+    y: Float32Array,
   ): void;
 
   /** out[r,:] = x[r,:] / sqrt(mean(x[r,:]^2) + eps) * weight, for `rows` rows of `dim`. out may alias x. */
@@ -76,7 +103,14 @@ export interface Kernels {
    * `heads` heads of `headDim`: row r sits at position positions[r]. invFreq has headDim/2
    * entries; angle = position * invFreq[i]; pairs (i, i + headDim/2) rotate together.
    */
-  rope(x: Float32Array, rows: number, heads: number, headDim: number, positions: Int32Array, invFreq: Float32Array): void;
+  rope(
+    x: Float32Array,
+    rows: number,
+    heads: number,
+    headDim: number,
+    positions: Int32Array,
+    invFreq: Float32Array,
+  ): void;
 
   /**
    * Causal grouped-query attention for one sequence.
@@ -86,9 +120,17 @@ export interface Kernels {
    * scores = q.k * scale, softmax in float32 with max subtraction.
    */
   attention(
-    out: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array,
-    Tq: number, start: number, nHeads: number, nKvHeads: number, headDim: number,
-    kvStride: number, scale: number,
+    out: Float32Array,
+    q: Float32Array,
+    k: Float32Array,
+    v: Float32Array,
+    Tq: number,
+    start: number,
+    nHeads: number,
+    nKvHeads: number,
+    headDim: number,
+    kvStride: number,
+    scale: number,
   ): void;
 
   // ---- Training kernels (the backward of the ops above, and the optimizer) ----
@@ -98,8 +140,18 @@ export interface Kernels {
    * p -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + weightDecay * p). bc1 = 1 - b1^t, bc2 = 1 - b2^t.
    */
   adamw(
-    p: Float32Array, g: Float32Array, m: Float32Array, v: Float32Array, n: number,
-    lr: number, beta1: number, beta2: number, eps: number, weightDecay: number, bc1: number, bc2: number,
+    p: Float32Array,
+    g: Float32Array,
+    m: Float32Array,
+    v: Float32Array,
+    n: number,
+    lr: number,
+    beta1: number,
+    beta2: number,
+    eps: number,
+    weightDecay: number,
+    bc1: number,
+    bc2: number,
   ): void;
 
   /** Sum of x[i]^2 for i < n, accumulated in float64 (the global gradient norm). */
@@ -113,12 +165,26 @@ export interface Kernels {
    * written (accumulate false) or added (true) into dx; dw (when not null) += sum over rows of dy * x * rstd.
    */
   rmsnormBackward(
-    dx: Float32Array, dw: Float32Array | null, dy: Float32Array, x: Float32Array, w: Float32Array,
-    rows: number, dim: number, eps: number, accumulate: boolean,
+    dx: Float32Array,
+    dw: Float32Array | null,
+    dy: Float32Array,
+    x: Float32Array,
+    w: Float32Array,
+    rows: number,
+    dim: number,
+    eps: number,
+    accumulate: boolean,
   ): void;
 
   /** Backward of siluMul: dg = da * up * s * (1 + gate * (1 - s)), du = da * silu(gate), s = sigmoid(gate). */
-  siluMulBackward(dg: Float32Array, du: Float32Array, da: Float32Array, gate: Float32Array, up: Float32Array, n: number): void;
+  siluMulBackward(
+    dg: Float32Array,
+    du: Float32Array,
+    da: Float32Array,
+    gate: Float32Array,
+    up: Float32Array,
+    n: number,
+  ): void;
 
   /** Per logits row [rows, V]: lse[r] = log sum exp, entropy[r] = lse - sum p z (p = softmax). */
   logitsStats(lse: Float32Array, entropy: Float32Array, logits: Float32Array, rows: number, V: number): void;
@@ -128,7 +194,15 @@ export interface Kernels {
    * dz_i = -p_i * (gSum[r] + gEntropy[r] * (log p_i + entropy[r])), p_i = exp(z_i - lse[r]).
    * (The caller then adds the gradient w.r.t. each chosen id's log-prob at that id.)
    */
-  logitsBackward(logits: Float32Array, rows: number, V: number, lse: Float32Array, entropy: Float32Array, gSum: Float32Array, gEntropy: Float32Array): void;
+  logitsBackward(
+    logits: Float32Array,
+    rows: number,
+    V: number,
+    lse: Float32Array,
+    entropy: Float32Array,
+    gSum: Float32Array,
+    gEntropy: Float32Array,
+  ): void;
 
   // The training attention's softmax, one block of query rows at a time (train/attention.ts):
   // S and P are [rows, cols], row stride cols; row i is query firstRow + i, which sees columns
@@ -144,8 +218,16 @@ export interface Kernels {
    * dP and S are distinct arrays.
    */
   causalSoftmaxBackwardRows(
-    dP: Float32Array, S: Float32Array, lse: Float32Array, dO: Float32Array, O: Float32Array,
-    rows: number, cols: number, firstRow: number, headDim: number, stride: number,
+    dP: Float32Array,
+    S: Float32Array,
+    lse: Float32Array,
+    dO: Float32Array,
+    O: Float32Array,
+    rows: number,
+    cols: number,
+    firstRow: number,
+    headDim: number,
+    stride: number,
   ): void;
 
   /**

@@ -35,9 +35,12 @@ export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernel
     if (existsSync(openMpEnv)) require(openMpEnv);
     addon = require(addonPath) as NativeAddon;
   } catch (err) {
-    throw new Error(`native kernels unavailable: ${loadFailure(err, addonPath)}. For the fast path: ${NATIVE_BUILD_HINT}`, {
-      cause: err,
-    });
+    throw new Error(
+      `native kernels unavailable: ${loadFailure(err, addonPath)}. For the fast path: ${NATIVE_BUILD_HINT}`,
+      {
+        cause: err,
+      },
+    );
   }
   if (addon.apiVersion !== ADDON_API_VERSION) {
     throw new Error(

@@ -12,9 +12,19 @@ import type { Kernels } from './kernels.js';
 const COLS = 256;
 
 function sgemm(
-  transA: boolean, transB: boolean, M: number, N: number, K: number,
-  alpha: number, A: Float32Array, lda: number, B: Float32Array, ldb: number,
-  beta: number, C: Float32Array, ldc: number,
+  transA: boolean,
+  transB: boolean,
+  M: number,
+  N: number,
+  K: number,
+  alpha: number,
+  A: Float32Array,
+  lda: number,
+  B: Float32Array,
+  ldb: number,
+  beta: number,
+  C: Float32Array,
+  ldc: number,
 ): void {
   // op(A)[i,p] = A[i * aRowStep + p * aColStep].
   const aRowStep = transA ? 1 : lda;
@@ -72,8 +82,15 @@ function scaled(value: number, beta: number, old: number): number {
 }
 
 function sgemv(
-  trans: boolean, M: number, N: number, alpha: number, A: Float32Array, lda: number,
-  x: Float32Array, beta: number, y: Float32Array,
+  trans: boolean,
+  M: number,
+  N: number,
+  alpha: number,
+  A: Float32Array,
+  lda: number,
+  x: Float32Array,
+  beta: number,
+  y: Float32Array,
 ): void {
   if (!trans) {
     for (let i = 0; i < M; i++) {
@@ -91,7 +108,14 @@ function sgemv(
   for (let j = 0; j < N; j++) y[j] = scaled(alpha * acc[j], beta, y[j]);
 }
 
-function rmsnorm(out: Float32Array, x: Float32Array, weight: Float32Array, rows: number, dim: number, eps: number): void {
+function rmsnorm(
+  out: Float32Array,
+  x: Float32Array,
+  weight: Float32Array,
+  rows: number,
+  dim: number,
+  eps: number,
+): void {
   for (let r = 0; r < rows; r++) {
     const row = r * dim;
     let sumSquares = 0;
@@ -105,7 +129,14 @@ function siluMul(out: Float32Array, gate: Float32Array, up: Float32Array, n: num
   for (let i = 0; i < n; i++) out[i] = (gate[i] / (1 + Math.exp(-gate[i]))) * up[i];
 }
 
-function rope(x: Float32Array, rows: number, heads: number, headDim: number, positions: Int32Array, invFreq: Float32Array): void {
+function rope(
+  x: Float32Array,
+  rows: number,
+  heads: number,
+  headDim: number,
+  positions: Int32Array,
+  invFreq: Float32Array,
+): void {
   const half = headDim / 2;
   const cos = new Float64Array(half);
   const sin = new Float64Array(half);
@@ -130,9 +161,17 @@ function rope(x: Float32Array, rows: number, heads: number, headDim: number, pos
 }
 
 function attention(
-  out: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array,
-  Tq: number, start: number, nHeads: number, nKvHeads: number, headDim: number,
-  kvStride: number, scale: number,
+  out: Float32Array,
+  q: Float32Array,
+  k: Float32Array,
+  v: Float32Array,
+  Tq: number,
+  start: number,
+  nHeads: number,
+  nKvHeads: number,
+  headDim: number,
+  kvStride: number,
+  scale: number,
 ): void {
   const group = nHeads / nKvHeads;
   const qStride = nHeads * headDim;
@@ -167,8 +206,18 @@ function attention(
 // ---- training kernels ---------------------------------------------------------------------
 
 function adamw(
-  p: Float32Array, g: Float32Array, m: Float32Array, v: Float32Array, n: number,
-  lr: number, beta1: number, beta2: number, eps: number, weightDecay: number, bc1: number, bc2: number,
+  p: Float32Array,
+  g: Float32Array,
+  m: Float32Array,
+  v: Float32Array,
+  n: number,
+  lr: number,
+  beta1: number,
+  beta2: number,
+  eps: number,
+  weightDecay: number,
+  bc1: number,
+  bc2: number,
 ): void {
   for (let i = 0; i < n; i++) {
     const gi = g[i];
@@ -191,8 +240,15 @@ function scale(x: Float32Array, n: number, alpha: number): void {
 }
 
 function rmsnormBackward(
-  dx: Float32Array, dw: Float32Array | null, dy: Float32Array, x: Float32Array, w: Float32Array,
-  rows: number, dim: number, eps: number, accumulate: boolean,
+  dx: Float32Array,
+  dw: Float32Array | null,
+  dy: Float32Array,
+  x: Float32Array,
+  w: Float32Array,
+  rows: number,
+  dim: number,
+  eps: number,
+  accumulate: boolean,
 ): void {
   // dw is summed over all rows in float64 and added once.
   const dwSum = dw ? new Float64Array(dim) : null;
@@ -216,7 +272,14 @@ function rmsnormBackward(
   if (dw && dwSum) for (let i = 0; i < dim; i++) dw[i] += dwSum[i];
 }
 
-function siluMulBackward(dg: Float32Array, du: Float32Array, da: Float32Array, gate: Float32Array, up: Float32Array, n: number): void {
+function siluMulBackward(
+  dg: Float32Array,
+  du: Float32Array,
+  da: Float32Array,
+  gate: Float32Array,
+  up: Float32Array,
+  n: number,
+): void {
   for (let i = 0; i < n; i++) {
     const z = gate[i];
     const u = up[i];
@@ -250,8 +313,13 @@ function logitsStats(lse: Float32Array, entropy: Float32Array, logits: Float32Ar
 }
 
 function logitsBackward(
-  logits: Float32Array, rows: number, V: number, lse: Float32Array, entropy: Float32Array,
-  gSum: Float32Array, gEntropy: Float32Array,
+  logits: Float32Array,
+  rows: number,
+  V: number,
+  lse: Float32Array,
+  entropy: Float32Array,
+  gSum: Float32Array,
+  gEntropy: Float32Array,
 ): void {
   for (let r = 0; r < rows; r++) {
     const row = r * V;
@@ -271,7 +339,8 @@ function logitsBackward(
 function causalSoftmaxRows(S: Float32Array, lse: Float32Array, rows: number, cols: number, firstRow: number): void {
   const e = new Float64Array(cols);
   for (let i = 0; i < rows; i++) {
-    const row = i * cols, visible = firstRow + i + 1;
+    const row = i * cols,
+      visible = firstRow + i + 1;
     let max = -Infinity;
     for (let j = 0; j < visible; j++) max = Math.max(max, S[row + j]);
     let sum = 0;
@@ -286,11 +355,20 @@ function causalSoftmaxRows(S: Float32Array, lse: Float32Array, rows: number, col
 }
 
 function causalSoftmaxBackwardRows(
-  dP: Float32Array, S: Float32Array, lse: Float32Array, dO: Float32Array, O: Float32Array,
-  rows: number, cols: number, firstRow: number, headDim: number, stride: number,
+  dP: Float32Array,
+  S: Float32Array,
+  lse: Float32Array,
+  dO: Float32Array,
+  O: Float32Array,
+  rows: number,
+  cols: number,
+  firstRow: number,
+  headDim: number,
+  stride: number,
 ): void {
   for (let i = 0; i < rows; i++) {
-    const row = i * cols, visible = firstRow + i + 1;
+    const row = i * cols,
+      visible = firstRow + i + 1;
     let dot = 0;
     for (let d = 0; d < headDim; d++) dot += dO[i * stride + d] * O[i * stride + d];
     for (let j = 0; j < visible; j++) {

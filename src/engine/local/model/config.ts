@@ -50,7 +50,9 @@ export class ModelConfigError extends Error {
 }
 
 export function parseModelConfig(json: unknown, source = 'config.json'): ModelConfig {
-  const fail = (message: string): never => { throw new ModelConfigError(source, message); };
+  const fail = (message: string): never => {
+    throw new ModelConfigError(source, message);
+  };
   if (typeof json !== 'object' || json === null || Array.isArray(json)) fail('expected a JSON object');
   const c = json as Record<string, unknown>;
 
@@ -58,21 +60,31 @@ export function parseModelConfig(json: unknown, source = 'config.json'): ModelCo
   if (typeof modelType !== 'string') fail('missing "model_type"');
   const family = FAMILY_BY_MODEL_TYPE[modelType as string];
   if (!family) {
-    fail(`unsupported architecture: model_type "${String(modelType)}" (supported: ${Object.keys(FAMILY_BY_MODEL_TYPE).join(', ')})`);
+    fail(
+      `unsupported architecture: model_type "${String(modelType)}" (supported: ${Object.keys(FAMILY_BY_MODEL_TYPE).join(', ')})`,
+    );
   }
   const fam = family as ModelFamily;
-  if (Array.isArray(c.architectures) && c.architectures.length > 0 && !c.architectures.includes(ARCHITECTURE_BY_FAMILY[fam])) {
-    fail(`architectures ${JSON.stringify(c.architectures)} do not include ${ARCHITECTURE_BY_FAMILY[fam]} for model_type "${fam}"`);
+  if (
+    Array.isArray(c.architectures) &&
+    c.architectures.length > 0 &&
+    !c.architectures.includes(ARCHITECTURE_BY_FAMILY[fam])
+  ) {
+    fail(
+      `architectures ${JSON.stringify(c.architectures)} do not include ${ARCHITECTURE_BY_FAMILY[fam]} for model_type "${fam}"`,
+    );
   }
 
   const int = (key: string, fallback?: number): number => {
     const v = c[key] ?? fallback;
-    if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0) fail(`"${key}" must be a positive integer, got ${JSON.stringify(c[key])}`);
+    if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0)
+      fail(`"${key}" must be a positive integer, got ${JSON.stringify(c[key])}`);
     return v as number;
   };
   const num = (key: string, fallback: number): number => {
     const v = c[key] ?? fallback;
-    if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) fail(`"${key}" must be a positive number, got ${JSON.stringify(c[key])}`);
+    if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)
+      fail(`"${key}" must be a positive number, got ${JSON.stringify(c[key])}`);
     return v as number;
   };
   const bool = (key: string, fallback: boolean): boolean => {
@@ -84,19 +96,24 @@ export function parseModelConfig(json: unknown, source = 'config.json'): ModelCo
   const hiddenSize = int('hidden_size');
   const numHeads = int('num_attention_heads');
   const numKvHeads = int('num_key_value_heads', numHeads);
-  if (numHeads % numKvHeads !== 0) fail(`num_attention_heads ${numHeads} is not a multiple of num_key_value_heads ${numKvHeads}`);
+  if (numHeads % numKvHeads !== 0)
+    fail(`num_attention_heads ${numHeads} is not a multiple of num_key_value_heads ${numKvHeads}`);
   const headDim = c.head_dim == null ? hiddenSize / numHeads : int('head_dim');
-  if (!Number.isInteger(headDim)) fail(`hidden_size ${hiddenSize} is not divisible by num_attention_heads ${numHeads} and no head_dim is given`);
+  if (!Number.isInteger(headDim))
+    fail(`hidden_size ${hiddenSize} is not divisible by num_attention_heads ${numHeads} and no head_dim is given`);
   if (headDim % 2 !== 0) fail(`head_dim ${headDim} must be even for rotary embeddings`);
-  if (c.hidden_act != null && c.hidden_act !== 'silu') fail(`hidden_act "${String(c.hidden_act)}" is not supported (only silu)`);
+  if (c.hidden_act != null && c.hidden_act !== 'silu')
+    fail(`hidden_act "${String(c.hidden_act)}" is not supported (only silu)`);
   if (c.mlp_bias === true) fail('mlp_bias true is not supported');
 
   const attentionBias = bool('attention_bias', false);
   const eos = c.eos_token_id;
   const eosTokenIds = eos == null ? [] : Array.isArray(eos) ? eos : [eos];
-  if (!eosTokenIds.every((e) => Number.isInteger(e) && (e as number) >= 0)) fail(`"eos_token_id" must be an id or a list of ids, got ${JSON.stringify(eos)}`);
+  if (!eosTokenIds.every((e) => Number.isInteger(e) && (e as number) >= 0))
+    fail(`"eos_token_id" must be an id or a list of ids, got ${JSON.stringify(eos)}`);
   const bos = c.bos_token_id;
-  if (bos != null && !(Number.isInteger(bos) && (bos as number) >= 0)) fail(`"bos_token_id" must be an id, got ${JSON.stringify(bos)}`);
+  if (bos != null && !(Number.isInteger(bos) && (bos as number) >= 0))
+    fail(`"bos_token_id" must be an id, got ${JSON.stringify(bos)}`);
 
   return {
     family: fam,
@@ -129,7 +146,8 @@ function parseRopeScaling(raw: unknown, fail: (m: string) => never): Llama3RopeS
   if (type !== 'llama3') return fail(`rope_scaling type ${JSON.stringify(type)} is not supported (supported: llama3)`);
   const pos = (key: string): number => {
     const v = r[key];
-    if (typeof v !== 'number' || !(v > 0)) fail(`rope_scaling.${key} must be a positive number, got ${JSON.stringify(v)}`);
+    if (typeof v !== 'number' || !(v > 0))
+      fail(`rope_scaling.${key} must be a positive number, got ${JSON.stringify(v)}`);
     return v as number;
   };
   const scaling = {
@@ -138,7 +156,8 @@ function parseRopeScaling(raw: unknown, fail: (m: string) => never): Llama3RopeS
     highFreqFactor: pos('high_freq_factor'),
     originalMaxPositionEmbeddings: pos('original_max_position_embeddings'),
   };
-  if (scaling.highFreqFactor <= scaling.lowFreqFactor) fail('rope_scaling.high_freq_factor must be larger than low_freq_factor');
+  if (scaling.highFreqFactor <= scaling.lowFreqFactor)
+    fail('rope_scaling.high_freq_factor must be larger than low_freq_factor');
   return scaling;
 }
 
@@ -179,7 +198,7 @@ export function ropeInvFreq(cfg: ModelConfig): Float32Array {
   const half = cfg.headDim / 2;
   const out = new Float32Array(half);
   for (let i = 0; i < half; i++) {
-    let f = 1 / Math.pow(cfg.ropeTheta, (2 * i) / cfg.headDim);
+    let f = 1 / cfg.ropeTheta ** ((2 * i) / cfg.headDim);
     const s = cfg.ropeScaling;
     if (s) {
       const wavelen = (2 * Math.PI) / f;
@@ -187,7 +206,8 @@ export function ropeInvFreq(cfg: ModelConfig): Float32Array {
       const highFreqWavelen = s.originalMaxPositionEmbeddings / s.highFreqFactor;
       if (wavelen > lowFreqWavelen) f = f / s.factor;
       else if (wavelen >= highFreqWavelen) {
-        const smooth = (s.originalMaxPositionEmbeddings / wavelen - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
+        const smooth =
+          (s.originalMaxPositionEmbeddings / wavelen - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
         f = (1 - smooth) * (f / s.factor) + smooth * f;
       }
     }

@@ -34,7 +34,8 @@ export function readModelFolder(dir: string): ModelFolder {
   if (!existsSync(dir)) throw new ModelFolderError(`model folder ${dir} does not exist`);
   const config = parseModelConfig(readJsonFile(join(dir, 'config.json')), join(dir, 'config.json'));
   for (const f of ['tokenizer.json', 'tokenizer_config.json']) {
-    if (!existsSync(join(dir, f))) throw new ModelFolderError(`${join(dir, f)} is missing: a model folder needs its tokenizer files`);
+    if (!existsSync(join(dir, f)))
+      throw new ModelFolderError(`${join(dir, f)} is missing: a model folder needs its tokenizer files`);
   }
   const eos = new Set(config.eosTokenIds);
   const generationDefaults: GenerationDefaults = {};
@@ -43,7 +44,8 @@ export function readModelFolder(dir: string): ModelFolder {
     const gen = readJsonFile(genPath) as Record<string, unknown>;
     const ids = gen.eos_token_id == null ? [] : Array.isArray(gen.eos_token_id) ? gen.eos_token_id : [gen.eos_token_id];
     for (const id of ids) {
-      if (!Number.isInteger(id) || (id as number) < 0) throw new ModelFolderError(`${genPath}: eos_token_id must be an id or a list of ids`);
+      if (!Number.isInteger(id) || (id as number) < 0)
+        throw new ModelFolderError(`${genPath}: eos_token_id must be an id or a list of ids`);
       eos.add(id as number);
     }
     if (typeof gen.temperature === 'number') generationDefaults.temperature = gen.temperature;
@@ -51,7 +53,8 @@ export function readModelFolder(dir: string): ModelFolder {
     if (typeof gen.top_k === 'number') generationDefaults.topK = gen.top_k;
   }
   for (const id of eos) {
-    if (id >= config.vocabSize) throw new ModelFolderError(`${dir}: eos id ${id} is outside the vocabulary of ${config.vocabSize}`);
+    if (id >= config.vocabSize)
+      throw new ModelFolderError(`${dir}: eos id ${id} is outside the vocabulary of ${config.vocabSize}`);
   }
   return { dir, config, eosTokenIds: [...eos].sort((a, b) => a - b), generationDefaults };
 }

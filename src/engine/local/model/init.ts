@@ -42,11 +42,41 @@ export interface InitOptions {
 
 export const PRESETS: Record<string, Omit<ModelShape, 'family'>> = {
   /** Small enough for unit tests: a forward pass in milliseconds. */
-  tiny: { vocabSize: 512, hiddenSize: 64, intermediateSize: 160, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 16, maxPositionEmbeddings: 2048, tieWordEmbeddings: true },
+  tiny: {
+    vocabSize: 512,
+    hiddenSize: 64,
+    intermediateSize: 160,
+    numLayers: 2,
+    numHeads: 4,
+    numKvHeads: 2,
+    headDim: 16,
+    maxPositionEmbeddings: 2048,
+    tieWordEmbeddings: true,
+  },
   /** A few million parameters: trainable on two CPU cores in seconds per step. */
-  small: { vocabSize: 2048, hiddenSize: 256, intermediateSize: 768, numLayers: 4, numHeads: 8, numKvHeads: 4, headDim: 32, maxPositionEmbeddings: 4096, tieWordEmbeddings: true },
+  small: {
+    vocabSize: 2048,
+    hiddenSize: 256,
+    intermediateSize: 768,
+    numLayers: 4,
+    numHeads: 8,
+    numKvHeads: 4,
+    headDim: 32,
+    maxPositionEmbeddings: 4096,
+    tieWordEmbeddings: true,
+  },
   /** The exact tensor shapes of Qwen3-0.6B (596M parameters), for benchmarks. */
-  'qwen3-0.6b': { vocabSize: 151936, hiddenSize: 1024, intermediateSize: 3072, numLayers: 28, numHeads: 16, numKvHeads: 8, headDim: 128, maxPositionEmbeddings: 40960, tieWordEmbeddings: true },
+  'qwen3-0.6b': {
+    vocabSize: 151936,
+    hiddenSize: 1024,
+    intermediateSize: 3072,
+    numLayers: 28,
+    numHeads: 16,
+    numKvHeads: 8,
+    headDim: 128,
+    maxPositionEmbeddings: 40960,
+    tieWordEmbeddings: true,
+  },
 };
 
 export function modelConfigOf(shape: ModelShape, eosTokenIds: number[]): ModelConfig {
@@ -54,7 +84,10 @@ export function modelConfigOf(shape: ModelShape, eosTokenIds: number[]): ModelCo
     ...shape,
     rmsNormEps: 1e-6,
     ropeTheta: shape.family === 'llama' ? 500000 : 1000000,
-    ropeScaling: shape.family === 'llama' ? { factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 8192 } : null,
+    ropeScaling:
+      shape.family === 'llama'
+        ? { factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 8192 }
+        : null,
     qkvBias: shape.family === 'qwen2',
     oBias: false,
     qkNorm: shape.family === 'qwen3',
@@ -86,7 +119,10 @@ export function randomParams(cfg: ModelConfig, seed: number, std: number): Param
 
 export function writeModelFolder(opts: InitOptions): ModelConfig {
   const { shape } = opts;
-  if (opts.tokenizerVocab > shape.vocabSize) throw new RangeError(`tokenizer vocabulary ${opts.tokenizerVocab} exceeds the model's vocab_size ${shape.vocabSize}`);
+  if (opts.tokenizerVocab > shape.vocabSize)
+    throw new RangeError(
+      `tokenizer vocabulary ${opts.tokenizerVocab} exceeds the model's vocab_size ${shape.vocabSize}`,
+    );
   const tokenizer = trainByteLevelBpe([...builtinCorpus(), ...(opts.corpus ?? [])], {
     vocabSize: opts.tokenizerVocab,
     specialTokens: ['<|endoftext|>', '<|im_start|>', '<|im_end|>'],
@@ -99,15 +135,22 @@ export function writeModelFolder(opts: InitOptions): ModelConfig {
 
   // Write everything into a sibling temp folder, then rename: no half-written model folder.
   const out = opts.out;
-  if (existsSync(out) && readdirSync(out).length > 0) throw new Error(`${out} exists and is not empty; choose a new folder`);
+  if (existsSync(out) && readdirSync(out).length > 0)
+    throw new Error(`${out} exists and is not empty; choose a new folder`);
   mkdirSync(dirname(out), { recursive: true });
   const tmp = join(dirname(out), `.${basename(out)}.tmp-${process.pid}`);
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp);
   try {
-    const json = (name: string, value: unknown) => writeFileSync(join(tmp, name), JSON.stringify(value, null, 2) + '\n');
+    const json = (name: string, value: unknown) =>
+      writeFileSync(join(tmp, name), `${JSON.stringify(value, null, 2)}\n`);
     json('config.json', configJson(cfg));
-    json('generation_config.json', { eos_token_id: [imEnd, endOfText], pad_token_id: endOfText, temperature: 0.7, top_p: 0.9 });
+    json('generation_config.json', {
+      eos_token_id: [imEnd, endOfText],
+      pad_token_id: endOfText,
+      temperature: 0.7,
+      top_p: 0.9,
+    });
     json('tokenizer.json', tokenizer.tokenizerJson);
     json('tokenizer_config.json', tokenizer.tokenizerConfig);
     writeWeights(tmp, params, opts.dtype, opts.shards);
@@ -121,7 +164,11 @@ export function writeModelFolder(opts: InitOptions): ModelConfig {
 }
 
 function writeWeights(dir: string, params: ParamStore, dtype: 'F32' | 'BF16', shards: number): void {
-  const tensors: TensorToWrite[] = params.specs.map((s) => ({ name: s.name, shape: s.shape, data: params.get(s.name) }));
+  const tensors: TensorToWrite[] = params.specs.map((s) => ({
+    name: s.name,
+    shape: s.shape,
+    data: params.get(s.name),
+  }));
   if (shards <= 1) {
     writeSafetensors(join(dir, 'model.safetensors'), tensors, dtype);
     return;
@@ -145,5 +192,8 @@ function writeWeights(dir: string, params: ParamStore, dtype: 'F32' | 'BF16', sh
     for (const t of group) weightMap[t.name] = file;
   });
   const bytes = total * (dtype === 'F32' ? 4 : 2);
-  writeFileSync(join(dir, 'model.safetensors.index.json'), JSON.stringify({ metadata: { total_size: bytes }, weight_map: weightMap }, null, 2) + '\n');
+  writeFileSync(
+    join(dir, 'model.safetensors.index.json'),
+    `${JSON.stringify({ metadata: { total_size: bytes }, weight_map: weightMap }, null, 2)}\n`,
+  );
 }

@@ -23,7 +23,8 @@ export function createKvCache(cfg: ModelConfig, initialCapacity = 64, maxLength 
 /** Makes room for `needed` positions in total; throws past the model's context. */
 export function reserveKvCache(cache: KvCache, needed: number): void {
   if (needed <= cache.capacity) return;
-  if (needed > cache.maxLength) throw new RangeError(`sequence of ${needed} tokens exceeds the model's context of ${cache.maxLength}`);
+  if (needed > cache.maxLength)
+    throw new RangeError(`sequence of ${needed} tokens exceeds the model's context of ${cache.maxLength}`);
   let capacity = cache.capacity;
   while (capacity < needed) capacity *= 2;
   capacity = Math.min(capacity, cache.maxLength);

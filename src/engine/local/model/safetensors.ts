@@ -33,7 +33,9 @@ export class SafetensorsError extends Error {
 }
 
 export function readSafetensorsHeader(path: string): SafetensorsHeader {
-  const fail = (m: string): never => { throw new SafetensorsError(path, m); };
+  const fail = (m: string): never => {
+    throw new SafetensorsError(path, m);
+  };
   let fd: number;
   try {
     fd = openSync(path, 'r');
@@ -46,7 +48,8 @@ export function readSafetensorsHeader(path: string): SafetensorsHeader {
     const lenBuf = Buffer.alloc(8);
     readSync(fd, lenBuf, 0, 8, 0);
     const headerLen = Number(lenBuf.readBigUInt64LE(0));
-    if (headerLen > MAX_HEADER_BYTES || 8 + headerLen > fileSize) fail(`header length ${headerLen} does not fit a ${fileSize}-byte file (not a safetensors file?)`);
+    if (headerLen > MAX_HEADER_BYTES || 8 + headerLen > fileSize)
+      fail(`header length ${headerLen} does not fit a ${fileSize}-byte file (not a safetensors file?)`);
     const headerBuf = Buffer.alloc(headerLen);
     readSync(fd, headerBuf, 0, headerLen, 8);
     let header: Record<string, unknown>;
@@ -65,15 +68,24 @@ export function readSafetensorsHeader(path: string): SafetensorsHeader {
       }
       const t = raw as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
       const dtype = t.dtype as StoredDtype;
-      if (!(dtype in BYTES)) fail(`tensor "${name}" has dtype ${JSON.stringify(t.dtype)}; supported: F32, F16, BF16, F64`);
+      if (!(dtype in BYTES))
+        fail(`tensor "${name}" has dtype ${JSON.stringify(t.dtype)}; supported: F32, F16, BF16, F64`);
       const shape = t.shape;
-      if (!Array.isArray(shape) || !shape.every((d) => Number.isInteger(d) && d >= 0)) fail(`tensor "${name}" has an invalid shape ${JSON.stringify(shape)}`);
+      if (!Array.isArray(shape) || !shape.every((d) => Number.isInteger(d) && d >= 0))
+        fail(`tensor "${name}" has an invalid shape ${JSON.stringify(shape)}`);
       const offs = t.data_offsets;
-      if (!Array.isArray(offs) || offs.length !== 2 || !offs.every((o) => Number.isInteger(o) && o >= 0)) fail(`tensor "${name}" has invalid data_offsets`);
+      if (!Array.isArray(offs) || offs.length !== 2 || !offs.every((o) => Number.isInteger(o) && o >= 0))
+        fail(`tensor "${name}" has invalid data_offsets`);
       const [b, e] = offs as [number, number];
       const count = (shape as number[]).reduce((a, d) => a * d, 1);
-      if (e - b !== count * BYTES[dtype]) fail(`tensor "${name}": data_offsets span ${e - b} bytes but shape ${JSON.stringify(shape)} of ${dtype} needs ${count * BYTES[dtype]}`);
-      if (dataStart + e > fileSize) fail(`tensor "${name}" ends at byte ${dataStart + e}, past the end of the file (${fileSize} bytes): truncated download?`);
+      if (e - b !== count * BYTES[dtype])
+        fail(
+          `tensor "${name}": data_offsets span ${e - b} bytes but shape ${JSON.stringify(shape)} of ${dtype} needs ${count * BYTES[dtype]}`,
+        );
+      if (dataStart + e > fileSize)
+        fail(
+          `tensor "${name}" ends at byte ${dataStart + e}, past the end of the file (${fileSize} bytes): truncated download?`,
+        );
       tensors.set(name, { name, dtype, shape: shape as number[], begin: dataStart + b, end: dataStart + e });
     }
     return { path, tensors, metadata };
@@ -85,7 +97,11 @@ export function readSafetensorsHeader(path: string): SafetensorsHeader {
 /** Reads one tensor's data into `out` (float32), converting from its stored dtype. */
 export function readTensorInto(path: string, entry: TensorEntry, out: Float32Array): void {
   const count = (entry.end - entry.begin) / BYTES[entry.dtype];
-  if (out.length !== count) throw new SafetensorsError(path, `tensor "${entry.name}": destination holds ${out.length} values, tensor has ${count}`);
+  if (out.length !== count)
+    throw new SafetensorsError(
+      path,
+      `tensor "${entry.name}": destination holds ${out.length} values, tensor has ${count}`,
+    );
   const fd = openSync(path, 'r');
   try {
     if (entry.dtype === 'F32') {
@@ -143,12 +159,20 @@ export interface TensorToWrite {
  * Writes tensors as one safetensors file, F32 or BF16 (round to nearest even). The file appears
  * under its final name only when complete (temp file + fsync + rename).
  */
-export function writeSafetensors(path: string, tensors: TensorToWrite[], dtype: 'F32' | 'BF16' = 'F32', metadata: Record<string, string> = { format: 'pt' }): void {
+export function writeSafetensors(
+  path: string,
+  tensors: TensorToWrite[],
+  dtype: 'F32' | 'BF16' = 'F32',
+  metadata: Record<string, string> = { format: 'pt' },
+): void {
   const header: Record<string, unknown> = { __metadata__: metadata };
   let offset = 0;
   for (const t of tensors) {
     const count = t.shape.reduce((a, d) => a * d, 1);
-    if (count !== t.data.length) throw new Error(`writeSafetensors: tensor "${t.name}" has ${t.data.length} values but shape ${JSON.stringify(t.shape)}`);
+    if (count !== t.data.length)
+      throw new Error(
+        `writeSafetensors: tensor "${t.name}" has ${t.data.length} values but shape ${JSON.stringify(t.shape)}`,
+      );
     const bytes = count * BYTES[dtype];
     header[t.name] = { dtype, shape: t.shape, data_offsets: [offset, offset + bytes] };
     offset += bytes;
@@ -176,7 +200,7 @@ export function writeSafetensors(path: string, tensors: TensorToWrite[], dtype: 
 }
 
 function writeAll(fd: number, bytes: Uint8Array): void {
-  for (let done = 0; done < bytes.length;) done += writeSync(fd, bytes, done, Math.min(bytes.length - done, 1 << 30));
+  for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done, Math.min(bytes.length - done, 1 << 30));
 }
 
 function toBf16Bytes(data: Float32Array): Uint8Array {

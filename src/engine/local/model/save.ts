@@ -8,10 +8,23 @@ import { basename, dirname, join } from 'node:path';
 import { writeSafetensors } from './safetensors.js';
 import type { ParamStore } from './weights.js';
 
-const CARRIED_FILES = ['config.json', 'generation_config.json', 'tokenizer.json', 'tokenizer_config.json', 'chat_template.jinja', 'special_tokens_map.json'];
+const CARRIED_FILES = [
+  'config.json',
+  'generation_config.json',
+  'tokenizer.json',
+  'tokenizer_config.json',
+  'chat_template.jinja',
+  'special_tokens_map.json',
+];
 
-export function saveModelFolder(out: string, sourceDir: string, params: ParamStore, dtype: 'F32' | 'BF16' = 'F32'): void {
-  if (existsSync(out) && readdirSync(out).length > 0) throw new Error(`${out} exists and is not empty; choose a new folder`);
+export function saveModelFolder(
+  out: string,
+  sourceDir: string,
+  params: ParamStore,
+  dtype: 'F32' | 'BF16' = 'F32',
+): void {
+  if (existsSync(out) && readdirSync(out).length > 0)
+    throw new Error(`${out} exists and is not empty; choose a new folder`);
   mkdirSync(dirname(out), { recursive: true });
   const tmp = join(dirname(out), `.${basename(out)}.tmp-${process.pid}`);
   rmSync(tmp, { recursive: true, force: true });
@@ -19,7 +32,11 @@ export function saveModelFolder(out: string, sourceDir: string, params: ParamSto
   makePrivateDir(tmp);
   try {
     for (const f of CARRIED_FILES) if (existsSync(join(sourceDir, f))) copyFileSync(join(sourceDir, f), join(tmp, f));
-    writeSafetensors(join(tmp, 'model.safetensors'), params.specs.map((s) => ({ name: s.name, shape: s.shape, data: params.get(s.name) })), dtype);
+    writeSafetensors(
+      join(tmp, 'model.safetensors'),
+      params.specs.map((s) => ({ name: s.name, shape: s.shape, data: params.get(s.name) })),
+      dtype,
+    );
     if (existsSync(out)) rmSync(out, { recursive: true });
     renameSync(tmp, out);
   } catch (e) {

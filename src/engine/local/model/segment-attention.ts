@@ -29,8 +29,15 @@ export const QUERY_BLOCK = 128;
  * returns n floats the call may overwrite; it asks for O(QUERY_BLOCK * (start + Tq)), never n^2.
  */
 export function segmentAttention(
-  kernels: Kernels, out: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array,
-  Tq: number, start: number, heads: AttentionHeads, scratch: (floats: number) => Float32Array,
+  kernels: Kernels,
+  out: Float32Array,
+  q: Float32Array,
+  k: Float32Array,
+  v: Float32Array,
+  Tq: number,
+  start: number,
+  heads: AttentionHeads,
+  scratch: (floats: number) => Float32Array,
 ): void {
   const { numHeads: H, numKvHeads: KV, headDim: hd } = heads;
   if (Tq < BLOCKED_MIN_ROWS) kernels.attention(out, q, k, v, Tq, start, H, KV, hd, KV * hd, 1 / Math.sqrt(hd));
@@ -39,21 +46,36 @@ export function segmentAttention(
 
 /** The GEMM path of segmentAttention, for any Tq (exported for the benchmark and the tests). */
 export function blockedAttention(
-  kernels: Kernels, out: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array,
-  Tq: number, start: number, heads: AttentionHeads, scratch: (floats: number) => Float32Array,
+  kernels: Kernels,
+  out: Float32Array,
+  q: Float32Array,
+  k: Float32Array,
+  v: Float32Array,
+  Tq: number,
+  start: number,
+  heads: AttentionHeads,
+  scratch: (floats: number) => Float32Array,
 ): void {
   const { numHeads: H, numKvHeads: KV, headDim: hd } = heads;
-  const group = H / KV, qDim = H * hd, kvDim = KV * hd, scale = 1 / Math.sqrt(hd);
-  const maxRows = Math.min(QUERY_BLOCK, Tq), maxCols = start + Tq;
+  const group = H / KV,
+    qDim = H * hd,
+    kvDim = KV * hd,
+    scale = 1 / Math.sqrt(hd);
+  const maxRows = Math.min(QUERY_BLOCK, Tq),
+    maxCols = start + Tq;
   const mem = scratch(maxRows * (maxCols + 1));
   const S = mem.subarray(0, maxRows * maxCols);
   const lse = mem.subarray(maxRows * maxCols); // written by the softmax, not needed here
   for (let h = 0; h < H; h++) {
     const g = Math.floor(h / group);
-    const Q = q.subarray(h * hd), O = out.subarray(h * hd), K = k.subarray(g * hd), V = v.subarray(g * hd);
+    const Q = q.subarray(h * hd),
+      O = out.subarray(h * hd),
+      K = k.subarray(g * hd),
+      V = v.subarray(g * hd);
     for (let r0 = 0; r0 < Tq; r0 += QUERY_BLOCK) {
       // Rows r0 .. r0+rows-1 are positions start+r0 .., which see key columns 0 .. start+r0+i.
-      const rows = Math.min(QUERY_BLOCK, Tq - r0), cols = start + r0 + rows;
+      const rows = Math.min(QUERY_BLOCK, Tq - r0),
+        cols = start + r0 + rows;
       const P = S.subarray(0, rows * cols);
       kernels.sgemm(false, true, rows, cols, hd, scale, Q.subarray(r0 * qDim), qDim, K, kvDim, 0, P, cols);
       kernels.causalSoftmaxRows(P, lse.subarray(0, rows), rows, cols, start + r0);

@@ -50,11 +50,20 @@ interface Weight {
 
 interface LayerWeights {
   inputNorm: Float32Array;
-  wq: Weight; wk: Weight; wv: Weight; wo: Weight;
-  bq: Float32Array | null; bk: Float32Array | null; bv: Float32Array | null; bo: Float32Array | null;
-  qNorm: Float32Array | null; kNorm: Float32Array | null;
+  wq: Weight;
+  wk: Weight;
+  wv: Weight;
+  wo: Weight;
+  bq: Float32Array | null;
+  bk: Float32Array | null;
+  bv: Float32Array | null;
+  bo: Float32Array | null;
+  qNorm: Float32Array | null;
+  kNorm: Float32Array | null;
   postNorm: Float32Array;
-  wGate: Weight; wUp: Weight; wDown: Weight;
+  wGate: Weight;
+  wUp: Weight;
+  wDown: Weight;
 }
 
 export class Transformer {
@@ -71,7 +80,11 @@ export class Transformer {
    * int8 (with bf16): copies of the int8Tensors for steps of up to INT8_MAX_ROWS tokens.
    */
   constructor(
-    readonly cfg: ModelConfig, params: ParamStore, private readonly k: Kernels, bf16?: Bf16Params, int8?: Int8Params,
+    readonly cfg: ModelConfig,
+    params: ParamStore,
+    private readonly k: Kernels,
+    bf16?: Bf16Params,
+    int8?: Int8Params,
   ) {
     if (int8 && !bf16) throw new Error('int8 copies serve decode steps only: prefill needs the bf16 copies too');
     if (bf16 && bf16.data.length !== params.data.length) {
@@ -113,20 +126,24 @@ export class Transformer {
    */
   forward(segments: readonly ForwardSegment[]): Float32Array[] {
     const { cfg, k } = this;
-    const D = cfg.hiddenSize, F = cfg.intermediateSize, hd = cfg.headDim, V = cfg.vocabSize;
-    const qDim = cfg.numHeads * hd, kvDim = cfg.numKvHeads * hd;
+    const D = cfg.hiddenSize,
+      F = cfg.intermediateSize,
+      hd = cfg.headDim,
+      V = cfg.vocabSize;
+    const qDim = cfg.numHeads * hd,
+      kvDim = cfg.numKvHeads * hd;
     const T = segments.reduce((a, s) => a + s.tokens.length, 0);
     if (T === 0) return segments.map(() => new Float32Array(0));
 
     for (const s of segments) reserveKvCache(s.cache, s.cache.length + s.tokens.length);
-    const x = this.buf('x', T * D);          // [T, D] residual stream
-    const h = this.buf('h', T * D);          // [T, D] normed input of a block
-    const q = this.buf('q', T * qDim);       // [T, H*hd]
-    const kk = this.buf('k', T * kvDim);     // [T, KV*hd]
+    const x = this.buf('x', T * D); // [T, D] residual stream
+    const h = this.buf('h', T * D); // [T, D] normed input of a block
+    const q = this.buf('q', T * qDim); // [T, H*hd]
+    const kk = this.buf('k', T * kvDim); // [T, KV*hd]
     const vv = this.buf('v', T * kvDim);
-    const att = this.buf('att', T * qDim);   // [T, H*hd]
-    const proj = this.buf('proj', T * D);    // [T, D]
-    const gate = this.buf('gate', T * F);    // [T, F]
+    const att = this.buf('att', T * qDim); // [T, H*hd]
+    const proj = this.buf('proj', T * D); // [T, D]
+    const gate = this.buf('gate', T * F); // [T, F]
     const up = this.buf('up', T * F);
     const positions = new Int32Array(T);
     const anyLora = segments.some((s) => s.lora);
@@ -143,7 +160,9 @@ export class Transformer {
 
     for (let l = 0; l < cfg.numLayers; l++) {
       const w = this.layers[l]!;
-      const adapt = (y: Float32Array, input: Float32Array, target: LinearName) => { if (anyLora) this.applyLora(y, input, segments, l, target); };
+      const adapt = (y: Float32Array, input: Float32Array, target: LinearName) => {
+        if (anyLora) this.applyLora(y, input, segments, l, target);
+      };
       k.rmsnorm(h, x, w.inputNorm, T, D, cfg.rmsNormEps);
       this.linear(q, h, T, w.wq, D, qDim, w.bq);
       adapt(q, h, 'q');
@@ -160,12 +179,20 @@ export class Transformer {
 
       row = 0;
       for (const s of segments) {
-        const n = s.tokens.length, start = s.cache.length;
+        const n = s.tokens.length,
+          start = s.cache.length;
         s.cache.k[l]!.set(kk.subarray(row * kvDim, (row + n) * kvDim), start * kvDim);
         s.cache.v[l]!.set(vv.subarray(row * kvDim, (row + n) * kvDim), start * kvDim);
         segmentAttention(
-          k, att.subarray(row * qDim, (row + n) * qDim), q.subarray(row * qDim, (row + n) * qDim),
-          s.cache.k[l]!, s.cache.v[l]!, n, start, cfg, (floats) => this.buf('attentionScratch', floats),
+          k,
+          att.subarray(row * qDim, (row + n) * qDim),
+          q.subarray(row * qDim, (row + n) * qDim),
+          s.cache.k[l]!,
+          s.cache.v[l]!,
+          n,
+          start,
+          cfg,
+          (floats) => this.buf('attentionScratch', floats),
         );
         row += n;
       }
@@ -191,7 +218,8 @@ export class Transformer {
     row = 0;
     let r = 0;
     for (const s of segments) {
-      for (let i = Math.max(0, s.logitsFrom); i < s.tokens.length; i++, r++) hf.set(x.subarray((row + i) * D, (row + i + 1) * D), r * D);
+      for (let i = Math.max(0, s.logitsFrom); i < s.tokens.length; i++, r++)
+        hf.set(x.subarray((row + i) * D, (row + i + 1) * D), r * D);
       row += s.tokens.length;
     }
     const logits = this.buf('logits', Math.max(R, 1) * V);
@@ -210,11 +238,18 @@ export class Transformer {
 
   /** out[T, outDim] = x[T, inDim] . W^T (+ bias), W stored [outDim, inDim] as in Hugging Face. */
   private linear(
-    out: Float32Array, x: Float32Array, T: number, W: Weight, inDim: number, outDim: number, bias: Float32Array | null,
+    out: Float32Array,
+    x: Float32Array,
+    T: number,
+    W: Weight,
+    inDim: number,
+    outDim: number,
+    bias: Float32Array | null,
   ): void {
     if (W.i8 && T <= INT8_MAX_ROWS) this.k.gemmInt8(T, outDim, inDim, x, W.i8.q, W.i8.scales, out);
     else if (this.gemm) this.gemm(false, true, T, outDim, inDim, 1, x, inDim, W.b16 ?? W.f32, inDim, 0, out, outDim);
-    else if (T === 1) this.k.sgemv(false, outDim, inDim, 1, W.f32, inDim, x.subarray(0, inDim), 0, out.subarray(0, outDim));
+    else if (T === 1)
+      this.k.sgemv(false, outDim, inDim, 1, W.f32, inDim, x.subarray(0, inDim), 0, out.subarray(0, outDim));
     else this.k.sgemm(false, true, T, outDim, inDim, 1, x, inDim, W.f32, inDim, 0, out, outDim);
     if (bias) {
       for (let t = 0; t < T; t++) {
@@ -225,18 +260,53 @@ export class Transformer {
   }
 
   /** y[rows of s] += scale * (x A^T) B^T for every segment s whose version has an adapter here. */
-  private applyLora(y: Float32Array, x: Float32Array, segments: readonly ForwardSegment[], layer: number, target: LinearName): void {
+  private applyLora(
+    y: Float32Array,
+    x: Float32Array,
+    segments: readonly ForwardSegment[],
+    layer: number,
+    target: LinearName,
+  ): void {
     let row = 0;
     for (const s of segments) {
       const n = s.tokens.length;
       const w = s.lora?.weights(layer, target);
       if (w) {
-        const inDim = w.a.shape[1], outDim = w.b.shape[0];
+        const inDim = w.a.shape[1],
+          outDim = w.b.shape[0];
         const u = this.buf('loraU', n * w.rank);
         // At bf16 the adapter's small fp32 A and B are rounded on the fly, as training does.
         const gemm = this.gemm ?? this.k.sgemm.bind(this.k);
-        gemm(false, true, n, w.rank, inDim, 1, x.subarray(row * inDim, (row + n) * inDim), inDim, w.A, inDim, 0, u, w.rank);
-        gemm(false, true, n, outDim, w.rank, w.scale, u, w.rank, w.B, w.rank, 1, y.subarray(row * outDim, (row + n) * outDim), outDim);
+        gemm(
+          false,
+          true,
+          n,
+          w.rank,
+          inDim,
+          1,
+          x.subarray(row * inDim, (row + n) * inDim),
+          inDim,
+          w.A,
+          inDim,
+          0,
+          u,
+          w.rank,
+        );
+        gemm(
+          false,
+          true,
+          n,
+          outDim,
+          w.rank,
+          w.scale,
+          u,
+          w.rank,
+          w.B,
+          w.rank,
+          1,
+          y.subarray(row * outDim, (row + n) * outDim),
+          outDim,
+        );
       }
       row += n;
     }

@@ -26,8 +26,11 @@ export interface ParamStore {
 }
 
 export function tensorSpecs(cfg: ModelConfig): TensorSpec[] {
-  const D = cfg.hiddenSize, F = cfg.intermediateSize, hd = cfg.headDim;
-  const qDim = cfg.numHeads * hd, kvDim = cfg.numKvHeads * hd;
+  const D = cfg.hiddenSize,
+    F = cfg.intermediateSize,
+    hd = cfg.headDim;
+  const qDim = cfg.numHeads * hd,
+    kvDim = cfg.numKvHeads * hd;
   const specs: TensorSpec[] = [];
   let offset = 0;
   const add = (name: string, shape: number[], kind: TensorSpec['kind']): void => {
@@ -105,18 +108,23 @@ export function indexWeights(dir: string): Map<string, { path: string; entry: Te
       throw new ModelFolderError(`${indexPath} is not valid JSON: ${(e as Error).message}`);
     }
     const weightMap = index.weight_map;
-    if (!weightMap || typeof weightMap !== 'object') throw new ModelFolderError(`${indexPath} has no "weight_map" object`);
+    if (!weightMap || typeof weightMap !== 'object')
+      throw new ModelFolderError(`${indexPath} has no "weight_map" object`);
     const shards = [...new Set(Object.values(weightMap))];
     for (const shard of shards) {
       const path = join(dir, shard);
-      if (!existsSync(path)) throw new ModelFolderError(`${indexPath} names shard ${shard}, which is missing from ${dir}`);
+      if (!existsSync(path))
+        throw new ModelFolderError(`${indexPath} names shard ${shard}, which is missing from ${dir}`);
       const header = readSafetensorsHeader(path);
       for (const [name, entry] of header.tensors) {
         if (weightMap[name] === shard) found.set(name, { path, entry });
       }
     }
     for (const [name, shard] of Object.entries(weightMap)) {
-      if (!found.has(name)) throw new ModelFolderError(`${indexPath} maps tensor "${name}" to ${shard}, but that shard does not contain it`);
+      if (!found.has(name))
+        throw new ModelFolderError(
+          `${indexPath} maps tensor "${name}" to ${shard}, but that shard does not contain it`,
+        );
     }
     return found;
   }
@@ -139,7 +147,9 @@ export function loadWeights(dir: string, cfg: ModelConfig): ParamStore {
     }
     const shape = hit.entry.shape;
     if (shape.length !== s.shape.length || shape.some((d, i) => d !== s.shape[i])) {
-      throw new ModelFolderError(`${hit.path}: tensor "${s.name}" has shape [${shape.join(', ')}], config.json implies [${s.shape.join(', ')}]`);
+      throw new ModelFolderError(
+        `${hit.path}: tensor "${s.name}" has shape [${shape.join(', ')}], config.json implies [${s.shape.join(', ')}]`,
+      );
     }
   }
   const params = allocateParams(specs);

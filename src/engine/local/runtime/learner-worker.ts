@@ -25,11 +25,16 @@ function start(): void {
   const base = paramStoreOver(tensorSpecs(cfg), new Float32Array(options.baseParams));
   const modeOf = options.config.mode.kind === 'lora' ? options.config.mode.spec : 'full';
   // A checkpoint only resumes the run it belongs to: same model shape and training mode.
-  const configHash = createHash('sha256').update(JSON.stringify({ cfg, mode: options.config.mode })).digest('hex').slice(0, 16);
+  const configHash = createHash('sha256')
+    .update(JSON.stringify({ cfg, mode: options.config.mode }))
+    .digest('hex')
+    .slice(0, 16);
   const values = modeOf === 'full' ? base.data.length : new Lora(cfg, modeOf).data.length;
   const restored = options.checkpointDir ? loadCheckpoint(options.checkpointDir, { values, lora: modeOf }) : null;
   if (restored && restored.configHash !== configHash) {
-    throw new Error(`the checkpoint in ${options.checkpointDir} belongs to another model or training mode; move it away or choose another data folder`);
+    throw new Error(
+      `the checkpoint in ${options.checkpointDir} belongs to another model or training mode; move it away or choose another data folder`,
+    );
   }
   const pause = options.activity ? servingYield(new Int32Array(options.activity), options.maxYieldMs) : undefined;
   const baseBf16 = options.baseBf16 ? bf16ParamsOver(base.specs, new Uint16Array(options.baseBf16)) : undefined;
@@ -40,19 +45,28 @@ function start(): void {
 
   const handle = (r: LearnerRequest): LearnerReply => {
     switch (r.op) {
-      case 'forwardBackward': return learner.forwardBackward(r.samples, r.batchSize);
+      case 'forwardBackward':
+        return learner.forwardBackward(r.samples, r.batchSize);
       case 'optimStep': {
         const result = learner.optimStep();
         learner.zeroGrad();
         return result;
       }
-      case 'trainBatch': return learner.trainBatch(r.samples);
-      case 'publish': return snapshot(++version);
+      case 'trainBatch':
+        return learner.trainBatch(r.samples);
+      case 'publish':
+        return snapshot(++version);
       case 'save':
         consumed = r.consumedSampleIds;
         saveCheckpoint(options.checkpointDir ?? fail('no checkpoint folder was configured'), {
-          step: learner.steps, consumedSampleIds: consumed, lora: modeOf, configHash, publishedVersion: version,
-          trainable: learner.values, m: learner.optimizerState().m, v: learner.optimizerState().v,
+          step: learner.steps,
+          consumedSampleIds: consumed,
+          lora: modeOf,
+          configHash,
+          publishedVersion: version,
+          trainable: learner.values,
+          m: learner.optimizerState().m,
+          v: learner.optimizerState().v,
         });
         return null;
     }
@@ -76,7 +90,10 @@ function start(): void {
       send({ type: 'failed', id: m.id, message: (e as Error).message });
     }
   });
-  send({ type: 'ready', status: { steps: learner.steps, version, consumedSampleIds: consumed, kernels: kernels.name } });
+  send({
+    type: 'ready',
+    status: { steps: learner.steps, version, consumedSampleIds: consumed, kernels: kernels.name },
+  });
 }
 
 function fail(message: string): never {

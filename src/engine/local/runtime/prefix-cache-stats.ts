@@ -44,6 +44,8 @@ export class PrefixCacheCounters {
 export function readPrefixCacheStats(buffer: SharedArrayBuffer): PrefixCacheStats {
   const cells = new BigInt64Array(buffer);
   const out = {} as PrefixCacheStats;
-  FIELDS.forEach((f, i) => { out[f] = Number(Atomics.load(cells, i)); });
+  FIELDS.forEach((f, i) => {
+    out[f] = Number(Atomics.load(cells, i));
+  });
   return out;
 }

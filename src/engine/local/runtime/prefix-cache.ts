@@ -45,7 +45,10 @@ export class PrefixCache {
   private held = 0;
 
   /** budgetBytes 0 turns the cache off: nothing is stored. */
-  constructor(readonly budgetBytes: number, private readonly counters: PrefixCacheCounters | null = null) {
+  constructor(
+    readonly budgetBytes: number,
+    private readonly counters: PrefixCacheCounters | null = null,
+  ) {
     counters?.set('budgetBytes', budgetBytes);
   }
 

@@ -39,7 +39,14 @@ export interface WorkerOptions {
 export type ToWorker =
   // Ids travel as a transferred Int32Array (plain arrays only when some id is no int32).
   | { type: 'generate'; id: number; promptIds: Int32Array | number[]; sampling: ResolvedSampling }
-  | { type: 'score'; id: number; promptIds: Int32Array | number[]; completionIds: Int32Array | number[]; topK: number; version: number }
+  | {
+      type: 'score';
+      id: number;
+      promptIds: Int32Array | number[];
+      completionIds: Int32Array | number[];
+      topK: number;
+      version: number;
+    }
   | { type: 'publish'; update: PolicyUpdate }
   | { type: 'cancel'; id: number }
   | { type: 'shutdown' };

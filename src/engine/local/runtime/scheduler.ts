@@ -126,16 +126,32 @@ export class Scheduler {
   addGeneration(id: number, promptIds: number[], sampling: ResolvedSampling): void {
     if (promptIds.length === 0) throw new Error('the prompt is empty');
     const policy = sampling.version === null ? this.current : this.versions.get(sampling.version);
-    if (!policy) throw new Error(`policy version ${sampling.version} is not loaded (live versions: ${this.liveVersions.join(', ')})`);
+    if (!policy)
+      throw new Error(
+        `policy version ${sampling.version} is not loaded (live versions: ${this.liveVersions.join(', ')})`,
+      );
     this.checkIds(promptIds);
     if (promptIds.length >= this.cfg.maxPositionEmbeddings) {
-      throw new RangeError(`prompt is ${promptIds.length} tokens, the model's context is ${this.cfg.maxPositionEmbeddings}`);
+      throw new RangeError(
+        `prompt is ${promptIds.length} tokens, the model's context is ${this.cfg.maxPositionEmbeddings}`,
+      );
     }
     this.jobs.push({
-      kind: 'generate', id, policy, cache: createKvCache(this.cfg, Math.min(promptIds.length + 64, this.cfg.maxPositionEmbeddings)),
-      ids: promptIds.slice(), promptTokens: promptIds.length, admitted: false, awaiting: null, cachedTokens: 0,
-      sampling, rng: createRng(sampling.seed), stopIds: new Set([...this.eosIds, ...sampling.stopTokenIds]),
-      decoder: this.newDecoder(), text: '', generated: 0,
+      kind: 'generate',
+      id,
+      policy,
+      cache: createKvCache(this.cfg, Math.min(promptIds.length + 64, this.cfg.maxPositionEmbeddings)),
+      ids: promptIds.slice(),
+      promptTokens: promptIds.length,
+      admitted: false,
+      awaiting: null,
+      cachedTokens: 0,
+      sampling,
+      rng: createRng(sampling.seed),
+      stopIds: new Set([...this.eosIds, ...sampling.stopTokenIds]),
+      decoder: this.newDecoder(),
+      text: '',
+      generated: 0,
     });
     this.reportActivity();
   }
@@ -143,15 +159,28 @@ export class Scheduler {
   addScore(id: number, promptIds: number[], completionIds: number[], topK: number, version: number): void {
     if (promptIds.length === 0) throw new Error('scoring needs a non-empty prompt');
     const policy = this.versions.get(version);
-    if (!policy) throw new Error(`policy version ${version} is not loaded (live versions: ${this.liveVersions.join(', ')})`);
+    if (!policy)
+      throw new Error(`policy version ${version} is not loaded (live versions: ${this.liveVersions.join(', ')})`);
     const tokens = [...promptIds, ...completionIds];
     this.checkIds(tokens);
     if (tokens.length > this.cfg.maxPositionEmbeddings) {
-      throw new RangeError(`prompt and completion are ${tokens.length} tokens, the model's context is ${this.cfg.maxPositionEmbeddings}`);
+      throw new RangeError(
+        `prompt and completion are ${tokens.length} tokens, the model's context is ${this.cfg.maxPositionEmbeddings}`,
+      );
     }
     this.jobs.push({
-      kind: 'score', id, policy, cache: createKvCache(this.cfg, tokens.length), ids: tokens, promptTokens: promptIds.length,
-      admitted: false, awaiting: null, cachedTokens: 0, topK, logprobs: [], top: [],
+      kind: 'score',
+      id,
+      policy,
+      cache: createKvCache(this.cfg, tokens.length),
+      ids: tokens,
+      promptTokens: promptIds.length,
+      admitted: false,
+      awaiting: null,
+      cachedTokens: 0,
+      topK,
+      logprobs: [],
+      top: [],
     });
     this.reportActivity();
   }
@@ -239,7 +268,10 @@ export class Scheduler {
           if (job.topK > 0) job.top.push(topLogprobs(row, job.topK, lse));
         }
         if (job.cache.length >= job.ids.length - 1) {
-          out.scored.push({ id: job.id, result: { logprobs: job.logprobs, ...(job.topK > 0 ? { top: job.top } : {}) } });
+          out.scored.push({
+            id: job.id,
+            result: { logprobs: job.logprobs, ...(job.topK > 0 ? { top: job.top } : {}) },
+          });
           this.remove(job);
         }
         return;
@@ -252,10 +284,20 @@ export class Scheduler {
 
   private emitSample(job: GenerationJob, row: Float32Array, out: StepOutput): void {
     const s = job.sampling;
-    const r = sampleToken(row, { temperature: s.temperature, topK: s.topK, topP: s.topP, topLogprobs: s.topLogprobs }, job.rng);
+    const r = sampleToken(
+      row,
+      { temperature: s.temperature, topK: s.topK, topP: s.topP, topLogprobs: s.topLogprobs },
+      job.rng,
+    );
     job.generated += 1;
     job.ids.push(r.id);
-    out.events.push({ id: job.id, event: { type: 'token', token: { id: r.id, logprob: r.logprob, sampledLogprob: r.sampledLogprob, ...(r.top ? { top: r.top } : {}) } } });
+    out.events.push({
+      id: job.id,
+      event: {
+        type: 'token',
+        token: { id: r.id, logprob: r.logprob, sampledLogprob: r.sampledLogprob, ...(r.top ? { top: r.top } : {}) },
+      },
+    });
 
     const before = job.text.length;
     job.text += job.decoder.push(r.id);
@@ -271,10 +313,19 @@ export class Scheduler {
     }
   }
 
-  private finish(job: GenerationJob, reason: 'stop_token' | 'stop_sequence' | 'length' | 'context' | 'cancelled', stopSequence?: string): GenerationEvent {
+  private finish(
+    job: GenerationJob,
+    reason: 'stop_token' | 'stop_sequence' | 'length' | 'context' | 'cancelled',
+    stopSequence?: string,
+  ): GenerationEvent {
     return {
-      type: 'finish', reason, ...(stopSequence !== undefined ? { stopSequence } : {}),
-      version: job.policy.version, promptTokens: job.promptTokens, completionTokens: job.generated, cachedTokens: job.cachedTokens,
+      type: 'finish',
+      reason,
+      ...(stopSequence !== undefined ? { stopSequence } : {}),
+      version: job.policy.version,
+      promptTokens: job.promptTokens,
+      completionTokens: job.generated,
+      cachedTokens: job.cachedTokens,
     };
   }
 
@@ -344,7 +395,8 @@ export class Scheduler {
 
   private checkIds(ids: readonly number[]): void {
     for (const id of ids) {
-      if (!Number.isInteger(id) || id < 0 || id >= this.cfg.vocabSize) throw new RangeError(`token id ${id} is outside the vocabulary of ${this.cfg.vocabSize}`);
+      if (!Number.isInteger(id) || id < 0 || id >= this.cfg.vocabSize)
+        throw new RangeError(`token id ${id} is outside the vocabulary of ${this.cfg.vocabSize}`);
     }
   }
 }

@@ -10,8 +10,13 @@ const SLICE_MS = 5;
 export function servingYield(activity: Int32Array, maxYieldMs: number): () => number {
   return () => {
     if (Atomics.load(activity, 0) === 0) return 0;
-    const t0 = performance.now(), deadline = t0 + maxYieldMs;
-    for (let n = Atomics.load(activity, 0), now = t0; n !== 0 && now < deadline; n = Atomics.load(activity, 0), now = performance.now()) {
+    const t0 = performance.now(),
+      deadline = t0 + maxYieldMs;
+    for (
+      let n = Atomics.load(activity, 0), now = t0;
+      n !== 0 && now < deadline;
+      n = Atomics.load(activity, 0), now = performance.now()
+    ) {
       Atomics.wait(activity, 0, n, Math.min(SLICE_MS, deadline - now));
     }
     return performance.now() - t0;

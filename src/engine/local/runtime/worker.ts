@@ -19,7 +19,12 @@ import { PrefixCacheCounters } from './prefix-cache-stats.js';
 import { type PolicyWeights, Scheduler } from './scheduler.js';
 import type { PolicyUpdate } from './protocol.js';
 import {
-  bf16ParamsOf, bf16ParamsOver, int8ParamsFor, int8ParamsOf, refreshBf16InChunks, resolvePrecision,
+  bf16ParamsOf,
+  bf16ParamsOver,
+  int8ParamsFor,
+  int8ParamsOf,
+  refreshBf16InChunks,
+  resolvePrecision,
 } from '../precision.js';
 
 const port = parentPort!;
@@ -38,23 +43,32 @@ async function start(): Promise<void> {
   const int8Of = int8Tensors(folder.config);
   const baseInt8 = precision === 'int8' ? int8ParamsOf(kernels, params.specs, params.data, int8Of) : undefined;
   const base: PolicyWeights = {
-    version: 0, model: new Transformer(folder.config, params, kernels, baseBf16, baseInt8), lora: null,
+    version: 0,
+    model: new Transformer(folder.config, params, kernels, baseBf16, baseInt8),
+    lora: null,
   };
   const prefix = new PrefixCache(options.kvCacheBytes, new PrefixCacheCounters(options.prefixStats));
   const scheduler = new Scheduler(
-    base, folder.config, folder.eosTokenIds, () => tokenizer.createStreamDecoder(), options.maxStepTokens,
-    new Int32Array(options.activity), prefix,
+    base,
+    folder.config,
+    folder.eosTokenIds,
+    () => tokenizer.createStreamDecoder(),
+    options.maxStepTokens,
+    new Int32Array(options.activity),
+    prefix,
   );
   /** Full versions at bf16 or int8 whose copies are being made, in arrival order, with when they arrived. */
   // Publications behind one wait for it (with no chunks left to do), so versions go live in order.
   const converting: { version: number; chunks: Generator<void> | null; t: number; ready(): PolicyWeights }[] = [];
   const policyOf = (u: PolicyUpdate): PolicyWeights | null => {
-    if (u.kind === 'lora') return { version: u.version, model: base.model, lora: new Lora(folder.config, u.spec, u.data) };
+    if (u.kind === 'lora')
+      return { version: u.version, model: base.model, lora: new Lora(folder.config, u.spec, u.data) };
     const store = paramStoreOver(params.specs, new Float32Array(u.params));
     if (store.data.length !== params.data.length) {
       throw new Error(`version ${u.version} holds ${store.data.length} values, the model ${params.data.length}`);
     }
-    if (precision === 'fp32') return { version: u.version, model: new Transformer(folder.config, store, kernels), lora: null };
+    if (precision === 'fp32')
+      return { version: u.version, model: new Transformer(folder.config, store, kernels), lora: null };
     const given = u.bf16 ? new Uint16Array(u.bf16) : null;
     if (given && given.length !== store.data.length) {
       throw new Error(`version ${u.version}'s bf16 copy holds ${given.length} values, the model ${store.data.length}`);
@@ -77,12 +91,14 @@ async function start(): Promise<void> {
   port.on('message', (m: ToWorker) => {
     try {
       if (m.type === 'generate') scheduler.addGeneration(m.id, Array.from(m.promptIds), m.sampling);
-      else if (m.type === 'score') scheduler.addScore(m.id, Array.from(m.promptIds), Array.from(m.completionIds), m.topK, m.version);
+      else if (m.type === 'score')
+        scheduler.addScore(m.id, Array.from(m.promptIds), Array.from(m.completionIds), m.topK, m.version);
       else if (m.type === 'publish') publish(m.update);
       else if (m.type === 'cancel') scheduler.cancel(m.id);
       else if (m.type === 'shutdown') running = false;
     } catch (e) {
-      if (m.type === 'generate' || m.type === 'score') send({ type: 'failed', id: m.id, message: (e as Error).message });
+      if (m.type === 'generate' || m.type === 'score')
+        send({ type: 'failed', id: m.id, message: (e as Error).message });
     }
     wake?.();
   });
@@ -113,15 +129,25 @@ async function start(): Promise<void> {
     converting.shift();
     swapIn(job.version, job.t, job.ready);
   };
-  send({ type: 'ready', info: {
-    kernels: kernels.name, kernelInfo: kernels.info, precision, parameters: params.data.length, loadMs: performance.now() - t0,
-    baseParams: params.data.buffer as SharedArrayBuffer, baseBf16: (baseBf16?.data.buffer as SharedArrayBuffer | undefined) ?? null,
-  } });
+  send({
+    type: 'ready',
+    info: {
+      kernels: kernels.name,
+      kernelInfo: kernels.info,
+      precision,
+      parameters: params.data.length,
+      loadMs: performance.now() - t0,
+      baseParams: params.data.buffer as SharedArrayBuffer,
+      baseBf16: (baseBf16?.data.buffer as SharedArrayBuffer | undefined) ?? null,
+    },
+  });
 
   while (running) {
     if (converting.length > 0) convertSome();
     if (scheduler.idle && converting.length === 0) {
-      await new Promise<void>((resolve) => { wake = resolve; });
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+      });
       wake = null;
       continue;
     }

@@ -15,12 +15,18 @@ export function createRng(seed: number): Rng {
     z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0;
     return (z ^ (z >>> 16)) >>> 0;
   };
-  let a = splitmix(), b = splitmix(), c = splitmix(), d = splitmix();
+  let a = splitmix(),
+    b = splitmix(),
+    c = splitmix(),
+    d = splitmix();
   return {
     next() {
       const result = Math.imul(rotl(Math.imul(b, 5) >>> 0, 7), 9) >>> 0;
       const t = (b << 9) >>> 0;
-      c ^= a; d ^= b; b ^= c; a ^= d;
+      c ^= a;
+      d ^= b;
+      b ^= c;
+      a ^= d;
       c = (c ^ t) >>> 0;
       d = rotl(d, 11);
       return result / 4294967296;

@@ -57,7 +57,12 @@ export function argmax(logits: Float32Array): number {
 export function sampleToken(logits: Float32Array, s: SampleSettings, rng: Rng): SampleResult {
   const lse = logSumExp(logits);
   const top = s.topLogprobs > 0 ? topLogprobs(logits, s.topLogprobs, lse) : undefined;
-  const done = (id: number, sampledLogprob: number): SampleResult => ({ id, logprob: logits[id]! - lse, sampledLogprob, ...(top ? { top } : {}) });
+  const done = (id: number, sampledLogprob: number): SampleResult => ({
+    id,
+    logprob: logits[id]! - lse,
+    sampledLogprob,
+    ...(top ? { top } : {}),
+  });
   if (s.temperature <= 0) return done(argmax(logits), 0);
 
   const invT = 1 / s.temperature;

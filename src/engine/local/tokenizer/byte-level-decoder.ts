@@ -38,7 +38,11 @@ export class ByteLevelPieces {
   private readonly pieces: (IdPiece | undefined)[];
   private readonly addedContents: ReadonlySet<string>;
 
-  private constructor(private readonly inner: Tokenizer, private readonly decoder: ByteLevelDecoder, vocabSize: number) {
+  private constructor(
+    private readonly inner: Tokenizer,
+    private readonly decoder: ByteLevelDecoder,
+    vocabSize: number,
+  ) {
     this.pieces = new Array<IdPiece | undefined>(vocabSize).fill(undefined);
     this.addedContents = new Set(decoder.added_tokens.map((token) => token.content));
   }
@@ -63,8 +67,11 @@ export class ByteLevelPieces {
     if (token === undefined) return UNKNOWN;
     // The library skips by token string, also for tokenizer_config's additional_special_tokens, and
     // a non-empty token never decodes to "" otherwise, so asking it is exact.
-    const special = token !== '' && this.inner.decode([id], { skip_special_tokens: true, clean_up_tokenization_spaces: false }) === '';
-    if (this.addedContents.has(token)) return { special, added: token, bytes: UNKNOWN.bytes, text: undefined, endsClean: false };
+    const special =
+      token !== '' &&
+      this.inner.decode([id], { skip_special_tokens: true, clean_up_tokenization_spaces: false }) === '';
+    if (this.addedContents.has(token))
+      return { special, added: token, bytes: UNKNOWN.bytes, text: undefined, endsClean: false };
     // As the library does: per code point, and a character outside the byte table becomes byte 0.
     const bytes = new Uint8Array(Array.from(token, (char) => this.decoder.byte_decoder[char]));
     return { special, added: undefined, bytes, text: strictDecode(bytes), endsClean: endsClean(bytes) };
@@ -81,7 +88,10 @@ export class ByteLevelStreamDecoder implements StreamDecoder {
   /** Whether `utf8` holds no bytes, so a token that is valid UTF-8 alone can skip it. */
   private clean = true;
 
-  constructor(private readonly pieces: ByteLevelPieces, private readonly skipSpecialTokens: boolean) {}
+  constructor(
+    private readonly pieces: ByteLevelPieces,
+    private readonly skipSpecialTokens: boolean,
+  ) {}
 
   push(id: number): string {
     const piece = this.pieces.piece(id);

@@ -180,7 +180,9 @@ export class ChatTemplate {
 function pickTemplate(value: unknown, source: string): string {
   if (typeof value === 'string') return value;
   if (Array.isArray(value)) {
-    const entry = value.find((item) => (item as { name?: unknown })?.name === 'default') as { template?: unknown } | undefined;
+    const entry = value.find((item) => (item as { name?: unknown })?.name === 'default') as
+      | { template?: unknown }
+      | undefined;
     if (typeof entry?.template === 'string') return entry.template;
     throw new Error(`${source} lists chat templates but none is named "default"`);
   }

@@ -112,7 +112,8 @@ function prose(random: Random): string {
     const count = 2 + Math.floor(random() * 5);
     paragraphs.push(Array.from({ length: count }, () => sentence(random)).join(' '));
   }
-  if (random() < 0.3) paragraphs.unshift(`## ${pick(random, ['Notes', 'Summary', 'Decisions', 'Next steps', 'Status'])}`);
+  if (random() < 0.3)
+    paragraphs.unshift(`## ${pick(random, ['Notes', 'Summary', 'Decisions', 'Next steps', 'Status'])}`);
   if (random() < 0.3) paragraphs.push(Array.from({ length: 3 }, () => `- ${sentence(random)}`).join('\n'));
   return paragraphs.join('\n\n');
 }
@@ -159,7 +160,10 @@ function jsonValue(random: Random, depth: number): unknown {
   if (roll < 0.55) return random() < 0.5;
   if (roll < 0.6) return null;
   if (roll < 0.75) return Array.from({ length: 1 + Math.floor(random() * 3) }, () => jsonValue(random, depth + 1));
-  const entries = Array.from({ length: 1 + Math.floor(random() * 4) }, () => [pick(random, NAMES), jsonValue(random, depth + 1)]);
+  const entries = Array.from({ length: 1 + Math.floor(random() * 4) }, () => [
+    pick(random, NAMES),
+    jsonValue(random, depth + 1),
+  ]);
   return Object.fromEntries(entries);
 }
 
@@ -169,7 +173,10 @@ function json(random: Random): string {
   const style = random();
   if (style < 0.4) return JSON.stringify(value, null, 2);
   if (style < 0.7) return JSON.stringify(value);
-  return JSON.stringify(value).replace(/("(?:[^"\\]|\\.)*")|([,:])/g, (_, quoted: string | undefined, sep: string) => quoted ?? `${sep} `);
+  return JSON.stringify(value).replace(
+    /("(?:[^"\\]|\\.)*")|([,:])/g,
+    (_, quoted: string | undefined, sep: string) => quoted ?? `${sep} `,
+  );
 }
 
 const FOREIGN = [
@@ -194,7 +201,11 @@ const TOOLS: ToolSpec[] = [
     function: {
       name: 'read',
       description: 'Read a text file from the workspace.',
-      parameters: { type: 'object', properties: { path: { type: 'string', description: 'File path.' } }, required: ['path'] },
+      parameters: {
+        type: 'object',
+        properties: { path: { type: 'string', description: 'File path.' } },
+        required: ['path'],
+      },
     },
   },
   {
@@ -214,7 +225,11 @@ const TOOLS: ToolSpec[] = [
     function: {
       name: 'write',
       description: 'Write text to a file, replacing it.',
-      parameters: { type: 'object', properties: { path: { type: 'string' }, content: { type: 'string' } }, required: ['path', 'content'] },
+      parameters: {
+        type: 'object',
+        properties: { path: { type: 'string' }, content: { type: 'string' } },
+        required: ['path', 'content'],
+      },
     },
   },
 ];
@@ -235,7 +250,11 @@ function chat(random: Random, template: ChatTemplate): string {
       role: 'assistant',
       content: random() < 0.5 ? '' : 'Let me look.',
       reasoning_content: `${sentence(random)} ${sentence(random)}`,
-      tool_calls: calls.map((call, i) => ({ id: ids[i], type: 'function', function: { name: call.name, arguments: JSON.stringify(call.arguments) } })),
+      tool_calls: calls.map((call, i) => ({
+        id: ids[i],
+        type: 'function',
+        function: { name: call.name, arguments: JSON.stringify(call.arguments) },
+      })),
     });
     for (const id of ids) messages.push({ role: 'tool', tool_call_id: id, content: prose(random) });
   }
@@ -243,7 +262,13 @@ function chat(random: Random, template: ChatTemplate): string {
   // Tool arguments go in as objects, as renderPrompt hands them to templates.
   const templateMessages = messages.map((m) =>
     m.tool_calls
-      ? { ...m, tool_calls: m.tool_calls.map((c) => ({ ...c, function: { ...c.function, arguments: JSON.parse(c.function.arguments) } })) }
+      ? {
+          ...m,
+          tool_calls: m.tool_calls.map((c) => ({
+            ...c,
+            function: { ...c.function, arguments: JSON.parse(c.function.arguments) },
+          })),
+        }
       : m,
   );
   return template.render(templateMessages, { tools: toolCalls ? TOOLS : undefined });

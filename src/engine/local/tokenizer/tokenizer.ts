@@ -50,7 +50,8 @@ function keepsCharacters(config: PreTokenizerConfig): boolean {
   if (config === null) return true;
   if (config.type === 'ByteLevel' || config.type === 'Digits') return true;
   if (config.type === 'Split') return config.behavior === 'Isolated' && !config.invert;
-  if (config.type === 'Sequence') return (config.pretokenizers ?? []).every((c) => keepsCharacters(c as PreTokenizerConfig));
+  if (config.type === 'Sequence')
+    return (config.pretokenizers ?? []).every((c) => keepsCharacters(c as PreTokenizerConfig));
   return false;
 }
 
@@ -68,7 +69,10 @@ export class TextTokenizer {
    */
   readonly maxUnitsPerToken: number;
 
-  private constructor(private readonly inner: Tokenizer, tokenizerJson: object) {
+  private constructor(
+    private readonly inner: Tokenizer,
+    tokenizerJson: object,
+  ) {
     let largestId = -1;
     for (const id of inner.get_vocab(true).values()) largestId = Math.max(largestId, id);
     this.vocabSize = largestId + 1;
@@ -78,8 +82,9 @@ export class TextTokenizer {
     this.byteLevel = ByteLevelPieces.forTokenizer(inner, this.vocabSize);
     const internals = inner as unknown as TokenizerInternals;
     // The same test as the prompt encoder's: only then do its pieces hold no added token to miscount.
-    const plainAdded = [...inner.get_added_tokens_decoder().values()]
-      .every((t) => !t.lstrip && !t.rstrip && !t.single_word && !t.normalized);
+    const plainAdded = [...inner.get_added_tokens_decoder().values()].every(
+      (t) => !t.lstrip && !t.rstrip && !t.single_word && !t.normalized,
+    );
     const reshapes = internals.remove_space || internals.do_lowercase_and_remove_accent || internals.model?.fuse_unk;
     const exact = plainAdded && !reshapes;
     let longest = 0;
@@ -121,7 +126,9 @@ export class TextTokenizer {
    */
   encode(text: string): number[] {
     if (text === '') return [];
-    const { ids, tokens }: { ids: (number | undefined)[]; tokens: string[] } = this.inner.encode(text, { add_special_tokens: false });
+    const { ids, tokens }: { ids: (number | undefined)[]; tokens: string[] } = this.inner.encode(text, {
+      add_special_tokens: false,
+    });
     // The library yields undefined for a token missing from the vocabulary (no unk token).
     const missing = ids.indexOf(undefined);
     if (missing >= 0) throw new Error(`cannot encode ${JSON.stringify(tokens[missing])}: not in the vocabulary`);

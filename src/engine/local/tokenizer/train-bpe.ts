@@ -68,7 +68,11 @@ export function trainByteLevelBpe(corpus: readonly string[], opts: TrainOptions)
   validate(opts, added);
   const byteSymbols = byteLevelAlphabet();
   const pipeline = pipelineJson();
-  const words = countWords(corpus, added, new Tokenizer({ ...pipeline, model: bpeModel(byteSymbols, []), added_tokens: [] }, {}));
+  const words = countWords(
+    corpus,
+    added,
+    new Tokenizer({ ...pipeline, model: bpeModel(byteSymbols, []), added_tokens: [] }, {}),
+  );
   const { tokens, merges } = learnMerges(words, byteSymbols, opts.vocabSize - added.length);
 
   const addedTokens = added.map((content, i) => ({
@@ -104,14 +108,24 @@ export function trainByteLevelBpe(corpus: readonly string[], opts: TrainOptions)
     model_max_length: opts.modelMaxLength ?? 32768,
     chat_template: opts.chatTemplate ?? OPENCLAW_CHAT_TEMPLATE,
   };
-  const ids = new Map([...tokens.map((token, id) => [token, id] as const), ...addedTokens.map(({ content, id }) => [content, id] as const)]);
+  const ids = new Map([
+    ...tokens.map((token, id) => [token, id] as const),
+    ...addedTokens.map(({ content, id }) => [content, id] as const),
+  ]);
   const idOf = (token: string): number => {
     const id = ids.get(token);
     if (id === undefined) throw new Error(`${JSON.stringify(token)} is not in the trained vocabulary`);
     return id;
   };
   const addedTokenIds = Object.fromEntries(addedTokens.map(({ content, id }) => [content, id]));
-  return { tokenizerJson, tokenizerConfig, addedTokenIds, idOf, mergeCount: merges.length, vocabSize: tokens.length + added.length };
+  return {
+    tokenizerJson,
+    tokenizerConfig,
+    addedTokenIds,
+    idOf,
+    mergeCount: merges.length,
+    vocabSize: tokens.length + added.length,
+  };
 }
 
 function validate(opts: TrainOptions, added: readonly string[]): void {
@@ -133,7 +147,10 @@ function pipelineJson() {
     normalizer: { type: 'NFC' },
     pre_tokenizer: {
       type: 'Sequence',
-      pretokenizers: [{ type: 'Split', pattern: { Regex: QWEN2_SPLIT_REGEX }, behavior: 'Isolated', invert: false }, BYTE_LEVEL],
+      pretokenizers: [
+        { type: 'Split', pattern: { Regex: QWEN2_SPLIT_REGEX }, behavior: 'Isolated', invert: false },
+        BYTE_LEVEL,
+      ],
     },
     post_processor: BYTE_LEVEL,
     decoder: BYTE_LEVEL,
@@ -169,7 +186,8 @@ function byteLevelAlphabet(): string[] {
   const symbols: string[] = [];
   let next = 256;
   for (let byte = 0; byte < 256; byte++) {
-    const printable = (byte >= 0x21 && byte <= 0x7e) || (byte >= 0xa1 && byte <= 0xac) || (byte >= 0xae && byte <= 0xff);
+    const printable =
+      (byte >= 0x21 && byte <= 0x7e) || (byte >= 0xa1 && byte <= 0xac) || (byte >= 0xae && byte <= 0xff);
     symbols.push(String.fromCharCode(printable ? byte : next++));
   }
   return symbols.sort();
@@ -256,7 +274,13 @@ function learnMerges(wordCounts: Map<string, number>, byteSymbols: readonly stri
 }
 
 /** Replaces each left-to-right occurrence of (left, right) and reports the pair-count changes. */
-function mergeInWord(word: number[], left: number, right: number, mergedId: number, change: (key: number, delta: number) => void): number[] {
+function mergeInWord(
+  word: number[],
+  left: number,
+  right: number,
+  mergedId: number,
+  change: (key: number, delta: number) => void,
+): number[] {
   const out: number[] = [];
   let i = 0;
   while (i < word.length) {

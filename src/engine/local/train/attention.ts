@@ -46,17 +46,30 @@ function* queryBlocks(n: number): Generator<{ r0: number; rows: number; cols: nu
  * products go through `gemm` (bf16: scores and values from bf16-rounded inputs), softmax in fp32.
  */
 export function attentionForward(
-  k: Kernels, gemm: Gemm, out: Float32Array, lse: Float32Array, q: Float32Array, kk: Float32Array, v: Float32Array,
-  seqs: readonly PackedSequence[], shape: AttentionShape, scratch: Float32Array,
+  k: Kernels,
+  gemm: Gemm,
+  out: Float32Array,
+  lse: Float32Array,
+  q: Float32Array,
+  kk: Float32Array,
+  v: Float32Array,
+  seqs: readonly PackedSequence[],
+  shape: AttentionShape,
+  scratch: Float32Array,
 ): void {
   const { nHeads: H, nKvHeads: KV, headDim: hd } = shape;
-  const qDim = H * hd, kvDim = KV * hd, group = H / KV, scale = 1 / Math.sqrt(hd);
+  const qDim = H * hd,
+    kvDim = KV * hd,
+    group = H / KV,
+    scale = 1 / Math.sqrt(hd);
   for (const s of seqs) {
     const n = s.length;
     for (let h = 0; h < H; h++) {
       const g = Math.floor(h / group);
-      const Q = q.subarray(s.start * qDim + h * hd), K = kk.subarray(s.start * kvDim + g * hd);
-      const V = v.subarray(s.start * kvDim + g * hd), O = out.subarray(s.start * qDim + h * hd);
+      const Q = q.subarray(s.start * qDim + h * hd),
+        K = kk.subarray(s.start * kvDim + g * hd);
+      const V = v.subarray(s.start * kvDim + g * hd),
+        O = out.subarray(s.start * qDim + h * hd);
       const L = lse.subarray(H * s.start + h * n);
       for (const { r0, rows, cols } of queryBlocks(n)) {
         // P = causal softmax of scale * Q_h K_g^T, then O_h = P V_g, for this block's rows.
@@ -75,25 +88,48 @@ export function attentionForward(
  * dQ_h = scale dS K_g, dK_g += scale dS^T Q_h (P and dS are zero beyond the block's diagonal).
  */
 export function attentionBackward(
-  k: Kernels, gemm: Gemm, dq: Float32Array, dk: Float32Array, dv: Float32Array, dOut: Float32Array, out: Float32Array,
-  lse: Float32Array, q: Float32Array, kk: Float32Array, v: Float32Array, seqs: readonly PackedSequence[],
-  shape: AttentionShape, scratch: Float32Array,
+  k: Kernels,
+  gemm: Gemm,
+  dq: Float32Array,
+  dk: Float32Array,
+  dv: Float32Array,
+  dOut: Float32Array,
+  out: Float32Array,
+  lse: Float32Array,
+  q: Float32Array,
+  kk: Float32Array,
+  v: Float32Array,
+  seqs: readonly PackedSequence[],
+  shape: AttentionShape,
+  scratch: Float32Array,
 ): void {
   const { nHeads: H, nKvHeads: KV, headDim: hd } = shape;
-  const qDim = H * hd, kvDim = KV * hd, group = H / KV, scale = 1 / Math.sqrt(hd);
+  const qDim = H * hd,
+    kvDim = KV * hd,
+    group = H / KV,
+    scale = 1 / Math.sqrt(hd);
   dk.fill(0);
   dv.fill(0);
   for (const s of seqs) {
     const n = s.length;
     for (let h = 0; h < H; h++) {
       const g = Math.floor(h / group);
-      const qOff = s.start * qDim + h * hd, kvOff = s.start * kvDim + g * hd;
-      const Q = q.subarray(qOff), dO = dOut.subarray(qOff), O = out.subarray(qOff), dQ = dq.subarray(qOff);
-      const K = kk.subarray(kvOff), V = v.subarray(kvOff), dK = dk.subarray(kvOff), dV = dv.subarray(kvOff);
+      const qOff = s.start * qDim + h * hd,
+        kvOff = s.start * kvDim + g * hd;
+      const Q = q.subarray(qOff),
+        dO = dOut.subarray(qOff),
+        O = out.subarray(qOff),
+        dQ = dq.subarray(qOff);
+      const K = kk.subarray(kvOff),
+        V = v.subarray(kvOff),
+        dK = dk.subarray(kvOff),
+        dV = dv.subarray(kvOff);
       const L = lse.subarray(H * s.start + h * n);
       for (const { r0, rows, cols } of queryBlocks(n)) {
-        const P = scratch.subarray(0, rows * cols), dS = scratch.subarray(rows * cols, 2 * rows * cols);
-        const Qb = Q.subarray(r0 * qDim), dOb = dO.subarray(r0 * qDim);
+        const P = scratch.subarray(0, rows * cols),
+          dS = scratch.subarray(rows * cols, 2 * rows * cols);
+        const Qb = Q.subarray(r0 * qDim),
+          dOb = dO.subarray(r0 * qDim);
         // Scores and dP = dO V^T first, so that one pass turns them into P and dS.
         gemm(false, true, rows, cols, hd, scale, Qb, qDim, K, kvDim, 0, P, cols);
         gemm(false, true, rows, cols, hd, 1, dOb, qDim, V, kvDim, 0, dS, cols);

@@ -10,7 +10,17 @@
 // small `latest` file: before it the old version is current and untouched, after it the new one
 // is, and it was fsynced (files and folder) before `latest` could name it.
 
-import { closeSync, existsSync, fsyncSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  fsyncSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeSync,
+} from 'node:fs';
 import { makePrivateDir, openPrivateFile } from '../../../private-files.js';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
@@ -42,44 +52,79 @@ const TARGET_BY_HF_NAME = new Map(LORA_TARGETS.map((t) => [PEFT_MODULE[t].split(
  */
 export function writePeftAdapter(dir: string, lora: Lora, opts: { baseModel: string }): void {
   makePrivateDir(dir);
-  writeSafetensors(join(dir, ADAPTER_WEIGHTS), lora.tensors.map((t) => ({ name: t.name, shape: t.shape, data: lora.view(t) })));
+  writeSafetensors(
+    join(dir, ADAPTER_WEIGHTS),
+    lora.tensors.map((t) => ({ name: t.name, shape: t.shape, data: lora.view(t) })),
+  );
   const config = {
-    peft_type: 'LORA', task_type: 'CAUSAL_LM', base_model_name_or_path: opts.baseModel,
-    r: lora.spec.rank, lora_alpha: lora.spec.alpha, lora_dropout: 0,
-    target_modules: LORA_TARGETS.filter((t) => lora.spec.targets.includes(t)).map((t) => PEFT_MODULE[t].split('.').pop()!),
-    bias: 'none', fan_in_fan_out: false, inference_mode: true, use_rslora: false, use_dora: false, modules_to_save: null,
+    peft_type: 'LORA',
+    task_type: 'CAUSAL_LM',
+    base_model_name_or_path: opts.baseModel,
+    r: lora.spec.rank,
+    lora_alpha: lora.spec.alpha,
+    lora_dropout: 0,
+    target_modules: LORA_TARGETS.filter((t) => lora.spec.targets.includes(t)).map(
+      (t) => PEFT_MODULE[t].split('.').pop()!,
+    ),
+    bias: 'none',
+    fan_in_fan_out: false,
+    inference_mode: true,
+    use_rslora: false,
+    use_dora: false,
+    modules_to_save: null,
   };
-  writeFileAtomic(join(dir, ADAPTER_CONFIG), JSON.stringify(config, null, 2) + '\n');
+  writeFileAtomic(join(dir, ADAPTER_CONFIG), `${JSON.stringify(config, null, 2)}\n`);
 }
 
 /** Reads a PEFT LoRA adapter folder for this model, checking the config and every tensor. */
 export function readPeftAdapter(dir: string, cfg: ModelConfig): Lora {
-  const configPath = join(dir, ADAPTER_CONFIG), weightsPath = join(dir, ADAPTER_WEIGHTS);
+  const configPath = join(dir, ADAPTER_CONFIG),
+    weightsPath = join(dir, ADAPTER_WEIGHTS);
   const spec = parseAdapterConfig(configPath);
   if (!existsSync(weightsPath)) {
-    const hint = existsSync(join(dir, 'adapter_model.bin')) ? ' (adapter_model.bin, a PyTorch pickle, is not read: save with safe_serialization=True)' : '';
+    const hint = existsSync(join(dir, 'adapter_model.bin'))
+      ? ' (adapter_model.bin, a PyTorch pickle, is not read: save with safe_serialization=True)'
+      : '';
     throw new CheckpointError(weightsPath, `missing${hint}`);
   }
   const lora = new Lora(cfg, spec);
   const found = new Map<string, TensorEntry>();
   for (const [name, entry] of readSafetensorsHeader(weightsPath).tensors) {
     const canonical = canonicalLoraName(name);
-    if (!canonical) throw new CheckpointError(weightsPath, `tensor "${name}" is not a LoRA A/B weight of a decoder layer (modules_to_save and embedding adapters are not supported)`);
-    if (found.has(canonical)) throw new CheckpointError(weightsPath, `tensor "${name}" duplicates "${found.get(canonical)!.name}" (several adapters in one file?)`);
+    if (!canonical)
+      throw new CheckpointError(
+        weightsPath,
+        `tensor "${name}" is not a LoRA A/B weight of a decoder layer (modules_to_save and embedding adapters are not supported)`,
+      );
+    if (found.has(canonical))
+      throw new CheckpointError(
+        weightsPath,
+        `tensor "${name}" duplicates "${found.get(canonical)!.name}" (several adapters in one file?)`,
+      );
     found.set(canonical, entry);
   }
   for (const t of lora.tensors) {
     const entry = found.get(t.name);
-    if (!entry) throw new CheckpointError(weightsPath, `missing tensor "${t.name}" [${t.shape.join(', ')}] (${ADAPTER_CONFIG} targets ${spec.targets.length} modules in each of ${cfg.numLayers} layers)`);
+    if (!entry)
+      throw new CheckpointError(
+        weightsPath,
+        `missing tensor "${t.name}" [${t.shape.join(', ')}] (${ADAPTER_CONFIG} targets ${spec.targets.length} modules in each of ${cfg.numLayers} layers)`,
+      );
     if (entry.shape.length !== 2 || entry.shape[0] !== t.shape[0] || entry.shape[1] !== t.shape[1]) {
-      throw new CheckpointError(weightsPath, `tensor "${entry.name}" has shape [${entry.shape.join(', ')}], r=${spec.rank} and this model need [${t.shape.join(', ')}]`);
+      throw new CheckpointError(
+        weightsPath,
+        `tensor "${entry.name}" has shape [${entry.shape.join(', ')}], r=${spec.rank} and this model need [${t.shape.join(', ')}]`,
+      );
     }
   }
   const expected = new Set(lora.tensors.map((t) => t.name));
   const extra = [...found.entries()].filter(([canonical]) => !expected.has(canonical)).map(([, e]) => `"${e.name}"`);
   if (extra.length > 0) {
     const list = extra.slice(0, 3).join(', ') + (extra.length > 3 ? ` and ${extra.length - 3} more` : '');
-    throw new CheckpointError(weightsPath, `tensors ${list} match no layer or target module of ${ADAPTER_CONFIG} for this model`);
+    throw new CheckpointError(
+      weightsPath,
+      `tensors ${list} match no layer or target module of ${ADAPTER_CONFIG} for this model`,
+    );
   }
   for (const t of lora.tensors) readTensorInto(weightsPath, found.get(t.name)!, lora.view(t));
   return lora;
@@ -90,12 +135,17 @@ export function readPeftAdapter(dir: string, cfg: ModelConfig): Lora {
  * drop the `base_model.model.` prefix or keep the adapter name (`lora_A.default.weight`).
  */
 function canonicalLoraName(name: string): string | null {
-  const m = /^(?:base_model\.model\.)?(model\.layers\.\d+\.(?:self_attn|mlp)\.[a-z_]+)\.lora_([AB])(?:\.[\w-]+)?\.weight$/.exec(name);
+  const m =
+    /^(?:base_model\.model\.)?(model\.layers\.\d+\.(?:self_attn|mlp)\.[a-z_]+)\.lora_([AB])(?:\.[\w-]+)?\.weight$/.exec(
+      name,
+    );
   return m ? `base_model.model.${m[1]}.lora_${m[2]}.weight` : null;
 }
 
 function parseAdapterConfig(path: string): LoraSpec {
-  const fail = (m: string): never => { throw new CheckpointError(path, m); };
+  const fail = (m: string): never => {
+    throw new CheckpointError(path, m);
+  };
   if (!existsSync(path)) fail('missing (not a PEFT adapter folder?)');
   let c: Record<string, unknown> = {};
   try {
@@ -105,10 +155,14 @@ function parseAdapterConfig(path: string): LoraSpec {
   }
   if (typeof c !== 'object' || c === null || Array.isArray(c)) fail('expected a JSON object');
   if (c.peft_type !== 'LORA') fail(`peft_type is ${JSON.stringify(c.peft_type)}; only "LORA" adapters load`);
-  if (c.task_type !== undefined && c.task_type !== 'CAUSAL_LM') fail(`task_type is ${JSON.stringify(c.task_type)}; expected "CAUSAL_LM"`);
-  const rank = c.r, alpha = c.lora_alpha ?? c.r;
-  if (!(typeof rank === 'number' && Number.isInteger(rank) && rank > 0)) fail(`"r" must be a positive integer, got ${JSON.stringify(c.r)}`);
-  if (!(typeof alpha === 'number' && alpha > 0)) fail(`"lora_alpha" must be a positive number, got ${JSON.stringify(c.lora_alpha)}`);
+  if (c.task_type !== undefined && c.task_type !== 'CAUSAL_LM')
+    fail(`task_type is ${JSON.stringify(c.task_type)}; expected "CAUSAL_LM"`);
+  const rank = c.r,
+    alpha = c.lora_alpha ?? c.r;
+  if (!(typeof rank === 'number' && Number.isInteger(rank) && rank > 0))
+    fail(`"r" must be a positive integer, got ${JSON.stringify(c.r)}`);
+  if (!(typeof alpha === 'number' && alpha > 0))
+    fail(`"lora_alpha" must be a positive number, got ${JSON.stringify(c.lora_alpha)}`);
   // Settings that change the math or the tensors; reading past them would load a different model.
   const unsupported: [boolean, string][] = [
     [c.bias !== undefined && c.bias !== 'none', `bias ${JSON.stringify(c.bias)} (only "none")`],
@@ -126,7 +180,9 @@ function parseAdapterConfig(path: string): LoraSpec {
 function parseTargets(raw: unknown, fail: (m: string) => never): LinearName[] {
   if (raw === 'all-linear') return [...LORA_TARGETS];
   if (!Array.isArray(raw) || raw.length === 0 || !raw.every((x) => typeof x === 'string')) {
-    return fail(`"target_modules" must be a list of module names or "all-linear", got ${JSON.stringify(raw)} (regular expressions are not supported)`);
+    return fail(
+      `"target_modules" must be a list of module names or "all-linear", got ${JSON.stringify(raw)} (regular expressions are not supported)`,
+    );
   }
   const targets = new Set<LinearName>();
   for (const name of raw as string[]) {
@@ -151,7 +207,10 @@ export function mergeLora(params: ParamStore, lora: Lora, k: Kernels): ParamStor
       const [inDim, outDim] = linearDims(lora.cfg, target);
       const name = `model.layers.${l}.${PEFT_MODULE[target]}.weight`;
       const W = merged.get(name);
-      if (W.length !== inDim * outDim) throw new RangeError(`mergeLora: ${name} holds ${W.length} values, the adapter's model needs [${outDim}, ${inDim}]`);
+      if (W.length !== inDim * outDim)
+        throw new RangeError(
+          `mergeLora: ${name} holds ${W.length} values, the adapter's model needs [${outDim}, ${inDim}]`,
+        );
       k.sgemm(false, false, outDim, inDim, pair.rank, pair.scale, pair.B, pair.rank, pair.A, inDim, 1, W, inDim);
     }
   }
@@ -186,11 +245,16 @@ const FORMAT = 'openclaw-rl-checkpoint/1';
 /** Saves a new version, makes it current, then deletes every other version. Returns its folder. */
 export function saveCheckpoint(dir: string, ckpt: TrainingCheckpoint): string {
   const n = ckpt.trainable.length;
-  if (ckpt.m.length !== n || ckpt.v.length !== n) throw new RangeError(`saveCheckpoint: trainable ${n}, m ${ckpt.m.length}, v ${ckpt.v.length} values; they must match`);
-  if (!(Number.isInteger(ckpt.step) && ckpt.step >= 0)) throw new RangeError(`saveCheckpoint: step must be a non-negative integer, got ${ckpt.step}`);
+  if (ckpt.m.length !== n || ckpt.v.length !== n)
+    throw new RangeError(
+      `saveCheckpoint: trainable ${n}, m ${ckpt.m.length}, v ${ckpt.v.length} values; they must match`,
+    );
+  if (!(Number.isInteger(ckpt.step) && ckpt.step >= 0))
+    throw new RangeError(`saveCheckpoint: step must be a non-negative integer, got ${ckpt.step}`);
   makePrivateDir(dir);
   // A crashed save's leftovers: a partial version, a pointer never renamed into place.
-  for (const e of readdirSync(dir)) if (e.startsWith('.tmp-') || e.startsWith(`${LATEST}.tmp-`)) rmSync(join(dir, e), { recursive: true, force: true });
+  for (const e of readdirSync(dir))
+    if (e.startsWith('.tmp-') || e.startsWith(`${LATEST}.tmp-`)) rmSync(join(dir, e), { recursive: true, force: true });
   const name = `step-${String(ckpt.step).padStart(10, '0')}-${randomBytes(4).toString('hex')}`;
   const tmp = join(dir, `.tmp-${name}`);
   makePrivateDir(tmp);
@@ -200,8 +264,16 @@ export function saveCheckpoint(dir: string, ckpt: TrainingCheckpoint): string {
       { name: 'adam.m', shape: [n], data: ckpt.m },
       { name: 'adam.v', shape: [n], data: ckpt.v },
     ]);
-    const meta = { format: FORMAT, step: ckpt.step, values: n, lora: ckpt.lora, configHash: ckpt.configHash, publishedVersion: ckpt.publishedVersion, consumedSampleIds: ckpt.consumedSampleIds };
-    writeFileSynced(join(tmp, META), JSON.stringify(meta) + '\n');
+    const meta = {
+      format: FORMAT,
+      step: ckpt.step,
+      values: n,
+      lora: ckpt.lora,
+      configHash: ckpt.configHash,
+      publishedVersion: ckpt.publishedVersion,
+      consumedSampleIds: ckpt.consumedSampleIds,
+    };
+    writeFileSynced(join(tmp, META), `${JSON.stringify(meta)}\n`);
     fsyncDir(tmp);
     renameSync(tmp, join(dir, name));
     fsyncDir(dir);
@@ -209,9 +281,10 @@ export function saveCheckpoint(dir: string, ckpt: TrainingCheckpoint): string {
     rmSync(tmp, { recursive: true, force: true });
     throw e;
   }
-  writeFileAtomic(join(dir, LATEST), name + '\n'); // the commit point
+  writeFileAtomic(join(dir, LATEST), `${name}\n`); // the commit point
   // Older versions, and any a crash left renamed but never named by `latest`.
-  for (const e of readdirSync(dir)) if (VERSION.test(e) && e !== name) rmSync(join(dir, e), { recursive: true, force: true });
+  for (const e of readdirSync(dir))
+    if (VERSION.test(e) && e !== name) rmSync(join(dir, e), { recursive: true, force: true });
   return join(dir, name);
 }
 
@@ -219,14 +292,23 @@ export function saveCheckpoint(dir: string, ckpt: TrainingCheckpoint): string {
  * The current checkpoint of dir, or null when none was ever committed. With `expect`, a
  * checkpoint of another shape is an error rather than a silent mismatch.
  */
-export function loadCheckpoint(dir: string, expect?: { values: number; lora: LoraSpec | 'full' }): TrainingCheckpoint | null {
+export function loadCheckpoint(
+  dir: string,
+  expect?: { values: number; lora: LoraSpec | 'full' },
+): TrainingCheckpoint | null {
   const pointer = join(dir, LATEST);
   if (!existsSync(pointer)) return null;
   const name = readFileSync(pointer, 'utf8').trim();
-  if (!VERSION.test(name)) throw new CheckpointError(pointer, `names ${JSON.stringify(name)}, not a checkpoint version`);
-  const version = join(dir, name), metaPath = join(version, META), statePath = join(version, STATE);
-  if (!existsSync(metaPath)) throw new CheckpointError(pointer, `names ${name}, but ${metaPath} is missing (was the folder changed by hand?)`);
-  const fail = (m: string): never => { throw new CheckpointError(metaPath, m); };
+  if (!VERSION.test(name))
+    throw new CheckpointError(pointer, `names ${JSON.stringify(name)}, not a checkpoint version`);
+  const version = join(dir, name),
+    metaPath = join(version, META),
+    statePath = join(version, STATE);
+  if (!existsSync(metaPath))
+    throw new CheckpointError(pointer, `names ${name}, but ${metaPath} is missing (was the folder changed by hand?)`);
+  const fail = (m: string): never => {
+    throw new CheckpointError(metaPath, m);
+  };
   let meta: Record<string, unknown> = {};
   try {
     meta = (JSON.parse(readFileSync(metaPath, 'utf8')) ?? {}) as Record<string, unknown>;
@@ -236,37 +318,57 @@ export function loadCheckpoint(dir: string, expect?: { values: number; lora: Lor
   if (meta.format !== FORMAT) fail(`format ${JSON.stringify(meta.format)}, expected "${FORMAT}"`);
   const { step, values, lora, configHash, consumedSampleIds } = meta;
   const publishedVersion = meta.publishedVersion ?? 0;
-  if (!(Number.isInteger(publishedVersion) && (publishedVersion as number) >= 0)) fail(`"publishedVersion" must be a non-negative integer, got ${JSON.stringify(publishedVersion)}`);
-  if (!(Number.isInteger(step) && (step as number) >= 0)) fail(`"step" must be a non-negative integer, got ${JSON.stringify(step)}`);
-  if (!(Number.isInteger(values) && (values as number) >= 0)) fail(`"values" must be a non-negative integer, got ${JSON.stringify(values)}`);
-  if (!(lora === 'full' || isLoraSpec(lora))) fail(`"lora" must be "full" or {rank, alpha, targets}, got ${JSON.stringify(lora)}`);
+  if (!(Number.isInteger(publishedVersion) && (publishedVersion as number) >= 0))
+    fail(`"publishedVersion" must be a non-negative integer, got ${JSON.stringify(publishedVersion)}`);
+  if (!(Number.isInteger(step) && (step as number) >= 0))
+    fail(`"step" must be a non-negative integer, got ${JSON.stringify(step)}`);
+  if (!(Number.isInteger(values) && (values as number) >= 0))
+    fail(`"values" must be a non-negative integer, got ${JSON.stringify(values)}`);
+  if (!(lora === 'full' || isLoraSpec(lora)))
+    fail(`"lora" must be "full" or {rank, alpha, targets}, got ${JSON.stringify(lora)}`);
   if (typeof configHash !== 'string') fail('"configHash" must be a string');
-  if (!(Array.isArray(consumedSampleIds) && consumedSampleIds.every((id) => typeof id === 'string'))) fail('"consumedSampleIds" must be a list of strings');
+  if (!(Array.isArray(consumedSampleIds) && consumedSampleIds.every((id) => typeof id === 'string')))
+    fail('"consumedSampleIds" must be a list of strings');
   const n = values as number;
   if (expect) {
-    if (describe(expect.lora) !== describe(lora as LoraSpec | 'full')) fail(`trains ${describe(lora as LoraSpec | 'full')}, this run trains ${describe(expect.lora)}`);
-    if (expect.values !== n) fail(`holds ${n} trainable values, this model needs ${expect.values} (a different model?)`);
+    if (describe(expect.lora) !== describe(lora as LoraSpec | 'full'))
+      fail(`trains ${describe(lora as LoraSpec | 'full')}, this run trains ${describe(expect.lora)}`);
+    if (expect.values !== n)
+      fail(`holds ${n} trainable values, this model needs ${expect.values} (a different model?)`);
   }
   const header = readSafetensorsHeader(statePath);
   const read = (tensor: string): Float32Array => {
     const entry = header.tensors.get(tensor);
     if (!entry) throw new CheckpointError(statePath, `missing tensor "${tensor}"`);
     const count = entry.shape.reduce((a, d) => a * d, 1);
-    if (count !== n) throw new CheckpointError(statePath, `tensor "${tensor}" holds ${count} values, ${META} says ${n}`);
+    if (count !== n)
+      throw new CheckpointError(statePath, `tensor "${tensor}" holds ${count} values, ${META} says ${n}`);
     const out = new Float32Array(n);
     readTensorInto(statePath, entry, out);
     return out;
   };
   return {
-    step: step as number, consumedSampleIds: consumedSampleIds as string[], lora: lora as LoraSpec | 'full', configHash: configHash as string,
-    publishedVersion: publishedVersion as number, trainable: read('trainable'), m: read('adam.m'), v: read('adam.v'),
+    step: step as number,
+    consumedSampleIds: consumedSampleIds as string[],
+    lora: lora as LoraSpec | 'full',
+    configHash: configHash as string,
+    publishedVersion: publishedVersion as number,
+    trainable: read('trainable'),
+    m: read('adam.m'),
+    v: read('adam.v'),
   };
 }
 
 function isLoraSpec(x: unknown): x is LoraSpec {
   const s = x as LoraSpec;
-  return typeof s === 'object' && s !== null && Number.isInteger(s.rank) && typeof s.alpha === 'number'
-    && Array.isArray(s.targets) && s.targets.every((t) => (LORA_TARGETS as readonly string[]).includes(t));
+  return (
+    typeof s === 'object' &&
+    s !== null &&
+    Number.isInteger(s.rank) &&
+    typeof s.alpha === 'number' &&
+    Array.isArray(s.targets) &&
+    s.targets.every((t) => (LORA_TARGETS as readonly string[]).includes(t))
+  );
 }
 
 /** Also the comparison key of two specs, so targets are listed in canonical order. */

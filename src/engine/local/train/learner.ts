@@ -11,11 +11,25 @@ import type { Kernels } from '../kernels/kernels.js';
 import type { ModelConfig } from '../model/config.js';
 import { allocateParams, type ParamStore } from '../model/weights.js';
 import { type Bf16Params, bf16ParamsOf, refreshBf16, type TrainPrecision } from '../precision.js';
-import { combineAdvantages, DEFAULT_POLICY_LOSS, policyLoss, topKDistillationLoss, type PolicyLossConfig } from './losses.js';
+import {
+  combineAdvantages,
+  DEFAULT_POLICY_LOSS,
+  policyLoss,
+  topKDistillationLoss,
+  type PolicyLossConfig,
+} from './losses.js';
 import { Lora, type LoraSpec } from './lora.js';
 import { TrainModel, type TrainModelOptions, type TrainSequence } from './model.js';
 import type { ForwardBackwardResult, StepMetrics, TrainingSample } from '../../types.js';
-import { AdamW, DEFAULT_ADAMW, loraSegments, paramSegments, type AdamWConfig, type OptimizerState, type StepResult } from './optimizer.js';
+import {
+  AdamW,
+  DEFAULT_ADAMW,
+  loraSegments,
+  paramSegments,
+  type AdamWConfig,
+  type OptimizerState,
+  type StepResult,
+} from './optimizer.js';
 
 export type LossSpec = ({ kind: 'policy' } & PolicyLossConfig) | { kind: 'topk'; entropyCoef: number };
 
@@ -85,8 +99,13 @@ export class LearnerCore {
    * baseBf16: the base's bf16 copy where one exists already (the serving engine's), at bf16.
    */
   constructor(
-    readonly cfg: ModelConfig, base: ParamStore, readonly config: LearnerConfig, kernels: Kernels,
-    restore?: { values: Float32Array; optimizer: OptimizerState }, pause?: () => number, baseBf16?: Bf16Params,
+    readonly cfg: ModelConfig,
+    base: ParamStore,
+    readonly config: LearnerConfig,
+    kernels: Kernels,
+    restore?: { values: Float32Array; optimizer: OptimizerState },
+    pause?: () => number,
+    baseBf16?: Bf16Params,
   ) {
     this.kernels = kernels;
     if (config.mode.kind === 'lora') {
@@ -94,27 +113,52 @@ export class LearnerCore {
       this.grads = null;
       this.lora = new Lora(cfg, config.mode.spec, restore?.values);
       if (!restore) this.lora.initialise(config.seed);
-      this.optimizer = new AdamW(this.lora.data, this.lora.grads, loraSegments(this.lora), config.optimizer, kernels, restore?.optimizer);
+      this.optimizer = new AdamW(
+        this.lora.data,
+        this.lora.grads,
+        loraSegments(this.lora),
+        config.optimizer,
+        kernels,
+        restore?.optimizer,
+      );
     } else {
       this.params = allocateParams(base.specs);
       this.params.data.set(restore?.values ?? base.data);
       this.grads = allocateParams(base.specs);
       this.lora = null;
-      this.optimizer = new AdamW(this.params.data, this.grads.data, paramSegments(base.specs), config.optimizer, kernels, restore?.optimizer);
+      this.optimizer = new AdamW(
+        this.params.data,
+        this.grads.data,
+        paramSegments(base.specs),
+        config.optimizer,
+        kernels,
+        restore?.optimizer,
+      );
     }
-    const hook = pause ? () => { this.yieldedMs += pause(); } : undefined;
+    const hook = pause
+      ? () => {
+          this.yieldedMs += pause();
+        }
+      : undefined;
     const opts: TrainModelOptions = {
-      pause: hook, activationBudgetBytes: config.activationBudgetBytes, headChunkRows: config.headChunkRows,
+      pause: hook,
+      activationBudgetBytes: config.activationBudgetBytes,
+      headChunkRows: config.headChunkRows,
     };
     // At bf16 the frozen base is rounded once; a full fine-tuning's own copy after every step.
     if (!['fp32', 'bf16', undefined].includes(config.precision)) {
-      throw new RangeError(`a learner trains at fp32 or bf16, not ${String(config.precision)} (int8 is for serving only)`);
+      throw new RangeError(
+        `a learner trains at fp32 or bf16, not ${String(config.precision)} (int8 is for serving only)`,
+      );
     }
     const bf16 = (config.precision ?? 'fp32') === 'bf16';
-    const base16 = bf16 ? baseBf16 ?? bf16ParamsOf(kernels, base.specs, base.data) : undefined;
+    const base16 = bf16 ? (baseBf16 ?? bf16ParamsOf(kernels, base.specs, base.data)) : undefined;
     if (bf16 && !this.lora) this.policyBf16 = bf16ParamsOf(kernels, base.specs, this.params.data);
     const policy16 = this.policyBf16 ?? base16;
-    this.model = new TrainModel(cfg, this.params, this.grads, this.lora, kernels, { ...opts, ...(policy16 ? { bf16: policy16 } : {}) });
+    this.model = new TrainModel(cfg, this.params, this.grads, this.lora, kernels, {
+      ...opts,
+      ...(policy16 ? { bf16: policy16 } : {}),
+    });
     // Forward only: the shared layer buffers and a chunked head are the least memory, at no cost.
     const referenceOpts = { ...opts, checkpoint: true, chunkedHead: true, ...(base16 ? { bf16: base16 } : {}) };
     this.reference = new TrainModel(cfg, base, null, null, kernels, referenceOpts);
@@ -170,20 +214,26 @@ export class LearnerCore {
     // The first step's time (and time yielded) includes computing the anchor.
     let since: StepStart | undefined = { t0: performance.now(), yielded0: this.yieldedMs };
     // The PPO ratio is taken against the policy as it was before this batch's first step.
-    const anchored = this.config.loss.kind === 'policy'
-      ? this.logprobs(samples).map((old, i) => ({ ...samples[i]!, oldLogprobs: old }))
-      : samples;
+    const anchored =
+      this.config.loss.kind === 'policy'
+        ? this.logprobs(samples).map((old, i) => ({ ...samples[i]!, oldLogprobs: old }))
+        : samples;
     const metrics: StepMetrics[] = [];
     for (let epoch = 0; epoch < this.config.epochs; epoch++) {
       for (let start = 0; start < anchored.length; start += this.config.miniBatchSize) {
-        metrics.push(this.step(anchored.slice(start, Math.min(anchored.length, start + this.config.miniBatchSize)), since));
+        metrics.push(
+          this.step(anchored.slice(start, Math.min(anchored.length, start + this.config.miniBatchSize)), since),
+        );
         since = undefined;
       }
     }
     return metrics;
   }
 
-  private step(samples: readonly TrainingSample[], { t0, yielded0 }: StepStart = { t0: performance.now(), yielded0: this.yieldedMs }): StepMetrics {
+  private step(
+    samples: readonly TrainingSample[],
+    { t0, yielded0 }: StepStart = { t0: performance.now(), yielded0: this.yieldedMs },
+  ): StepMetrics {
     this.zeroGrad();
     const acc = { loss: 0, tokens: 0, clip: 0, kl: 0, entropy: 0, tis: 0, rollout: 0 };
     for (const micro of this.microBatches(samples)) {
@@ -201,9 +251,21 @@ export class LearnerCore {
     const per = (x: number) => (acc.tokens > 0 ? x / acc.tokens : 0);
     const tokens = samples.reduce((a, s) => a + s.promptIds.length + s.completionIds.length, 0);
     return {
-      step: r.step, samples: samples.length, tokens, loss: acc.loss, gradNorm: r.gradNorm, applied: r.applied, lr: r.lr,
-      clipFraction: per(acc.clip), approxKl: per(acc.kl), entropy: per(acc.entropy), tisMean: per(acc.tis), rolloutAbsDiff: per(acc.rollout),
-      seconds, tokensPerSecond: tokens / seconds, yieldedMs: this.yieldedMs - yielded0,
+      step: r.step,
+      samples: samples.length,
+      tokens,
+      loss: acc.loss,
+      gradNorm: r.gradNorm,
+      applied: r.applied,
+      lr: r.lr,
+      clipFraction: per(acc.clip),
+      approxKl: per(acc.kl),
+      entropy: per(acc.entropy),
+      tisMean: per(acc.tis),
+      rolloutAbsDiff: per(acc.rollout),
+      seconds,
+      tokensPerSecond: tokens / seconds,
+      yieldedMs: this.yieldedMs - yielded0,
     };
   }
 
@@ -215,7 +277,8 @@ export class LearnerCore {
   forwardBackward(samples: readonly TrainingSample[], batchSize = samples.length): ForwardBackwardResult {
     samples.forEach(checkSample);
     const loss = this.config.loss;
-    const offsets: number[] = [], lengths: number[] = [];
+    const offsets: number[] = [],
+      lengths: number[] = [];
     let R = 0;
     for (const s of samples) {
       offsets.push(R);
@@ -231,7 +294,8 @@ export class LearnerCore {
     if (loss.kind === 'topk') {
       if (samples.some((s) => s.opd)) throw new Error('OPD samples need the policy loss, not top-k distillation');
       const K = samples[0]?.teacherTop?.ids[0]?.length ?? 0;
-      const ids = new Int32Array(R * K), teacher = new Float64Array(R * K);
+      const ids = new Int32Array(R * K),
+        teacher = new Float64Array(R * K);
       samples.forEach((s, i) => {
         if (!s.teacherTop) throw new Error('the top-k loss needs teacherTop on every sample');
         s.teacherTop.ids.forEach((row, t) => {
@@ -241,9 +305,20 @@ export class LearnerCore {
         });
       });
       const fwd = this.model.forward(samples.map(toSequence), { K, ids });
-      const r = topKDistillationLoss({ K, studentLogprobs: fwd.extraLogprobs!, teacherLogprobs: teacher, mask, offsets, lengths, batchSize }, { entropyCoef: loss.entropyCoef });
+      const r = topKDistillationLoss(
+        { K, studentLogprobs: fwd.extraLogprobs!, teacherLogprobs: teacher, mask, offsets, lengths, batchSize },
+        { entropyCoef: loss.entropyCoef },
+      );
       this.model.backward(new Float32Array(R), new Float32Array(R), r.dStudentLogprobs);
-      return { loss: r.loss, tokens: r.metrics.tokens, clipFraction: 0, approxKl: r.metrics.kl, entropy: r.metrics.entropy, tisMean: 1, rolloutAbsDiff: 0 };
+      return {
+        loss: r.loss,
+        tokens: r.metrics.tokens,
+        clipFraction: 0,
+        approxKl: r.metrics.kl,
+        entropy: r.metrics.entropy,
+        tisMean: 1,
+        rolloutAbsDiff: 0,
+      };
     }
     const ref = loss.klCoef > 0 ? this.logprobs(samples, this.reference) : null;
     const fwd = this.model.forward(samples.map(toSequence));
@@ -252,23 +327,48 @@ export class LearnerCore {
     const advantages = concat((s) => s.advantages);
     samples.forEach((s, i) => {
       if (!s.opd) return;
-      const o = offsets[i]!, n = lengths[i]!;
-      const opd = combineAdvantages('combine', { score: 0, teacherLogprobs: s.opd.teacherLogprobs, oldLogprobs: old[i]!, mask: mask.subarray(o, o + n) }, { wRl: 0, wOpd: s.opd.weight });
+      const o = offsets[i]!,
+        n = lengths[i]!;
+      const opd = combineAdvantages(
+        'combine',
+        { score: 0, teacherLogprobs: s.opd.teacherLogprobs, oldLogprobs: old[i]!, mask: mask.subarray(o, o + n) },
+        { wRl: 0, wOpd: s.opd.weight },
+      );
       for (let t = 0; t < n; t++) advantages[o + t] = advantages[o + t]! + opd.advantages[t]!;
       mask.set(opd.mask, o);
     });
-    const r = policyLoss({
-      logprobs: fwd.logprobs, oldLogprobs: concat((_, i) => old[i]!), rolloutLogprobs: hasRollout ? concat((s) => s.rolloutLogprobs!) : null,
-      advantages, mask, refLogprobs: ref ? concat((_, i) => ref[i]!) : null, entropy: fwd.entropy, offsets, lengths, batchSize,
-    }, loss);
+    const r = policyLoss(
+      {
+        logprobs: fwd.logprobs,
+        oldLogprobs: concat((_, i) => old[i]!),
+        rolloutLogprobs: hasRollout ? concat((s) => s.rolloutLogprobs!) : null,
+        advantages,
+        mask,
+        refLogprobs: ref ? concat((_, i) => ref[i]!) : null,
+        entropy: fwd.entropy,
+        offsets,
+        lengths,
+        batchSize,
+      },
+      loss,
+    );
     this.model.backward(r.dLogprobs, r.dEntropy);
     const m = r.metrics;
-    return { loss: r.loss, tokens: m.tokens, clipFraction: m.clipFraction, approxKl: m.approxKl, entropy: m.entropy, tisMean: m.tisMean, rolloutAbsDiff: m.rolloutAbsDiff };
+    return {
+      loss: r.loss,
+      tokens: m.tokens,
+      clipFraction: m.clipFraction,
+      approxKl: m.approxKl,
+      entropy: m.entropy,
+      tisMean: m.tisMean,
+      rolloutAbsDiff: m.rolloutAbsDiff,
+    };
   }
 
   /** Consecutive runs of samples holding at most microBatchTokens tokens (at least one sample). */
   private *microBatches(samples: readonly TrainingSample[]): Generator<TrainingSample[]> {
-    let batch: TrainingSample[] = [], tokens = 0;
+    let batch: TrainingSample[] = [],
+      tokens = 0;
     for (const s of samples) {
       const n = s.promptIds.length + s.completionIds.length;
       if (batch.length > 0 && tokens + n > this.config.microBatchTokens) {
@@ -299,11 +399,18 @@ export function checkSample(s: TrainingSample, index: number): void {
   if (s.promptIds.length === 0) problems.push('promptIds is empty');
   if (n === 0) problems.push('completionIds is empty');
   if (s.advantages.length !== n) problems.push(`advantages has ${s.advantages.length}`);
-  if (s.rolloutLogprobs && s.rolloutLogprobs.length !== n) problems.push(`rolloutLogprobs has ${s.rolloutLogprobs.length}`);
+  if (s.rolloutLogprobs && s.rolloutLogprobs.length !== n)
+    problems.push(`rolloutLogprobs has ${s.rolloutLogprobs.length}`);
   if (s.oldLogprobs && s.oldLogprobs.length !== n) problems.push(`oldLogprobs has ${s.oldLogprobs.length}`);
   if (s.mask && s.mask.length !== n) problems.push(`mask has ${s.mask.length}`);
-  if (s.opd && s.opd.teacherLogprobs.length !== n) problems.push(`opd.teacherLogprobs has ${s.opd.teacherLogprobs.length}`);
-  if (s.teacherTop && (s.teacherTop.ids.length !== n || s.teacherTop.logprobs.length !== n)) problems.push(`teacherTop has ${s.teacherTop.ids.length} id rows and ${s.teacherTop.logprobs.length} log-prob rows`);
-  if (problems.length > 0) throw new RangeError(`sample ${index}: ${problems.join(', ')}, but completionIds has ${n} tokens`);
-  if (s.opd && !Number.isFinite(s.opd.weight)) throw new RangeError(`sample ${index}: opd.weight must be finite, got ${s.opd.weight}`);
+  if (s.opd && s.opd.teacherLogprobs.length !== n)
+    problems.push(`opd.teacherLogprobs has ${s.opd.teacherLogprobs.length}`);
+  if (s.teacherTop && (s.teacherTop.ids.length !== n || s.teacherTop.logprobs.length !== n))
+    problems.push(
+      `teacherTop has ${s.teacherTop.ids.length} id rows and ${s.teacherTop.logprobs.length} log-prob rows`,
+    );
+  if (problems.length > 0)
+    throw new RangeError(`sample ${index}: ${problems.join(', ')}, but completionIds has ${n} tokens`);
+  if (s.opd && !Number.isFinite(s.opd.weight))
+    throw new RangeError(`sample ${index}: opd.weight must be finite, got ${s.opd.weight}`);
 }

@@ -33,7 +33,13 @@ export interface TrainLinear {
  * connection); u[T, r] receives x A^T for the backward.
  */
 export function linearForward(
-  gemm: Gemm, y: Float32Array, x: Float32Array, T: number, L: TrainLinear, u: Float32Array | null, beta: 0 | 1 = 0,
+  gemm: Gemm,
+  y: Float32Array,
+  x: Float32Array,
+  T: number,
+  L: TrainLinear,
+  u: Float32Array | null,
+  beta: 0 | 1 = 0,
 ): void {
   gemm(false, true, T, L.outDim, L.inDim, 1, x, L.inDim, L.W16 ?? L.W, L.inDim, beta, y, L.outDim);
   if (L.bias) addRowVector(y, L.bias, T, L.outDim);
@@ -56,8 +62,15 @@ export function loraInput(gemm: Gemm, u: Float32Array, x: Float32Array, T: numbe
  * dx = dy W (+ scale (dy B) A); dW += dy^T x; dB += scale dy^T u; dA += scale (dy B)^T x.
  */
 export function linearBackward(
-  gemm: Gemm, dx: Float32Array | null, dy: Float32Array, x: Float32Array, u: Float32Array | null, T: number,
-  L: TrainLinear, beta: 0 | 1, scratch: Float32Array,
+  gemm: Gemm,
+  dx: Float32Array | null,
+  dy: Float32Array,
+  x: Float32Array,
+  u: Float32Array | null,
+  T: number,
+  L: TrainLinear,
+  beta: 0 | 1,
+  scratch: Float32Array,
 ): void {
   if (L.dW) gemm(true, false, L.outDim, L.inDim, T, 1, dy, L.outDim, x, L.inDim, 1, L.dW, L.inDim);
   if (L.dBias) {

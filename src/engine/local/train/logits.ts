@@ -34,7 +34,13 @@ export interface LogitGrads {
 
 /** Overwrites the logits [n, V] of rows r0 .. r0 + n - 1 with d loss / d logits. */
 export function logitsBackward(
-  k: Kernels, logits: Float32Array, r0: number, n: number, V: number, targets: Int32Array, stats: RowStats,
+  k: Kernels,
+  logits: Float32Array,
+  r0: number,
+  n: number,
+  V: number,
+  targets: Int32Array,
+  stats: RowStats,
   g: LogitGrads,
 ): void {
   const gSum = g.dTarget.slice(r0, r0 + n);
@@ -47,7 +53,8 @@ export function logitsBackward(
   const rows = (a: Float32Array) => a.subarray(r0, r0 + n);
   k.logitsBackward(logits, n, V, rows(stats.lse), rows(stats.entropy), gSum, rows(g.dEntropy));
   for (let r = 0; r < n; r++) {
-    const o = r * V, row = r0 + r;
+    const o = r * V,
+      row = r0 + r;
     logits[o + targets[row]!] = logits[o + targets[row]!]! + g.dTarget[row]!;
     if (extra) {
       for (let j = 0; j < extra.K; j++) {

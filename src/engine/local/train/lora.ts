@@ -9,8 +9,13 @@ import type { LoraPair } from './linear.js';
 
 export const LORA_TARGETS: readonly LinearName[] = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'];
 export const PEFT_MODULE: Record<LinearName, string> = {
-  q: 'self_attn.q_proj', k: 'self_attn.k_proj', v: 'self_attn.v_proj', o: 'self_attn.o_proj',
-  gate: 'mlp.gate_proj', up: 'mlp.up_proj', down: 'mlp.down_proj',
+  q: 'self_attn.q_proj',
+  k: 'self_attn.k_proj',
+  v: 'self_attn.v_proj',
+  o: 'self_attn.o_proj',
+  gate: 'mlp.gate_proj',
+  up: 'mlp.up_proj',
+  down: 'mlp.down_proj',
 };
 
 export interface LoraSpec {
@@ -30,8 +35,19 @@ export interface LoraTensor {
 }
 
 export function linearDims(cfg: ModelConfig, name: LinearName): [inDim: number, outDim: number] {
-  const D = cfg.hiddenSize, F = cfg.intermediateSize, qDim = cfg.numHeads * cfg.headDim, kvDim = cfg.numKvHeads * cfg.headDim;
-  const dims: Record<LinearName, [number, number]> = { q: [D, qDim], k: [D, kvDim], v: [D, kvDim], o: [qDim, D], gate: [D, F], up: [D, F], down: [F, D] };
+  const D = cfg.hiddenSize,
+    F = cfg.intermediateSize,
+    qDim = cfg.numHeads * cfg.headDim,
+    kvDim = cfg.numKvHeads * cfg.headDim;
+  const dims: Record<LinearName, [number, number]> = {
+    q: [D, qDim],
+    k: [D, kvDim],
+    v: [D, kvDim],
+    o: [qDim, D],
+    gate: [D, F],
+    up: [D, F],
+    down: [F, D],
+  };
   return dims[name];
 }
 
@@ -41,8 +57,13 @@ export class Lora {
   readonly scale: number;
   private gradBuffer: Float32Array | null = null;
 
-  constructor(readonly cfg: ModelConfig, readonly spec: LoraSpec, data?: Float32Array) {
-    if (!(Number.isInteger(spec.rank) && spec.rank > 0)) throw new RangeError(`LoRA rank must be a positive integer, got ${spec.rank}`);
+  constructor(
+    readonly cfg: ModelConfig,
+    readonly spec: LoraSpec,
+    data?: Float32Array,
+  ) {
+    if (!(Number.isInteger(spec.rank) && spec.rank > 0))
+      throw new RangeError(`LoRA rank must be a positive integer, got ${spec.rank}`);
     if (spec.targets.length === 0) throw new RangeError('LoRA needs at least one target module');
     this.scale = spec.alpha / spec.rank;
     const tensors: LoraTensor[] = [];
@@ -51,14 +72,29 @@ export class Lora {
       for (const target of LORA_TARGETS.filter((t) => spec.targets.includes(t))) {
         const [inDim, outDim] = linearDims(cfg, target);
         const prefix = `base_model.model.model.layers.${l}.${PEFT_MODULE[target]}`;
-        tensors.push({ name: `${prefix}.lora_A.weight`, shape: [spec.rank, inDim], offset, layer: l, target, part: 'A' });
+        tensors.push({
+          name: `${prefix}.lora_A.weight`,
+          shape: [spec.rank, inDim],
+          offset,
+          layer: l,
+          target,
+          part: 'A',
+        });
         offset += spec.rank * inDim;
-        tensors.push({ name: `${prefix}.lora_B.weight`, shape: [outDim, spec.rank], offset, layer: l, target, part: 'B' });
+        tensors.push({
+          name: `${prefix}.lora_B.weight`,
+          shape: [outDim, spec.rank],
+          offset,
+          layer: l,
+          target,
+          part: 'B',
+        });
         offset += outDim * spec.rank;
       }
     }
     this.tensors = tensors;
-    if (data && data.length !== offset) throw new RangeError(`LoRA data holds ${data.length} values, the adapter needs ${offset}`);
+    if (data && data.length !== offset)
+      throw new RangeError(`LoRA data holds ${data.length} values, the adapter needs ${offset}`);
     this.data = data ?? new Float32Array(offset);
   }
 
@@ -97,7 +133,10 @@ export class Lora {
   }
 
   /** The adapter weights of one projection (no gradients), or null when it is not targeted. */
-  weights(layer: number, target: LinearName): { A: Float32Array; B: Float32Array; rank: number; scale: number; a: LoraTensor; b: LoraTensor } | null {
+  weights(
+    layer: number,
+    target: LinearName,
+  ): { A: Float32Array; B: Float32Array; rank: number; scale: number; a: LoraTensor; b: LoraTensor } | null {
     const a = this.tensors.find((t) => t.layer === layer && t.target === target && t.part === 'A');
     const b = this.tensors.find((t) => t.layer === layer && t.target === target && t.part === 'B');
     if (!a || !b) return null;

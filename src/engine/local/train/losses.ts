@@ -93,24 +93,53 @@ export interface PolicyLossResult {
  * the constant weight min(exp(old - rollout), tisCap); per token pg + klCoef k3(ref, lp) - entropyCoef H.
  */
 export function policyLoss(input: PolicyLossInput, cfg: PolicyLossConfig = DEFAULT_POLICY_LOSS): PolicyLossResult {
-  const { logprobs: lp_R, oldLogprobs: old_R, rolloutLogprobs: rollout_R, advantages: adv_R, refLogprobs: ref_R, entropy: H_R } = input;
+  const {
+    logprobs: lp_R,
+    oldLogprobs: old_R,
+    rolloutLogprobs: rollout_R,
+    advantages: adv_R,
+    refLogprobs: ref_R,
+    entropy: H_R,
+  } = input;
   const R = lp_R.length;
   checkLengths('policyLoss', R, {
-    oldLogprobs: old_R, advantages: adv_R, mask: input.mask, entropy: H_R,
-    ...(rollout_R ? { rolloutLogprobs: rollout_R } : {}), ...(ref_R ? { refLogprobs: ref_R } : {}),
+    oldLogprobs: old_R,
+    advantages: adv_R,
+    mask: input.mask,
+    entropy: H_R,
+    ...(rollout_R ? { rolloutLogprobs: rollout_R } : {}),
+    ...(ref_R ? { refLogprobs: ref_R } : {}),
   });
-  if (cfg.klCoef !== 0 && !ref_R) throw new RangeError(`policyLoss: klCoef is ${cfg.klCoef} but no refLogprobs were given`);
-  if (cfg.tisCap !== null && !(cfg.tisCap > 0)) throw new RangeError(`policyLoss: tisCap must be positive or null, got ${cfg.tisCap}`);
+  if (cfg.klCoef !== 0 && !ref_R)
+    throw new RangeError(`policyLoss: klCoef is ${cfg.klCoef} but no refLogprobs were given`);
+  if (cfg.tisCap !== null && !(cfg.tisCap > 0))
+    throw new RangeError(`policyLoss: tisCap must be positive or null, got ${cfg.tisCap}`);
   const weight_R = tokenWeights('policyLoss', input.mask, input, R);
-  const lo = 1 - cfg.eps, hi = 1 + cfg.epsHigh;
-  const dLogprobs = new Float32Array(R), dEntropy = new Float32Array(R);
-  let loss = 0, pgLoss = 0, klLoss = 0, entropyLoss = 0;
-  let tokens = 0, clipped = 0, logRatioSum = 0, k3Sum = 0, entropySum = 0, tisSum = 0, tisCapped = 0, rolloutDiffSum = 0;
-  let ratioSum = 0, ratioMax = 0;
+  const lo = 1 - cfg.eps,
+    hi = 1 + cfg.epsHigh;
+  const dLogprobs = new Float32Array(R),
+    dEntropy = new Float32Array(R);
+  let loss = 0,
+    pgLoss = 0,
+    klLoss = 0,
+    entropyLoss = 0;
+  let tokens = 0,
+    clipped = 0,
+    logRatioSum = 0,
+    k3Sum = 0,
+    entropySum = 0,
+    tisSum = 0,
+    tisCapped = 0,
+    rolloutDiffSum = 0;
+  let ratioSum = 0,
+    ratioMax = 0;
   for (let t = 0; t < R; t++) {
     const w = weight_R[t]!;
     if (w === 0) continue;
-    const A = adv_R[t]!, lp = lp_R[t]!, old = old_R[t]!, H = H_R[t]!;
+    const A = adv_R[t]!,
+      lp = lp_R[t]!,
+      old = old_R[t]!,
+      H = H_R[t]!;
     const ratio = Math.exp(lp - old);
     const unclippedLoss = -ratio * A;
     const clippedLoss = -Math.min(Math.max(ratio, lo), hi) * A;
@@ -157,11 +186,23 @@ export function policyLoss(input: PolicyLossInput, cfg: PolicyLossConfig = DEFAU
   }
   const mean = (x: number) => (tokens > 0 ? x / tokens : 0);
   return {
-    loss, dLogprobs, dEntropy,
+    loss,
+    dLogprobs,
+    dEntropy,
     metrics: {
-      pgLoss, klLoss, entropyLoss, clipFraction: mean(clipped), approxKl: mean(logRatioSum), approxKlK3: mean(k3Sum),
-      entropy: mean(entropySum), tisMean: mean(tisSum), tisClippedFraction: mean(tisCapped), rolloutAbsDiff: mean(rolloutDiffSum),
-      ratioMean: mean(ratioSum), ratioMax, tokens,
+      pgLoss,
+      klLoss,
+      entropyLoss,
+      clipFraction: mean(clipped),
+      approxKl: mean(logRatioSum),
+      approxKlK3: mean(k3Sum),
+      entropy: mean(entropySum),
+      tisMean: mean(tisSum),
+      tisClippedFraction: mean(tisCapped),
+      rolloutAbsDiff: mean(rolloutDiffSum),
+      ratioMean: mean(ratioSum),
+      ratioMax,
+      tokens,
     },
   };
 }
@@ -210,9 +251,13 @@ const TAIL_LSE_CAP = -1e-7;
  * holding the rest of the mass: sum_b p_s(b) (log p_s(b) - log p_t(b)), b in top-K and tail.
  * Entries with a NaN teacher value leave the top-K set (their mass joins the tail).
  */
-export function topKDistillationLoss(input: TopKDistillationInput, cfg: TopKDistillationConfig = { entropyCoef: 0 }): TopKDistillationResult {
+export function topKDistillationLoss(
+  input: TopKDistillationInput,
+  cfg: TopKDistillationConfig = { entropyCoef: 0 },
+): TopKDistillationResult {
   const { K, studentLogprobs: s_RK, teacherLogprobs: t_RK } = input;
-  if (!(Number.isInteger(K) && K > 0)) throw new RangeError(`topKDistillationLoss: K must be a positive integer, got ${K}`);
+  if (!(Number.isInteger(K) && K > 0))
+    throw new RangeError(`topKDistillationLoss: K must be a positive integer, got ${K}`);
   const R = input.mask.length;
   checkLengths('topKDistillationLoss', R * K, { studentLogprobs: s_RK, teacherLogprobs: t_RK });
   // A token trains only if the teacher said something about it.
@@ -229,19 +274,28 @@ export function topKDistillationLoss(input: TopKDistillationInput, cfg: TopKDist
   // Per bin the loss is p_s (a s - t) with a = 1 + entropyCoef (KL minus coef times entropy).
   const a = 1 + cfg.entropyCoef;
   const dStudentLogprobs = new Float32Array(R * K);
-  let loss = 0, tokens = 0, klSum = 0, entropySum = 0, studentTail = 0, teacherTail = 0;
+  let loss = 0,
+    tokens = 0,
+    klSum = 0,
+    entropySum = 0,
+    studentTail = 0,
+    teacherTail = 0;
   for (let r = 0; r < R; r++) {
     if (trains_R[r] === 0) continue;
-    const w = weight_R[r]!, o = r * K;
-    const sLse = logSumExpFinite(s_RK, t_RK, o, K), tLse = logSumExpFinite(t_RK, t_RK, o, K);
+    const w = weight_R[r]!,
+      o = r * K;
+    const sLse = logSumExpFinite(s_RK, t_RK, o, K),
+      tLse = logSumExpFinite(t_RK, t_RK, o, K);
     const sTail = Math.log(-Math.expm1(Math.min(sLse, TAIL_LSE_CAP)));
     const tTail = Math.log(-Math.expm1(Math.min(tLse, TAIL_LSE_CAP)));
     const pTail = Math.exp(sTail);
-    let kl = pTail * (sTail - tTail), negEntropy = pTail * sTail;
+    let kl = pTail * (sTail - tTail),
+      negEntropy = pTail * sTail;
     for (let k = 0; k < K; k++) {
       const t = t_RK[o + k]!;
       if (!Number.isFinite(t)) continue;
-      const s = s_RK[o + k]!, p = Math.exp(s);
+      const s = s_RK[o + k]!,
+        p = Math.exp(s);
       kl += p * (s - t);
       negEntropy += p * s;
       // Through the tail (d s_tail / d s_k = -p_k / p_tail) unless the clamp holds it constant.
@@ -257,8 +311,16 @@ export function topKDistillationLoss(input: TopKDistillationInput, cfg: TopKDist
   }
   const mean = (x: number) => (tokens > 0 ? x / tokens : 0);
   return {
-    loss, dStudentLogprobs,
-    metrics: { kl: mean(klSum), entropy: mean(entropySum), studentTailMass: mean(studentTail), teacherTailMass: mean(teacherTail), tokens, tokensWithoutTeacher },
+    loss,
+    dStudentLogprobs,
+    metrics: {
+      kl: mean(klSum),
+      entropy: mean(entropySum),
+      studentTailMass: mean(studentTail),
+      teacherTailMass: mean(teacherTail),
+      tokens,
+      tokensWithoutTeacher,
+    },
   };
 }
 
@@ -300,16 +362,26 @@ export interface Advantages {
  * rollout log-probs, training on the serve/train mismatch); a token without a teacher value is
  * masked (the original read it as log-prob 0 and pushed it up).
  */
-export function combineAdvantages(method: TrainMethod, input: AdvantageInput, weights: AdvantageWeights = { wRl: 1, wOpd: 1 }): Advantages {
+export function combineAdvantages(
+  method: TrainMethod,
+  input: AdvantageInput,
+  weights: AdvantageWeights = { wRl: 1, wOpd: 1 },
+): Advantages {
   const { oldLogprobs: old_R, teacherLogprobs: teacher_R } = input;
   const R = old_R.length;
-  checkLengths(`combineAdvantages(${method})`, R, { mask: input.mask, ...(teacher_R ? { teacherLogprobs: teacher_R } : {}) });
-  if (!Number.isFinite(input.score)) throw new RangeError(`combineAdvantages: score must be finite, got ${input.score}`);
+  checkLengths(`combineAdvantages(${method})`, R, {
+    mask: input.mask,
+    ...(teacher_R ? { teacherLogprobs: teacher_R } : {}),
+  });
+  if (!Number.isFinite(input.score))
+    throw new RangeError(`combineAdvantages: score must be finite, got ${input.score}`);
   const wRl = method === 'opd' ? 0 : weights.wRl;
   const wOpd = method === 'rl' ? 0 : weights.wOpd;
-  if (method === 'opd' && !teacher_R) throw new RangeError('combineAdvantages(opd): the sample has no teacher log-probs; OPD samples need them');
+  if (method === 'opd' && !teacher_R)
+    throw new RangeError('combineAdvantages(opd): the sample has no teacher log-probs; OPD samples need them');
   const teacherTerm_R = wOpd !== 0 ? teacher_R : null;
-  const advantages = new Float64Array(R), mask = Float64Array.from(input.mask);
+  const advantages = new Float64Array(R),
+    mask = Float64Array.from(input.mask);
   let tokensWithoutTeacher = 0;
   for (let t = 0; t < R; t++) {
     let A = wRl * input.score;
@@ -331,28 +403,40 @@ export function combineAdvantages(method: TrainMethod, input: AdvantageInput, we
 function checkLengths(what: string, expected: number, arrays: Record<string, ArrayLike<number>>): void {
   const entries = Object.entries(arrays);
   if (entries.every(([, a]) => a.length === expected)) return;
-  throw new RangeError(`${what}: per-token arrays differ in length (expected ${expected}): ${entries.map(([n, a]) => `${n} ${a.length}`).join(', ')}`);
+  throw new RangeError(
+    `${what}: per-token arrays differ in length (expected ${expected}): ${entries.map(([n, a]) => `${n} ${a.length}`).join(', ')}`,
+  );
 }
 
 /**
  * Per-token weight of the sample-mean reduction: mask_t / max(1, tokens of its sample) / B, so
  * that loss = sum_t weight_t term_t. `trains` (default: the mask) says which tokens count.
  */
-function tokenWeights(what: string, mask: ArrayLike<number>, spans: SampleSpans, R: number, trains: ArrayLike<number> = mask): Float64Array {
+function tokenWeights(
+  what: string,
+  mask: ArrayLike<number>,
+  spans: SampleSpans,
+  R: number,
+  trains: ArrayLike<number> = mask,
+): Float64Array {
   const { offsets, lengths } = spans;
   const B = offsets.length;
   if (lengths.length !== B) throw new RangeError(`${what}: ${B} offsets but ${lengths.length} lengths`);
   const batchSize = spans.batchSize ?? B;
-  if (!(Number.isInteger(batchSize) && batchSize >= B)) throw new RangeError(`${what}: batchSize ${batchSize} is below this input's ${B} samples`);
+  if (!(Number.isInteger(batchSize) && batchSize >= B))
+    throw new RangeError(`${what}: batchSize ${batchSize} is below this input's ${B} samples`);
   for (let t = 0; t < R; t++) {
     if (mask[t] !== 0 && mask[t] !== 1) throw new RangeError(`${what}: mask[${t}] is ${mask[t]}; masks hold 0 or 1`);
   }
   const weight_R = new Float64Array(R);
   let end = 0;
   for (let i = 0; i < B; i++) {
-    const start = offsets[i]!, n = lengths[i]!;
+    const start = offsets[i]!,
+      n = lengths[i]!;
     if (!(Number.isInteger(start) && Number.isInteger(n) && n >= 0 && start >= end && start + n <= R)) {
-      throw new RangeError(`${what}: sample ${i} spans [${start}, ${start + n}) but samples must be ascending, non-overlapping and inside ${R} tokens (previous ended at ${end})`);
+      throw new RangeError(
+        `${what}: sample ${i} spans [${start}, ${start + n}) but samples must be ascending, non-overlapping and inside ${R} tokens (previous ended at ${end})`,
+      );
     }
     end = start + n;
     let count = 0;

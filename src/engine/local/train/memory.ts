@@ -39,8 +39,11 @@ export const HEAD_CHUNK_ROWS = 512;
 
 /** Floats one layer's tape takes per token, its input x excluded. */
 function layerFloatsPerToken(cfg: ModelConfig, loraRank: number, loraTargets: number): number {
-  const D = cfg.hiddenSize, F = cfg.intermediateSize, H = cfg.numHeads;
-  const qDim = H * cfg.headDim, kvDim = cfg.numKvHeads * cfg.headDim;
+  const D = cfg.hiddenSize,
+    F = cfg.intermediateSize,
+    H = cfg.numHeads;
+  const qDim = H * cfg.headDim,
+    kvDim = cfg.numKvHeads * cfg.headDim;
   const qkNorm = cfg.qkNorm ? qDim + kvDim : 0; // q and k before their norms
   // h1, q, k, v, the attention's lse and output, xMid, h2, gate, up, act, LoRA's x A^T.
   return D + qkNorm + qDim + 2 * kvDim + H + qDim + 2 * D + 3 * F + loraTargets * loraRank;
@@ -48,15 +51,19 @@ function layerFloatsPerToken(cfg: ModelConfig, loraRank: number, loraTargets: nu
 
 /** Floats of the backward's own buffers per token (d.x, d.h, MLP, attention and LoRA gradients). */
 function backwardFloatsPerToken(cfg: ModelConfig, loraRank: number): number {
-  const D = cfg.hiddenSize, F = cfg.intermediateSize;
-  const qDim = cfg.numHeads * cfg.headDim, kvDim = cfg.numKvHeads * cfg.headDim;
+  const D = cfg.hiddenSize,
+    F = cfg.intermediateSize;
+  const qDim = cfg.numHeads * cfg.headDim,
+    kvDim = cfg.numKvHeads * cfg.headDim;
   const qkNorm = cfg.qkNorm ? qDim + kvDim : 0;
   return 2 * D + 3 * F + 2 * qDim + 2 * kvDim + qkNorm + Math.max(1, loraRank);
 }
 
 /** Bytes of TrainModel's buffers for one forward and backward of this size. */
 export function trainStepBytes(cfg: ModelConfig, step: StepSize): number {
-  const T = step.tokens, R = step.completionTokens, D = cfg.hiddenSize;
+  const T = step.tokens,
+    R = step.completionTokens,
+    D = cfg.hiddenSize;
   const targets = step.loraRank > 0 ? (step.loraTargets ?? 7) : 0;
   const layer = layerFloatsPerToken(cfg, step.loraRank, targets);
   // Every layer's input and the last layer's output; then one layer's tape, or all of them.
@@ -101,13 +108,18 @@ export interface SampleLimitOptions {
  */
 export function maxTrainTokens(cfg: ModelConfig, budgetBytes: number, opts: SampleLimitOptions): number {
   const fraction = opts.completionFraction ?? 0.25;
-  const fits = (tokens: number) => trainStepBytes(cfg, {
-    tokens, completionTokens: Math.max(1, Math.ceil(fraction * tokens)), loraRank: opts.loraRank,
-    ...(opts.loraTargets !== undefined ? { loraTargets: opts.loraTargets } : {}), checkpoint: true,
-    headChunkRows: opts.headChunkRows ?? HEAD_CHUNK_ROWS,
-  }) <= budgetBytes;
+  const fits = (tokens: number) =>
+    trainStepBytes(cfg, {
+      tokens,
+      completionTokens: Math.max(1, Math.ceil(fraction * tokens)),
+      loraRank: opts.loraRank,
+      ...(opts.loraTargets !== undefined ? { loraTargets: opts.loraTargets } : {}),
+      checkpoint: true,
+      headChunkRows: opts.headChunkRows ?? HEAD_CHUNK_ROWS,
+    }) <= budgetBytes;
   // The bytes grow with the tokens, so the largest fitting length is found by bisection.
-  let lo = 1, hi = cfg.maxPositionEmbeddings;
+  let lo = 1,
+    hi = cfg.maxPositionEmbeddings;
   if (fits(hi)) return hi;
   while (hi - lo > 1) {
     const mid = Math.floor((lo + hi) / 2);

@@ -51,32 +51,61 @@ const LINEAR_NAMES = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const;
 export type LinearName = (typeof LINEAR_NAMES)[number];
 
 interface LayerParams {
-  norm1: Float32Array; norm2: Float32Array; qNorm: Float32Array | null; kNorm: Float32Array | null;
-  dNorm1: Float32Array | null; dNorm2: Float32Array | null; dQNorm: Float32Array | null; dKNorm: Float32Array | null;
+  norm1: Float32Array;
+  norm2: Float32Array;
+  qNorm: Float32Array | null;
+  kNorm: Float32Array | null;
+  dNorm1: Float32Array | null;
+  dNorm2: Float32Array | null;
+  dQNorm: Float32Array | null;
+  dKNorm: Float32Array | null;
   lin: Record<LinearName, TrainLinear>;
 }
 
 /** One layer's activations; `lse` is the attention's log-sum-exp per head and token. */
 interface LayerTape {
-  x: Float32Array; h1: Float32Array;
-  q0: Float32Array | null; k0: Float32Array | null;
-  q: Float32Array; k: Float32Array; v: Float32Array; lse: Float32Array; att: Float32Array;
-  xMid: Float32Array; h2: Float32Array; gate: Float32Array; up: Float32Array; act: Float32Array;
+  x: Float32Array;
+  h1: Float32Array;
+  q0: Float32Array | null;
+  k0: Float32Array | null;
+  q: Float32Array;
+  k: Float32Array;
+  v: Float32Array;
+  lse: Float32Array;
+  att: Float32Array;
+  xMid: Float32Array;
+  h2: Float32Array;
+  gate: Float32Array;
+  up: Float32Array;
+  act: Float32Array;
   u: Partial<Record<LinearName, Float32Array>>;
 }
 
 /** What a layer's forward needs besides its weights and input, the same in the forward and a recomputation. */
 interface StepContext {
-  T: number; seqs: PackedSequence[]; positions: Int32Array; checkpoint: boolean; scratchSize: number;
+  T: number;
+  seqs: PackedSequence[];
+  positions: Int32Array;
+  checkpoint: boolean;
+  scratchSize: number;
 }
 
 interface Tape {
-  ctx: StepContext; R: number; tokens: Int32Array; negPositions: Int32Array; targets: Int32Array; rowIndex: Int32Array;
+  ctx: StepContext;
+  R: number;
+  tokens: Int32Array;
+  negPositions: Int32Array;
+  targets: Int32Array;
+  rowIndex: Int32Array;
   /** Each layer's input x (and the last layer's output). */
   inputs: Float32Array[];
   /** Each layer's activations, or null where the backward recomputes them (checkpointing). */
   layers: (LayerTape | null)[];
-  xFinal: Float32Array; hf: Float32Array; stats: RowStats; extraIds?: Int32Array; extraK: number;
+  xFinal: Float32Array;
+  hf: Float32Array;
+  stats: RowStats;
+  extraIds?: Int32Array;
+  extraK: number;
   /** Logits rows per chunk of the head (R when not chunked). */
   headRows: number;
   /** All R rows' logits when the head is one chunk; null where the backward recomputes them. */
@@ -113,11 +142,21 @@ export interface TrainModelOptions {
  * pass over the completion rows: at Qwen3-0.6B 0.3 GFLOP a row); the layers recomputed (one more
  * forward of every layer over every token: 0.8 GFLOP a token there); both.
  */
-const LAYOUTS = [[false, false], [false, true], [true, false], [true, true]] as const;
+const LAYOUTS = [
+  [false, false],
+  [false, true],
+  [true, false],
+  [true, true],
+] as const;
 
 const PARAM_NAMES: Record<LinearName, string> = {
-  q: 'self_attn.q_proj', k: 'self_attn.k_proj', v: 'self_attn.v_proj', o: 'self_attn.o_proj',
-  gate: 'mlp.gate_proj', up: 'mlp.up_proj', down: 'mlp.down_proj',
+  q: 'self_attn.q_proj',
+  k: 'self_attn.k_proj',
+  v: 'self_attn.v_proj',
+  o: 'self_attn.o_proj',
+  gate: 'mlp.gate_proj',
+  up: 'mlp.up_proj',
+  down: 'mlp.down_proj',
 };
 
 export class TrainModel {
@@ -144,7 +183,11 @@ export class TrainModel {
 
   /** grads: a buffer shaped like params for full fine-tuning; null with LoRA (base frozen). */
   constructor(
-    readonly cfg: ModelConfig, params: ParamStore, grads: ParamStore | null, lora: Lora | null, private readonly k: Kernels,
+    readonly cfg: ModelConfig,
+    params: ParamStore,
+    grads: ParamStore | null,
+    lora: Lora | null,
+    private readonly k: Kernels,
     opts: TrainModelOptions = {},
   ) {
     this.pause = opts.pause;
@@ -162,9 +205,20 @@ export class TrainModel {
       throw new RangeError(`headChunkRows must be a positive integer, got ${this.headChunkRows}`);
     }
     const g = (name: string) => (grads ? grads.get(name) : null);
-    const opt = (store: ParamStore | null, name: string) => (store && store.has(name) ? store.get(name) : null);
-    const D = cfg.hiddenSize, F = cfg.intermediateSize, qDim = cfg.numHeads * cfg.headDim, kvDim = cfg.numKvHeads * cfg.headDim;
-    const dims: Record<LinearName, [number, number]> = { q: [D, qDim], k: [D, kvDim], v: [D, kvDim], o: [qDim, D], gate: [D, F], up: [D, F], down: [F, D] };
+    const opt = (store: ParamStore | null, name: string) => (store?.has(name) ? store.get(name) : null);
+    const D = cfg.hiddenSize,
+      F = cfg.intermediateSize,
+      qDim = cfg.numHeads * cfg.headDim,
+      kvDim = cfg.numKvHeads * cfg.headDim;
+    const dims: Record<LinearName, [number, number]> = {
+      q: [D, qDim],
+      k: [D, kvDim],
+      v: [D, kvDim],
+      o: [qDim, D],
+      gate: [D, F],
+      up: [D, F],
+      down: [F, D],
+    };
     this.layers = Array.from({ length: cfg.numLayers }, (_, l) => {
       const p = `model.layers.${l}.`;
       const lin = {} as Record<LinearName, TrainLinear>;
@@ -172,15 +226,25 @@ export class TrainModel {
         const base = `${p}${PARAM_NAMES[name]}`;
         const [inDim, outDim] = dims[name];
         lin[name] = {
-          inDim, outDim, W: params.get(`${base}.weight`), W16: w16(`${base}.weight`), bias: opt(params, `${base}.bias`),
-          dW: g(`${base}.weight`), dBias: opt(grads, `${base}.bias`), lora: lora?.pair(l, name) ?? null,
+          inDim,
+          outDim,
+          W: params.get(`${base}.weight`),
+          W16: w16(`${base}.weight`),
+          bias: opt(params, `${base}.bias`),
+          dW: g(`${base}.weight`),
+          dBias: opt(grads, `${base}.bias`),
+          lora: lora?.pair(l, name) ?? null,
         };
       }
       return {
-        norm1: params.get(`${p}input_layernorm.weight`), norm2: params.get(`${p}post_attention_layernorm.weight`),
-        qNorm: opt(params, `${p}self_attn.q_norm.weight`), kNorm: opt(params, `${p}self_attn.k_norm.weight`),
-        dNorm1: g(`${p}input_layernorm.weight`), dNorm2: g(`${p}post_attention_layernorm.weight`),
-        dQNorm: opt(grads, `${p}self_attn.q_norm.weight`), dKNorm: opt(grads, `${p}self_attn.k_norm.weight`),
+        norm1: params.get(`${p}input_layernorm.weight`),
+        norm2: params.get(`${p}post_attention_layernorm.weight`),
+        qNorm: opt(params, `${p}self_attn.q_norm.weight`),
+        kNorm: opt(params, `${p}self_attn.k_norm.weight`),
+        dNorm1: g(`${p}input_layernorm.weight`),
+        dNorm2: g(`${p}post_attention_layernorm.weight`),
+        dQNorm: opt(grads, `${p}self_attn.q_norm.weight`),
+        dKNorm: opt(grads, `${p}self_attn.k_norm.weight`),
         lin,
       };
     });
@@ -190,9 +254,14 @@ export class TrainModel {
     this.dFinalNorm = g('model.norm.weight');
     const tied = cfg.tieWordEmbeddings;
     this.lmHead = {
-      inDim: D, outDim: cfg.vocabSize, W: tied ? this.embed : params.get('lm_head.weight'),
-      W16: w16(tied ? 'model.embed_tokens.weight' : 'lm_head.weight'), bias: null,
-      dW: tied ? this.dEmbed : g('lm_head.weight'), dBias: null, lora: null,
+      inDim: D,
+      outDim: cfg.vocabSize,
+      W: tied ? this.embed : params.get('lm_head.weight'),
+      W16: w16(tied ? 'model.embed_tokens.weight' : 'lm_head.weight'),
+      bias: null,
+      dW: tied ? this.dEmbed : g('lm_head.weight'),
+      dBias: null,
+      lora: null,
     };
     this.invFreq = ropeInvFreq(cfg);
     this.maxRank = lora?.rank ?? 0;
@@ -213,27 +282,36 @@ export class TrainModel {
    */
   forward(batch: readonly TrainSequence[], extra?: { K: number; ids: Int32Array }): ForwardResult {
     const { cfg, k } = this;
-    const D = cfg.hiddenSize, V = cfg.vocabSize, eps = cfg.rmsNormEps;
+    const D = cfg.hiddenSize,
+      V = cfg.vocabSize,
+      eps = cfg.rmsNormEps;
     const seqs: PackedSequence[] = [];
-    let T = 0, R = 0;
+    let T = 0,
+      R = 0;
     const offsets: number[] = [];
     for (const s of batch) {
       const n = s.tokens.length;
-      if (!(s.promptLength >= 1 && s.promptLength < n)) throw new RangeError(`a training sequence needs 1 <= promptLength < length, got ${s.promptLength} of ${n}`);
-      if (n > cfg.maxPositionEmbeddings) throw new RangeError(`sequence of ${n} tokens exceeds the model's context of ${cfg.maxPositionEmbeddings}`);
+      if (!(s.promptLength >= 1 && s.promptLength < n))
+        throw new RangeError(`a training sequence needs 1 <= promptLength < length, got ${s.promptLength} of ${n}`);
+      if (n > cfg.maxPositionEmbeddings)
+        throw new RangeError(`sequence of ${n} tokens exceeds the model's context of ${cfg.maxPositionEmbeddings}`);
       seqs.push({ start: T, length: n });
       offsets.push(R);
       T += n;
       R += n - s.promptLength;
     }
-    const tokens = new Int32Array(T), positions = new Int32Array(T), negPositions = new Int32Array(T);
-    const targets = new Int32Array(R), rowIndex = new Int32Array(R);
+    const tokens = new Int32Array(T),
+      positions = new Int32Array(T),
+      negPositions = new Int32Array(T);
+    const targets = new Int32Array(R),
+      rowIndex = new Int32Array(R);
     let r = 0;
     batch.forEach((s, i) => {
       const start = seqs[i]!.start;
       for (let t = 0; t < s.tokens.length; t++) {
         const id = s.tokens[t]!;
-        if (!(Number.isInteger(id) && id >= 0 && id < V)) throw new RangeError(`token id ${id} is outside the vocabulary of ${V}`);
+        if (!(Number.isInteger(id) && id >= 0 && id < V))
+          throw new RangeError(`token id ${id} is outside the vocabulary of ${V}`);
         tokens[start + t] = id;
         positions[start + t] = t;
         negPositions[start + t] = -t;
@@ -246,17 +324,26 @@ export class TrainModel {
 
     const longest = Math.max(...seqs.map((s) => s.length));
     const size = this.stepSize({
-      tokens: T, completionTokens: R, loraRank: this.maxRank, loraTargets: this.loraTargets, longestSequence: longest,
+      tokens: T,
+      completionTokens: R,
+      loraRank: this.maxRank,
+      loraTargets: this.loraTargets,
+      longestSequence: longest,
       checkpoint: false,
     });
     this.fitCache(size);
     const ctx: StepContext = {
-      T, seqs, positions, checkpoint: size.checkpoint, scratchSize: attentionScratchSize(longest),
+      T,
+      seqs,
+      positions,
+      checkpoint: size.checkpoint,
+      scratchSize: attentionScratchSize(longest),
     };
 
     let x = this.buf('x.0', T * D);
     for (let t = 0; t < T; t++) x.set(this.embed.subarray(tokens[t]! * D, (tokens[t]! + 1) * D), t * D);
-    const inputs = [x], layers: (LayerTape | null)[] = [];
+    const inputs = [x],
+      layers: (LayerTape | null)[] = [];
     for (let l = 0; l < cfg.numLayers; l++) {
       this.pause?.();
       const lt = this.layerTape(l, x, ctx);
@@ -291,18 +378,38 @@ export class TrainModel {
       }
     }
     this.tape = {
-      ctx, R, tokens, negPositions, targets, rowIndex, inputs, layers, xFinal, hf, stats, headRows,
-      logits: headRows === R ? logits : null, extraK: extra?.K ?? 0, ...(extra ? { extraIds: extra.ids } : {}),
+      ctx,
+      R,
+      tokens,
+      negPositions,
+      targets,
+      rowIndex,
+      inputs,
+      layers,
+      xFinal,
+      hf,
+      stats,
+      headRows,
+      logits: headRows === R ? logits : null,
+      extraK: extra?.K ?? 0,
+      ...(extra ? { extraIds: extra.ids } : {}),
     };
     return { logprobs, entropy: stats.entropy, offsets, ...(extraLogprobs ? { extraLogprobs } : {}) };
   }
 
   /** The step's size with the cheapest layout that fits the budget (LAYOUTS), or the smallest. */
   private stepSize(base: StepSize): StepSize {
-    const allowed = LAYOUTS.filter(([checkpoint, chunked]) =>
-      (this.forceCheckpoint ?? checkpoint) === checkpoint && (this.forceChunkedHead ?? chunked) === chunked);
-    const sizes = allowed.map(([checkpoint, chunked]): StepSize =>
-      ({ ...base, checkpoint, ...(chunked ? { headChunkRows: this.headChunkRows } : {}) }));
+    const allowed = LAYOUTS.filter(
+      ([checkpoint, chunked]) =>
+        (this.forceCheckpoint ?? checkpoint) === checkpoint && (this.forceChunkedHead ?? chunked) === chunked,
+    );
+    const sizes = allowed.map(
+      ([checkpoint, chunked]): StepSize => ({
+        ...base,
+        checkpoint,
+        ...(chunked ? { headChunkRows: this.headChunkRows } : {}),
+      }),
+    );
     return sizes.find((s) => trainStepBytes(this.cfg, s) <= this.budget) ?? sizes.at(-1)!;
   }
 
@@ -341,8 +448,12 @@ export class TrainModel {
   /** Layer l's activation buffers: its own, or with checkpointing one set shared by every layer. */
   private layerTape(l: number, x: Float32Array, ctx: StepContext): LayerTape {
     const { cfg } = this;
-    const T = ctx.T, D = cfg.hiddenSize, F = cfg.intermediateSize, H = cfg.numHeads;
-    const qDim = H * cfg.headDim, kvDim = cfg.numKvHeads * cfg.headDim;
+    const T = ctx.T,
+      D = cfg.hiddenSize,
+      F = cfg.intermediateSize,
+      H = cfg.numHeads;
+    const qDim = H * cfg.headDim,
+      kvDim = cfg.numKvHeads * cfg.headDim;
     const w = this.layers[l]!;
     const b = (name: string, size: number) => this.buf(`${name}.${ctx.checkpoint ? 'shared' : l}`, size);
     const u: LayerTape['u'] = {};
@@ -352,9 +463,21 @@ export class TrainModel {
     }
     const qkNorm = w.qNorm && w.kNorm;
     return {
-      x, h1: b('h1', T * D), q0: qkNorm ? b('q0', T * qDim) : null, k0: qkNorm ? b('k0', T * kvDim) : null,
-      q: b('q', T * qDim), k: b('k', T * kvDim), v: b('v', T * kvDim), lse: b('lse', T * H), att: b('att', T * qDim),
-      xMid: b('xMid', T * D), h2: b('h2', T * D), gate: b('gate', T * F), up: b('up', T * F), act: b('act', T * F), u,
+      x,
+      h1: b('h1', T * D),
+      q0: qkNorm ? b('q0', T * qDim) : null,
+      k0: qkNorm ? b('k0', T * kvDim) : null,
+      q: b('q', T * qDim),
+      k: b('k', T * kvDim),
+      v: b('v', T * kvDim),
+      lse: b('lse', T * H),
+      att: b('att', T * qDim),
+      xMid: b('xMid', T * D),
+      h2: b('h2', T * D),
+      gate: b('gate', T * F),
+      up: b('up', T * F),
+      act: b('act', T * F),
+      u,
     };
   }
 
@@ -365,7 +488,11 @@ export class TrainModel {
    */
   private layerForward(l: number, lt: LayerTape, ctx: StepContext, out: Float32Array | null): void {
     const { cfg, k, gemm } = this;
-    const T = ctx.T, H = cfg.numHeads, KV = cfg.numKvHeads, hd = cfg.headDim, eps = cfg.rmsNormEps;
+    const T = ctx.T,
+      H = cfg.numHeads,
+      KV = cfg.numKvHeads,
+      hd = cfg.headDim,
+      eps = cfg.rmsNormEps;
     const w = this.layers[l]!;
     const lin = (name: LinearName, y: Float32Array, input: Float32Array, beta: 0 | 1 = 0) =>
       linearForward(gemm, y, input, T, w.lin[name], lt.u[name] ?? null, beta);
@@ -382,7 +509,18 @@ export class TrainModel {
     k.rope(lt.q, T, H, hd, ctx.positions, this.invFreq);
     k.rope(lt.k, T, KV, hd, ctx.positions, this.invFreq);
     const shape = { nHeads: H, nKvHeads: KV, headDim: hd };
-    attentionForward(k, gemm, lt.att, lt.lse, lt.q, lt.k, lt.v, ctx.seqs, shape, this.buf('att.scratch', ctx.scratchSize));
+    attentionForward(
+      k,
+      gemm,
+      lt.att,
+      lt.lse,
+      lt.q,
+      lt.k,
+      lt.v,
+      ctx.seqs,
+      shape,
+      this.buf('att.scratch', ctx.scratchSize),
+    );
     // The residual connections: the block's input copied in, the projection added onto it.
     lt.xMid.set(lt.x);
     lin('o', lt.xMid, lt.att, 1);
@@ -414,9 +552,17 @@ export class TrainModel {
     if (!tape) throw new Error('backward() needs a forward() first (each forward allows one backward)');
     this.tape = null;
     const { cfg, k, gemm } = this;
-    const D = cfg.hiddenSize, F = cfg.intermediateSize, hd = cfg.headDim, V = cfg.vocabSize;
-    const H = cfg.numHeads, KV = cfg.numKvHeads, qDim = H * hd, kvDim = KV * hd, eps = cfg.rmsNormEps;
-    const { ctx, R } = tape, T = ctx.T;
+    const D = cfg.hiddenSize,
+      F = cfg.intermediateSize,
+      hd = cfg.headDim,
+      V = cfg.vocabSize;
+    const H = cfg.numHeads,
+      KV = cfg.numKvHeads,
+      qDim = H * hd,
+      kvDim = KV * hd,
+      eps = cfg.rmsNormEps;
+    const { ctx, R } = tape,
+      T = ctx.T;
     const grads: LogitGrads = { dTarget: dLogprobs, dEntropy };
     if (dExtra && tape.extraIds) grads.extra = { K: tape.extraK, ids: tape.extraIds, dLogprob: dExtra };
     const scratch = this.buf('d.scratch', T * Math.max(1, this.maxRank));
@@ -441,12 +587,18 @@ export class TrainModel {
     const shape = { nHeads: H, nKvHeads: KV, headDim: hd };
     // Every one of these is fully overwritten before it is read (GEMMs with beta 0, kernels
     // that write their output), except dx, zeroed above, and dk/dv, zeroed by the attention.
-    const dAct = this.buf('d.act', T * F), dGate = this.buf('d.gate', T * F), dUp = this.buf('d.up', T * F);
-    const dh = this.buf('d.h', T * D), dAtt = this.buf('d.att', T * qDim);
-    const dq = this.buf('d.q', T * qDim), dk = this.buf('d.k', T * kvDim), dv = this.buf('d.v', T * kvDim);
+    const dAct = this.buf('d.act', T * F),
+      dGate = this.buf('d.gate', T * F),
+      dUp = this.buf('d.up', T * F);
+    const dh = this.buf('d.h', T * D),
+      dAtt = this.buf('d.att', T * qDim);
+    const dq = this.buf('d.q', T * qDim),
+      dk = this.buf('d.k', T * kvDim),
+      dv = this.buf('d.v', T * kvDim);
     for (let l = cfg.numLayers - 1; l >= 0; l--) {
       this.pause?.();
-      const w = this.layers[l]!, lt = tape.layers[l] ?? this.recompute(l, tape);
+      const w = this.layers[l]!,
+        lt = tape.layers[l] ?? this.recompute(l, tape);
       const lin = w.lin;
       // MLP: dx is d loss / d (layer output) = d / d xMid through the residual, plus the MLP path.
       linearBackward(gemm, dAct, dx, lt.act, lt.u.down ?? null, T, lin.down, 0, scratch);
@@ -460,9 +612,11 @@ export class TrainModel {
       attentionBackward(k, gemm, dq, dk, dv, dAtt, lt.att, lt.lse, lt.q, lt.k, lt.v, ctx.seqs, shape, attScratch);
       k.rope(dq, T, H, hd, tape.negPositions, this.invFreq);
       k.rope(dk, T, KV, hd, tape.negPositions, this.invFreq);
-      let dqIn = dq, dkIn = dk;
+      let dqIn = dq,
+        dkIn = dk;
       if (w.qNorm && w.kNorm && lt.q0 && lt.k0) {
-        const dq0 = this.buf('d.q0', T * qDim), dk0 = this.buf('d.k0', T * kvDim);
+        const dq0 = this.buf('d.q0', T * qDim),
+          dk0 = this.buf('d.k0', T * kvDim);
         k.rmsnormBackward(dq0, w.dQNorm, dq, lt.q0, w.qNorm, T * H, hd, eps, false);
         k.rmsnormBackward(dk0, w.dKNorm, dk, lt.k0, w.kNorm, T * KV, hd, eps, false);
         dqIn = dq0;

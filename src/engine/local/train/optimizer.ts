@@ -25,7 +25,15 @@ export interface AdamWConfig {
 }
 
 /** The slime scripts' values (reference-system.md 6.9), clipping at 1.0 as slime does. */
-export const DEFAULT_ADAMW: AdamWConfig = { lr: 1e-5, beta1: 0.9, beta2: 0.98, eps: 1e-8, weightDecay: 0.1, warmupSteps: 0, maxGradNorm: 1 };
+export const DEFAULT_ADAMW: AdamWConfig = {
+  lr: 1e-5,
+  beta1: 0.9,
+  beta2: 0.98,
+  eps: 1e-8,
+  weightDecay: 0.1,
+  warmupSteps: 0,
+  maxGradNorm: 1,
+};
 
 /** A contiguous run of the buffers that the optimizer updates, with or without weight decay. */
 export interface ParamSegment {
@@ -87,23 +95,49 @@ export class AdamW {
     private readonly kernels: Kernels,
     state?: OptimizerState,
   ) {
-    if (grads.length !== params.length) throw new RangeError(`AdamW: ${params.length} parameters but ${grads.length} gradients`);
+    if (grads.length !== params.length)
+      throw new RangeError(`AdamW: ${params.length} parameters but ${grads.length} gradients`);
     let end = 0;
     for (const [i, s] of segments.entries()) {
-      if (!(Number.isInteger(s.offset) && Number.isInteger(s.size) && s.size >= 0 && s.offset >= end && s.offset + s.size <= params.length)) {
-        throw new RangeError(`AdamW: segment ${i} [${s.offset}, ${s.offset + s.size}) must be ascending, non-overlapping and inside ${params.length} parameters (previous ended at ${end})`);
+      if (
+        !(
+          Number.isInteger(s.offset) &&
+          Number.isInteger(s.size) &&
+          s.size >= 0 &&
+          s.offset >= end &&
+          s.offset + s.size <= params.length
+        )
+      ) {
+        throw new RangeError(
+          `AdamW: segment ${i} [${s.offset}, ${s.offset + s.size}) must be ascending, non-overlapping and inside ${params.length} parameters (previous ended at ${end})`,
+        );
       }
       end = s.offset + s.size;
     }
-    if (!(cfg.lr >= 0 && cfg.beta1 >= 0 && cfg.beta1 < 1 && cfg.beta2 >= 0 && cfg.beta2 < 1 && cfg.eps > 0 && cfg.weightDecay >= 0 && cfg.warmupSteps >= 0)) {
+    if (
+      !(
+        cfg.lr >= 0 &&
+        cfg.beta1 >= 0 &&
+        cfg.beta1 < 1 &&
+        cfg.beta2 >= 0 &&
+        cfg.beta2 < 1 &&
+        cfg.eps > 0 &&
+        cfg.weightDecay >= 0 &&
+        cfg.warmupSteps >= 0
+      )
+    ) {
       throw new RangeError(`AdamW: invalid config ${JSON.stringify(cfg)}`);
     }
-    if (cfg.maxGradNorm !== null && !(cfg.maxGradNorm > 0)) throw new RangeError(`AdamW: maxGradNorm must be positive or null, got ${cfg.maxGradNorm}`);
+    if (cfg.maxGradNorm !== null && !(cfg.maxGradNorm > 0))
+      throw new RangeError(`AdamW: maxGradNorm must be positive or null, got ${cfg.maxGradNorm}`);
     if (state) {
       if (state.m.length !== params.length || state.v.length !== params.length) {
-        throw new RangeError(`AdamW: saved moments hold ${state.m.length} and ${state.v.length} values, the parameters ${params.length}`);
+        throw new RangeError(
+          `AdamW: saved moments hold ${state.m.length} and ${state.v.length} values, the parameters ${params.length}`,
+        );
       }
-      if (!(Number.isInteger(state.step) && state.step >= 0)) throw new RangeError(`AdamW: saved step must be a non-negative integer, got ${state.step}`);
+      if (!(Number.isInteger(state.step) && state.step >= 0))
+        throw new RangeError(`AdamW: saved step must be a non-negative integer, got ${state.step}`);
     }
     this.m = state?.m ?? new Float32Array(params.length);
     this.v = state?.v ?? new Float32Array(params.length);
@@ -139,7 +173,8 @@ export class AdamW {
   step(gradScale = 1): StepResult {
     const { params, grads, m, v, cfg } = this;
     let sumSq = 0;
-    for (const s of this.segments) sumSq += this.kernels.sumSquares(grads.subarray(s.offset, s.offset + s.size), s.size);
+    for (const s of this.segments)
+      sumSq += this.kernels.sumSquares(grads.subarray(s.offset, s.offset + s.size), s.size);
     const gradNorm = Math.abs(gradScale) * Math.sqrt(sumSq);
     if (!Number.isFinite(gradNorm)) return { gradNorm, applied: false, lr: 0, step: this.stepCount };
     // Same clip coefficient as torch.nn.utils.clip_grad_norm_.
@@ -150,13 +185,24 @@ export class AdamW {
     }
     const step = ++this.stepCount;
     const lr = this.lrAt(step);
-    const bc1 = 1 - cfg.beta1 ** step, bc2 = 1 - cfg.beta2 ** step;
+    const bc1 = 1 - cfg.beta1 ** step,
+      bc2 = 1 - cfg.beta2 ** step;
     for (const s of this.segments) {
       if (s.size === 0) continue;
       const end = s.offset + s.size;
       this.kernels.adamw(
-        params.subarray(s.offset, end), grads.subarray(s.offset, end), m.subarray(s.offset, end), v.subarray(s.offset, end), s.size,
-        lr, cfg.beta1, cfg.beta2, cfg.eps, s.decay ? cfg.weightDecay : 0, bc1, bc2,
+        params.subarray(s.offset, end),
+        grads.subarray(s.offset, end),
+        m.subarray(s.offset, end),
+        v.subarray(s.offset, end),
+        s.size,
+        lr,
+        cfg.beta1,
+        cfg.beta2,
+        cfg.eps,
+        s.decay ? cfg.weightDecay : 0,
+        bc1,
+        bc2,
       );
     }
     return { gradNorm, applied: true, lr, step };
