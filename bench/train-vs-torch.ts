@@ -146,8 +146,12 @@ function measureTorch(dir: string, lora: boolean, config: string, gemmPeak: bool
     maxBuffer: 16 * 1024 * 1024,
     env: own ? envWithoutOpenblasOverrides() : process.env,
   });
-  if (run.status !== 0)
-    return `torch_train.py failed: ${(run.stderr || run.error?.message || '').trim().split('\n').slice(-2).join(' | ')}`;
+  if (run.status !== 0) {
+    // A run the kernel's OOM killer stops leaves no stderr: say which signal ended it.
+    const why = run.signal ? `killed by ${run.signal} (out of memory?)` : `exit ${run.status}`;
+    const tail = (run.stderr || run.error?.message || '').trim().split('\n').slice(-2).join(' | ');
+    return `torch_train.py failed (${why})${tail ? `: ${tail}` : ''}`;
+  }
   return JSON.parse(run.stdout) as TorchResult;
 }
 
