@@ -2,7 +2,7 @@
 // (src/engine/local/kernels/int8.ts), and the oracle itself against the definition.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { INT8_BLOCK } from '../src/engine/local/kernels/int8.js';
+import { gemmInt8QuantizedActivations, INT8_BLOCK } from '../src/engine/local/kernels/int8.js';
 import { portableKernels } from '../src/engine/local/kernels/portable.js';
 import { native, skipNative } from './helpers/native.js';
 import { randomArrayFrom, randomSource } from './helpers/random-arrays.js';
@@ -119,6 +119,43 @@ function checkGemm(M: number, N: number, K: number): void {
   }
 }
 
+/**
+ * The VNNI variant against gemmInt8QuantizedActivations. Both quantize x with the same rule (bit
+ * for bit: quantizeInt8 is tested so) and the integer dot products are exact, so only the fp32
+ * scaling and summing differ: per block one rounding of the two scales' product, one of the FMA
+ * into a lane's accumulator, then at most blocks/4 further adds in that lane and 5 in the final
+ * sums, within (blocks + 10) u sum_b |xScale_b scale_b| sum_p |qx_p q_p|. A single activation
+ * quantized one step off moves y by xScale * |q_p| * scale, far beyond that at these K.
+ */
+function checkVnniGemm(M: number, N: number, K: number, x: Float32Array = randomArrayFrom(random, M * K, 3)): void {
+  const w = weights(N, K),
+    blocks = K / INT8_BLOCK;
+  const { q, scales } = quantize(portableKernels, w, N, K);
+  const { q: qx, scales: xScales } = quantize(portableKernels, x, M, K);
+  const actual = new Float32Array(M * N).fill(NaN),
+    expected = new Float32Array(M * N);
+  native().gemmInt8(M, N, K, x, q, scales, actual);
+  gemmInt8QuantizedActivations(M, N, K, x, q, scales, expected);
+  for (let i = 0; i < M; i++) {
+    for (let j = 0; j < N; j++) {
+      let magnitude = 0;
+      for (let b = 0; b < blocks; b++) {
+        let dot = 0;
+        for (let p = b * INT8_BLOCK; p < (b + 1) * INT8_BLOCK; p++) dot += Math.abs(qx[i * K + p] * q[j * K + p]);
+        magnitude += Math.abs(xScales[i * blocks + b] * scales[j * blocks + b]) * dot;
+      }
+      const [a, e] = [actual[i * N + j], expected[i * N + j]];
+      assert.ok(
+        Math.abs(a - e) <= (blocks + 10) * U * magnitude,
+        `vnni ${M}x${N}x${K}: y[${i},${j}] is ${a}, expected ${e}`,
+      );
+    }
+  }
+}
+
+const noVnni =
+  native().info.int8Dot === 'vnni' ? false : `this CPU has no AVX512-VNNI (gemmInt8: ${native().info.int8Dot})`;
+
 describe('gemmInt8', () => {
   test('the oracle equals x . dequantized(W)^T, summed independently', () => {
     const M = 3,
@@ -143,10 +180,35 @@ describe('gemmInt8', () => {
     }
   });
 
-  // Each variant the CPU runs: the widest, and capped by OPENCLAW_RL_INT8_DOT (read on every call).
-  for (const cap of ['', 'avx2', 'generic']) {
-    const name = `native against the oracle for M = 1..8 at decode and head shapes${cap && `, ${cap}`}`;
-    test(name, { skip: skipNative }, () => {
+  test('the quantized-activation oracle equals dequantized(x) . dequantized(W)^T', () => {
+    const M = 3,
+      N = 9,
+      K = 96,
+      x = randomArrayFrom(random, M * K),
+      w = weights(N, K);
+    const { q, scales } = quantize(portableKernels, w, N, K);
+    const { q: qx, scales: xScales } = quantize(portableKernels, x, M, K);
+    const y = new Float32Array(M * N);
+    gemmInt8QuantizedActivations(M, N, K, x, q, scales, y);
+    for (let i = 0; i < M; i++) {
+      for (let j = 0; j < N; j++) {
+        let sum = 0,
+          magnitude = 0;
+        for (let p = K - 1; p >= 0; p--) {
+          const term = qx[i * K + p] * xScales[(i * K + p) >> 5] * (q[j * K + p] * scales[(j * K + p) >> 5]);
+          sum += term;
+          magnitude += Math.abs(term);
+        }
+        assert.ok(Math.abs(y[i * N + j] - sum) <= 2 * U * magnitude, `y[${i},${j}]`);
+      }
+    }
+  });
+
+  // The fp32-activation variants the CPU runs: capped by OPENCLAW_RL_INT8_DOT (read on every call).
+  for (const cap of ['avx512', 'avx2', 'generic']) {
+    test(`native (${cap} or narrower) against the oracle for M = 1..8 at decode and head shapes`, {
+      skip: skipNative,
+    }, () => {
       process.env.OPENCLAW_RL_INT8_DOT = cap;
       try {
         for (let M = 1; M <= 8; M++) {
@@ -160,6 +222,36 @@ describe('gemmInt8', () => {
       }
     });
   }
+
+  test('native vnni against the quantized-activation oracle for M = 1..8, odd block counts included', {
+    skip: skipNative || noVnni,
+  }, () => {
+    for (let M = 1; M <= 8; M++) {
+      for (const K of [32, 64, 96, 1024]) checkVnniGemm(M, 67, K);
+      checkVnniGemm(M, 300, 3072);
+    }
+    checkVnniGemm(1, 4096, 1024);
+    // Activation blocks of zeros, of one value, and of exact ties, as the weights have.
+    checkVnniGemm(2, 67, 1024, weights(2, 1024));
+  });
+
+  test('native vnni: a NaN or infinite activation makes its outputs NaN, as the fp32 product does', {
+    skip: skipNative || noVnni,
+  }, () => {
+    const K = 64,
+      N = 5;
+    const { q, scales } = quantize(portableKernels, weights(N, K), N, K);
+    const x = randomArrayFrom(random, 3 * K);
+    x[3] = NaN;
+    x[K + 40] = Infinity;
+    const y = new Float32Array(3 * N);
+    native().gemmInt8(3, N, K, x, q, scales, y);
+    for (let j = 0; j < N; j++) {
+      // Row 0's first block and row 1's second block hold them; a zero weight block still gives NaN.
+      assert.ok(Number.isNaN(y[j]) && Number.isNaN(y[N + j]), `column ${j}: ${y[j]}, ${y[N + j]}`);
+      assert.ok(Number.isFinite(y[2 * N + j]), `row 2 column ${j}: ${y[2 * N + j]}`);
+    }
+  });
 
   test('M = 0 writes nothing; K not a multiple of 32 and short arrays are refused', { skip: skipNative }, () => {
     const y = Float32Array.of(NaN, 7);

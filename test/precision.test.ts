@@ -20,7 +20,12 @@ import { makeTinyModel, maxAbsDiff } from './helpers/models.js';
 import { logSoftmax, sampleAndScore } from './helpers/logprob-gap.js';
 
 test('auto is bf16 only with native kernels on bf16 instructions; bad settings are refused', () => {
-  const info = (bf16Instructions: boolean) => ({ gemm: 'onednn' as const, isa: 'x', bf16Instructions });
+  const info = (bf16Instructions: boolean) => ({
+    gemm: 'onednn' as const,
+    isa: 'x',
+    bf16Instructions,
+    int8Dot: 'avx512' as const,
+  });
   assert.equal(resolvePrecision('auto', { name: 'native', info: info(true) }), 'bf16');
   assert.equal(resolvePrecision('auto', { name: 'native', info: info(false) }), 'fp32');
   assert.equal(resolvePrecision('auto', { name: 'portable', info: info(true) }), 'fp32');

@@ -2,30 +2,29 @@
 // stored as int8 in blocks of 32 along K with one fp32 scale per block, 1.125 bytes per weight
 // against bf16's 2, and a decode step's speed is the speed of streaming its weights.
 //
-// The product dequantizes on the fly (int8 -> fp32, times the fp32 activations, sums in fp32):
-// the weights' rounding is its only error. The conversions cost more than bf16's (a shift), so
-// this streams fewer GB/s than gemmBf16 (docs/cpu-performance.md); quantizing the activations too
-// for VNNI's int8 dot products would remove them, at the cost of a second rounding.
+// gemmInt8 picks, per call, the widest variant the CPU runs:
+// - AVX512-VNNI (int8_vnni.c): the activations are quantized too and the dot products are int8;
+// - else AVX-512, AVX2 or generic C: the weights are dequantized on the fly (int8 -> fp32, times
+//   the fp32 activations, summed in fp32), so the weights' rounding is the only error. The
+//   conversions cost more than bf16's (a shift): these stream fewer GB/s than gemmBf16
+//   (docs/cpu-performance.md).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "args.h"
 #include "dispatch.h"
+#include "int8.h"
 #include "ops.h"
+#include "parallel.h"
 
-#define BLOCK 32
+#define BLOCK INT8_BLOCK
 
-// As in gemv.c: below this many weights one thread is faster than starting a parallel region.
-#define PARALLEL_MIN_ELEMENTS ((size_t)1 << 16)
+// Buffers larger than this are freed after the call instead of kept for the next one.
+#define SCRATCH_KEEP_BYTES ((size_t)1 << 20)
 
-// Rows [first, first + count): scale = max|w| / 127 per block, q = w / scale rounded to nearest
-// (ties to even, the default rounding mode), so the largest weight of a block maps to +-127.
 SIMD_CLONES
-static void quantize_rows(size_t first, size_t count, size_t k, int8_t* q, float* scales, const float* w) {
+void int8_quantize_rows(size_t first, size_t count, size_t k, int8_t* q, float* scales, const float* w) {
   size_t blocks = k / BLOCK;
   for (size_t b = first * blocks; b < (first + count) * blocks; b++) {
     const float* wb = w + b * BLOCK;
@@ -56,7 +55,7 @@ static float dot_i8_generic(const float* x, const int8_t* q, const float* scales
   return sum;
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#ifdef INT8_HAVE_VNNI
 #include <immintrin.h>
 
 // Two accumulators (even and odd blocks) hide the FMA latency of the per-block chain.
@@ -94,16 +93,37 @@ __attribute__((target("avx2,fma"))) static float dot_i8_avx2(const float* x, con
 }
 #endif
 
-// The widest variant the CPU runs; OPENCLAW_RL_INT8_DOT=avx2|generic caps it (to test them).
-static DotI8 pick_dot(void) {
+typedef enum { INT8_VNNI, INT8_AVX512, INT8_AVX2, INT8_GENERIC } Int8Variant;
+
+// The widest variant the CPU runs; OPENCLAW_RL_INT8_DOT=avx512|avx2|generic caps it (to test them).
+static Int8Variant pick_variant(void) {
   const char* cap = getenv("OPENCLAW_RL_INT8_DOT");
-  bool generic = cap && strcmp(cap, "generic") == 0, avx2 = cap && strcmp(cap, "avx2") == 0;
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  int limit = !cap || !*cap                ? INT8_VNNI
+              : strcmp(cap, "avx512") == 0 ? INT8_AVX512
+              : strcmp(cap, "avx2") == 0   ? INT8_AVX2
+                                           : INT8_GENERIC;
+#ifdef INT8_HAVE_VNNI
   __builtin_cpu_init();
-  if (!generic && !avx2 && __builtin_cpu_supports("avx512bw")) return dot_i8_avx512;
-  if (!generic && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return dot_i8_avx2;
+  if (limit <= INT8_VNNI && vnni_supported()) return INT8_VNNI;
+  if (limit <= INT8_AVX512 && __builtin_cpu_supports("avx512bw")) return INT8_AVX512;
+  if (limit <= INT8_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return INT8_AVX2;
 #else
-  (void)avx2;
+  (void)limit;
+#endif
+  return INT8_GENERIC;
+}
+
+const char* int8_variant_name(void) {
+  static const char* const names[] = {"vnni", "avx512", "avx2", "generic"};
+  return names[pick_variant()];
+}
+
+static DotI8 dot_of(Int8Variant variant) {
+#ifdef INT8_HAVE_VNNI
+  if (variant == INT8_AVX512) return dot_i8_avx512;
+  if (variant == INT8_AVX2) return dot_i8_avx2;
+#else
+  (void)variant;
 #endif
   return dot_i8_generic;
 }
@@ -117,14 +137,33 @@ static void gemm_int8_columns(DotI8 dot, size_t m, size_t first, size_t count, s
     for (size_t i = 0; i < m; i++) y[i * n + j] = dot(x + i * k, q + j * k, scales + j * blocks, blocks);
 }
 
-// This thread's share [first, first + count) of `rows`, in a parallel region of a oneDNN build.
-#ifdef _OPENMP
-#define SHARE_ROWS(rows, first, count)                                        \
-  size_t teams = (size_t)omp_get_num_threads(), me = (size_t)omp_get_thread_num(); \
-  first = (rows) * me / teams;                                                \
-  count = (rows) * (me + 1) / teams - first;
-#else
-#define SHARE_ROWS(rows, first, count)
+#ifdef INT8_HAVE_VNNI
+// Per thread, so that workers never share it; grown on demand.
+static __thread void* vnni_scratch;
+static __thread size_t vnni_scratch_bytes;
+
+// x quantized into this thread's scratch memory, or false (and a thrown error) without memory.
+static bool vnni_rows(OpCall* call, VnniRows* rows, size_t m, size_t k, const float* x) {
+  size_t bytes = vnni_rows_bytes(m, k);
+  if (bytes > vnni_scratch_bytes) {
+    void* grown = realloc(vnni_scratch, bytes);
+    if (!grown) {
+      op_throw_size(call, "could not allocate %zu bytes of scratch memory", bytes);
+      return false;
+    }
+    vnni_scratch = grown;
+    vnni_scratch_bytes = bytes;
+  }
+  vnni_quantize(rows, vnni_scratch, m, k, x);
+  return true;
+}
+
+static void vnni_scratch_trim(void) {
+  if (vnni_scratch_bytes <= SCRATCH_KEEP_BYTES) return;
+  free(vnni_scratch);
+  vnni_scratch = NULL;
+  vnni_scratch_bytes = 0;
+}
 #endif
 
 // Checks [N,K] with K a multiple of BLOCK; the arrays' lengths are checked by the callers.
@@ -149,9 +188,9 @@ napi_value op_quantize_int8(napi_env env, napi_callback_info info) {
     return NULL;
 #pragma omp parallel if (n * k >= PARALLEL_MIN_ELEMENTS)
   {
-    size_t first = 0, count = n;
-    SHARE_ROWS(n, first, count)
-    quantize_rows(first, count, k, q.data, scales.data, w.data);
+    size_t first, count;
+    thread_share(n, &first, &count);
+    int8_quantize_rows(first, count, k, q.data, scales.data, w.data);
   }
   return NULL;
 }
@@ -171,11 +210,27 @@ napi_value op_gemm_int8(napi_env env, napi_callback_info info) {
       !op_check_length(&call, "scales", scales.length, n, k / BLOCK, 1, "N*K/32") ||
       !op_check_length(&call, "y", y.length, m, n, 1, "M*N"))
     return NULL;
-  DotI8 dot = pick_dot();
+  if (m == 0) return NULL;
+  Int8Variant variant = pick_variant();
+#ifdef INT8_HAVE_VNNI
+  if (variant == INT8_VNNI) {
+    VnniRows rows;
+    if (!vnni_rows(&call, &rows, m, k, x.data)) return NULL;
+#pragma omp parallel if (n * k >= PARALLEL_MIN_ELEMENTS)
+    {
+      size_t first, count;
+      thread_share(n, &first, &count);
+      vnni_gemm_columns(&rows, first, count, n, q.data, scales.data, y.data);
+    }
+    vnni_scratch_trim();
+    return NULL;
+  }
+#endif
+  DotI8 dot = dot_of(variant);
 #pragma omp parallel if (n * k >= PARALLEL_MIN_ELEMENTS)
   {
-    size_t first = 0, count = n;
-    SHARE_ROWS(n, first, count)
+    size_t first, count;
+    thread_share(n, &first, &count);
     gemm_int8_columns(dot, m, first, count, n, k, x.data, q.data, scales.data, y.data);
   }
   return NULL;

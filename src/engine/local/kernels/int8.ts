@@ -49,3 +49,35 @@ export const gemmInt8: Kernels['gemmInt8'] = (M, N, K, x, q, scales, y) => {
     }
   }
 };
+
+/**
+ * The product gemmInt8 computes with int8Dot 'vnni': each row of x quantized as quantizeInt8
+ * quantizes weights, the blocks' integer dot products exact, scaled and summed in float64 and
+ * rounded once. The oracle of that variant; the portable kernels keep fp32 activations.
+ */
+export function gemmInt8QuantizedActivations(
+  M: number,
+  N: number,
+  K: number,
+  x: Float32Array,
+  q: Int8Array,
+  scales: Float32Array,
+  y: Float32Array,
+): void {
+  checkBlocks('gemmInt8', K);
+  const blocks = K / INT8_BLOCK;
+  const qx = new Int8Array(M * K),
+    xScales = new Float32Array(M * blocks);
+  quantizeInt8(qx, xScales, x, M, K);
+  for (let i = 0; i < M; i++) {
+    for (let j = 0; j < N; j++) {
+      let sum = 0;
+      for (let b = 0; b < blocks; b++) {
+        let dot = 0;
+        for (let p = b * INT8_BLOCK; p < (b + 1) * INT8_BLOCK; p++) dot += qx[i * K + p]! * q[j * K + p]!;
+        sum += xScales[i * blocks + b]! * scales[j * blocks + b]! * dot;
+      }
+      y[i * N + j] = sum;
+    }
+  }
+}

@@ -384,7 +384,7 @@ function causalSoftmaxBackwardRows(
 
 export const portableKernels: Kernels = {
   name: 'portable',
-  info: { gemm: 'typescript', isa: 'unknown', bf16Instructions: false },
+  info: { gemm: 'typescript', isa: 'unknown', bf16Instructions: false, int8Dot: 'typescript' },
   sgemm,
   gemmBf16: portableGemmBf16(sgemm),
   toBf16,
