@@ -20,7 +20,7 @@ import { makeTinyModel, maxAbsDiff } from './helpers/models.js';
 import { logSoftmax, sampleAndScore } from './helpers/logprob-gap.js';
 
 test('int8 is a setting auto never picks; a learner refuses it', () => {
-  const info = { gemm: 'onednn' as const, isa: 'x', bf16Instructions: true };
+  const info = { gemm: 'onednn' as const, isa: 'x', bf16Instructions: true, int8Dot: 'vnni' as const };
   assert.equal(parsePrecision('int8'), 'int8');
   assert.equal(resolvePrecision('int8', { name: 'native', info }), 'int8');
   assert.equal(resolvePrecision('auto', { name: 'native', info }), 'bf16');
@@ -82,6 +82,58 @@ for (const preset of ['tiny', 'small'] as const) {
     // each of the ~2L+1 GEMMs of a path; bf16's gap stays under 0.1 (precision.test.ts).
     assert.ok(max < 0.4, `max gap ${max}`);
   });
+}
+
+/** Row-wise max |a - b| over `rows` rows of V logits. */
+function rowErrors(a: Float32Array, b: Float32Array, V: number): number[] {
+  return Array.from({ length: a.length / V }, (_, r) =>
+    maxAbsDiff([...a.subarray(r * V, (r + 1) * V)], [...b.subarray(r * V, (r + 1) * V)]),
+  );
+}
+
+// A layout or scale error in the int8 path (rows and columns swapped, scales along the wrong axis,
+// the tied head quantized apart from the embedding, a decode step reading mismatched copies)
+// moves logits by about their own size, tens of times bf16's error here. Rounding moves them by a
+// few times bf16's error: int8 rounds each weight by up to max|w| / 254 of its block against
+// bf16's 2^-9 |w|, and with VNNI each activation likewise. Measured on these rows: up to 3.0x
+// bf16's max error with fp32 activations, 4.1x with VNNI (1.4x at the Qwen3-0.6B shape's first
+// token, bench/precision-logits.ts). So: int8's error on every row within 6x bf16's.
+for (const preset of ['tiny', 'small'] as const) {
+  for (const cap of ['', 'avx512']) {
+    const variant = cap ? `gemmInt8 capped to ${cap}` : 'gemmInt8 at its widest';
+    test(`${preset}, ${variant}: int8 logits stay within 6x bf16's distance from fp32's`, () => {
+      const shape = { ...PRESETS[preset]!, maxPositionEmbeddings: 512 };
+      const dir = makeTinyModel({ family: 'qwen3', seed: 11, initStd: 0.05, shape });
+      const cfg = readModelFolder(dir).config;
+      const params = loadWeights(dir, cfg);
+      const k = loadKernels();
+      const bf16 = bf16ParamsOf(k, params.specs, params.data);
+      const models = [
+        new Transformer(cfg, params, k),
+        new Transformer(cfg, params, k, bf16),
+        new Transformer(cfg, params, k, bf16, int8ParamsOf(k, params.specs, params.data, int8Tensors(cfg))),
+      ];
+      const caches = models.map(() => createKvCache(cfg));
+      const V = cfg.vocabSize,
+        prompt = Array.from({ length: 24 }, (_, i) => (i * 53 + 5) % V);
+      if (cap) process.env.OPENCLAW_RL_INT8_DOT = cap;
+      try {
+        // The prompt's last 4 rows (4 <= INT8_MAX_ROWS: int8's head), then 6 decode rows fed fp32's argmax.
+        let rows = models.map((m, i) => m.forward([{ cache: caches[i]!, tokens: prompt, logitsFrom: 20 }])[0]!.slice());
+        for (let step = 0; step <= 6; step++) {
+          const [e16, e8] = [rowErrors(rows[0]!, rows[1]!, V), rowErrors(rows[0]!, rows[2]!, V)];
+          e8.forEach((e, r) => {
+            assert.ok(e > 0 && e <= 6 * e16[r]!, `step ${step} row ${r}: int8 error ${e}, bf16 error ${e16[r]}`);
+          });
+          const last = rows[0]!.subarray(rows[0]!.length - V);
+          const next = last.indexOf(Math.max(...last));
+          rows = models.map((m, i) => m.forward([{ cache: caches[i]!, tokens: [next], logitsFrom: 0 }])[0]!.slice());
+        }
+      } finally {
+        delete process.env.OPENCLAW_RL_INT8_DOT;
+      }
+    });
+  }
 }
 
 test('an int8 engine quantizes a published version between steps and decodes from its own int8 copies', async () => {
