@@ -19,7 +19,7 @@ import { DEFAULT_LEARNER, LearnerCore } from '../src/engine/local/train/learner.
 import { makeTinyModel, maxAbsDiff } from './helpers/models.js';
 import { logSoftmax, sampleAndScore } from './helpers/logprob-gap.js';
 
-test('auto is bf16 only with native kernels on bf16 instructions; bad settings are refused', () => {
+test('auto without VNNI is bf16 only with native kernels on bf16 instructions; bad settings are refused', () => {
   const info = (bf16Instructions: boolean) => ({
     gemm: 'onednn' as const,
     isa: 'x',

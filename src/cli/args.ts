@@ -72,7 +72,8 @@ export const PRECISION_USAGE =
 
 /** The --precision help line of generate: train's, and int8. */
 export const SERVE_PRECISION_USAGE = `${PRECISION_USAGE}
-                     int8: as bf16, but decode steps read int8 copies of the weights`;
+                     int8: as bf16, but decode steps read int8 copies of the weights (auto's
+                     choice where the native kernels also have AVX512-VNNI)`;
 
 export function stringFlag(values: Record<string, unknown>, name: string, usage: string): string {
   const v = values[name];

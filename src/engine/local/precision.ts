@@ -31,13 +31,18 @@ export function parsePrecision(value: string): PrecisionSetting {
 }
 
 /**
- * auto = bf16 where the native kernels run gemmBf16 on bf16 instructions (then it is faster than
- * sgemm and halves the weight bytes a decode step reads); elsewhere it would be an fp32 GEMM plus
- * rounding, slower than fp32 and less exact, so fp32.
+ * auto = int8 where the native kernels have bf16 instructions and gemmInt8 runs on AVX512-VNNI:
+ * decode then reads 1.125 bytes a weight instead of bf16's 2 and measured 1.7x bf16's tokens per
+ * second at the Qwen3-0.6B shape, its logits 3x further from fp32's than bf16's (KL 5e-5 nats a
+ * token; docs/cpu-performance.md, int8 decode). Else bf16 where gemmBf16 runs on bf16
+ * instructions (faster than sgemm, half the weight bytes a decode step reads); elsewhere bf16
+ * would be an fp32 GEMM plus rounding, slower than fp32 and less exact, so fp32. int8 without
+ * VNNI dequantizes the weights on the fly and does not pay enough to be a default.
  */
 export function resolvePrecision(setting: PrecisionSetting, kernels: Pick<Kernels, 'name' | 'info'>): Precision {
   if (setting !== 'auto') return setting;
-  return kernels.name === 'native' && kernels.info.bf16Instructions ? 'bf16' : 'fp32';
+  if (kernels.name !== 'native' || !kernels.info.bf16Instructions) return 'fp32';
+  return kernels.info.int8Dot === 'vnni' ? 'int8' : 'bf16';
 }
 
 /** The GEMM of the gemmBf16 contract, computed at one precision. */
