@@ -8,8 +8,8 @@
 
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { renderPrompt } from '../src/engine/chat/prompt.js';
-import { loadChatBackend } from '../src/gateway/backend.js';
+import { renderPrompt } from '../src/chat/prompt.js';
+import { loadChatBackend } from '../src/cli/chat-model.js';
 import { ROOT } from './models.js';
 
 const STREAMS = 32;

@@ -17,9 +17,9 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { ChatMessage } from '../src/engine/chat/messages.js';
+import type { ChatMessage } from '../src/chat/messages.js';
 import type { GenerationEvent, Sampler, SamplingParams } from '../src/engine/types.js';
-import { loadChatBackend } from '../src/gateway/backend.js';
+import { loadChatBackend } from '../src/cli/chat-model.js';
 import { DEFAULT_CONFIG } from '../src/gateway/config.js';
 import { memoryLogger } from '../src/gateway/log.js';
 import { Gateway } from '../src/gateway/server.js';
@@ -97,6 +97,9 @@ function runClient(url: string, kb: number, pattern: Pattern): Promise<number[]>
 
 class InstantSampler implements Sampler {
   constructor(private readonly ids: number[]) {}
+  use(): Promise<number> {
+    return Promise.reject(new Error('InstantSampler serves fixed ids; it loads no policy version'));
+  }
   async *generate(promptIds: readonly number[], params: SamplingParams): AsyncIterable<GenerationEvent> {
     const n = params.maxTokens ?? 32;
     for (let i = 0; i < n; i++)

@@ -24,11 +24,12 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { ChatMessage } from '../src/engine/chat/messages.js';
-import { renderPrompt } from '../src/engine/chat/prompt.js';
+import type { ChatMessage } from '../src/chat/messages.js';
+import { renderPrompt } from '../src/chat/prompt.js';
 import { PRESETS, writeModelFolder } from '../src/engine/local/model/init.js';
 import type { GenerationEvent, Sampler, SamplingParams } from '../src/engine/types.js';
-import { loadChatBackend, type ChatBackend } from '../src/gateway/backend.js';
+import { loadChatBackend } from '../src/cli/chat-model.js';
+import type { ChatBackend } from '../src/gateway/backend.js';
 import { DEFAULT_CONFIG } from '../src/gateway/config.js';
 import { memoryLogger } from '../src/gateway/log.js';
 import { Gateway } from '../src/gateway/server.js';
@@ -202,6 +203,9 @@ async function inProcess(sampler: Sampler, promptIds: number[], concurrency: num
 /** A sampler that costs nothing: TOKENS fixed ids at once, so HTTP time is pure gateway overhead. */
 class InstantSampler implements Sampler {
   constructor(private readonly ids: number[]) {}
+  use(): Promise<number> {
+    return Promise.reject(new Error('InstantSampler serves fixed ids; it loads no policy version'));
+  }
   async *generate(promptIds: readonly number[], params: SamplingParams): AsyncIterable<GenerationEvent> {
     const n = Math.min(params.maxTokens ?? TOKENS, this.ids.length);
     for (let i = 0; i < n; i++) yield { type: 'token', token: { id: this.ids[i]!, logprob: -1, sampledLogprob: -1 } };

@@ -143,7 +143,7 @@ function main(): void {
   console.log(`| shape [MxKxN] | implementation | GFLOP/s | vs torch fp32 | of peak |`);
   console.log(`|---|---|---:|---:|---:|`);
   for (const s of shapes()) {
-    const row = results[s.name];
+    const row = results[s.name]!;
     const torchBest = Math.max(
       ...Object.entries(row)
         .filter(([k]) => k.startsWith('torch fp32'))

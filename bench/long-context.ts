@@ -25,6 +25,7 @@ import { LocalEngine } from '../src/engine/local/engine.js';
 import { LocalLearner } from '../src/engine/local/learner.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import type { TrainingSample } from '../src/engine/types.js';
+import { DEFAULT_PPO } from '../src/learn/ppo.js';
 import { benchModel, PYTHON, ROOT, type BenchPreset } from './models.js';
 
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
@@ -78,7 +79,7 @@ async function child(c: Case): Promise<Result> {
       advantages: ids.slice(half).map(() => rng.next() - 0.5),
     };
     const t0 = performance.now();
-    await learner.forwardBackward([sample]);
+    await learner.forwardBackward([sample], DEFAULT_PPO.loss);
     await learner.optimStep();
     return { seconds: (performance.now() - t0) / 1000, peakBytes: peakRssBytes() };
   } finally {

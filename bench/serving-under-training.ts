@@ -8,6 +8,7 @@ import { LocalEngine } from '../src/engine/local/engine.js';
 import { LocalLearner } from '../src/engine/local/learner.js';
 import type { TrainingSample } from '../src/engine/types.js';
 import { benchModel, type BenchPreset } from './models.js';
+import { DEFAULT_PPO, trainBatch } from '../src/learn/ppo.js';
 
 const preset = (process.argv[2] ?? 'qwen3-0.6b') as BenchPreset;
 const seconds = Number(process.env.BENCH_SECONDS ?? (preset === 'tiny' ? 5 : 20));
@@ -62,7 +63,7 @@ async function trainUntil(
     yieldedMs = 0;
   const start = performance.now();
   while (!stop.done) {
-    for (const m of await learner.trainBatch(batch)) {
+    for (const m of await trainBatch(learner, batch, DEFAULT_PPO)) {
       tokens += m.tokens;
       yieldedMs += m.yieldedMs;
     }

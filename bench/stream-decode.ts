@@ -6,13 +6,13 @@
 //   npm run bench:decode [-- tokens]   # default 20000
 
 import assert from 'node:assert/strict';
-import { builtinCorpus } from '../src/engine/local/tokenizer/corpus.js';
+import { builtinCorpus } from '../src/chat/tokenizer-training/corpus.js';
 import {
   TextTokenizer,
   WindowStreamDecoder,
   type DecodeOptions,
   type StreamDecoder,
-} from '../src/engine/local/tokenizer/tokenizer.js';
+} from '../src/chat/tokenizer/tokenizer.js';
 import { benchModel } from './models.js';
 
 const TOKENS = Number(process.argv[2] ?? 20_000);

@@ -19,6 +19,7 @@ import { LORA_TARGETS } from '../src/engine/local/train/lora.js';
 import { DEFAULT_LAUNCH } from '../src/engine/torch/launcher.js';
 import { TorchLearner } from '../src/engine/torch/learner.js';
 import type { StepMetrics, TrainingSample } from '../src/engine/types.js';
+import { DEFAULT_PPO, trainBatch } from '../src/learn/ppo.js';
 import { benchModel, PYTHON, type BenchPreset } from './models.js';
 
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
@@ -27,13 +28,13 @@ const SAMPLES = 4,
   PROMPT = 128,
   COMPLETION = 128;
 
+const PPO = { ...DEFAULT_PPO, miniBatchSize: SAMPLES, epochs: 1 };
+
 function config(lora: boolean): LearnerConfig {
   return {
     ...DEFAULT_LEARNER,
     mode: lora ? { kind: 'lora', spec: { rank: 16, alpha: 32, targets: [...LORA_TARGETS] } } : { kind: 'full' },
     optimizer: { ...DEFAULT_LEARNER.optimizer, lr: 1e-5 },
-    miniBatchSize: SAMPLES,
-    epochs: 1,
     microBatchTokens: 2 * (PROMPT + COMPLETION),
   };
 }
@@ -72,7 +73,7 @@ async function typescript(dir: string, lora: boolean): Promise<Run> {
   const engine = await LocalEngine.open(dir, { threads: THREADS });
   const learner = await LocalLearner.open(engine, { threads: THREADS, config: config(lora), yieldToServing: false });
   try {
-    return await timed((s) => learner.trainBatch(s), batch(engine.folder.config.vocabSize));
+    return await timed((s) => trainBatch(learner, s, PPO), batch(engine.folder.config.vocabSize));
   } finally {
     await learner.close();
     await engine.close();
@@ -92,7 +93,7 @@ async function torch(dir: string, lora: boolean, nproc: number, vocab: number): 
     versionAfter: 0,
   });
   try {
-    return await timed((s) => learner.trainBatch(s), batch(vocab));
+    return await timed((s) => trainBatch(learner, s, PPO), batch(vocab));
   } finally {
     await learner.close();
     rmSync(work, { recursive: true, force: true });

@@ -29,6 +29,7 @@ import type { ModelConfig } from '../src/engine/local/model/config.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import type { LearnerConfig } from '../src/engine/local/train/learner.js';
 import type { TrainingSample } from '../src/engine/types.js';
+import { DEFAULT_PPO } from '../src/learn/ppo.js';
 import { envWithoutOpenblasOverrides, median, printMachine } from './machine.js';
 import { benchModel, PYTHON, ROOT, type BenchPreset } from './models.js';
 
@@ -107,7 +108,7 @@ async function measureOurs(dir: string, lora: boolean, precision: Precision): Pr
     for (let s = 0; s <= STEPS; s++) {
       const t0 = performance.now(),
         c0 = process.cpuUsage();
-      await learner.forwardBackward([sample]);
+      await learner.forwardBackward([sample], DEFAULT_PPO.loss);
       await learner.optimStep();
       const c = process.cpuUsage(c0);
       if (s === 0) continue; // warm-up

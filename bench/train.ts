@@ -18,6 +18,7 @@ import { LocalLearner } from '../src/engine/local/learner.js';
 import type { ModelConfig } from '../src/engine/local/model/config.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import type { TrainingSample } from '../src/engine/types.js';
+import { DEFAULT_PPO } from '../src/learn/ppo.js';
 import { benchModel, PYTHON, ROOT, type BenchPreset } from './models.js';
 
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
@@ -86,7 +87,7 @@ async function measureOurs(dir: string, lora: boolean) {
       if (s === 1) delay.enable();
       const t0 = performance.now(),
         cpu0 = process.cpuUsage();
-      await learner.forwardBackward([sample]);
+      await learner.forwardBackward([sample], DEFAULT_PPO.loss);
       await learner.optimStep();
       const cpu = process.cpuUsage(cpu0);
       if (s > 0) {

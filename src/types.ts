@@ -2,7 +2,7 @@
 // them, the learning loop (next issue) consumes ClosedTurns. Types only; every field documented.
 // Rows in the store are a different shape (store/tables.ts) and are converted in store/records.ts.
 
-import type { ChatMessage, ToolSpec } from './engine/chat/messages.js';
+import type { ChatMessage, ToolSpec } from './chat/messages.js';
 import type { FinishReason } from './engine/types.js';
 
 /** A main-line turn is trained on; a side turn (heartbeat, recap, summarizer, ...) is answered and logged only. */

@@ -3,16 +3,16 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ChatTemplate, OPENCLAW_CHAT_TEMPLATE } from '../src/engine/local/tokenizer/chat-template.js';
+import { ChatTemplate, OPENCLAW_CHAT_TEMPLATE } from '../src/chat/tokenizer/chat-template.js';
 import {
   builtinCorpus,
   DEFAULT_ADDED_TOKENS,
   DEFAULT_SPECIAL_TOKENS,
   trainByteLevelBpe,
-} from '../src/engine/local/tokenizer/train-bpe.js';
-import { TextTokenizer } from '../src/engine/local/tokenizer/tokenizer.js';
-import { renderPrompt, toTemplateMessage } from '../src/engine/chat/prompt.js';
-import type { ChatMessage, ToolSpec } from '../src/engine/chat/messages.js';
+} from '../src/chat/tokenizer-training/train-bpe.js';
+import { TextTokenizer } from '../src/chat/tokenizer/tokenizer.js';
+import { renderPrompt, toTemplateMessage } from '../src/chat/prompt.js';
+import type { ChatMessage, ToolSpec } from '../src/chat/messages.js';
 
 const ours = ChatTemplate.fromString(OPENCLAW_CHAT_TEMPLATE, 'built-in');
 const render = (messages: ChatMessage[], opts: Parameters<ChatTemplate['render']>[1] = {}) =>
@@ -300,7 +300,7 @@ test('toTemplateMessage: developer becomes system, arguments become objects when
       role: 'assistant',
       content: null,
       tool_calls: [{ id: 'i', type: 'function', function: { name: 'f', arguments: args } }],
-    }).tool_calls![0].function.arguments;
+    }).tool_calls![0]!.function.arguments;
   assert.deepEqual(call('{"a": [1]}'), { a: [1] });
   assert.equal(call('[1, 2]'), '[1, 2]');
   assert.equal(call('{broken'), '{broken');

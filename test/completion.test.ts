@@ -6,7 +6,7 @@ import {
   type CompletionParseOptions,
   type ParsedCompletion,
   type StreamDelta,
-} from '../src/engine/chat/completion.js';
+} from '../src/chat/completion.js';
 
 /** Deterministic ids, so streamed and whole parses can be compared. */
 function counterIds(): () => string {
@@ -70,18 +70,18 @@ test('content is null when only tool calls were generated', () => {
   const parsed = parse('<think>plan</think>\n\n<tool_call>\n{"name": "ls"}\n</tool_call>');
   assert.equal(parsed.content, null);
   assert.equal(parsed.reasoningContent, 'plan');
-  assert.deepEqual(parsed.toolCalls[0].function, { name: 'ls', arguments: '{}' });
+  assert.deepEqual(parsed.toolCalls[0]!.function, { name: 'ls', arguments: '{}' });
 });
 
 test('arguments given as a JSON string are kept as written', () => {
   const parsed = parse('<tool_call>{"name": "f", "arguments": "{\\"x\\": 1}"}</tool_call>');
-  assert.equal(parsed.toolCalls[0].function.arguments, '{"x": 1}');
+  assert.equal(parsed.toolCalls[0]!.function.arguments, '{"x": 1}');
 });
 
 test('default ids are call_ plus random hex, distinct', () => {
   const parsed = parseCompletion('<tool_call>{"name": "a"}</tool_call><tool_call>{"name": "b"}</tool_call>');
   const [a, b] = parsed.toolCalls.map((call) => call.id);
-  assert.match(a, /^call_[0-9a-f]{24}$/);
+  assert.match(a!, /^call_[0-9a-f]{24}$/);
   assert.notEqual(a, b);
 });
 
@@ -107,10 +107,10 @@ test('malformed tool calls are reported with their raw text, never thrown', () =
       '<tool_call>["read"]</tool_call>',
     ],
   );
-  assert.match(parsed.toolCallErrors[0].message, /^tool call is not valid JSON: /);
-  assert.equal(parsed.toolCallErrors[1].message, 'tool call has no "name"');
-  assert.equal(parsed.toolCallErrors[2].message, 'tool call "arguments" is not a JSON object');
-  assert.equal(parsed.toolCallErrors[3].message, 'tool call is not a JSON object');
+  assert.match(parsed.toolCallErrors[0]!.message, /^tool call is not valid JSON: /);
+  assert.equal(parsed.toolCallErrors[1]!.message, 'tool call has no "name"');
+  assert.equal(parsed.toolCallErrors[2]!.message, 'tool call "arguments" is not a JSON object');
+  assert.equal(parsed.toolCallErrors[3]!.message, 'tool call is not a JSON object');
 });
 
 test('an unclosed final tool call is an error, not content', () => {
@@ -126,7 +126,7 @@ test('garbage inside markup', () => {
   // Markup inside a tool call is part of its (invalid) body.
   const inCall = parse('<tool_call><think>{"name": "x"}</think></tool_call>after');
   assert.deepEqual([inCall.content, inCall.reasoningContent, inCall.toolCalls.length], ['after', null, 0]);
-  assert.equal(inCall.toolCallErrors[0].raw, '<tool_call><think>{"name": "x"}</think></tool_call>');
+  assert.equal(inCall.toolCallErrors[0]!.raw, '<tool_call><think>{"name": "x"}</think></tool_call>');
   // Inside reasoning, tags other than </think> are just reasoning text.
   const inThink = parse('<think>maybe <tool_call>{"name": "x"}</tool_call></think>no');
   assert.deepEqual(

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LocalEngine } from '../src/engine/local/engine.js';
-import { TextTokenizer } from '../src/engine/local/tokenizer/tokenizer.js';
+import { TextTokenizer } from '../src/chat/tokenizer/tokenizer.js';
 import { writeSafetensors } from '../src/engine/local/model/safetensors.js';
 import type { GenerationEvent, SamplingParams } from '../src/engine/types.js';
 import { makeTinyModel, maxAbsDiff } from './helpers/models.js';

@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createConnection } from 'node:net';
-import { renderRequest } from '../src/gateway/backend.js';
+import { renderRequest } from '../src/chat/prompt-codec.js';
 import { post, scriptedBackend, sseEvents, startGateway, type TestGateway } from './helpers/gateway.js';
 import { replyIds, type ScriptedSampler } from './helpers/scripted-sampler.js';
 
@@ -490,6 +490,7 @@ test('a client that reads slowly still gets the whole stream, in order (backpres
   const tokens = 40_000;
   const id = tok.encode('word')[0]!;
   const flood = {
+    use: () => Promise.reject(new Error('this test publishes no version')),
     async *generate(promptIds: readonly number[]) {
       for (let i = 0; i < tokens; i++) yield { type: 'token' as const, token: { id, logprob: -1, sampledLogprob: -1 } };
       yield {

@@ -5,7 +5,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { renderRequest } from '../src/gateway/backend.js';
+import { renderRequest } from '../src/chat/prompt-codec.js';
 import type { GenerationEvent } from '../src/engine/types.js';
 import { engineBackend, post, scriptedBackend, startGateway } from './helpers/gateway.js';
 import { replyIds } from './helpers/scripted-sampler.js';

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { createConnection, type Socket } from 'node:net';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { NFC_MAX_SHRINK } from '../src/engine/local/tokenizer/tokenizer.js';
+import { NFC_MAX_SHRINK } from '../src/chat/tokenizer/tokenizer.js';
 import { post, scriptedBackend, startGateway } from './helpers/gateway.js';
 import { replyIds } from './helpers/scripted-sampler.js';
 

@@ -8,7 +8,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { ChatMessage } from '../src/engine/chat/messages.js';
+import type { ChatMessage } from '../src/chat/messages.js';
 import { buildEvalPrompt } from '../src/judge/prompts.js';
 import { freshDir, post, scriptedBackend, startGateway, type TestGateway } from './helpers/gateway.js';
 import { replyIds } from './helpers/scripted-sampler.js';

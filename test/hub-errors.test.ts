@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, afterEach, before, test } from 'node:test';
-import { HubError, resolveModel, type ResolveOptions } from '../src/engine/local/hub/index.js';
+import { HubError, resolveModel, type ResolveOptions } from '../src/hub/index.js';
 import { closedPort, HubDouble } from './helpers/hub-double.js';
 import { makeTinyModel, scratchDir } from './helpers/models.js';
 

@@ -5,8 +5,8 @@ import assert from 'node:assert/strict';
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { resolveModel, type Progress } from '../src/engine/local/hub/index.js';
-import { formatBytes, progressBar, renderLine } from '../src/engine/local/hub/progress-bar.js';
+import { resolveModel, type Progress } from '../src/hub/index.js';
+import { formatBytes, progressBar, renderLine } from '../src/hub/progress-bar.js';
 import { HubDouble } from './helpers/hub-double.js';
 import { makeTinyModel, scratchDir } from './helpers/models.js';
 

@@ -8,13 +8,7 @@ import { homedir } from 'node:os';
 import { basename, join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { LocalEngine } from '../src/engine/local/engine.js';
-import {
-  defaultCacheDir,
-  HubError,
-  parseModelSpec,
-  resolveModel,
-  type ResolveOptions,
-} from '../src/engine/local/hub/index.js';
+import { defaultCacheDir, HubError, parseModelSpec, resolveModel, type ResolveOptions } from '../src/hub/index.js';
 import { closedPort, gitBlobId, HubDouble, sha256 } from './helpers/hub-double.js';
 import { makeTinyModel, scratchDir } from './helpers/models.js';
 
@@ -165,7 +159,7 @@ test('verifyCached re-hashes the cache and repairs a damaged blob', async () => 
   const blob = join(dir, readlinkSync(join(dir, 'model.safetensors')));
   const good = readFileSync(blob);
   const bad = Buffer.from(good);
-  bad[100] ^= 1;
+  bad[100]! ^= 1;
   writeFileSync(blob, bad);
   assert.equal(await resolveModel('test/single', o), dir, 'trusted without verifyCached');
   assert.equal(await resolveModel('test/single', { ...o, verifyCached: true }), dir);

@@ -8,7 +8,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, afterEach, before, test } from 'node:test';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { type HubError, resolveModel, type ResolveOptions } from '../src/engine/local/hub/index.js';
+import { type HubError, resolveModel, type ResolveOptions } from '../src/hub/index.js';
 import { HubDouble, sha256 } from './helpers/hub-double.js';
 import { makeTinyModel, scratchDir } from './helpers/models.js';
 
@@ -142,7 +142,7 @@ test('an abort stops the download, keeps the partial, and the next call resumes'
 });
 
 // A child process resolving into the same cache, as `openclaw-rl serve` would.
-const HUB_MODULE = pathToFileURL(fileURLToPath(new URL('../src/engine/local/hub/index.js', import.meta.url))).href;
+const HUB_MODULE = pathToFileURL(fileURLToPath(new URL('../src/hub/index.js', import.meta.url))).href;
 function child(cacheDir: string) {
   const code = `const { resolveModel } = await import(process.env.HUB_MODULE);
     process.stdout.write(await resolveModel('test/tiny', { cacheDir: process.env.CACHE, endpoint: process.env.ENDPOINT, token: '', retryDelayMs: 5 }));`;

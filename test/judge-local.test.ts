@@ -4,7 +4,8 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { loadChatModel } from '../src/engine/local/chat-model.js';
+import { renderPrompt } from '../src/chat/prompt.js';
+import { loadChatModel } from '../src/cli/chat-model.js';
 import { readModelFolder } from '../src/engine/local/model/folder.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import { Lora } from '../src/engine/local/train/lora.js';
@@ -59,7 +60,10 @@ test('self-judge: text from version 0, unchanged by a published LoRA version; gi
         });
     await model.engine.publish({ version: 1, kind: 'lora', spec: lora.spec, data: lora.data });
     assert.equal(model.engine.version, 1);
-    const rendered = model.renderPrompt(prompt, { addGenerationPrompt: true, enableThinking: false });
+    const rendered = renderPrompt(model.template, model.tokenizer, prompt, {
+      addGenerationPrompt: true,
+      enableThinking: false,
+    });
     const serving: number[] = [];
     for await (const e of model.engine.generate(rendered.ids, { temperature: 0.6, maxTokens: 24, seed: 9 }))
       if (e.type === 'token') serving.push(e.token.id);

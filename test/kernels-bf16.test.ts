@@ -31,7 +31,7 @@ function operand(rows: number, cols: number, pad: number, kind: Kind): Operand {
   for (let r = 0; r < rows; r++) for (let c = cols; c < ld; c++) values[r * ld + c] = NaN;
   const bits = new Uint16Array(values.length);
   portableToBf16(bits, values, values.length);
-  return { data: kind === 'bf16' ? bits : values, ld, at: (r, c) => bf16Value(bits[r * ld + c]) };
+  return { data: kind === 'bf16' ? bits : values, ld, at: (r, c) => bf16Value(bits[r * ld + c]!) };
 }
 
 interface Case {
@@ -94,8 +94,8 @@ function check(kernels: Kernels, c: Case): void {
       for (let p = 0; p < c.K; p++) magnitude += Math.abs(a(i, p) * b(p, j));
       const at = i * ldc + j;
       const bound =
-        (c.K + 3) * 2 ** -24 * (Math.abs(c.alpha) * magnitude + (c.beta === 0 ? 0 : Math.abs(c.beta * C0[at])));
-      const error = Math.abs(actual[at] - expected[at]);
+        (c.K + 3) * 2 ** -24 * (Math.abs(c.alpha) * magnitude + (c.beta === 0 ? 0 : Math.abs(c.beta * C0[at]!)));
+      const error = Math.abs(actual[at]! - expected[at]!);
       assert.ok(
         error <= bound,
         `${name(c)}: C[${i},${j}] is ${actual[at]}, expected ${expected[at]} (error ${error} > ${bound})`,
@@ -158,7 +158,7 @@ describe('toBf16, native against portable', { skip: skipNative }, () => {
     assert.equal(actual[3], 0x3f80, 'tie 0x3f808000 rounds down to the even 0x3f80');
     assert.equal(actual[4], 0x3f82, 'tie 0x3f818000 rounds up to the even 0x3f82');
     assert.equal(actual[15], 0x7f80, '0x7f7f8000 rounds up to Inf');
-    for (const i of [18, 19, 20, 21, 22, 23, 24]) assert.ok(Number.isNaN(bf16Value(actual[i])), `word ${i} stays NaN`);
+    for (const i of [18, 19, 20, 21, 22, 23, 24]) assert.ok(Number.isNaN(bf16Value(actual[i]!)), `word ${i} stays NaN`);
   });
 
   test('bit-exact on random values of every magnitude, only the first n written', () => {
@@ -169,7 +169,7 @@ describe('toBf16, native against portable', { skip: skipNative }, () => {
     const actual = new Uint16Array(n + 5).fill(0x1234);
     native().toBf16(actual, x, n);
     for (let i = 0; i < n; i++)
-      if (actual[i] !== bf16Bits(x[i])) assert.fail(`element ${i} (0x${words[i].toString(16)})`);
+      if (actual[i] !== bf16Bits(x[i]!)) assert.fail(`element ${i} (0x${words[i]!.toString(16)})`);
     assert.deepEqual([...actual.subarray(n)], [0x1234, 0x1234, 0x1234, 0x1234, 0x1234]);
   });
 
@@ -226,7 +226,7 @@ describe('gemmBf16, native against the portable oracle', { skip: skipNative }, (
             [1, 0, 0],
             [0.75, 1, 5],
             [-2, -0.5, 1],
-          ]) {
+          ] as const) {
             check(native(), { M: 37, N: 53, K: 129, transA, transB, pad, alpha, beta, kindA, kindB });
           }
         }

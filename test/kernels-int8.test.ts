@@ -51,14 +51,14 @@ describe('quantizeInt8', () => {
     const { q, scales } = quantize(portableKernels, w, N, K);
     for (let b = 0; b < scales.length; b++) {
       let max = 0;
-      for (let i = 0; i < INT8_BLOCK; i++) max = Math.max(max, Math.abs(w[b * INT8_BLOCK + i]));
-      assert.equal(scales[b], Math.fround(max / 127), `scale of block ${b}`);
+      for (let i = 0; i < INT8_BLOCK; i++) max = Math.max(max, Math.abs(w[b * INT8_BLOCK + i]!));
+      assert.equal(scales[b]!, Math.fround(max / 127), `scale of block ${b}`);
       for (let i = 0; i < INT8_BLOCK; i++) {
         const at = b * INT8_BLOCK + i;
-        if (Math.abs(w[at]) === max && max > 0) assert.equal(Math.abs(q[at]), 127, `the largest of block ${b}`);
-        assert.ok(Math.abs(w[at] - q[at] * scales[b]) <= scales[b] * (0.5 + 2 ** -20), `element ${at}`);
+        if (Math.abs(w[at]!) === max && max > 0) assert.equal(Math.abs(q[at]!), 127, `the largest of block ${b}`);
+        assert.ok(Math.abs(w[at]! - q[at]! * scales[b]!) <= scales[b]! * (0.5 + 2 ** -20), `element ${at}`);
         if (b % 5 === 2 && i > 0) {
-          assert.equal(Math.abs(q[at]) % 2, 0, `the tie ${w[at] * 128} rounds to even, got ${q[at]}`);
+          assert.equal(Math.abs(q[at]!) % 2, 0, `the tie ${w[at]! * 128} rounds to even, got ${q[at]!}`);
         }
       }
     }
@@ -111,10 +111,10 @@ function checkGemm(M: number, N: number, K: number): void {
     for (let j = 0; j < N; j++) {
       let magnitude = 0;
       for (let p = 0; p < K; p++) {
-        magnitude += Math.abs(x[i * K + p] * q[j * K + p] * scales[Math.floor((j * K + p) / INT8_BLOCK)]);
+        magnitude += Math.abs(x[i * K + p]! * q[j * K + p]! * scales[Math.floor((j * K + p) / INT8_BLOCK)]!);
       }
-      const [a, e] = [actual[i * N + j], expected[i * N + j]];
-      assert.ok(Math.abs(a - e) <= (K + 3) * U * magnitude, `${M}x${N}x${K}: y[${i},${j}] is ${a}, expected ${e}`);
+      const [a, e] = [actual[i * N + j]!, expected[i * N + j]!];
+      assert.ok(Math.abs(a - e) <= (K + 3) * U * magnitude, `${M}x${N}x${K}: y[${i},${j}]! is ${a}, expected ${e}`);
     }
   }
 }
@@ -141,13 +141,13 @@ function checkVnniGemm(M: number, N: number, K: number, x: Float32Array = random
       let magnitude = 0;
       for (let b = 0; b < blocks; b++) {
         let dot = 0;
-        for (let p = b * INT8_BLOCK; p < (b + 1) * INT8_BLOCK; p++) dot += Math.abs(qx[i * K + p] * q[j * K + p]);
-        magnitude += Math.abs(xScales[i * blocks + b] * scales[j * blocks + b]) * dot;
+        for (let p = b * INT8_BLOCK; p < (b + 1) * INT8_BLOCK; p++) dot += Math.abs(qx[i * K + p]! * q[j * K + p]!);
+        magnitude += Math.abs(xScales[i * blocks + b]! * scales[j * blocks + b]!) * dot;
       }
-      const [a, e] = [actual[i * N + j], expected[i * N + j]];
+      const [a, e] = [actual[i * N + j]!, expected[i * N + j]!];
       assert.ok(
         Math.abs(a - e) <= (blocks + 10) * U * magnitude,
-        `vnni ${M}x${N}x${K}: y[${i},${j}] is ${a}, expected ${e}`,
+        `vnni ${M}x${N}x${K}: y[${i},${j}]! is ${a}, expected ${e}`,
       );
     }
   }
@@ -171,11 +171,11 @@ describe('gemmInt8', () => {
         let sum = 0,
           magnitude = 0;
         for (let p = K - 1; p >= 0; p--) {
-          const term = x[i * K + p] * (q[j * K + p] * scales[(j * K + p) >> 5]);
+          const term = x[i * K + p]! * (q[j * K + p]! * scales[(j * K + p) >> 5]!);
           sum += term;
           magnitude += Math.abs(term);
         }
-        assert.ok(Math.abs(y[i * N + j] - sum) <= 2 * U * magnitude, `y[${i},${j}]`);
+        assert.ok(Math.abs(y[i * N + j]! - sum) <= 2 * U * magnitude, `y[${i},${j}]!`);
       }
     }
   });
@@ -195,11 +195,11 @@ describe('gemmInt8', () => {
         let sum = 0,
           magnitude = 0;
         for (let p = K - 1; p >= 0; p--) {
-          const term = qx[i * K + p] * xScales[(i * K + p) >> 5] * (q[j * K + p] * scales[(j * K + p) >> 5]);
+          const term = qx[i * K + p]! * xScales[(i * K + p) >> 5]! * (q[j * K + p]! * scales[(j * K + p) >> 5]!);
           sum += term;
           magnitude += Math.abs(term);
         }
-        assert.ok(Math.abs(y[i * N + j] - sum) <= 2 * U * magnitude, `y[${i},${j}]`);
+        assert.ok(Math.abs(y[i * N + j]! - sum) <= 2 * U * magnitude, `y[${i},${j}]!`);
       }
     }
   });
@@ -248,8 +248,8 @@ describe('gemmInt8', () => {
     native().gemmInt8(3, N, K, x, q, scales, y);
     for (let j = 0; j < N; j++) {
       // Row 0's first block and row 1's second block hold them; a zero weight block still gives NaN.
-      assert.ok(Number.isNaN(y[j]) && Number.isNaN(y[N + j]), `column ${j}: ${y[j]}, ${y[N + j]}`);
-      assert.ok(Number.isFinite(y[2 * N + j]), `row 2 column ${j}: ${y[2 * N + j]}`);
+      assert.ok(Number.isNaN(y[j]!) && Number.isNaN(y[N + j]!), `column ${j}: ${y[j]!}, ${y[N + j]!}`);
+      assert.ok(Number.isFinite(y[2 * N + j]!), `row 2 column ${j}: ${y[2 * N + j]!}`);
     }
   });
 

@@ -37,7 +37,7 @@ function sgemmError(sgemm: typeof portableKernels.sgemm): number {
       [1, 300, 257, 0, 1, 0],
       [37, 53, 129, 3, 0.5, 1],
       [130, 70, 300, 1, -1, 0.25],
-    ];
+    ] as const;
     for (const [M, N, K, pad, alpha, beta] of cases) {
       const lda = (transA ? M : K) + pad,
         ldb = (transB ? K : N) + pad,
@@ -51,8 +51,8 @@ function sgemmError(sgemm: typeof portableKernels.sgemm): number {
       let scale = 0,
         error = 0;
       for (let i = 0; i < expected.length; i++) {
-        scale = Math.max(scale, Math.abs(expected[i]));
-        error = Math.max(error, Math.abs(actual[i] - expected[i]));
+        scale = Math.max(scale, Math.abs(expected[i]!));
+        error = Math.max(error, Math.abs(actual[i]! - expected[i]!));
       }
       worst = Math.max(worst, error / scale);
     }
@@ -87,7 +87,7 @@ describe('the native GEMM backend', { skip: skipNative }, () => {
       [5, 7, 0],
       [3001, 257, 3],
       [300, 2100, 1],
-    ]) {
+    ] as const) {
       for (const trans of [false, true]) {
         const A = randomArrayFrom(random, M * (N + pad)),
           x = randomArrayFrom(random, trans ? M : N);
@@ -95,12 +95,12 @@ describe('the native GEMM backend', { skip: skipNative }, () => {
         for (const [alpha, beta] of [
           [1, 0],
           [-0.5, 2],
-        ]) {
+        ] as const) {
           const [actual, expected] = [y0.slice(), y0.slice()];
           native().sgemv(trans, M, N, alpha, A, N + pad, x, beta, actual);
           portableKernels.sgemv(trans, M, N, alpha, A, N + pad, x, beta, expected);
           const scale = expected.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
-          const error = actual.reduce((m, v, i) => Math.max(m, Math.abs(v - expected[i])), 0);
+          const error = actual.reduce((m, v, i) => Math.max(m, Math.abs(v - expected[i]!)), 0);
           assert.ok(error <= SGEMM_TOLERANCE * scale, `${M}x${N} trans ${trans}: error ${error}, scale ${scale}`);
         }
       }
@@ -194,10 +194,11 @@ describe('gemmBf16 against PyTorch', { skip: skipNative }, () => {
     for (let i = 0; i < M; i++) {
       for (let j = 0; j < N; j++) {
         let magnitude = 0;
-        for (let p = 0; p < K; p++) magnitude += Math.abs(bf16Value(bf16Bits(A[i * K + p])) * bf16Value(B[j * K + p]));
+        for (let p = 0; p < K; p++)
+          magnitude += Math.abs(bf16Value(bf16Bits(A[i * K + p]!)) * bf16Value(B[j * K + p]!));
         // fp32 summation of K exact products: see the derivation in test/kernels-bf16.test.ts.
         const fp32Bound = (K + 3) * 2 ** -24 * magnitude;
-        const [ours, exact, bf16] = [C[i * N + j], torch.exact[i * N + j], torch.bf16[i * N + j]];
+        const [ours, exact, bf16] = [C[i * N + j]!, torch.exact[i * N + j]!, torch.bf16[i * N + j]!];
         assert.ok(Math.abs(ours - exact) <= fp32Bound, `C[${i},${j}] = ${ours}, float64 reference ${exact}`);
         // torch rounds its result to bf16 (half an ulp, at most 2^-8 relative) after its own fp32 sum.
         const torchBound = 2 ** -8 * Math.abs(bf16) + 2 * fp32Bound;

@@ -40,7 +40,7 @@ function assertWithin(
 ): void {
   assert.equal(actual.length, expected.length, `${what}: length`);
   for (let i = 0; i < expected.length; i++) {
-    const error = Math.abs(actual[i] - expected[i]);
+    const error = Math.abs(actual[i]! - expected[i]!);
     assert.ok(
       error <= bound(i),
       `${what}: element ${i} is ${actual[i]}, expected ${expected[i]} (error ${error} > ${bound(i)})`,
@@ -57,7 +57,7 @@ function assertCloseNorm(
   floor = 1e-30,
 ): void {
   let scale = 0;
-  for (let i = 0; i < expected.length; i++) scale = Math.max(scale, Math.abs(expected[i]));
+  for (let i = 0; i < expected.length; i++) scale = Math.max(scale, Math.abs(expected[i]!));
   assertWithin(actual, expected, () => tolerance * scale + floor, what);
 }
 
@@ -69,18 +69,18 @@ function assertCloseElementwise(
   tolerance = TOLERANCE,
   floor = 1e-30,
 ): void {
-  assertWithin(actual, expected, (i) => tolerance * Math.abs(expected[i]) + floor, what);
+  assertWithin(actual, expected, (i) => tolerance * Math.abs(expected[i]!) + floor, what);
 }
 
 function maxAbs(a: ArrayLike<number>): number {
   let max = 0;
-  for (let i = 0; i < a.length; i++) max = Math.max(max, Math.abs(a[i]));
+  for (let i = 0; i < a.length; i++) max = Math.max(max, Math.abs(a[i]!));
   return max;
 }
 
 /** Elementwise a - b in float64. */
 function minus(a: ArrayLike<number>, b: ArrayLike<number>): Float64Array {
-  return Float64Array.from(a, (value, i) => value - b[i]);
+  return Float64Array.from(a, (value, i) => value - b[i]!);
 }
 
 // ---- float64 forwards and finite differences (independent of portable.ts) ---------------------
@@ -90,7 +90,7 @@ function numericGradient(f: (x: Float64Array) => number, x0: ArrayLike<number>, 
   const x = Float64Array.from(x0);
   const grad = new Float64Array(x.length);
   for (let i = 0; i < x.length; i++) {
-    const xi = x[i];
+    const xi = x[i]!;
     x[i] = xi + h;
     const plus = f(x);
     x[i] = xi - h;
@@ -109,9 +109,9 @@ function rmsnorm64(x: ArrayLike<number>, w: ArrayLike<number>, rows: number, dim
   const y = new Float64Array(rows * dim);
   for (let r = 0; r < rows; r++) {
     let ss = 0;
-    for (let i = 0; i < dim; i++) ss += x[r * dim + i] ** 2;
+    for (let i = 0; i < dim; i++) ss += x[r * dim + i]! ** 2;
     const rstd = 1 / Math.sqrt(ss / dim + eps);
-    for (let i = 0; i < dim; i++) y[r * dim + i] = x[r * dim + i] * rstd * w[i];
+    for (let i = 0; i < dim; i++) y[r * dim + i] = x[r * dim + i]! * rstd * w[i]!;
   }
   return y;
 }
@@ -132,10 +132,10 @@ function causalSoftmaxRows64(
   for (let i = 0; i < rows; i++) {
     const visible = firstRow + i + 1;
     let max = -Infinity;
-    for (let j = 0; j < visible; j++) max = Math.max(max, S[i * cols + j]);
+    for (let j = 0; j < visible; j++) max = Math.max(max, S[i * cols + j]!);
     let sum = 0;
-    for (let j = 0; j < visible; j++) sum += Math.exp(S[i * cols + j] - max);
-    for (let j = 0; j < visible; j++) P[i * cols + j] = Math.exp(S[i * cols + j] - max) / sum;
+    for (let j = 0; j < visible; j++) sum += Math.exp(S[i * cols + j]! - max);
+    for (let j = 0; j < visible; j++) P[i * cols + j] = Math.exp(S[i * cols + j]! - max) / sum;
     lse[i] = max + Math.log(sum);
   }
   return { P, lse };
@@ -148,22 +148,22 @@ function logSoftmax64(
   V: number,
 ): { lp: Float64Array; lse: number; entropy: number } {
   let max = -Infinity;
-  for (let i = 0; i < V; i++) max = Math.max(max, z[offset + i]);
+  for (let i = 0; i < V; i++) max = Math.max(max, z[offset + i]!);
   let sum = 0;
-  for (let i = 0; i < V; i++) sum += Math.exp(z[offset + i] - max);
+  for (let i = 0; i < V; i++) sum += Math.exp(z[offset + i]! - max);
   const lse = max + Math.log(sum);
   const lp = new Float64Array(V);
   let entropy = 0;
   for (let i = 0; i < V; i++) {
-    lp[i] = z[offset + i] - lse;
-    entropy -= Math.exp(lp[i]) * lp[i];
+    lp[i] = z[offset + i]! - lse;
+    entropy -= Math.exp(lp[i]!) * lp[i]!;
   }
   return { lp, lse, entropy };
 }
 
 function dot64(a: ArrayLike<number>, b: ArrayLike<number>): number {
   let sum = 0;
-  for (let i = 0; i < a.length; i++) sum += a[i] * b[i];
+  for (let i = 0; i < a.length; i++) sum += a[i]! * b[i]!;
   return sum;
 }
 
@@ -176,7 +176,7 @@ describe('training kernels against float64 mathematics', () => {
       [3, 7, 1e-6, 2],
       [2, 33, 0.1, 0.3],
       [4, 16, 1e-5, 1],
-    ]) {
+    ] as const) {
       const x = randomArray(rows * dim, xScale);
       const w = randomArray(dim);
       const dy = randomArray(rows * dim);
@@ -224,7 +224,7 @@ describe('training kernels against float64 mathematics', () => {
       const da = randomArray(n);
       const loss = (g: ArrayLike<number>, u: ArrayLike<number>) => {
         let sum = 0;
-        for (let i = 0; i < n; i++) sum += da[i] * silu64(g[i]) * u[i];
+        for (let i = 0; i < n; i++) sum += da[i]! * silu64(g[i]!) * u[i]!;
         return sum;
       };
       const gradGate = numericGradient((g) => loss(g, up), gate, H);
@@ -234,13 +234,13 @@ describe('training kernels against float64 mathematics', () => {
         k.siluMul(a, gate, up, n);
         assertCloseNorm(
           a,
-          Float64Array.from(gate, (g, i) => silu64(g) * up[i]),
+          Float64Array.from(gate, (g, i) => silu64(g) * up[i]!),
           `${k.name} siluMul n=${n}: forward`,
         );
         const [dg, du] = [new Float32Array(n), new Float32Array(n)];
         k.siluMulBackward(dg, du, da, gate, up, n);
         // dg = da up s (1 + z (1 - s)) may cancel: a floor relative to its terms.
-        const dgTerms = maxAbs(Float64Array.from(gate, (z, i) => Math.abs(da[i] * up[i]) * (1 + Math.abs(z))));
+        const dgTerms = maxAbs(Float64Array.from(gate, (z, i) => Math.abs(da[i]! * up[i]!) * (1 + Math.abs(z))));
         assertCloseNorm(dg, gradGate, `${k.name} siluMulBackward n=${n}: dg`, FD_TOLERANCE, TOLERANCE * dgTerms);
         assertCloseNorm(du, gradUp, `${k.name} siluMulBackward n=${n}: du`, FD_TOLERANCE);
       }
@@ -268,12 +268,12 @@ describe('training kernels against float64 mathematics', () => {
       for (let i = 0; i < rows; i++) {
         for (let d = 0; d < hd; d++) {
           let sum = 0;
-          for (let j = 0; j < cols; j++) sum += expected.P[i * cols + j] * V[j * hd + d];
+          for (let j = 0; j < cols; j++) sum += expected.P[i * cols + j]! * V[j * hd + d]!;
           O[i * stride + d] = sum;
         }
         for (let j = 0; j < cols; j++) {
           let sum = 0;
-          for (let d = 0; d < hd; d++) sum += dO[i * stride + d] * V[j * hd + d];
+          for (let d = 0; d < hd; d++) sum += dO[i * stride + d]! * V[j * hd + d]!;
           dP[i * cols + j] = sum;
         }
       }
@@ -314,10 +314,10 @@ describe('training kernels against float64 mathematics', () => {
       [1, 2],
       [3, 11],
       [2, 40],
-    ]) {
+    ] as const) {
       const z = randomArray(rows * V, 3);
       // Row 0 far from 0: the kernels must subtract the max.
-      for (let i = 0; i < V; i++) z[i] += 50;
+      for (let i = 0; i < V; i++) z[i]! += 50;
       const targets = Array.from({ length: rows }, () => randomIndex(V));
       const extras = Array.from({ length: rows }, () => randomIndex(V)); // may equal the target
       const [gT, gX, gH] = [randomArray(rows), randomArray(rows), randomArray(rows)];
@@ -325,7 +325,7 @@ describe('training kernels against float64 mathematics', () => {
         let sum = 0;
         for (let r = 0; r < rows; r++) {
           const { lp, entropy } = logSoftmax64(zv, r * V, V);
-          sum += gT[r] * lp[targets[r]] + gX[r] * lp[extras[r]] + gH[r] * entropy;
+          sum += gT[r]! * lp[targets[r]!]! + gX[r]! * lp[extras[r]!]! + gH[r]! * entropy;
         }
         return sum;
       };
@@ -336,7 +336,7 @@ describe('training kernels against float64 mathematics', () => {
         const [lse, entropy] = [new Float32Array(rows), new Float32Array(rows)];
         k.logitsStats(lse, entropy, z, rows, V);
         // lse = max + log(sum) may cancel: relative to the row's largest logit as well.
-        const lseScale = (r: number) => Math.max(Math.abs(expected[r].lse), maxAbs(z.subarray(r * V, (r + 1) * V)));
+        const lseScale = (r: number) => Math.max(Math.abs(expected[r]!.lse), maxAbs(z.subarray(r * V, (r + 1) * V)));
         assertWithin(
           lse,
           expected.map((e) => e.lse),
@@ -350,14 +350,14 @@ describe('training kernels against float64 mathematics', () => {
           `${what}: entropy`,
         );
         const dz = Float32Array.from(z);
-        const gSum = Float32Array.from(gT, (g, r) => g + gX[r]);
+        const gSum = Float32Array.from(gT, (g, r) => g + gX[r]!);
         k.logitsBackward(dz, rows, V, lse, entropy, gSum, gH);
         for (let r = 0; r < rows; r++) {
-          dz[r * V + targets[r]] += gT[r];
-          dz[r * V + extras[r]] += gX[r];
+          dz[r * V + targets[r]!]! += gT[r]!;
+          dz[r * V + extras[r]!]! += gX[r]!;
         }
         // The one-hot parts may cancel the rest completely (V = 1): a floor relative to the g's.
-        const gScale = Math.max(...Array.from(gT, (g, r) => Math.abs(g) + Math.abs(gX[r]) + Math.abs(gH[r])));
+        const gScale = Math.max(...Array.from(gT, (g, r) => Math.abs(g) + Math.abs(gX[r]!) + Math.abs(gH[r]!)));
         assertCloseNorm(dz, gradZ, `${what}: d loss / d logits`, FD_TOLERANCE, FD_TOLERANCE * gScale);
       }
     }
@@ -368,7 +368,7 @@ describe('training kernels against float64 mathematics', () => {
     for (const [lr, beta1, beta2, eps, weightDecay] of [
       [1e-2, 0.9, 0.999, 1e-8, 0.1],
       [3e-3, 0.8, 0.95, 1e-3, 0],
-    ]) {
+    ] as const) {
       const p0 = randomArray(n);
       const grads = [1, 10, 0.1].map((scale) => {
         const g = randomArray(n, scale);
@@ -391,23 +391,23 @@ describe('training kernels against float64 mathematics', () => {
         v: new Float32Array(n),
       }));
       for (let t = 1; t <= 3; t++) {
-        const g = grads[t - 1];
+        const g = grads[t - 1]!;
         const bc1 = 1 - beta1 ** t;
         const bc2 = 1 - beta2 ** t;
         for (let i = 0; i < n; i++) {
-          m[i] = beta1 * m[i] + (1 - beta1) * g[i];
-          v[i] = beta2 * v[i] + (1 - beta2) * g[i] * g[i];
-          mAbs[i] = beta1 * mAbs[i] + (1 - beta1) * Math.abs(g[i]);
-          travel[i] += lr * (mAbs[i] / bc1 / (Math.sqrt(v[i] / bc2) + eps) + weightDecay * Math.abs(p[i]));
-          p[i] -= lr * (m[i] / bc1 / (Math.sqrt(v[i] / bc2) + eps) + weightDecay * p[i]);
+          m[i] = beta1 * m[i]! + (1 - beta1) * g[i]!;
+          v[i] = beta2 * v[i]! + (1 - beta2) * g[i]! * g[i]!;
+          mAbs[i] = beta1 * mAbs[i]! + (1 - beta1) * Math.abs(g[i]!);
+          travel[i]! += lr * (mAbs[i]! / bc1 / (Math.sqrt(v[i]! / bc2) + eps) + weightDecay * Math.abs(p[i]!));
+          p[i]! -= lr * (m[i]! / bc1 / (Math.sqrt(v[i]! / bc2) + eps) + weightDecay * p[i]!);
         }
         for (const s of states) {
           s.k.adamw(s.p, g, s.m, s.v, n, lr, beta1, beta2, eps, weightDecay, bc1, bc2);
           const what = `${s.k.name} adamw lr ${lr} betas ${beta1}/${beta2} eps ${eps} wd ${weightDecay} step ${t}`;
-          assertWithin(s.m, m, (i) => TOLERANCE * mAbs[i] + 1e-30, `${what}: m`);
+          assertWithin(s.m, m, (i) => TOLERANCE * mAbs[i]! + 1e-30, `${what}: m`);
           assertCloseElementwise(s.v, v, `${what}: v`);
           // Each step to 1e-5 of its size, plus float32 rounding of p at every step.
-          assertWithin(s.p, p, (i) => TOLERANCE * travel[i] + 4e-7 * Math.abs(p[i]), `${what}: p`);
+          assertWithin(s.p, p, (i) => TOLERANCE * travel[i]! + 4e-7 * Math.abs(p[i]!), `${what}: p`);
         }
       }
     }
@@ -417,16 +417,13 @@ describe('training kernels against float64 mathematics', () => {
 // ---- native kernels against the portable ones --------------------------------------------------
 
 /** Runs the same call on copies of the arrays for native and portable; returns [native, portable] copies. */
-function both(
-  arrays: Float32Array[],
-  call: (k: Kernels, copies: Float32Array[]) => void,
-): [Float32Array[], Float32Array[]] {
-  const results = [native(), portableKernels].map((k) => {
-    const copies = arrays.map((a) => Float32Array.from(a));
+function both<T extends Float32Array[]>(arrays: [...T], call: (k: Kernels, copies: T) => void): [T, T] {
+  const run = (k: Kernels) => {
+    const copies = arrays.map((a) => Float32Array.from(a)) as T;
     call(k, copies);
     return copies;
-  });
-  return [results[0], results[1]];
+  };
+  return [run(native()), run(portableKernels)];
 }
 
 /**
@@ -437,7 +434,7 @@ function logitsInput(rows: number, V: number): Float32Array {
   const z = randomArray(rows * V, 4);
   for (let r = 0; r < rows; r++) {
     const row = z.subarray(r * V, (r + 1) * V);
-    if (r % 4 === 1) for (let i = 0; i < V; i++) row[i] += 40;
+    if (r % 4 === 1) for (let i = 0; i < V; i++) row[i]! += 40;
     if (r % 4 === 2) {
       row[randomIndex(V)] = 100;
       row[Math.min(V - 1, 24)] = 100;
@@ -476,14 +473,14 @@ function rmsnormBackwardTerms(
     let ss = 0;
     let dot = 0;
     for (let i = 0; i < dim; i++) {
-      ss += x[o + i] ** 2;
-      dot += Math.abs(w[i] * dy[o + i] * x[o + i]);
+      ss += x[o + i]! ** 2;
+      dot += Math.abs(w[i]! * dy[o + i]! * x[o + i]!);
     }
     const rstd = 1 / Math.sqrt(ss / dim + eps);
     const c = (rstd ** 3 * dot) / dim;
     for (let i = 0; i < dim; i++) {
-      dxRow[r] = Math.max(dxRow[r], Math.abs(rstd * w[i] * dy[o + i]) + Math.abs(x[o + i]) * c);
-      dw[i] += Math.abs(dy[o + i] * x[o + i]) * rstd;
+      dxRow[r] = Math.max(dxRow[r]!, Math.abs(rstd * w[i]! * dy[o + i]!) + Math.abs(x[o + i]!) * c);
+      dw[i]! += Math.abs(dy[o + i]! * x[o + i]!) * rstd;
     }
   }
   return { dxRow, dw };
@@ -493,7 +490,7 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
   test('adamw (n = 1, 7, 1000, 4099; three steps from the same state)', () => {
     const [lr, beta1, beta2, eps, weightDecay] = [1e-3, 0.9, 0.999, 1e-8, 0.01];
     for (const n of [1, 7, 1000, 4099]) {
-      let [p, m, v]: Float32Array[] = [
+      let [p, m, v]: [Float32Array, Float32Array, Float32Array] = [
         randomArray(n),
         randomArray(n, 0.1),
         Float32Array.from(randomArray(n, 0.1), (x) => x * x),
@@ -508,15 +505,15 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
         const what = `adamw n=${n} t=${t}`;
         // m = beta1 m + (1 - beta1) g may cancel: bounds relative to the terms, and for p to the
         // terms of the step (plus one float32 rounding of p each).
-        const mTerms = (i: number) => beta1 * Math.abs(m[i]) + (1 - beta1) * Math.abs(g[i]);
+        const mTerms = (i: number) => beta1 * Math.abs(m[i]!) + (1 - beta1) * Math.abs(g[i]!);
         assertWithin(fromNative[1], fromPortable[1], (i) => TOLERANCE * mTerms(i) + 1e-30, `${what}: m`);
         assertCloseElementwise(fromNative[2], fromPortable[2], `${what}: v`);
         const stepTerms = (i: number) =>
-          lr * (mTerms(i) / bc1 / (Math.sqrt(fromPortable[2][i] / bc2) + eps) + weightDecay * Math.abs(p[i]));
+          lr * (mTerms(i) / bc1 / (Math.sqrt(fromPortable[2][i]! / bc2) + eps) + weightDecay * Math.abs(p[i]!));
         assertWithin(
           fromNative[0],
           fromPortable[0],
-          (i) => TOLERANCE * stepTerms(i) + 1.2e-7 * Math.abs(p[i]),
+          (i) => TOLERANCE * stepTerms(i) + 1.2e-7 * Math.abs(p[i]!),
           `${what}: p`,
         );
         [p, m, v] = fromPortable;
@@ -561,7 +558,7 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
       [5, 1027],
       [17, 128],
       [4099, 16],
-    ]) {
+    ] as const) {
       const x = randomArray(rows * dim, 3);
       const w = randomArray(dim);
       const dy = randomArray(rows * dim);
@@ -578,17 +575,17 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
           // terms (dx = rstd w dy - x c cancels completely when dim = 1), plus one float32
           // rounding of what is stored (the added-to value may be much larger than the gradient).
           const base = accumulate ? dx0 : new Float32Array(rows * dim);
-          const rounding = (stored: Float32Array, i: number) => 1.2e-7 * Math.abs(stored[i]);
+          const rounding = (stored: Float32Array, i: number) => 1.2e-7 * Math.abs(stored[i]!);
           assertWithin(
             minus(fromNative[0], base),
             minus(fromPortable[0], base),
-            (i) => TOLERANCE * terms.dxRow[Math.floor(i / dim)] + rounding(fromPortable[0], i),
+            (i) => TOLERANCE * terms.dxRow[Math.floor(i / dim)]! + rounding(fromPortable[0], i),
             `${what}: dx`,
           );
           assertWithin(
             minus(fromNative[1], dw0),
             minus(fromPortable[1], dw0),
-            (i) => TOLERANCE * terms.dw[i] + rounding(fromPortable[1], i),
+            (i) => TOLERANCE * terms.dw[i]! + rounding(fromPortable[1], i),
             `${what}: dw`,
           );
           if (!withDw) assert.deepEqual(fromNative[1], dw0, `${what}: dw untouched`);
@@ -633,8 +630,8 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
       );
       // dg = da*up*s*(1 + z(1-s)) cancels near z = -1.28: the bound is relative to its terms.
       const termScale = (i: number) => {
-        const s = 1 / (1 + Math.exp(-gate[i]));
-        return Math.abs(da[i] * up[i] * s) * (1 + Math.abs(gate[i]) * (1 - s));
+        const s = 1 / (1 + Math.exp(-gate[i]!));
+        return Math.abs(da[i]! * up[i]! * s) * (1 + Math.abs(gate[i]!) * (1 - s));
       };
       assertWithin(
         fromNative[0],
@@ -655,12 +652,12 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
       const what = `logitsStats ${rows}x${V}`;
       // lse = max + log(sum) may cancel: relative to the largest logit of the row as well.
       const rowScale = (r: number) =>
-        Math.max(Math.abs(fromPortable[0][r]), maxAbs(z.subarray(r * V, (r + 1) * V).filter(Number.isFinite)));
+        Math.max(Math.abs(fromPortable[0][r]!), maxAbs(z.subarray(r * V, (r + 1) * V).filter(Number.isFinite)));
       assertWithin(fromNative[0], fromPortable[0], (r) => TOLERANCE * rowScale(r), `${what}: lse`);
       assertWithin(
         fromNative[1],
         fromPortable[1],
-        (i) => TOLERANCE * Math.max(1, Math.abs(fromPortable[1][i])),
+        (i) => TOLERANCE * Math.max(1, Math.abs(fromPortable[1][i]!)),
         `${what}: entropy`,
       );
       // A masked row's statistics are those of its unmasked logits.
@@ -672,7 +669,7 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
         assertWithin(
           entropy,
           fromNative[1].subarray(3, 4),
-          () => TOLERANCE * Math.max(1, entropy[0]),
+          () => TOLERANCE * Math.max(1, entropy[0]!),
           `${what}: masked row entropy`,
         );
       }
@@ -704,8 +701,8 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
       // Relative to the size of the terms of dz_i = -p_i (gSum + gEntropy (lp_i + H)), which may cancel.
       const termScale = (i: number) => {
         const r = Math.floor(i / V);
-        const lp = z[i] - lse[r];
-        return Math.exp(lp) * (Math.abs(gSum[r]) + Math.abs(gEntropy[r]) * (Math.abs(lp) + Math.abs(entropy[r])));
+        const lp = z[i]! - lse[r]!;
+        return Math.exp(lp) * (Math.abs(gSum[r]!) + Math.abs(gEntropy[r]!) * (Math.abs(lp) + Math.abs(entropy[r]!)));
       };
       assertWithin(
         fromNative[0],
@@ -789,8 +786,8 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
           j = index % cols;
         if (j > firstRow + i) return 0;
         let dot = 0;
-        for (let d = 0; d < hd; d++) dot += Math.abs(dO[i * stride + d] * O[i * stride + d]);
-        return P[index] * (Math.abs(dP[index]) + dot);
+        for (let d = 0; d < hd; d++) dot += Math.abs(dO[i * stride + d]! * O[i * stride + d]!);
+        return P[index]! * (Math.abs(dP[index]!) + dot);
       };
       assertWithin(fromNative[0], fromPortable[0], (i) => TOLERANCE * termScale(i) + 1e-30, `${what}: dS`);
       assertZeroBeyondDiagonal(fromNative[0], rows, cols, firstRow, `${what}: dS`);
@@ -801,7 +798,7 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
   test('bad arguments throw an Error naming the op, and compute nothing', () => {
     const k = native();
     const f = (n: number) => new Float32Array(n);
-    const untyped = k as unknown as Record<string, (...args: unknown[]) => void>;
+    const untyped = k as unknown as Record<keyof Kernels, (...args: unknown[]) => void>;
     const expectError = (op: string, detail: RegExp, call: () => void) =>
       assert.throws(call, (err: unknown) => {
         assert.ok(err instanceof Error, 'an Error');

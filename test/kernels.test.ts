@@ -32,9 +32,9 @@ const TOLERANCE = 1e-5;
 function assertCloseNorm(actual: ArrayLike<number>, expected: ArrayLike<number>, what: string): void {
   assert.equal(actual.length, expected.length, `${what}: length`);
   let scale = 0;
-  for (let i = 0; i < expected.length; i++) scale = Math.max(scale, Math.abs(expected[i]));
+  for (let i = 0; i < expected.length; i++) scale = Math.max(scale, Math.abs(expected[i]!));
   for (let i = 0; i < expected.length; i++) {
-    const error = Math.abs(actual[i] - expected[i]);
+    const error = Math.abs(actual[i]! - expected[i]!);
     assert.ok(
       error <= TOLERANCE * scale,
       `${what}: element ${i} is ${actual[i]}, expected ${expected[i]} (error ${error} > ${TOLERANCE} * max |expected| ${scale})`,
@@ -46,9 +46,9 @@ function assertCloseNorm(actual: ArrayLike<number>, expected: ArrayLike<number>,
 function assertCloseElementwise(actual: ArrayLike<number>, expected: ArrayLike<number>, what: string): void {
   assert.equal(actual.length, expected.length, `${what}: length`);
   for (let i = 0; i < expected.length; i++) {
-    const error = Math.abs(actual[i] - expected[i]);
+    const error = Math.abs(actual[i]! - expected[i]!);
     assert.ok(
-      error <= TOLERANCE * Math.abs(expected[i]) + 1e-7,
+      error <= TOLERANCE * Math.abs(expected[i]!) + 1e-7,
       `${what}: element ${i} is ${actual[i]}, expected ${expected[i]} (error ${error})`,
     );
   }
@@ -81,11 +81,11 @@ function referenceGemm(
     for (let j = 0; j < c.N; j++) {
       let sum = 0;
       for (let p = 0; p < c.K; p++) {
-        const a = c.transA ? A[p * lda + i] : A[i * lda + p];
-        const b = c.transB ? B[j * ldb + p] : B[p * ldb + j];
+        const a = c.transA ? A[p * lda + i]! : A[i * lda + p]!;
+        const b = c.transB ? B[j * ldb + p]! : B[p * ldb + j]!;
         sum += a * b;
       }
-      C[i * ldc + j] = c.alpha * sum + (c.beta === 0 ? 0 : c.beta * C0[i * ldc + j]);
+      C[i * ldc + j] = c.alpha * sum + (c.beta === 0 ? 0 : c.beta * C0[i * ldc + j]!);
     }
   }
   return C;
@@ -107,8 +107,8 @@ function referenceGemv(
   const inLength = trans ? M : N;
   for (let o = 0; o < outLength; o++) {
     let sum = 0;
-    for (let i = 0; i < inLength; i++) sum += (trans ? A[i * lda + o] : A[o * lda + i]) * x[i];
-    y[o] = alpha * sum + (beta === 0 ? 0 : beta * y0[o]);
+    for (let i = 0; i < inLength; i++) sum += (trans ? A[i * lda + o]! : A[o * lda + i]!) * x[i]!;
+    y[o] = alpha * sum + (beta === 0 ? 0 : beta * y0[o]!);
   }
   return y;
 }
@@ -141,7 +141,7 @@ function referenceAttention(
       for (let j = 0; j < visible; j++) {
         let dot = 0;
         for (let d = 0; d < c.headDim; d++)
-          dot += q[t * width + h * c.headDim + d] * k[j * kvStride + kvHead * c.headDim + d];
+          dot += q[t * width + h * c.headDim + d]! * k[j * kvStride + kvHead * c.headDim + d]!;
         scores.push(dot * scale);
       }
       const max = Math.max(...scores);
@@ -149,7 +149,7 @@ function referenceAttention(
       const total = weights.reduce((a, b) => a + b, 0);
       for (let d = 0; d < c.headDim; d++) {
         let sum = 0;
-        for (let j = 0; j < visible; j++) sum += weights[j] * v[j * kvStride + kvHead * c.headDim + d];
+        for (let j = 0; j < visible; j++) sum += weights[j]! * v[j * kvStride + kvHead * c.headDim + d]!;
         out[t * width + h * c.headDim + d] = sum / total;
       }
     }
@@ -216,14 +216,16 @@ function gemmName(c: GemmCase): string {
   return `${c.M}x${c.N}x${c.K} ${c.transA ? 'T' : 'N'}${c.transB ? 'T' : 'N'} pad ${c.pad} alpha ${c.alpha} beta ${c.beta}`;
 }
 
-const gemvCases: Array<{ trans: boolean; M: number; N: number; pad: number; alpha: number; beta: number }> = [
-  [1, 1],
-  [1, 9],
-  [13, 1],
-  [37, 129],
-  [64, 300],
-  [250, 33],
-].flatMap(([M, N], i) =>
+const gemvCases: Array<{ trans: boolean; M: number; N: number; pad: number; alpha: number; beta: number }> = (
+  [
+    [1, 1],
+    [1, 9],
+    [13, 1],
+    [37, 129],
+    [64, 300],
+    [250, 33],
+  ] as const
+).flatMap(([M, N], i) =>
   [false, true].map((trans) => ({
     trans,
     M,
@@ -342,7 +344,7 @@ describe('portable kernels', () => {
     const invFreq = Float32Array.from([1, 0.5]);
     const x = Float32Array.from([1, 2, 3, 4, 1, 2, 3, 4]);
     portableKernels.rope(x, 2, 1, headDim, Int32Array.from([0, 1]), invFreq);
-    const rotated = (a: number, b: number, angle: number) => [
+    const rotated = (a: number, b: number, angle: number): [number, number] => [
       a * Math.cos(angle) - b * Math.sin(angle),
       b * Math.cos(angle) + a * Math.sin(angle),
     ];
@@ -353,6 +355,11 @@ describe('portable kernels', () => {
 });
 
 // ---- native kernels against the portable ones and the references ----------------------------
+
+/** The same computation on the native kernels, then on the portable ones: [native, portable]. */
+function onBoth<T>(compute: (kernels: Kernels) => T): [T, T] {
+  return [compute(native()), compute(portableKernels)];
+}
 
 describe('native kernels', { skip: skipNative }, () => {
   test('sgemm matches portable and a float64 reference (all transposes, padded strides, beta 0/1/other)', () => {
@@ -373,7 +380,7 @@ describe('native kernels', { skip: skipNative }, () => {
     const whole = randomArray(4 * 5);
     const view = whole.subarray(2);
     const B = randomArray(3 * 6);
-    const [fromNative, fromPortable] = [native(), portableKernels].map((kernels) => {
+    const [fromNative, fromPortable] = onBoth((kernels) => {
       const out = new Float32Array(4 * 6);
       kernels.sgemm(false, false, 4, 6, 3, 1, view, 5, B, 6, 0, out, 6);
       return out;
@@ -387,7 +394,7 @@ describe('native kernels', { skip: skipNative }, () => {
       const x = randomArray(c.trans ? c.M : c.N);
       const y0 = randomArray(c.trans ? c.N : c.M);
       if (c.beta === 0) y0.fill(NaN);
-      const [yNative, yPortable] = [native(), portableKernels].map((kernels) => {
+      const [yNative, yPortable] = onBoth((kernels) => {
         const y = Float32Array.from(y0);
         kernels.sgemv(c.trans, c.M, c.N, c.alpha, a.data, a.ld, x, c.beta, y);
         return y;
@@ -422,10 +429,10 @@ describe('native kernels', { skip: skipNative }, () => {
       [3, 7],
       [5, 1027],
       [2, 64],
-    ]) {
+    ] as const) {
       const x = randomArray(rows * dim, 3);
       const weight = randomArray(dim);
-      const [fromNative, fromPortable] = [native(), portableKernels].map((kernels) => {
+      const [fromNative, fromPortable] = onBoth((kernels) => {
         const out = new Float32Array(rows * dim);
         kernels.rmsnorm(out, x, weight, rows, dim, 1e-6);
         return out;
@@ -461,11 +468,11 @@ describe('native kernels', { skip: skipNative }, () => {
       [3, 3, 6],
       [4, 2, 64],
       [2, 5, 130],
-    ]) {
+    ] as const) {
       const x = randomArray(rows * heads * headDim);
       const positions = Int32Array.from({ length: rows }, (_, r) => (r === rows - 1 ? 40961 : r * 7));
       const invFreq = ropeInverseFrequencies(headDim);
-      const [fromNative, fromPortable] = [native(), portableKernels].map((kernels) => {
+      const [fromNative, fromPortable] = onBoth((kernels) => {
         const rotated = Float32Array.from(x);
         kernels.rope(rotated, rows, heads, headDim, positions, invFreq);
         return rotated;
@@ -529,7 +536,7 @@ describe('native kernels', { skip: skipNative }, () => {
   test('bad arguments throw an Error naming the op, and compute nothing', () => {
     const k = native();
     const f = (n: number) => new Float32Array(n);
-    const untyped = k as unknown as Record<string, (...args: unknown[]) => void>;
+    const untyped = k as unknown as Record<keyof Kernels, (...args: unknown[]) => void>;
     const expectError = (op: string, detail: RegExp, call: () => void) =>
       assert.throws(call, (err: unknown) => {
         assert.ok(err instanceof Error, 'an Error');

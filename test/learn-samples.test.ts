@@ -3,7 +3,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { ChatMessage } from '../src/engine/chat/messages.js';
+import type { ChatMessage } from '../src/chat/messages.js';
 import type { Score } from '../src/judge/types.js';
 import { DEFAULT_LEARN, judgeNeeds, resolveLearnConfig, type LearnConfig, type Method } from '../src/learn/config.js';
 import { sampleFor, type SampleInput } from '../src/learn/samples.js';

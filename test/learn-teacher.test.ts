@@ -4,9 +4,10 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { contentToText, type ChatMessage, type ToolSpec } from '../src/engine/chat/messages.js';
+import { contentToText, type ChatMessage, type ToolSpec } from '../src/chat/messages.js';
 import type { ScoreOptions, ScoredCompletion, Scorer } from '../src/engine/types.js';
-import { hintedMessages, teacherLogprobs, type RenderIds, type TeacherModel } from '../src/learn/teacher.js';
+import type { RenderIds } from '../src/chat/prompt-codec.js';
+import { hintedMessages, teacherLogprobs, type TeacherModel } from '../src/learn/teacher.js';
 import type { Turn } from '../src/types.js';
 
 /**

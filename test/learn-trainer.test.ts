@@ -4,7 +4,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { contentToText, type ChatMessage } from '../src/engine/chat/messages.js';
+import { contentToText, type ChatMessage } from '../src/chat/messages.js';
 import type { ScoredCompletion, Scorer } from '../src/engine/types.js';
 import type { CompleteOptions, JudgeClient } from '../src/judge/types.js';
 import { resolveLearnConfig, type LearnConfig } from '../src/learn/config.js';

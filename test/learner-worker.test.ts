@@ -7,8 +7,12 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { LocalEngine } from '../src/engine/local/engine.js';
 import { LocalLearner } from '../src/engine/local/learner.js';
+import { DEFAULT_PPO, trainBatch } from '../src/learn/ppo.js';
 import type { GenerationEvent, TrainingSample } from '../src/engine/types.js';
 import { makeTinyModel, maxAbsDiff, scratchDir } from './helpers/models.js';
+
+/** One optimizer step per sample. */
+const PPO = { ...DEFAULT_PPO, miniBatchSize: 1 };
 
 const dir = makeTinyModel({ family: 'qwen3', seed: 51, initStd: 0.05 });
 const promptIds = [11, 22, 33, 44];
@@ -34,13 +38,12 @@ for (const mode of ['lora', 'full'] as const) {
           warmupSteps: 0,
           maxGradNorm: 1,
         },
-        miniBatchSize: 1,
       },
     });
     try {
       const before = mean((await engine.logprobs(promptIds, completionIds)).logprobs);
       for (let i = 0; i < 30; i++) {
-        const [m] = await learner.trainBatch([sample]);
+        const [m] = await trainBatch(learner, [sample], PPO);
         assert.ok(m!.applied);
       }
       const publication = await learner.publishTo(engine);
@@ -61,22 +64,21 @@ for (const mode of ['lora', 'full'] as const) {
   });
 }
 
-test('forwardBackward + optimStep is the same update as trainBatch over one mini-batch', async () => {
+test('forwardBackward + optimStep is the same update as learn/ppo trainBatch over one mini-batch', async () => {
   const engine = await LocalEngine.open(dir);
   const config = {
     mode: { kind: 'lora' as const, spec: { rank: 4, alpha: 8, targets: ['q' as const, 'k' as const] } },
-    miniBatchSize: 1,
     seed: 3,
   };
   const a = await LocalLearner.open(engine, { config });
   const b = await LocalLearner.open(engine, { config });
   try {
-    await a.trainBatch([sample]);
-    await b.forwardBackward([sample]);
+    await trainBatch(a, [sample], PPO);
+    await b.forwardBackward([sample], PPO.loss);
     const step = await b.optimStep();
     assert.equal(step.step, 1);
-    const [ua, ub] = [await a.publish(), await b.publish()];
-    assert.ok(ua.kind === 'lora' && ub.kind === 'lora');
+    const [ua, ub] = [(await a.publish()).update, (await b.publish()).update];
+    assert.ok(ua?.kind === 'lora' && ub?.kind === 'lora');
     assert.ok(maxAbsDiff(Array.from(ua.data), Array.from(ub.data)) < 1e-7);
   } finally {
     await a.close();
@@ -90,24 +92,23 @@ test('a checkpoint resumes steps, published version, consumed ids and the exact 
   const engine = await LocalEngine.open(dir);
   const config = {
     mode: { kind: 'lora' as const, spec: { rank: 4, alpha: 8, targets: ['q' as const, 'up' as const] } },
-    miniBatchSize: 1,
   };
   try {
     const first = await LocalLearner.open(engine, { config, checkpointDir });
     assert.equal(first.resumed.steps, 0);
-    for (let i = 0; i < 3; i++) await first.trainBatch([sample]);
+    for (let i = 0; i < 3; i++) await trainBatch(first, [sample], PPO);
     await first.publish();
     await first.save(['turn-1', 'turn-2']);
-    const saved = await first.publish(); // version 2, from the same weights
+    const saved = (await first.publish()).update; // version 2, from the same weights
     await first.close();
 
     const second = await LocalLearner.open(engine, { config, checkpointDir });
     assert.deepEqual(second.resumed.consumedSampleIds, ['turn-1', 'turn-2']);
     assert.equal(second.resumed.steps, 3);
     assert.equal(second.resumed.version, 1);
-    const resumed = await second.publish();
-    assert.equal(resumed.version, 2);
-    assert.ok(saved.kind === 'lora' && resumed.kind === 'lora');
+    const resumed = (await second.publish()).update;
+    assert.equal(resumed?.version, 2);
+    assert.ok(saved?.kind === 'lora' && resumed?.kind === 'lora');
     assert.deepEqual(Array.from(resumed.data), Array.from(saved.data));
     await second.close();
 
@@ -124,7 +125,6 @@ test('a second learner on the same engine numbers its publications after the ver
   const engine = await LocalEngine.open(dir);
   const config = {
     mode: { kind: 'lora' as const, spec: { rank: 4, alpha: 8, targets: ['q' as const] } },
-    miniBatchSize: 1,
   };
   try {
     const first = await LocalLearner.open(engine, { config });
@@ -145,7 +145,6 @@ test("versionAfter above the checkpoint's published version: the next publicatio
   const engine = await LocalEngine.open(dir);
   const config = {
     mode: { kind: 'lora' as const, spec: { rank: 4, alpha: 8, targets: ['v' as const] } },
-    miniBatchSize: 1,
   };
   try {
     const first = await LocalLearner.open(engine, { config, checkpointDir });

@@ -6,15 +6,18 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { LocalEngine } from '../src/engine/local/engine.js';
 import { LocalLearner, type LocalLearnerOptions } from '../src/engine/local/learner.js';
+import { DEFAULT_PPO, trainBatch } from '../src/learn/ppo.js';
 import { readModelFolder } from '../src/engine/local/model/folder.js';
 import type { GenerationEvent, StepMetrics, TrainingSample } from '../src/engine/types.js';
 import { makeTinyModel } from './helpers/models.js';
+
+/** One optimizer step per sample. */
+const PPO = { ...DEFAULT_PPO, miniBatchSize: 1 };
 
 const dir = makeTinyModel({ family: 'qwen3', seed: 81, initStd: 0.05 });
 const sample: TrainingSample = { promptIds: [11, 22, 33], completionIds: [5, 300, 9, 120], advantages: [1, 1, 1, 1] };
 const config: LocalLearnerOptions['config'] = {
   mode: { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'v'] } },
-  miniBatchSize: 1,
 };
 // Yield points of a one-step batch (KL off, one micro-batch): before each layer and the head in
 // the anchoring forward and the step's forward, before each layer in the backward.
@@ -50,7 +53,7 @@ test('under continuous serving a step completes, having yielded a bounded time; 
   const load = keepServing(engine, 3);
   try {
     await load.started;
-    const [m] = await polite.trainBatch([sample]);
+    const [m] = await trainBatch(polite, [sample], PPO);
     assert.ok(m!.applied);
     assert.ok(m!.yieldedMs > 0, 'the learner did not yield to a busy engine');
     assert.ok(m!.yieldedMs <= m!.seconds * 1000);
@@ -59,7 +62,7 @@ test('under continuous serving a step completes, having yielded a bounded time; 
       m!.yieldedMs < yieldPoints * (maxYieldMs + 50),
       `yielded ${m!.yieldedMs.toFixed(1)} ms at ${yieldPoints} points`,
     );
-    const [g] = await greedy.trainBatch([sample]);
+    const [g] = await trainBatch(greedy, [sample], PPO);
     assert.equal(g!.yieldedMs, 0);
   } finally {
     await load.stop();
@@ -74,7 +77,7 @@ test('with the engine idle a step yields nothing', async () => {
   const learner = await LocalLearner.open(engine, { config });
   try {
     assert.equal(engine.activity[0], 0);
-    const metrics = await learner.trainBatch([sample, sample]);
+    const metrics = await trainBatch(learner, [sample, sample], PPO);
     assert.equal(metrics.length, 2);
     assert.ok(metrics.every((m) => m.applied && m.yieldedMs === 0));
   } finally {
@@ -94,7 +97,7 @@ test('with an unbounded maxYieldMs a step waits out a generation and resumes whe
     let finish: Extract<GenerationEvent, { type: 'finish' }> | undefined;
     // Seed 6 runs to maxTokens (asserted), so serving stays busy long after the step is sent.
     for await (const e of engine.generate([1, 2, 3], { maxTokens: 400, seed: 6 })) {
-      if (e.type === 'token') step ??= learner.trainBatch([sample]);
+      if (e.type === 'token') step ??= trainBatch(learner, [sample], PPO);
       else finish = e;
     }
     assert.equal(finish!.reason, 'length');

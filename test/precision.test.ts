@@ -18,6 +18,7 @@ import type { GenerationEvent } from '../src/engine/types.js';
 import { DEFAULT_LEARNER, LearnerCore } from '../src/engine/local/train/learner.js';
 import { makeTinyModel, maxAbsDiff } from './helpers/models.js';
 import { logSoftmax, sampleAndScore } from './helpers/logprob-gap.js';
+import { DEFAULT_PPO, trainBatch } from '../src/learn/ppo.js';
 
 test('auto without VNNI is bf16 only with native kernels on bf16 instructions; bad settings are refused', () => {
   const info = (bf16Instructions: boolean) => ({
@@ -117,7 +118,7 @@ test('a bf16 engine publishes a full version: its bf16 copy is made between step
   }
 });
 
-test('bf16 LoRA training still learns: a positive advantage raises the completion log-prob', () => {
+test('bf16 LoRA training still learns: a positive advantage raises the completion log-prob', async () => {
   const dir = makeTinyModel({ family: 'qwen3', seed: 41, initStd: 0.05 });
   const cfg = readModelFolder(dir).config;
   const mode = {
@@ -132,7 +133,6 @@ test('bf16 LoRA training still learns: a positive advantage raises the completio
       mode: { ...mode, spec: { ...mode.spec, targets: [...mode.spec.targets] } },
       precision: 'bf16',
       optimizer: { ...DEFAULT_LEARNER.optimizer, lr: 3e-3, weightDecay: 0 },
-      miniBatchSize: 1,
     },
     loadKernels(),
   );
@@ -146,22 +146,22 @@ test('bf16 LoRA training still learns: a positive advantage raises the completio
     return lp.reduce((a, b) => a + b, 0) / lp.length;
   };
   const before = mean();
-  for (let i = 0; i < 100; i++) learner.trainBatch([sample]);
+  for (let i = 0; i < 100; i++) await trainBatch(learner, [sample], DEFAULT_PPO);
   const after = mean();
   assert.ok(after > before + 2, `log-prob went ${before.toFixed(3)} -> ${after.toFixed(3)}`);
 });
 
-test('bf16 full fine-tuning keeps its bf16 copy current after each step', () => {
+test('bf16 full fine-tuning keeps its bf16 copy current after each step', async () => {
   const dir = makeTinyModel({ family: 'qwen3', seed: 41, initStd: 0.05 });
   const cfg = readModelFolder(dir).config;
   const k = loadKernels();
   const learner = new LearnerCore(
     cfg,
     loadWeights(dir, cfg),
-    { ...DEFAULT_LEARNER, mode: { kind: 'full' }, precision: 'bf16', miniBatchSize: 1 },
+    { ...DEFAULT_LEARNER, mode: { kind: 'full' }, precision: 'bf16' },
     k,
   );
-  learner.trainBatch([{ promptIds: [1, 2, 3], completionIds: [4, 5], advantages: [1, 1] }]);
+  await trainBatch(learner, [{ promptIds: [1, 2, 3], completionIds: [4, 5], advantages: [1, 1] }], DEFAULT_PPO);
   const expected = bf16ParamsOf(k, learner.params.specs, learner.params.data).data;
   assert.deepEqual(learner.bf16Values, expected);
 });

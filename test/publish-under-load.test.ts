@@ -26,8 +26,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chatBackendOf } from '../src/gateway/backend.js';
-import { loadChatModel } from '../src/engine/local/chat-model.js';
+import { chatBackendOf, loadChatModel } from '../src/cli/chat-model.js';
 import { LocalEngine } from '../src/engine/local/engine.js';
 import { LocalLearner, type Publication } from '../src/engine/local/learner.js';
 import { DEFAULT_ADAMW } from '../src/engine/local/train/optimizer.js';
@@ -35,6 +34,7 @@ import type { GenerationEvent, PolicyUpdate, Sampler, TrainingSample } from '../
 import type { Turn } from '../src/types.js';
 import { startGateway, tinyModel } from './helpers/gateway.js';
 import { maxAbsDiff } from './helpers/models.js';
+import { DEFAULT_PPO, trainBatch } from '../src/learn/ppo.js';
 
 const CLIENTS = 4;
 const PUBLICATIONS = 10;
@@ -98,6 +98,7 @@ const seedOf = (index: number) => 1000 + index;
  */
 function timedSampler(inner: Sampler, generations: Map<number, GenerationRecord>): Sampler {
   return {
+    use: (version) => inner.use(version),
     generate(promptIds, params, signal) {
       const record: GenerationRecord = { tokenTimes: [], version: null };
       generations.set(params.seed!, record);
@@ -361,7 +362,6 @@ test('ten publications under continuous streaming load: no failure, no stall, ea
     config: {
       mode: { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } },
       optimizer: { ...DEFAULT_ADAMW, lr: 2e-2 },
-      miniBatchSize: TURNS_PER_VERSION,
     },
     threads: 1,
     maxYieldMs: 20,
@@ -424,7 +424,7 @@ test('ten publications under continuous streaming load: no failure, no stall, ea
         ),
       }));
     const trainFrom = performance.now();
-    const [metrics] = await learner.trainBatch(samples);
+    const [metrics] = await trainBatch(learner, samples, { ...DEFAULT_PPO, miniBatchSize: TURNS_PER_VERSION });
     training.push([trainFrom, performance.now()]);
     assert.ok(metrics!.applied, `batch ${k} was not applied`);
 

@@ -7,7 +7,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { ChatMessage } from '../src/engine/chat/messages.js';
+import type { ChatMessage } from '../src/chat/messages.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import { openStore } from '../src/store/store.js';
 import { freshDir, tinyModel } from './helpers/gateway.js';

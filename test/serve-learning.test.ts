@@ -9,8 +9,9 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadChatModel } from '../src/engine/local/chat-model.js';
-import type { ChatMessage } from '../src/engine/chat/messages.js';
+import { loadChatModel } from '../src/cli/chat-model.js';
+import type { ChatMessage } from '../src/chat/messages.js';
+import { renderPrompt } from '../src/chat/prompt.js';
 import { hintedMessages } from '../src/learn/teacher.js';
 import { openStore } from '../src/store/store.js';
 import { freshDir, tinyModel } from './helpers/gateway.js';
@@ -175,7 +176,9 @@ test('serve judges closed turns, builds samples per the combine table, trains a 
       [a1!, sa1, hintA],
       [b1!, sb1, hintB],
     ] as const) {
-      const hinted = model.renderPrompt(hintedMessages(line.messages, hint), { addGenerationPrompt: true }).ids;
+      const hinted = renderPrompt(model.template, model.tokenizer, hintedMessages(line.messages, hint), {
+        addGenerationPrompt: true,
+      }).ids;
       assert.notDeepEqual(hinted, line.prompt_ids);
       const ref = referenceLogprobs(tinyModel(), [[...hinted, ...line.completion_ids]])[0]!.slice(hinted.length - 1);
       assert.equal(s.teacherLogprobs!.length, line.completion_ids.length);

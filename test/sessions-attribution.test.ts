@@ -3,7 +3,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { ChatMessage } from '../src/engine/chat/messages.js';
+import type { ChatMessage } from '../src/chat/messages.js';
 import { attribute, type LiveTurn } from '../src/sessions/attribution.js';
 import { canonicalize, extendChain, messageKey } from '../src/sessions/canonical.js';
 import { explicitIdentity, splitAffinityKey, traceIdOf } from '../src/sessions/identity.js';

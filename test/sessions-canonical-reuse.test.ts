@@ -2,7 +2,7 @@
 // exactly the from-scratch one, whatever changed between the two requests.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { ChatMessage } from '../src/engine/chat/messages.js';
+import type { ChatMessage } from '../src/chat/messages.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import { canonicalize } from '../src/sessions/canonical.js';
 import { INTERNAL_CONTEXT_MARKER } from '../src/sessions/openclaw.js';

@@ -5,7 +5,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { ChatMessage } from '../src/engine/chat/messages.js';
+import type { ChatMessage } from '../src/chat/messages.js';
 import { attribute, responseHash, type LiveTurn } from '../src/sessions/attribution.js';
 import { canonicalize, extendChain, messageKey } from '../src/sessions/canonical.js';
 import { TurnRecorder, type TurnStore, type TurnClosure } from '../src/sessions/recorder.js';

@@ -5,10 +5,10 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { renderPrompt } from '../src/engine/chat/prompt.js';
-import { ChatTemplate, OPENCLAW_CHAT_TEMPLATE } from '../src/engine/local/tokenizer/chat-template.js';
-import { TextTokenizer } from '../src/engine/local/tokenizer/tokenizer.js';
-import { DEFAULT_SPECIAL_TOKENS, trainByteLevelBpe } from '../src/engine/local/tokenizer/train-bpe.js';
+import { renderPrompt } from '../src/chat/prompt.js';
+import { ChatTemplate, OPENCLAW_CHAT_TEMPLATE } from '../src/chat/tokenizer/chat-template.js';
+import { TextTokenizer } from '../src/chat/tokenizer/tokenizer.js';
+import { DEFAULT_SPECIAL_TOKENS, trainByteLevelBpe } from '../src/chat/tokenizer-training/train-bpe.js';
 import { HINT_HEADER } from '../src/learn/teacher.js';
 import { buildCorpus, DEFAULT_CORPUS, GRADING_MIX, HOMEWORK_MIX } from '../src/sim/corpus.js';
 import { VAGUE_HINTS } from '../src/sim/hints.js';
@@ -22,7 +22,7 @@ const rubricOf = (opener: string) =>
   opener.includes('grading') || opener.includes('grade') ? TEACHER_RUBRIC : STUDENT_RUBRIC;
 
 test('first replies follow the base mix: the preferred style is a minority as set for each user', () => {
-  const firsts = { student: [0, 0], teacher: [0, 0] };
+  const firsts: Record<'student' | 'teacher', [number, number]> = { student: [0, 0], teacher: [0, 0] };
   for (const c of corpus) {
     const opener = c[0]!.content as string;
     if (opener.includes(HINT_HEADER)) continue;

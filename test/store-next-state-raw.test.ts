@@ -4,7 +4,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { ChatMessage } from '../src/engine/chat/messages.js';
+import type { ChatMessage } from '../src/chat/messages.js';
 import { LATEST_VERSION, migrateDown, migrateUp, schemaVersion } from '../src/store/migrations/index.js';
 import type { SqliteDatabase } from '../src/store/sqlite.js';
 import { openStore } from '../src/store/store.js';

@@ -14,7 +14,7 @@ import { nextStateToRow, rowToExportLine, turnToRow, type ExportLine } from '../
 import { openSqlite, type SqliteDatabase } from '../src/store/sqlite.js';
 import { openStore, STORE_FILE } from '../src/store/store.js';
 import type { TurnWithNextStateRow } from '../src/store/tables.js';
-import type { ChatMessage } from '../src/engine/chat/messages.js';
+import type { ChatMessage } from '../src/chat/messages.js';
 import type { NextState, Turn } from '../src/types.js';
 import { freshDir } from './helpers/gateway.js';
 import { judgedFixture, learnTurn, rlDraft, stepMetrics } from './helpers/learning-fixtures.js';

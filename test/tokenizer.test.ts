@@ -3,16 +3,16 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { seededRandom } from '../src/engine/local/tokenizer/corpus.js';
+import { seededRandom } from '../src/chat/tokenizer-training/corpus.js';
 import {
   builtinCorpus,
   DEFAULT_ADDED_TOKENS,
   DEFAULT_SPECIAL_TOKENS,
   trainByteLevelBpe,
   type TokenizerFiles,
-} from '../src/engine/local/tokenizer/train-bpe.js';
-import { TextTokenizer, WindowStreamDecoder } from '../src/engine/local/tokenizer/tokenizer.js';
-import { ByteLevelStreamDecoder } from '../src/engine/local/tokenizer/byte-level-decoder.js';
+} from '../src/chat/tokenizer-training/train-bpe.js';
+import { TextTokenizer, WindowStreamDecoder } from '../src/chat/tokenizer/tokenizer.js';
+import { ByteLevelStreamDecoder } from '../src/chat/tokenizer/byte-level-decoder.js';
 
 const TOKENS = { specialTokens: DEFAULT_SPECIAL_TOKENS, addedTokens: DEFAULT_ADDED_TOKENS };
 const files = trainByteLevelBpe(builtinCorpus({ targetChars: 100_000 }), { vocabSize: 1500, ...TOKENS });
@@ -65,7 +65,7 @@ function referenceBpe(word: string, merges: [string, string][]): string[] {
       if (r !== undefined && r < bestRank) [best, bestRank] = [i, r];
     }
     if (best < 0) return parts;
-    parts = [...parts.slice(0, best), parts[best] + parts[best + 1], ...parts.slice(best + 2)];
+    parts = [...parts.slice(0, best), parts[best]! + parts[best + 1]!, ...parts.slice(best + 2)];
   }
 }
 
@@ -101,7 +101,7 @@ test('ids: 256 byte symbols, then merges, then the added tokens', () => {
   const decoderEntry = (config.added_tokens_decoder as Record<string, { content: string; special: boolean }>)[
     String(files.addedTokenIds['<think>'])
   ];
-  assert.deepEqual([decoderEntry.content, decoderEntry.special], ['<think>', false]);
+  assert.deepEqual([decoderEntry?.content, decoderEntry?.special], ['<think>', false]);
 });
 
 test('options are validated', () => {
@@ -148,7 +148,7 @@ test('encode/decode round-trips multilingual text, emoji and code', () => {
 
 test('every special and added token is one id, also inside text', () => {
   for (const token of [...DEFAULT_SPECIAL_TOKENS, ...DEFAULT_ADDED_TOKENS]) {
-    const id = files.addedTokenIds[token];
+    const id = files.addedTokenIds[token]!;
     assert.deepEqual(tokenizer.encode(token), [id]);
     assert.equal(tokenizer.tokenToId(token), id);
     assert.equal(tokenizer.idToToken(id), token);
@@ -209,14 +209,14 @@ test('the stream decoder holds back a split character and flushes it as U+FFFD',
   const ids = tokenizer.encode('🦜');
   assert.ok(ids.length > 1, 'this emoji must span several tokens for the test to mean anything');
   const stream = tokenizer.createStreamDecoder();
-  assert.equal(stream.push(ids[0]), '');
+  assert.equal(stream.push(ids[0]!), '');
   assert.equal(stream.flush(), '\uFFFD');
   // flush resets: the decoder is ready for a new text.
   assert.equal(ids.map((id) => stream.push(id)).join('') + stream.flush(), '🦜');
 });
 
 test('the stream decoder does not hold invalid bytes forever', () => {
-  const leadByte = tokenizer.tokenToId(byteLevel('🦜')[0])!;
+  const leadByte = tokenizer.tokenToId(byteLevel('🦜')[0]!)!;
   const stream = tokenizer.createStreamDecoder();
   let out = '';
   for (let i = 0; i < 40; i++) out += stream.push(leadByte);
@@ -259,15 +259,15 @@ function randomIds(tok: TextTokenizer, next: () => number): number[] {
   const byteIds = BYTE_CHARS.map((char) => tok.tokenToId(char)!);
   const oddIds = [...Object.values(files.addedTokenIds), ...[2, 3, 4, 5, 6].map((i) => files.vocabSize + i)];
   const unknownIds = [files.vocabSize, files.vocabSize + 1, tok.vocabSize, tok.vocabSize + 100, -1];
-  const pick = <T>(items: readonly T[]) => items[Math.floor(next() * items.length)];
+  const pick = <T>(items: readonly T[]) => items[Math.floor(next() * items.length)]!;
   const ids: number[] = [];
   const length = 1 + Math.floor(next() * 40);
   while (ids.length < length) {
     const r = next();
     if (r < 0.03)
-      ids.push(...Array.from(Buffer.from('\uFEFF'), (b) => byteIds[b])); // text, not a byte order mark
+      ids.push(...Array.from(Buffer.from('\uFEFF'), (b) => byteIds[b]!)); // text, not a byte order mark
     else if (r < 0.25) ids.push(pick(byteIds));
-    else if (r < 0.35) ids.push(byteIds[0xc2 + Math.floor(next() * (0xf5 - 0xc2))]);
+    else if (r < 0.35) ids.push(byteIds[0xc2 + Math.floor(next() * (0xf5 - 0xc2))]!);
     else if (r < 0.6) {
       const encoded = tokenizer.encode(pick(SAMPLES));
       const start = Math.floor(next() * encoded.length);
@@ -317,9 +317,9 @@ test('ByteLevel decode: unmapped characters, added tokens verbatim, bytes decode
   // Bytes on either side of an added token are decoded apart, unless a skipped special token sits there.
   const [lead, ...rest] = tokenizer.encode('€');
   assert.ok(rest.length > 0, '€ must span several tokens for this to mean anything');
-  const imEnd = files.addedTokenIds['<|im_end|>'];
-  assert.equal(odd.decode([lead, imEnd, ...rest], { skipSpecialTokens: true }), '€');
-  assert.ok(odd.decode([lead, imEnd, ...rest]).startsWith('\uFFFD<|im_end|>'));
+  const imEnd = files.addedTokenIds['<|im_end|>']!;
+  assert.equal(odd.decode([lead!, imEnd, ...rest], { skipSpecialTokens: true }), '€');
+  assert.ok(odd.decode([lead!, imEnd, ...rest]).startsWith('\uFFFD<|im_end|>'));
 });
 
 test('the fast stream decoder is used exactly for a plain ByteLevel decoder', () => {
@@ -328,7 +328,7 @@ test('the fast stream decoder is used exactly for a plain ByteLevel decoder', ()
   json.decoder = { type: 'Sequence', decoders: [json.decoder] };
   const sequence = TextTokenizer.fromJson(json, files.tokenizerConfig);
   assert.ok(sequence.createStreamDecoder() instanceof WindowStreamDecoder);
-  const ids = sequence.encode(SAMPLES[3]);
+  const ids = sequence.encode(SAMPLES[3]!);
   const stream = sequence.createStreamDecoder();
   assert.equal(ids.map((id) => stream.push(id)).join('') + stream.flush(), SAMPLES[3]);
 });
@@ -351,7 +351,7 @@ test('a Metaspace tokenizer streams through the window decoder without its leadi
     },
     {},
   );
-  const ids = [vocab['▁Hello'], vocab['▁world'], vocab['▁'], vocab.H, vocab.e, 0];
+  const ids = [vocab['▁Hello']!, vocab['▁world']!, vocab['▁']!, vocab.H!, vocab.e!, 0];
   for (const skipSpecialTokens of [false, true]) {
     const stream = sentencePiece.createStreamDecoder({ skipSpecialTokens });
     assert.ok(stream instanceof WindowStreamDecoder);
@@ -388,5 +388,5 @@ test('fromModelDir loads files and reports missing or malformed ones by name', a
 test('TokenizerFiles serialize to plain JSON', () => {
   const roundTripped: TokenizerFiles['tokenizerJson'] = JSON.parse(JSON.stringify(files.tokenizerJson));
   const again = TextTokenizer.fromJson(roundTripped, JSON.parse(JSON.stringify(files.tokenizerConfig)));
-  assert.deepEqual(again.encode(SAMPLES[2]), tokenizer.encode(SAMPLES[2]));
+  assert.deepEqual(again.encode(SAMPLES[2]!), tokenizer.encode(SAMPLES[2]!));
 });

@@ -24,7 +24,7 @@ test('2 ranks on one node give the 1-rank update (LoRA, qwen3)', async () => {
   const one = await trainTorch(s);
   const two = await trainTorch(s, { nproc: 2 });
   assertSame('1 rank vs 2 ranks', one, two, 1e-5);
-  assertSame('TypeScript vs 2 ranks', trainTs(s), two);
+  assertSame('TypeScript vs 2 ranks', await trainTs(s), two);
 });
 
 test('two launcher nodes on 127.0.0.1 (--nnodes 2) give the 1-rank update (full fine-tuning, llama)', async () => {
@@ -45,7 +45,7 @@ test('two launcher nodes on 127.0.0.1 (--nnodes 2) give the 1-rank update (full 
     });
     const [code] = await Promise.race([exited, late]);
     assert.equal(code, 0, `node 1 exited with ${code}: ${followerErr.slice(-2000)}`);
-    assertSame('TypeScript vs 2 nodes', trainTs(s), two);
+    assertSame('TypeScript vs 2 nodes', await trainTs(s), two);
   } finally {
     if (follower.exitCode === null) follower.kill('SIGKILL');
   }

@@ -23,7 +23,7 @@ for (const [family, lora, loss] of cases) {
   test(`${what}: the PyTorch learner matches the TypeScript learner`, async () => {
     const s = setup(family, lora, loss);
     const before = s.ts.values.slice();
-    const ours = trainTs(s);
+    const ours = await trainTs(s);
     // Agreement to 1e-4 means something only if the batch moved the parameters by far more.
     assert.ok(maxAbsDiff(before, ours.values) > 1e-2, 'the batch should move the parameters');
     assert.ok(ours.metrics.some((m) => m.clipFraction > 0) || loss === 'topk', 'the batch should exercise the clip');
@@ -34,12 +34,13 @@ for (const [family, lora, loss] of cases) {
 test('forwardBackward over 2 ranks, then optimStep: the same loss, metrics and step as the TypeScript learner', async () => {
   const s = setup('qwen3', true);
   const samples = s.samples.slice(0, 3);
-  const ours = s.ts.forwardBackward(samples, 4);
+  const ours = s.ts.forwardBackward(samples, s.ppo.loss, 4);
   const ourStep = s.ts.optimStep();
   const work = scratchDir('ocrl-torch-fb-');
   const learner = await TorchLearner.open({
     launch: { ...DEFAULT_LAUNCH, python: TORCH_PYTHON, nproc: 2 },
     config: s.config,
+    keepReference: true,
     modelDir: s.dir,
     checkpointDir: join(work, 'checkpoints'),
     versionsDir: join(work, 'versions'),
@@ -47,7 +48,7 @@ test('forwardBackward over 2 ranks, then optimStep: the same loss, metrics and s
     versionAfter: 0,
   });
   try {
-    const theirs = await learner.forwardBackward(samples, 4);
+    const theirs = await learner.forwardBackward(samples, s.ppo.loss, 4);
     const step = await learner.optimStep();
     assert.ok(Math.abs(ours.loss - theirs.loss) <= 1e-5, `loss ${ours.loss} vs ${theirs.loss}`);
     assert.equal(theirs.tokens, ours.tokens);

@@ -6,10 +6,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { readModelFolder } from '../src/engine/local/model/folder.js';
+import { readPolicyUpdate } from '../src/engine/local/policy-versions.js';
 import { DEFAULT_LAUNCH } from '../src/engine/torch/launcher.js';
 import { TorchLearner } from '../src/engine/torch/learner.js';
 import { SupervisedTorchLearner } from '../src/engine/torch/supervised.js';
-import { readPolicyVersion } from '../src/engine/torch/versions.js';
+import { trainBatch } from '../src/learn/ppo.js';
 import { scratchDir } from './helpers/models.js';
 import { assertSame, setup, TORCH_PYTHON, trainTs } from './helpers/torch-learner.js';
 
@@ -38,7 +39,7 @@ test('SIGKILL of the learner with trainBatch in flight: relaunched, reconciled, 
     log: (e, f) => events.push([e, f]),
   });
   try {
-    const training = learner.trainBatch(s.samples);
+    const training = learner.train((torch) => trainBatch(torch, s.samples, s.ppo));
     // The request is on its way; whatever the learner has done with it, it dies now.
     process.kill(first.pid, 'SIGKILL');
     const metrics = await training;
@@ -46,9 +47,9 @@ test('SIGKILL of the learner with trainBatch in flight: relaunched, reconciled, 
     assert.deepEqual(reconciled, [0], 'no checkpoint yet: the store is reconciled against step 0');
     assert.equal(events.filter(([e]) => e === 'learner_restarted').length, 1);
     const published = await learner.publish();
-    const update = readPolicyVersion(published.path, published.version, readModelFolder(s.dir).config);
+    const update = readPolicyUpdate(published, readModelFolder(s.dir).config);
     assert.ok(update.kind === 'lora');
-    assertSame('TypeScript vs relaunched PyTorch', trainTs(s), { metrics, values: update.data });
+    assertSame('TypeScript vs relaunched PyTorch', await trainTs(s), { metrics, values: update.data });
   } finally {
     await learner.close();
   }

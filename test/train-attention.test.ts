@@ -45,7 +45,7 @@ function reference(q: Float32Array, k: Float32Array, v: Float32Array, dOut: Floa
       const kj = (t: number, d: number) => (s.start + t) * kvDim + g * hd + d;
       for (let i = 0; i < s.length; i++) {
         const p = new Float64Array(i + 1);
-        for (let j = 0; j <= i; j++) for (let d = 0; d < hd; d++) p[j] += scale * q[qi(i, d)]! * k[kj(j, d)]!;
+        for (let j = 0; j <= i; j++) for (let d = 0; d < hd; d++) p[j]! += scale * q[qi(i, d)]! * k[kj(j, d)]!;
         const max = Math.max(...p);
         let sum = 0;
         for (let j = 0; j <= i; j++) sum += p[j] = Math.exp(p[j]! - max);
@@ -56,17 +56,17 @@ function reference(q: Float32Array, k: Float32Array, v: Float32Array, dOut: Floa
         let dot = 0;
         for (let j = 0; j <= i; j++) {
           for (let d = 0; d < hd; d++) {
-            out[qi(i, d)] += p[j]! * v[kj(j, d)]!;
-            dv[kj(j, d)] += p[j]! * dOut[qi(i, d)]!;
-            dP[j] += dOut[qi(i, d)]! * v[kj(j, d)]!;
+            out[qi(i, d)]! += p[j]! * v[kj(j, d)]!;
+            dv[kj(j, d)]! += p[j]! * dOut[qi(i, d)]!;
+            dP[j]! += dOut[qi(i, d)]! * v[kj(j, d)]!;
           }
           dot += p[j]! * dP[j]!;
         }
         for (let j = 0; j <= i; j++) {
           const dS = p[j]! * (dP[j]! - dot);
           for (let d = 0; d < hd; d++) {
-            dq[qi(i, d)] += scale * dS * k[kj(j, d)]!;
-            dk[kj(j, d)] += scale * dS * q[qi(i, d)]!;
+            dq[qi(i, d)]! += scale * dS * k[kj(j, d)]!;
+            dk[kj(j, d)]! += scale * dS * q[qi(i, d)]!;
           }
         }
       }

@@ -33,7 +33,7 @@ import { writeSafetensors } from '../src/engine/local/model/safetensors.js';
 import { loadWeights } from '../src/engine/local/model/weights.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import { DEFAULT_LEARNER, LearnerCore, type LearnerConfig } from '../src/engine/local/train/learner.js';
-import type { TrainingSample } from '../src/engine/types.js';
+import type { LossSpec, TrainingSample } from '../src/engine/types.js';
 import { makeTinyModel, PYTHON, scratchDir, readAllTensors } from './helpers/models.js';
 
 const TRAIN_STEP = fileURLToPath(new URL('../../test/reference/train_step.py', import.meta.url));
@@ -81,11 +81,11 @@ async function crossCheck(lora: boolean) {
   const config: LearnerConfig = {
     ...DEFAULT_LEARNER,
     mode: lora ? { kind: 'lora', spec: { ...LORA, targets: [...LORA.targets] } } : { kind: 'full' },
-    loss: { kind: 'policy', eps: 0.2, epsHigh: 0.28, tisCap: 2, klCoef: 0, entropyCoef: 0.01 },
     activationBudgetBytes: Infinity,
     seed: 3,
     precision: 'bf16',
   };
+  const loss: LossSpec = { kind: 'policy', eps: 0.2, epsHigh: 0.28, tisCap: 2, klCoef: 0, entropyCoef: 0.01 };
   const learner = new LearnerCore(cfg, base, config, loadKernels());
   const work = scratchDir('ocrl-bf16-');
   let adapter: string | null = null;
@@ -114,7 +114,7 @@ async function crossCheck(lora: boolean) {
     advantages: s.completionIds.map(() => (rng.next() - 0.4) * 2),
   }));
   learner.zeroGrad();
-  const ours = learner.forwardBackward(samples, samples.length);
+  const ours = learner.forwardBackward(samples, loss, samples.length);
   const grads = new Map<string, Float32Array>();
   if (lora) for (const t of learner.lora!.tensors) grads.set(t.name, learner.lora!.view(t, learner.gradients));
   else for (const s of learner.params.specs) grads.set(s.name, learner.gradients.subarray(s.offset, s.offset + s.size));

@@ -1,6 +1,6 @@
-// The OPD term is computed by the learner against its own pre-batch log-probs: an `opd` sample
-// trains exactly like the same sample with advantages_t + w (teacher_t - old_t) made explicit
-// from those log-probs, and a token without a teacher value is masked, not read as log-prob 0.
+// learn/ppo.ts finishes the OPD term against the learner's own pre-batch log-probs: an `opd`
+// sample trains exactly like the same sample with advantages_t + w (teacher_t - old_t) made
+// explicit from those log-probs, and a token without a teacher value is masked, not read as 0.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -9,6 +9,7 @@ import { readModelFolder } from '../src/engine/local/model/folder.js';
 import { loadWeights } from '../src/engine/local/model/weights.js';
 import { DEFAULT_LEARNER, LearnerCore, type LearnerConfig } from '../src/engine/local/train/learner.js';
 import type { TrainingSample } from '../src/engine/types.js';
+import { DEFAULT_PPO, trainBatch, type BatchSample } from '../src/learn/ppo.js';
 import { makeTinyModel } from './helpers/models.js';
 
 const dir = makeTinyModel({ family: 'llama', seed: 71, initStd: 0.05 });
@@ -19,10 +20,9 @@ const config: LearnerConfig = {
   ...DEFAULT_LEARNER,
   mode: { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'v', 'down'] } },
   optimizer: { ...DEFAULT_LEARNER.optimizer, lr: 1e-2, weightDecay: 0 },
-  miniBatchSize: 2,
-  epochs: 2,
   seed: 4,
 };
+const ppo = { ...DEFAULT_PPO, miniBatchSize: 2, epochs: 2 };
 const newLearner = () => new LearnerCore(cfg, base, config, loadKernels());
 
 const plain: TrainingSample[] = [
@@ -31,7 +31,7 @@ const plain: TrainingSample[] = [
 ];
 const teacher = [-1.5, Number.NaN, -4, -0.5];
 const weight = 0.7;
-const withOpd = (teacherLogprobs: number[]): TrainingSample[] => [
+const withOpd = (teacherLogprobs: number[]): BatchSample[] => [
   { ...plain[0]!, opd: { teacherLogprobs, weight } },
   plain[1]!,
 ];
@@ -51,47 +51,48 @@ function explicit(old: Float32Array, teacherLogprobs: number[]): TrainingSample[
   ];
 }
 
-test('trainBatch with opd equals trainBatch with the OPD advantages made explicit from the pre-batch log-probs', () => {
+test('trainBatch with opd equals trainBatch with the OPD advantages made explicit from the pre-batch log-probs', async () => {
   const finite = teacher.map((x, t) => (Number.isFinite(x) ? x : -2 - t));
   const a = newLearner(),
     b = newLearner(),
     c = newLearner();
   const old = b.logprobs(plain)[0]!;
-  const ma = a.trainBatch(withOpd(finite));
-  b.trainBatch(explicit(old, finite));
+  const ma = await trainBatch(a, withOpd(finite), ppo);
+  await trainBatch(b, explicit(old, finite), ppo);
   assert.ok(ma.length === 2 && ma.every((m) => m.applied));
   assert.deepEqual(a.values, b.values);
-  c.trainBatch(plain);
+  await trainBatch(c, plain, ppo);
   assert.notDeepEqual(a.values, c.values, 'the OPD term changed nothing');
 });
 
-test('a NaN teacher log-prob masks its token instead of being read as 0', () => {
+test('a NaN teacher log-prob masks its token instead of being read as 0', async () => {
   const a = newLearner(),
     b = newLearner();
   const old = b.logprobs(plain)[0]!;
-  a.trainBatch(withOpd(teacher));
-  b.trainBatch(explicit(old, teacher));
+  await trainBatch(a, withOpd(teacher), ppo);
+  await trainBatch(b, explicit(old, teacher), ppo);
   assert.deepEqual(a.values, b.values);
 });
 
-test('forwardBackward without oldLogprobs anchors the OPD term at the current log-probs', () => {
-  const a = newLearner(),
-    b = newLearner();
-  const old = b.logprobs(plain)[0]!;
-  a.forwardBackward(withOpd(teacher));
-  b.forwardBackward(explicit(old, teacher));
-  assert.ok(a.gradients.some((g) => g !== 0));
-  assert.deepEqual(a.gradients, b.gradients);
+test('OPD samples under the top-k distillation loss are refused before anything trains', async () => {
+  const a = newLearner();
+  const before = a.values.slice();
+  await assert.rejects(
+    trainBatch(a, withOpd(teacher), { ...ppo, loss: { kind: 'topk', entropyCoef: 0 } }),
+    /OPD samples need the policy loss/,
+  );
+  assert.equal(a.steps, 0);
+  assert.deepEqual(a.values, before);
 });
 
-test('opd.teacherLogprobs must have one entry per completion token, and a finite weight', () => {
+test('opd.teacherLogprobs must have one entry per completion token, and a finite weight', async () => {
   const a = newLearner();
-  assert.throws(
-    () => a.trainBatch([{ ...plain[0]!, opd: { teacherLogprobs: [-1, -2, -3], weight } }]),
+  await assert.rejects(
+    trainBatch(a, [{ ...plain[0]!, opd: { teacherLogprobs: [-1, -2, -3], weight } }], ppo),
     /sample 0: opd\.teacherLogprobs has 3, but completionIds has 4 tokens/,
   );
-  assert.throws(
-    () => a.trainBatch([{ ...plain[0]!, opd: { teacherLogprobs: teacher, weight: Number.NaN } }]),
+  await assert.rejects(
+    trainBatch(a, [{ ...plain[0]!, opd: { teacherLogprobs: teacher, weight: Number.NaN } }], ppo),
     /opd\.weight must be finite/,
   );
 });

@@ -19,7 +19,7 @@ import { createRng } from '../src/engine/local/sampling/random.js';
 import { LearnerCore, type LearnerConfig } from '../src/engine/local/train/learner.js';
 import { trainStepBytes } from '../src/engine/local/train/memory.js';
 import { TrainModel } from '../src/engine/local/train/model.js';
-import type { TrainingSample } from '../src/engine/types.js';
+import type { LossSpec, TrainingSample } from '../src/engine/types.js';
 import { makeTinyModel, PYTHON, scratchDir, readAllTensors } from './helpers/models.js';
 
 const TRAIN_STEP = fileURLToPath(new URL('../../test/reference/train_step.py', import.meta.url));
@@ -71,17 +71,15 @@ async function crossCheck(family: ModelFamily, lora: boolean, lossKind: 'policy'
       ? { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } }
       : { kind: 'full' },
     optimizer,
-    loss:
-      lossKind === 'policy'
-        ? { kind: 'policy', eps: 0.2, epsHigh: 0.28, tisCap: 2, klCoef: 0.1, entropyCoef: 0.01 }
-        : { kind: 'topk', entropyCoef: 0 },
-    miniBatchSize: 2,
-    epochs: 1,
     microBatchTokens: 4096,
     activationBudgetBytes: budget,
     headChunkRows: opts.headChunkRows,
     seed: 3,
   };
+  const loss: LossSpec =
+    lossKind === 'policy'
+      ? { kind: 'policy', eps: 0.2, epsHigh: 0.28, tisCap: 2, klCoef: 0.1, entropyCoef: 0.01 }
+      : { kind: 'topk', entropyCoef: 0 };
   const learner = new LearnerCore(cfg, base, config, loadKernels());
   const work = scratchDir('ocrl-torch-');
   let adapterPath: string | null = null;
@@ -151,6 +149,7 @@ async function crossCheck(family: ModelFamily, lora: boolean, lossKind: 'policy'
   learner.zeroGrad();
   learner.forwardBackward(
     samples.map((s, i) => ({ ...s, oldLogprobs: old[i]! })),
+    loss,
     samples.length,
   );
   const ourGrads = learner.gradients.slice();

@@ -1,13 +1,13 @@
-"""The PPO procedure of src/engine/local/train/learner.ts over data-parallel ranks.
+"""The Learner contract of src/engine/learner.ts over data-parallel ranks; learn/ppo.ts (in Node)
+drives it: the anchor, epochs and mini-batches are its.
 
-  trainBatch: old = log-probs before the first step (the ratio's anchor), then per epoch and
-  mini-batch: zero grads; each rank forward/backwards its share of the mini-batch (sample j goes
-  to rank j % world) in micro-batches; gradients and metric sums are all-reduced; every rank
-  applies the same AdamW step to its replica. Losses are divided by the mini-batch's sample
-  count, so the reduced gradient is the one-rank gradient."""
+  logprobs: each rank computes its share of the samples (sample j goes to rank j % world), and
+  rank 0 gathers them. forwardBackward: each rank forward/backwards its share in micro-batches;
+  metric sums are all-reduced. optimStep: gradients are all-reduced and every rank applies the
+  same AdamW step to its replica. Losses are divided by the mini-batch's sample count, so the
+  reduced gradient is the one-rank gradient."""
 
 import contextlib
-import time
 
 import torch
 import torch.distributed as dist
@@ -40,11 +40,9 @@ class Learner:
             self.trainable = tensors
         else:
             self.lora_spec = None
-            # The frozen base for the KL term: a copy only when that term is on.
-            loss = cfg["loss"]
-            needs_ref = loss["kind"] == "policy" and loss["klCoef"] > 0
+            # The frozen base for the KL term: a copy only when the caller asked for one.
             self.reference = mdl.Decoder(self.model.cfg, {k: v.clone() for k, v in self.model.weights.items()}) \
-                if needs_ref else None
+                if cfg.get("keepReference") else None
             if restored is not None:
                 for k, v in self.model.weights.items():
                     v.copy_(restored["trainable"][k])
@@ -68,6 +66,8 @@ class Learner:
     def _logp(self, s, reference=False):
         with self._autocast():
             if reference and self.lora_spec is None:
+                if self.reference is None:
+                    raise ValueError("a KL term under full fine-tuning needs the learner started with keepReference")
                 return self.reference.completion_logp(self._tokens(s), len(s["promptIds"]))
             return self.model.completion_logp(self._tokens(s), len(s["promptIds"]), use_lora=not reference)
 
@@ -94,36 +94,23 @@ class Learner:
         if batch:
             yield batch
 
-    def train_batch(self, samples):
-        t0 = time.perf_counter()
-        policy = self.cfg["loss"]["kind"] == "policy"
-        mb = self.cfg["miniBatchSize"]
-        minis = [samples[i:i + mb] for i in range(0, len(samples), mb)]
-        if policy:
-            # Each rank anchors the samples it trains (ownership is fixed by position in the mini-batch).
-            for mini in minis:
-                for s, old in zip(self.own(mini), self.logprobs(self.own(mini))):
-                    s["oldLogprobs"] = old
-        metrics = []
-        for _ in range(self.cfg["epochs"]):
-            for mini in minis:
-                metrics.append(self._step(mini, t0))
-                t0 = time.perf_counter()
-        return metrics
+    def gather_logprobs(self, samples):
+        """Every sample's completion log-probs (lists, on rank 0; None elsewhere), each rank its share."""
+        mine = [lp.float().tolist() for lp in self.logprobs(self.own(samples))]
+        if self.world == 1:
+            return mine
+        parts = [None] * self.world
+        dist.all_gather_object(parts, mine)
+        if self.rank != 0:
+            return None
+        return [parts[j % self.world][j // self.world] for j in range(len(samples))]
 
-    def _step(self, mini, t0):
-        self.optimizer.zero_grad()
+    def forward_backward_batch(self, samples, loss_cfg, batch_size):
+        """Each rank's share of `samples` in micro-batches; the metrics reduced over the ranks."""
         acc = torch.zeros(2 + len(MEANS), dtype=torch.float64)
-        for micro in self._micro_batches(self.own(mini)):
-            acc += sums_of(self.forward_backward(micro, len(mini)))
-        self.all_reduce_grads()
-        r = self.optim_step()
-        seconds = time.perf_counter() - t0
-        all_tokens = sum(len(s["promptIds"]) + len(s["completionIds"]) for s in mini)
-        # StepMetrics.tokens counts prompt and completion tokens, not the trained ones.
-        return {"step": r["step"], "samples": len(mini), **self.reduce_metrics(acc), "tokens": all_tokens,
-                "gradNorm": r["gradNorm"], "applied": r["applied"], "lr": r["lr"], "seconds": seconds,
-                "tokensPerSecond": all_tokens / seconds, "yieldedMs": 0}
+        for micro in self._micro_batches(self.own(samples)):
+            acc += sums_of(self.forward_backward(micro, loss_cfg, batch_size))
+        return self.reduce_metrics(acc)
 
     def reduce_metrics(self, acc):
         """Sums from sums_of over every rank -> the loss, trained tokens and token-weighted means."""
@@ -149,9 +136,8 @@ class Learner:
         self.optimizer.zero_grad()
         return r
 
-    def forward_backward(self, samples, batch_size):
+    def forward_backward(self, samples, loss_cfg, batch_size):
         """Adds the gradients of this micro-batch's loss (divided by batch_size samples)."""
-        loss_cfg = self.cfg["loss"]
         total, acc = 0.0, {"tokens": 0.0, "clip": 0.0, "kl": 0.0, "entropy": 0.0, "tis": 0.0, "rollout": 0.0}
         has_rollout = all(s.get("rolloutLogprobs") is not None for s in samples)
         f32 = dict(dtype=torch.float32, device=self.device)
@@ -172,9 +158,6 @@ class Learner:
                 old = s["oldLogprobs"] if s.get("oldLogprobs") is not None else lp.detach()
                 old = old if torch.is_tensor(old) else torch.tensor(losses.finite_or_nan(old), **f32)
                 adv = torch.tensor(s["advantages"], **f32)
-                if s.get("opd"):
-                    teacher = torch.tensor(losses.finite_or_nan(s["opd"]["teacherLogprobs"]), **f32)
-                    adv, mask = losses.opd_advantages(adv, mask, teacher, old, float(s["opd"]["weight"]))
                 rollout = torch.tensor(losses.finite_or_nan(s["rolloutLogprobs"]), **f32) if has_rollout else None
                 ref = self.logprobs([s], reference=True)[0] if loss_cfg["klCoef"] > 0 else None
                 loss, sums = losses.policy_terms(lp, ent, old, adv, mask, rollout, ref, loss_cfg, batch_size)

@@ -15,15 +15,6 @@ def token_weights(mask, batch_size):
     return mask / max(1.0, float(mask.sum())) / batch_size
 
 
-def opd_advantages(adv, mask, teacher, old, weight):
-    """adv + weight * (teacher - old) where the teacher value is finite; other tokens are masked."""
-    if weight == 0:
-        return adv, mask
-    finite = torch.isfinite(teacher)
-    term = torch.where(finite, weight * (torch.nan_to_num(teacher) - old), torch.zeros_like(adv))
-    return adv + term, torch.where(finite, mask, torch.zeros_like(mask))
-
-
 def policy_terms(lp, ent, old, adv, mask, rollout, ref, cfg, batch_size):
     """One sample's PPO-clip + TIS + KL + entropy loss and metric sums over its trained tokens."""
     w = token_weights(mask, batch_size)

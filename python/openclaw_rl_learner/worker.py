@@ -51,18 +51,13 @@ def check_sample(s, i, loss_kind):
     for key in ("advantages", "rolloutLogprobs", "oldLogprobs", "mask"):
         if s.get(key) is not None and len(s[key]) != n:
             problems.append(f"{key} has {len(s[key])}")
-    if s.get("opd") and len(s["opd"]["teacherLogprobs"]) != n:
-        problems.append(f"opd.teacherLogprobs has {len(s['opd']['teacherLogprobs'])}")
     top = s.get("teacherTop")
     if top and (len(top["ids"]) != n or len(top["logprobs"]) != n):
         problems.append(f"teacherTop has {len(top['ids'])} id rows and {len(top['logprobs'])} log-prob rows")
     if problems:
         raise ValueError(f"sample {i}: {', '.join(problems)}, but completionIds has {n} tokens")
-    if loss_kind == "topk":
-        if s.get("opd"):
-            raise ValueError("OPD samples need the policy loss, not top-k distillation")
-        if not top:
-            raise ValueError("the top-k loss needs teacherTop on every sample")
+    if loss_kind == "topk" and not top:
+        raise ValueError("the top-k loss needs teacherTop on every sample")
 
 
 def run(device_kind):
@@ -98,7 +93,7 @@ def run(device_kind):
         start = broadcast(channel.receive() if channel else None)
         cfg = start["config"]
         cfg["bf16"] = device_kind == "cuda" and report["bf16"] and cfg.get("precision", "auto") != "fp32"
-        from .learner import Learner, sums_of
+        from .learner import Learner
         from . import store
         if rank != 0:
             cfg = {**cfg, "initAdapter": None}  # rank 0's values arrive by broadcast below
@@ -141,15 +136,12 @@ def run(device_kind):
         try:
             if op == "shutdown":
                 result = None
-            elif op == "trainBatch":
-                for i, s in enumerate(req["samples"]):
-                    check_sample(s, i, cfg["loss"]["kind"])
-                result = learner.train_batch(req["samples"])
+            elif op == "logprobs":
+                result = learner.gather_logprobs(req["samples"])
             elif op == "forwardBackward":
                 for i, s in enumerate(req["samples"]):
-                    check_sample(s, i, cfg["loss"]["kind"])
-                result = learner.reduce_metrics(sums_of(learner.forward_backward(learner.own(req["samples"]),
-                                                                                  req["batchSize"])))
+                    check_sample(s, i, req["loss"]["kind"])
+                result = learner.forward_backward_batch(req["samples"], req["loss"], req["batchSize"])
             elif op == "optimStep":
                 learner.all_reduce_grads()
                 result = learner.optim_step()

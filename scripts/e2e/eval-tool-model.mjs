@@ -20,9 +20,9 @@ if (!modelDir || !storePath) {
 }
 const N = flag === '--samples' ? Number(nArg) : 0;
 const { LocalEngine } = await import(dist('engine/local/engine.js'));
-const { TextTokenizer } = await import(dist('engine/local/tokenizer/tokenizer.js'));
-const { ChatTemplate } = await import(dist('engine/local/tokenizer/chat-template.js'));
-const { renderPrompt } = await import(dist('engine/chat/prompt.js'));
+const { TextTokenizer } = await import(dist('chat/tokenizer/tokenizer.js'));
+const { ChatTemplate } = await import(dist('chat/tokenizer/chat-template.js'));
+const { renderPrompt } = await import(dist('chat/prompt.js'));
 const Database = createRequire(import.meta.url)('better-sqlite3');
 const db = new Database(storePath, { readonly: true });
 const rows = db

@@ -230,10 +230,10 @@ function capture(storePath) {
 // ---- synthetic conversations -------------------------------------------------------------------
 
 export async function makeSamples(modelDir, { count = RECIPE.samples, seed = RECIPE.seed } = {}) {
-  const { TextTokenizer } = await import(dist('engine/local/tokenizer/tokenizer.js'));
-  const { ChatTemplate } = await import(dist('engine/local/tokenizer/chat-template.js'));
-  const { renderPrompt } = await import(dist('engine/chat/prompt.js'));
-  const { builtinCorpus, seededRandom } = await import(dist('engine/local/tokenizer/corpus.js'));
+  const { TextTokenizer } = await import(dist('chat/tokenizer/tokenizer.js'));
+  const { ChatTemplate } = await import(dist('chat/tokenizer/chat-template.js'));
+  const { renderPrompt } = await import(dist('chat/prompt.js'));
+  const { builtinCorpus, seededRandom } = await import(dist('chat/tokenizer-training/corpus.js'));
   const tokenizer = await TextTokenizer.fromModelDir(modelDir);
   const template = await ChatTemplate.fromModelDir(modelDir);
   const imEnd = tokenizer.encode('<|im_end|>');

@@ -6,7 +6,8 @@
 // The prompt is sent as one user message through the model's chat template (--raw: as plain
 // text). Text streams to stdout; --json prints one object with token ids and both log-probs.
 
-import { loadChatModel } from '../engine/local/chat-model.js';
+import { renderPrompt } from '../chat/prompt.js';
+import { loadChatModel } from './chat-model.js';
 import { numberFlag, parseFlags, precisionFlag, SERVE_PRECISION_USAGE, stringFlag } from './args.js';
 
 const USAGE = `usage: openclaw-rl generate --model DIR --prompt TEXT [options]
@@ -62,7 +63,10 @@ export async function runGenerate(argv: string[]): Promise<number> {
     ];
     const promptIds = v.raw
       ? model.tokenizer.encode(prompt)
-      : model.renderPrompt(messages, { addGenerationPrompt: true, enableThinking: Boolean(v.think) }).ids;
+      : renderPrompt(model.template, model.tokenizer, messages, {
+          addGenerationPrompt: true,
+          enableThinking: Boolean(v.think),
+        }).ids;
     const params = {
       maxTokens: numberFlag(v, 'max-tokens', { integer: true, min: 1 }) ?? 128,
       temperature: numberFlag(v, 'temperature', { min: 0 }) ?? 1,

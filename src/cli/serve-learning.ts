@@ -2,13 +2,14 @@
 // last checkpoint, which the store is reconciled against and which is published at once), the
 // judge client, the teacher, and the loop that drives them.
 
-import type { ChatModel } from '../engine/local/chat-model.js';
+import type { ChatModel } from './chat-model.js';
 import { LocalLearner } from '../engine/local/learner.js';
 import type { TorchLaunch } from '../engine/torch/launcher.js';
 import type { SupervisedTorchLearner } from '../engine/torch/supervised.js';
 import type { LearnerConfig } from '../engine/local/train/learner.js';
 import { DEFAULT_LEARNER } from '../engine/local/train/learner.js';
-import { renderRequest, type ChatBackend } from '../gateway/backend.js';
+import { renderIdsOf } from '../chat/prompt-codec.js';
+import type { ChatBackend } from '../gateway/backend.js';
 import {
   DEFAULT_HINT_CHOICE,
   LocalJudgeClient,
@@ -17,7 +18,9 @@ import {
   type JudgeLog,
 } from '../judge/index.js';
 import { LearningLoop } from '../learn/loop.js';
+import { DEFAULT_PPO, trainBatch, type BatchSample, type PpoConfig } from '../learn/ppo.js';
 import { progressLine } from '../learn/status.js';
+import type { StepMetrics } from '../engine/types.js';
 import type { Store } from '../store/store.js';
 import type { ServeLearning } from './serve-config.js';
 import { openTorchLearner, unavailablePolicy } from './serve-torch.js';
@@ -52,12 +55,14 @@ export async function startLearning(a: {
   const versionAfter = Math.max(engine.version, store.learning.maxVersion());
   let learner: LocalLearner | SupervisedTorchLearner | null = null;
   let unavailable: string | null = null;
+  const ppo = ppoConfig(settings);
   if (a.torch) {
     try {
       learner = await openTorchLearner({
         engine,
         launch: a.torch.launch,
         config: learnerConfig(settings),
+        keepReference: ppo.loss.kind === 'policy' && ppo.loss.klCoef > 0,
         dir: a.torch.dir,
         log: a.log,
         versionAfter: () => Math.max(engine.version, store.learning.maxVersion()),
@@ -94,11 +99,7 @@ export async function startLearning(a: {
   }
   const judgeClient: JudgeClient =
     settings.judge.kind === 'self'
-      ? new LocalJudgeClient({
-          engine,
-          tokenizer: model.tokenizer,
-          renderPrompt: (messages, o) => model.renderPrompt(messages, o),
-        })
+      ? new LocalJudgeClient(model)
       : new OpenAIJudgeClient({
           baseUrl: settings.judge.url!,
           model: settings.judge.model!,
@@ -118,13 +119,13 @@ export async function startLearning(a: {
       hintChoice: { ...DEFAULT_HINT_CHOICE, quorum: j.hintQuorum },
     },
     teacher: {
-      render: (messages, tools, enableThinking) => renderRequest(backend, { messages, tools, enableThinking }).ids,
+      render: renderIdsOf(backend),
       scorer: engine,
       contextLength: backend.contextLength,
     },
     policy: learner
       ? {
-          trainBatch: (samples) => learner.trainBatch(samples),
+          trainBatch: (samples) => trainOn(learner, samples, ppo),
           publish: () => learner.publishTo(engine),
           checkpoint: () => learner.save([]),
           servingVersion: () => engine.version,
@@ -167,7 +168,20 @@ export function learnerConfig(s: ServeLearning): Partial<LearnerConfig> {
   return {
     mode,
     optimizer: { ...DEFAULT_LEARNER.optimizer, lr: t.lr ?? (t.loraRank === 0 ? 1e-5 : 1e-4) },
-    miniBatchSize: t.miniBatchSize ?? s.learn.batchSize,
-    epochs: t.epochs,
   };
+}
+
+/** The training algorithm's settings: mini-batches of the batch (by default the whole of it) and epochs. */
+export function ppoConfig(s: ServeLearning): PpoConfig {
+  return { ...DEFAULT_PPO, miniBatchSize: s.training.miniBatchSize ?? s.learn.batchSize, epochs: s.training.epochs };
+}
+
+/** One batch of learn/ppo.ts on either learner; the PyTorch one is relaunched if it died. */
+function trainOn(
+  learner: LocalLearner | SupervisedTorchLearner,
+  samples: BatchSample[],
+  ppo: PpoConfig,
+): Promise<StepMetrics[]> {
+  if (learner instanceof LocalLearner) return trainBatch(learner, samples, ppo);
+  return learner.train((torch) => trainBatch(torch, samples, ppo));
 }

@@ -64,6 +64,8 @@ export async function openTorchLearner(a: {
   engine: LocalEngine;
   launch: TorchLaunch;
   config: Partial<LearnerConfig>;
+  /** Keep a copy of the frozen base for a KL term (full fine-tuning). */
+  keepReference: boolean;
   dir: string;
   /** The number the next publication must exceed (asked again at each relaunch). */
   versionAfter: () => number;
@@ -88,6 +90,7 @@ export async function openTorchLearner(a: {
     const learner = await TorchLearner.open({
       launch: a.launch,
       config,
+      keepReference: a.keepReference,
       modelDir: a.engine.folder.dir,
       checkpointDir: join(a.dir, 'checkpoints'),
       versionsDir: join(a.dir, 'versions'),

@@ -12,7 +12,6 @@
 import { basename, join, resolve } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { networkInterfaces, totalmem } from 'node:os';
-import { chatBackendOf } from '../gateway/backend.js';
 import {
   checkPartialConfig,
   ConfigError,
@@ -23,7 +22,7 @@ import {
 } from '../gateway/config.js';
 import { jsonLogger } from '../gateway/log.js';
 import { Gateway } from '../gateway/server.js';
-import { loadChatModel } from '../engine/local/chat-model.js';
+import { chatBackendOf, loadChatModel } from './chat-model.js';
 import type { PrefixCacheStats } from '../engine/local/engine.js';
 import { defaultKvCacheBytes } from '../engine/local/kv-cache-budget.js';
 import { describeMemoryPlan, memoryPlan, type MemoryPlan } from '../engine/local/memory-plan.js';
@@ -32,8 +31,8 @@ import type { Precision } from '../engine/local/precision.js';
 import type { ModelConfig } from '../engine/local/model/config.js';
 import { readModelFolder } from '../engine/local/model/folder.js';
 import { Lora } from '../engine/local/train/lora.js';
-import { resolveModel } from '../engine/local/hub/index.js';
-import { progressBar } from '../engine/local/hub/progress-bar.js';
+import { resolveModel } from '../hub/index.js';
+import { progressBar } from '../hub/progress-bar.js';
 import { openStore } from '../store/store.js';
 import { CliError, precisionFlag, numberFlag, parseFlags, stringFlag } from './args.js';
 import { advertisedUrl, startupBanner } from './banner.js';

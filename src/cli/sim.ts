@@ -13,7 +13,8 @@
 import { resolve } from 'node:path';
 import { runBenchmark } from '../sim/benchmark.js';
 import { runDemo } from '../sim/demo.js';
-import { DEFAULT_EXPERIMENT, runExperiment, type ExperimentOptions, type SimMethod } from '../sim/experiment.js';
+import { METHODS, type Method } from '../learn/methods.js';
+import { DEFAULT_EXPERIMENT, runExperiment, type ExperimentOptions } from '../sim/experiment.js';
 import { startSimJudge } from '../sim/judge-server.js';
 import { PRETRAIN_PRESETS, simBaseModel, type PretrainProgress } from '../sim/pretrain.js';
 import { bar, Console } from '../sim/terminal.js';
@@ -73,8 +74,6 @@ const FLAGS = {
   out: { type: 'string' },
   port: { type: 'string' },
 } as const;
-
-const METHODS: readonly SimMethod[] = ['rl', 'opd', 'combine'];
 
 export async function runSim(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
@@ -196,11 +195,11 @@ function experimentFlags(v: Record<string, unknown>, defaults: Partial<Experimen
   return o;
 }
 
-function method(value: unknown): SimMethod {
+function method(value: unknown): Method {
   const m = (value as string | undefined) ?? 'combine';
   if (!(METHODS as readonly string[]).includes(m))
     throw new CliError(`method must be one of ${METHODS.join(', ')}, got "${m}"`);
-  return m as SimMethod;
+  return m as Method;
 }
 
 function list(value: string | undefined, fallback: string): string[] {

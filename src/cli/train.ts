@@ -19,6 +19,7 @@ import type { LinearName } from '../engine/local/train/model.js';
 import { CliError, numberFlag, parseFlags, precisionFlag, PRECISION_USAGE, stringFlag } from './args.js';
 import { resolvePrecision, trainPrecisionOf } from '../engine/local/precision.js';
 import { parseSamplesJsonl } from './samples-file.js';
+import { DEFAULT_PPO, trainBatch } from '../learn/ppo.js';
 
 const USAGE = `usage: openclaw-rl train --model DIR --samples FILE.jsonl --out DIR [options]
 
@@ -106,6 +107,11 @@ export async function runTrain(argv: string[]): Promise<number> {
 
   const batchSize = numberFlag(v, 'batch-size', { integer: true, min: 1 }) ?? Math.min(16, samples.length);
   const steps = numberFlag(v, 'steps', { integer: true, min: 1 }) ?? Math.ceil(samples.length / batchSize);
+  const ppo = {
+    ...DEFAULT_PPO,
+    miniBatchSize: batchSize,
+    epochs: numberFlag(v, 'epochs', { integer: true, min: 1 }) ?? 1,
+  };
   const kernels = loadKernels();
   const threads = numberFlag(v, 'threads', { integer: true, min: 1 });
   if (threads) kernels.setThreads(threads);
@@ -132,8 +138,6 @@ export async function runTrain(argv: string[]): Promise<number> {
         weightDecay: numberFlag(v, 'weight-decay', { min: 0 }) ?? 0.1,
         maxGradNorm: numberFlag(v, 'max-grad-norm', { min: 0 }) ?? 1,
       },
-      miniBatchSize: batchSize,
-      epochs: numberFlag(v, 'epochs', { integer: true, min: 1 }) ?? 1,
       seed: numberFlag(v, 'seed', { integer: true, min: 0 }) ?? 0,
       precision,
     },
@@ -147,9 +151,9 @@ export async function runTrain(argv: string[]): Promise<number> {
   for (let step = 0; step < steps; step++) {
     const batch = Array.from({ length: batchSize }, (_, i) => samples[(cursor + i) % samples.length]!);
     cursor = (cursor + batchSize) % samples.length;
-    for (const m of learner.trainBatch(batch)) {
+    for (const m of await trainBatch(learner, batch, ppo)) {
       console.error(
-        `step ${String(m.step).padStart(4)}/${steps * learner.config.epochs}  loss ${m.loss.toFixed(4)}  grad-norm ${m.gradNorm.toFixed(3)}${m.applied ? '' : ' (skipped: not finite)'}  clip ${m.clipFraction.toFixed(3)}  kl ${m.approxKl.toExponential(2)}  entropy ${m.entropy.toFixed(3)}  ${m.tokensPerSecond.toFixed(0)} tok/s`,
+        `step ${String(m.step).padStart(4)}/${steps * ppo.epochs}  loss ${m.loss.toFixed(4)}  grad-norm ${m.gradNorm.toFixed(3)}${m.applied ? '' : ' (skipped: not finite)'}  clip ${m.clipFraction.toFixed(3)}  kl ${m.approxKl.toExponential(2)}  entropy ${m.entropy.toFixed(3)}  ${m.tokensPerSecond.toFixed(0)} tok/s`,
       );
     }
   }

@@ -2,9 +2,9 @@
 // reasoning / content / tool calls split by the completion parser, and log-prob entries. It also
 // keeps the exact ids and both log-probs per token, which is what gets recorded.
 
-import { CompletionStreamParser, type StreamDelta } from '../engine/chat/completion.js';
-import type { ChatMessage, ToolCall } from '../engine/chat/messages.js';
-import type { StreamDecoder, TextTokenizer } from '../engine/local/tokenizer/tokenizer.js';
+import { CompletionStreamParser, type StreamDelta } from '../chat/completion.js';
+import type { ChatMessage, ToolCall } from '../chat/messages.js';
+import type { StreamDecoder, TextTokenizer } from '../chat/tokenizer/tokenizer.js';
 import type { FinishReason, SampledToken } from '../engine/types.js';
 
 /** One entry of OpenAI's `logprobs.content`. */

@@ -7,14 +7,15 @@
 //                                                         turns finishing together share one transaction)
 //   6. send the end; check token-exactness in the background
 
-import { randomUUID } from 'node:crypto';
-import type { RenderedPrompt } from '../engine/chat/prompt.js';
-import { randomSeed } from '../engine/local/sampling/random.js';
+import { randomInt, randomUUID } from 'node:crypto';
+import type { RenderedPrompt } from '../chat/prompt.js';
+import { renderRequestBounded } from '../chat/prompt-codec.js';
+import { checkRetemplate } from '../chat/retemplate-check.js';
 import type { GenerationEvent, SamplingParams } from '../engine/types.js';
 import type { TurnPlan, TurnRecorder } from '../sessions/recorder.js';
 import type { SamplingUsed, Turn } from '../types.js';
 import { CompletionAssembler, type AnswerDelta } from './assembler.js';
-import { checkRetemplate, renderRequestBounded, type ChatBackend } from './backend.js';
+import type { ChatBackend } from './backend.js';
 import { GatewayError, invalid } from './errors.js';
 import { sendJson, type Context, type Handler } from './http.js';
 import type { Logger } from './log.js';
@@ -130,7 +131,7 @@ export function resolveSampling(
     topK: req.topK ?? d.topK ?? 0,
     maxTokens: Math.min(req.maxTokens ?? room, room),
     stop: req.stop,
-    seed: req.seed ?? randomSeed(),
+    seed: req.seed ?? randomInt(2 ** 32),
     topLogprobs: req.topLogprobs,
     defaultsFrom:
       req.temperature !== undefined && req.topP !== undefined

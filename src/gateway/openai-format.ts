@@ -1,7 +1,7 @@
 // The OpenAI wire shapes for chat completions: non-streamed completion objects and streamed
 // chunks. Pure mapping functions.
 
-import type { ChatMessage } from '../engine/chat/messages.js';
+import type { ChatMessage } from '../chat/messages.js';
 import type { AnswerDelta, LogprobEntry } from './assembler.js';
 
 export interface Usage {

@@ -2,7 +2,7 @@
 // ignore (reported back in the `x-openclaw-rl-ignored` header), and what we reject; and the
 // parser that turns a request body into a typed ChatRequest or a 400 naming the field.
 
-import type { ChatMessage, ToolSpec } from '../engine/chat/messages.js';
+import type { ChatMessage, ToolSpec } from '../chat/messages.js';
 import { invalid } from './errors.js';
 import { isObject, parseMessages, parseToolChoice, parseTools, type ToolChoice } from './validate.js';
 

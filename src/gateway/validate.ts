@@ -2,14 +2,7 @@
 // (`messages[3].tool_calls[0].function.arguments`) and what would be accepted. The result holds
 // only the fields we understand, so what is stored and rendered is exactly what was checked.
 
-import type {
-  ChatMessage,
-  ChatRole,
-  MessageContent,
-  TextContentPart,
-  ToolCall,
-  ToolSpec,
-} from '../engine/chat/messages.js';
+import type { ChatMessage, ChatRole, MessageContent, TextContentPart, ToolCall, ToolSpec } from '../chat/messages.js';
 import { invalid } from './errors.js';
 
 const ROLES: readonly ChatRole[] = ['system', 'developer', 'user', 'assistant', 'tool'];

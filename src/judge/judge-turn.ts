@@ -3,7 +3,7 @@
 // is a value with its reason; the only rejection is the caller's own abort (shutdown), so an
 // interrupted turn is judged again later instead of being recorded as an abstention.
 
-import type { ChatMessage } from '../engine/chat/messages.js';
+import type { ChatMessage } from '../chat/messages.js';
 import type { ClosedTurn } from '../types.js';
 import { JudgeClientError } from './errors.js';
 import { evalVoteFrom, hintVoteFrom } from './parse.js';

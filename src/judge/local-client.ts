@@ -2,19 +2,16 @@
 // the policy that is being trained from it. Version 0 is asked for explicitly on every request
 // and checked on every answer, so publishing new weights never changes the judge.
 
-import type { ChatMessage } from '../engine/chat/messages.js';
+import type { ChatCodec } from '../chat/codec.js';
+import type { ChatMessage } from '../chat/messages.js';
+import { renderPrompt } from '../chat/prompt.js';
 import type { Sampler } from '../engine/types.js';
 import { JudgeClientError } from './errors.js';
 import type { CompleteOptions, JudgeClient } from './types.js';
 
-/** The part of a loaded ChatModel (engine/local/chat-model.ts) the judge uses. */
-export interface SelfJudgeModel {
+/** The base model's sampler and chat codec (a loaded ChatModel, cli/chat-model.ts, is one). */
+export interface SelfJudgeModel extends ChatCodec {
   engine: Pick<Sampler, 'generate'>;
-  tokenizer: { decode(ids: readonly number[], opts?: { skipSpecialTokens?: boolean }): string };
-  renderPrompt(
-    messages: ChatMessage[],
-    opts: { addGenerationPrompt?: boolean; enableThinking?: boolean },
-  ): { text: string; ids: number[] };
 }
 
 /** The frozen base: the version the engine never replaces. */
@@ -30,7 +27,8 @@ export class LocalJudgeClient implements JudgeClient {
     opts.signal?.throwIfAborted();
     // Thinking off: the prompts ask for brief reasoning in the answer, and a small model's
     // thinking often runs past maxTokens before reaching a verdict.
-    const prompt = this.model.renderPrompt(messages, { addGenerationPrompt: true, enableThinking: false });
+    const { template, tokenizer } = this.model;
+    const prompt = renderPrompt(template, tokenizer, messages, { addGenerationPrompt: true, enableThinking: false });
     const params = {
       temperature: opts.temperature,
       maxTokens: opts.maxTokens,
@@ -59,7 +57,7 @@ export class LocalJudgeClient implements JudgeClient {
         false,
       );
     }
-    const text = this.model.tokenizer.decode(ids, { skipSpecialTokens: true });
+    const text = tokenizer.decode(ids, { skipSpecialTokens: true });
     // Templates of thinking-only models open <think> in the prompt; put it back so the parser
     // knows where the answer starts.
     return prompt.text.trimEnd().endsWith('<think>') ? `<think>${text}` : text;

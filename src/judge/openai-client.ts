@@ -2,7 +2,7 @@
 // Failures become JudgeClientErrors whose messages say what to check; they name the endpoint and
 // the status, never the conversation, and the key only travels in the Authorization header.
 
-import { contentToText, type ChatMessage, type MessageContent } from '../engine/chat/messages.js';
+import { contentToText, type ChatMessage, type MessageContent } from '../chat/messages.js';
 import { JudgeClientError, transientStatus } from './errors.js';
 import type { CompleteOptions, JudgeClient } from './types.js';
 

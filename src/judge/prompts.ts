@@ -3,7 +3,7 @@
 // to a budget with explicit markers (a tool output can be megabytes). Unlike the reference, the
 // judge also sees the user request the turn answered, and the next state's role is named.
 
-import { contentToText, type ChatMessage } from '../engine/chat/messages.js';
+import { contentToText, type ChatMessage } from '../chat/messages.js';
 import type { NextState, Turn } from '../types.js';
 import { HINT_END, HINT_START } from './parse.js';
 

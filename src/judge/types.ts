@@ -2,7 +2,7 @@
 // the learning loop consumes and the store keeps. Types only; every field documented.
 // A failed vote is a value (with a reason), never an exception, so the other votes still count.
 
-import type { ChatMessage } from '../engine/chat/messages.js';
+import type { ChatMessage } from '../chat/messages.js';
 
 /** An evaluative score: +1 the turn made progress, -1 it needed a correction/redo or caused an error, 0 unclear. */
 export type Score = 1 | -1 | 0;

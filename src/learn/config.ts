@@ -1,9 +1,9 @@
 // The learning loop's settings: one typed record with named defaults, checked once at startup so
 // a bad value fails with a message instead of on every batch.
 
-export type Method = 'rl' | 'opd' | 'combine';
+import { METHODS, type Method } from './methods.js';
 
-export const METHODS: readonly Method[] = ['rl', 'opd', 'combine'];
+export { METHODS, type Method };
 
 export interface LearnConfig {
   /** `rl`: advantage = judge score; `opd`: teacher minus current log-prob; `combine`: the weighted sum. */

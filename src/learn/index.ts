@@ -2,12 +2,13 @@
 // become published policy versions. Main path: LearningLoop (loop.ts).
 
 export { DEFAULT_LEARN, judgeNeeds, METHODS, resolveLearnConfig, type LearnConfig, type Method } from './config.js';
-export { sampleFor, usesScore, usesTeacher, type NoSampleReason, type SampleInput } from './samples.js';
+export { combineAdvantages, usesScore, usesTeacher, type AdvantageInput, type Advantages } from './methods.js';
+export { sampleFor, type NoSampleReason, type SampleInput } from './samples.js';
+export { DEFAULT_PPO, trainBatch, type BatchSample, type PpoConfig, type PpoLearner } from './ppo.js';
 export {
   HINT_HEADER,
   hintedMessages,
   teacherLogprobs,
-  type RenderIds,
   type TeacherModel,
   type TeacherResult,
 } from './teacher.js';

@@ -8,7 +8,8 @@ import { JudgeQueue, type JudgeClient, type JudgedTurn, type JudgeLog, type Judg
 import type { Store } from '../store/store.js';
 import type { ClosedTurn } from '../types.js';
 import type { LearnConfig } from './config.js';
-import { sampleFor, usesTeacher, type NoSampleReason } from './samples.js';
+import { usesTeacher } from './methods.js';
+import { sampleFor, type NoSampleReason } from './samples.js';
 import { teacherLogprobs, type TeacherModel } from './teacher.js';
 
 export interface JudgingFeedOptions {

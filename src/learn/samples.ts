@@ -9,11 +9,12 @@
 //   any      otherwise                     nothing (or rl-zero, when kept as the session's only sample)
 //
 // old_t is the learner's own log-prob when the batch is trained, so the teacher term is only
-// finished there (TrainingSample.opd); the sample carries the teacher log-probs and the weight.
+// finished there (ppo.ts, BatchSample.opd); the sample carries the teacher log-probs and the weight.
 
 import type { Score } from '../judge/types.js';
 import type { NoSampleReason, SampleDraft, Turn } from '../types.js';
-import type { LearnConfig, Method } from './config.js';
+import type { LearnConfig } from './config.js';
+import { usesScore, usesTeacher } from './methods.js';
 
 export type { NoSampleReason };
 
@@ -75,12 +76,4 @@ export function sampleFor(
   }
   if (input.teacherFailed && usesTeacher(method)) return { sample: null, reason: 'teacher_failed' };
   return { sample: null, reason: method === 'opd' ? 'no_hint' : 'abstained' };
-}
-
-export function usesTeacher(method: Method): boolean {
-  return method !== 'rl';
-}
-
-export function usesScore(method: Method): boolean {
-  return method !== 'opd';
 }

@@ -3,18 +3,13 @@
 // completion ids. teacher[t] = log p(completion_t | hinted prompt, completion_<t), one value per
 // completion token, token 0 included (the original gave token 0 a fake 0).
 
-import { contentToText, type ChatMessage, type ToolSpec } from '../engine/chat/messages.js';
+import { contentToText, type ChatMessage, type ToolSpec } from '../chat/messages.js';
+import type { RenderIds } from '../chat/prompt-codec.js';
 import type { Scorer } from '../engine/types.js';
 import type { Turn } from '../types.js';
 
-/** How the gateway renders a prompt: messages (+ tools, + the thinking switch) to token ids. */
-export type RenderIds = (
-  messages: readonly ChatMessage[],
-  tools: readonly ToolSpec[] | undefined,
-  enableThinking: boolean | undefined,
-) => number[];
-
 export interface TeacherModel {
+  /** Renders prompts as the gateway does (chat/prompt-codec.ts renderIdsOf on the served codec). */
   render: RenderIds;
   scorer: Scorer;
   contextLength: number;

@@ -6,13 +6,15 @@
 
 import type { JudgeLog } from '../judge/index.js';
 import type { LearningTables, TrainedStep } from '../store/learning.js';
-import type { StepMetrics, TrainingSample } from '../engine/types.js';
+import type { StepMetrics } from '../engine/types.js';
 import type { Sample } from '../types.js';
 import type { LearnConfig } from './config.js';
+import type { BatchSample } from './ppo.js';
 
 /** The policy side the trainer drives (LocalLearner + LocalEngine in `serve`; doubles in tests). */
 export interface PolicyBackend {
-  trainBatch(samples: TrainingSample[]): Promise<StepMetrics[]>;
+  /** Trains one batch (learn/ppo.ts's trainBatch on the learner); one record per optimizer step. */
+  trainBatch(samples: BatchSample[]): Promise<StepMetrics[]>;
   /** Makes the trained weights the serving version; resolves with it. */
   publish(): Promise<{ version: number; snapshotMs: number; swapMs: number }>;
   /** Writes a checkpoint of the trained weights and optimizer (atomically). */
@@ -173,8 +175,8 @@ export class Trainer {
   }
 }
 
-/** A stored sample as the learner takes it: the RL part in `advantages`, the teacher term in `opd`. */
-export function trainingSampleOf(s: Sample): TrainingSample {
+/** A stored sample as the algorithm takes it: the RL part in `advantages`, the teacher term in `opd`. */
+export function trainingSampleOf(s: Sample): BatchSample {
   return {
     promptIds: s.promptIds,
     completionIds: s.completionIds,

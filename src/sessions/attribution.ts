@@ -2,7 +2,7 @@
 // and the session's new main request, decide what happened to the live turn. Pure: no clock, no
 // store, no throwing; every outcome is a value that says why.
 
-import type { ChatMessage } from '../engine/chat/messages.js';
+import type { ChatMessage } from '../chat/messages.js';
 import { hashStep, type CanonicalHistory } from './canonical.js';
 
 /** What the tracker remembers of a session's last main turn: hashes, never text. */

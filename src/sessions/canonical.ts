@@ -3,7 +3,7 @@
 // transient context messages), so attribution compares keys, never raw JSON. Pure functions.
 
 import { createHash } from 'node:crypto';
-import type { ChatMessage } from '../engine/chat/messages.js';
+import type { ChatMessage } from '../chat/messages.js';
 import {
   isHeartbeatPoll,
   isInternalContext,

@@ -5,7 +5,7 @@
 //   OpenClaw's agent turn signature             -> `openclaw:agent_turn` (main)
 //   otherwise                                   -> `default` (configurable; side unless set)
 
-import type { ChatMessage, ToolSpec } from '../engine/chat/messages.js';
+import type { ChatMessage, ToolSpec } from '../chat/messages.js';
 import type { TurnKind } from '../types.js';
 import { isOpenClawAgentTurn, openClawSideTask } from './openclaw.js';
 

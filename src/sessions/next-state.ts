@@ -4,7 +4,7 @@
 // Continue the current task ..." grades OpenClaw's wrapper rather than the user's reply. The
 // messages exactly as received are kept beside them.
 
-import type { ChatMessage } from '../engine/chat/messages.js';
+import type { ChatMessage } from '../chat/messages.js';
 import type { NextState } from '../types.js';
 import { withoutQueuedWrapper } from './openclaw.js';
 

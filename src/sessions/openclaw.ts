@@ -2,7 +2,7 @@
 // predicates: transient messages it never replays, the rewrites its retries make, and the
 // signatures of its side tasks. See shared/docs/openclaw-client.md sections 4.4-4.6.
 
-import { contentToText, type ChatMessage, type ToolSpec } from '../engine/chat/messages.js';
+import { contentToText, type ChatMessage, type ToolSpec } from '../chat/messages.js';
 
 /** Appended as the last user message of every agent request, never replayed. */
 export const INTERNAL_CONTEXT_MARKER = '<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>';

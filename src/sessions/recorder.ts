@@ -11,7 +11,7 @@
 //   sweep(now)      close turns of sessions idle past the limit; release their memory
 
 import { randomBytes } from 'node:crypto';
-import type { ChatMessage, ToolSpec } from '../engine/chat/messages.js';
+import type { ChatMessage, ToolSpec } from '../chat/messages.js';
 import type { ClosureReason, SessionSource, Turn, TurnKind } from '../types.js';
 import { attribute, responseHash, type Attribution, type LiveTurn } from './attribution.js';
 import {

@@ -3,20 +3,15 @@
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import {
-  DEFAULT_EXPERIMENT,
-  runExperiment,
-  type ExperimentOptions,
-  type ExperimentResult,
-  type SimMethod,
-} from './experiment.js';
+import type { Method } from '../learn/methods.js';
+import { DEFAULT_EXPERIMENT, runExperiment, type ExperimentOptions, type ExperimentResult } from './experiment.js';
 import { plotScores } from './plot.js';
 import { markdownReport, summarize, type BenchmarkSummary } from './report.js';
 import { RUBRIC_VERSION } from './rubrics.js';
 
 export interface BenchmarkOptions {
   model: string;
-  methods: SimMethod[];
+  methods: Method[];
   seeds: number[];
   /** Steps of the paper's table (score after 8 and 16 steps). */
   headline: number[];
@@ -24,7 +19,7 @@ export interface BenchmarkOptions {
   outDir: string;
   /** What the base model is, for the report. */
   modelNote: string;
-  onRunStart?: (method: SimMethod, seed: number, index: number, total: number) => void;
+  onRunStart?: (method: Method, seed: number, index: number, total: number) => void;
   onRunEnd?: (result: ExperimentResult) => void;
   hooks?: Pick<ExperimentOptions, 'onPoint' | 'onStep' | 'onProbe'>;
 }

@@ -4,7 +4,7 @@
 // a correction or a hint the reply mostly switches to the preferred style, as an
 // instruction-following model would; acceptance and save requests get short confirmations.
 
-import type { ChatMessage } from '../engine/chat/messages.js';
+import type { ChatMessage } from '../chat/messages.js';
 import { hintFor, VAGUE_HINTS, withHint } from './hints.js';
 import type { Problem } from './problems.js';
 import {

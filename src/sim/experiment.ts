@@ -5,6 +5,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Method } from '../learn/methods.js';
 import { ServeClient, type AdminStatus } from './client.js';
 import { converse, type ConversationEvent } from './conversation.js';
 import { personalizationScore, type Score } from './evaluate.js';
@@ -15,11 +16,9 @@ import { startServe, type LogLine, type ServeProcess } from './serve-process.js'
 import { StepGate } from './step-gate.js';
 import { USER_NAMES, USERS } from './users.js';
 
-export type SimMethod = 'rl' | 'opd' | 'combine';
-
 export interface ExperimentOptions {
   model: string;
-  method: SimMethod;
+  method: Method;
   seed: number;
   steps: number;
   evalEvery: number;
@@ -82,7 +81,7 @@ export interface StepRecord {
 }
 
 export interface ExperimentResult {
-  method: SimMethod;
+  method: Method;
   seed: number;
   points: ScorePoint[];
   steps: StepRecord[];

@@ -2,7 +2,7 @@
 // copies the user's message is rejected by the judge module). The simulated judge writes these;
 // the corpus shows the base policy instructions phrased this way, as the OPD teacher sees them.
 
-import { contentToText } from '../engine/chat/messages.js';
+import { contentToText } from '../chat/messages.js';
 import { hintedMessages } from '../learn/teacher.js';
 import type { Violation } from './rubrics.js';
 

@@ -4,8 +4,8 @@
 // With probability errorRate a vote is wrong (a flipped score, a missed hint or an invented
 // one), so that majority voting has something to do.
 
-import type { ChatMessage } from '../engine/chat/messages.js';
-import { contentToText } from '../engine/chat/messages.js';
+import type { ChatMessage } from '../chat/messages.js';
+import { contentToText } from '../chat/messages.js';
 import { hintFor, VAGUE_HINTS } from './hints.js';
 import { pick, type Rng } from './random.js';
 import type { Violation } from './rubrics.js';

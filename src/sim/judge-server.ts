@@ -5,7 +5,7 @@
 
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { ChatMessage } from '../engine/chat/messages.js';
+import type { ChatMessage } from '../chat/messages.js';
 import { answer, readNextState, readPrompt, type PromptKind } from './judge-policy.js';
 import { hash32, rng } from './random.js';
 

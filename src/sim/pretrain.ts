@@ -6,21 +6,22 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import type { ChatMessage } from '../engine/chat/messages.js';
+import type { ChatMessage } from '../chat/messages.js';
 import type { TrainingSample } from '../engine/types.js';
 import { loadKernels } from '../engine/local/kernels/index.js';
 import { writeModelFolder, type ModelShape } from '../engine/local/model/init.js';
 import { saveModelFolder } from '../engine/local/model/save.js';
 import { loadWeights } from '../engine/local/model/weights.js';
 import { readModelFolder } from '../engine/local/model/folder.js';
-import { ChatTemplate } from '../engine/local/tokenizer/chat-template.js';
-import { TextTokenizer } from '../engine/local/tokenizer/tokenizer.js';
+import { ChatTemplate } from '../chat/tokenizer/chat-template.js';
+import { TextTokenizer } from '../chat/tokenizer/tokenizer.js';
 import { DEFAULT_LEARNER, LearnerCore } from '../engine/local/train/learner.js';
 import { buildCorpus, DEFAULT_CORPUS, type CorpusOptions } from './corpus.js';
 import { loadProblems } from './problems.js';
 import { rng } from './random.js';
 import { RUBRIC_VERSION } from './rubrics.js';
 import { conversationSample } from './samples.js';
+import { DEFAULT_PPO } from '../learn/ppo.js';
 
 export interface PretrainOptions {
   shape: ModelShape;
@@ -200,8 +201,8 @@ function trainOnCorpus(
       ...DEFAULT_LEARNER,
       mode: { kind: 'full' },
       optimizer,
-      miniBatchSize: o.batchSize,
-      microBatchTokens: 16384,
+      // Each batch is one forward/backward, as before micro-batching moved into forwardBackward.
+      microBatchTokens: Infinity,
       seed: o.seed,
     },
     loadKernels(),
@@ -233,8 +234,7 @@ function trainOnCorpus(
       const batch: TrainingSample[] = order.slice(b, b + o.batchSize).map((k) => samples[k]!);
       const t0 = performance.now();
       optimizer.lr = o.lr * (1 - (0.9 * Math.max(0, step - o.warmupSteps)) / Math.max(1, steps - o.warmupSteps));
-      core.zeroGrad();
-      core.forwardBackward(batch);
+      core.forwardBackward(batch, DEFAULT_PPO.loss);
       const applied = core.optimStep();
       if (step >= o.warmupSteps && applied.lr !== optimizer.lr)
         throw new Error(`pretraining: the optimizer used lr ${applied.lr}, not the scheduled ${optimizer.lr}`);

@@ -1,7 +1,8 @@
 // The benchmark's results across seeds: mean and spread of the personalization score per method
 // and step (the paper's Table 3 shape), the measured cost of learning, and the markdown table.
 
-import type { ExperimentResult, SimMethod } from './experiment.js';
+import type { Method } from '../learn/methods.js';
+import type { ExperimentResult } from './experiment.js';
 
 export interface Spread {
   mean: number;
@@ -13,7 +14,7 @@ export interface Spread {
 }
 
 export interface MethodSummary {
-  method: SimMethod | 'base';
+  method: Method | 'base';
   /** Score spread at each measured step. */
   byStep: Record<number, Spread>;
   byUser: Record<number, { student: number; teacher: number }>;

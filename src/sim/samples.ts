@@ -3,16 +3,10 @@
 // closing <|im_end|>) are trained. The ids are exactly what serving produces: the same chat
 // template and tokenizer, and special tokens cut the text into pieces that encode alone.
 
-import type { ChatMessage } from '../engine/chat/messages.js';
-import { renderPrompt } from '../engine/chat/prompt.js';
+import type { ChatCodec } from '../chat/codec.js';
+import type { ChatMessage } from '../chat/messages.js';
+import { renderPrompt } from '../chat/prompt.js';
 import type { TrainingSample } from '../engine/types.js';
-import type { ChatTemplate } from '../engine/local/tokenizer/chat-template.js';
-import type { TextTokenizer } from '../engine/local/tokenizer/tokenizer.js';
-
-export interface ChatCodec {
-  tokenizer: TextTokenizer;
-  template: ChatTemplate;
-}
 
 export function conversationSample(messages: readonly ChatMessage[], codec: ChatCodec): TrainingSample {
   const { tokenizer, template } = codec;

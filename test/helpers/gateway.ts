@@ -4,17 +4,18 @@
 
 import { mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadChatBackend, type ChatBackend } from '../../src/gateway/backend.js';
+import { loadChatBackend } from '../../src/cli/chat-model.js';
+import type { ChatBackend } from '../../src/gateway/backend.js';
 import { DEFAULT_CONFIG, type GatewayConfig } from '../../src/gateway/config.js';
 import { memoryLogger } from '../../src/gateway/log.js';
 import { Gateway } from '../../src/gateway/server.js';
-import { PromptEncoder } from '../../src/gateway/prompt-encoder.js';
-import { PromptRenderer } from '../../src/gateway/prompt-renderer.js';
-import { TokenizerThread } from '../../src/gateway/tokenizer-thread.js';
+import { PromptEncoder } from '../../src/chat/prompt-encoder.js';
+import { PromptRenderer } from '../../src/chat/prompt-renderer.js';
+import { TokenizerThread } from '../../src/chat/tokenizer-thread.js';
 import type { LocalEngineOptions } from '../../src/engine/local/engine.js';
 import { readModelFolder } from '../../src/engine/local/model/folder.js';
-import { ChatTemplate } from '../../src/engine/local/tokenizer/chat-template.js';
-import { TextTokenizer } from '../../src/engine/local/tokenizer/tokenizer.js';
+import { ChatTemplate } from '../../src/chat/tokenizer/chat-template.js';
+import { TextTokenizer } from '../../src/chat/tokenizer/tokenizer.js';
 import { openStore, type Store } from '../../src/store/store.js';
 import { makeTinyModel, scratchDir } from './models.js';
 import { ScriptedSampler } from './scripted-sampler.js';

@@ -255,7 +255,7 @@ export class HubDouble {
     if (corrupt && corrupt.path === path && corrupt.times > 0) {
       corrupt.times--;
       data = Buffer.from(data);
-      data[data.length >> 1] ^= 0xff;
+      data[data.length >> 1]! ^= 0xff;
     }
     let start = 0;
     const range = /^bytes=(\d+)-$/.exec(req.headers.range ?? '');

@@ -15,7 +15,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { EventEmitter } from 'node:events';
-import type { ChatMessage, ToolCall } from '../../src/engine/chat/messages.js';
+import type { ChatMessage, ToolCall } from '../../src/chat/messages.js';
 import type { ClosedTurn, Turn } from '../../src/types.js';
 
 export interface DoubleRequest {

@@ -3,7 +3,8 @@
 // is filled in; everything else has fixed, valid values.
 
 import type { JudgedTurn } from '../../src/judge/types.js';
-import type { StepMetrics, TrainingSample } from '../../src/engine/types.js';
+import type { StepMetrics } from '../../src/engine/types.js';
+import type { BatchSample } from '../../src/learn/ppo.js';
 import type { PolicyBackend } from '../../src/learn/trainer.js';
 import { setQueueStatus } from '../../src/store/queries.js';
 import { openStore, type Store } from '../../src/store/store.js';
@@ -174,7 +175,7 @@ export function stepMetrics(step: number, over: Partial<StepMetrics> = {}): Step
  * and versions like the learner does, and can be told to fail. `stepsPerBatch` steps per trainBatch.
  */
 export class PolicyBackendDouble implements PolicyBackend {
-  readonly batches: TrainingSample[][] = [];
+  readonly batches: BatchSample[][] = [];
   readonly calls: string[] = [];
   version: number;
   step = 0;
@@ -196,7 +197,7 @@ export class PolicyBackendDouble implements PolicyBackend {
     this.version = startVersion;
   }
 
-  async trainBatch(samples: TrainingSample[]): Promise<StepMetrics[]> {
+  async trainBatch(samples: BatchSample[]): Promise<StepMetrics[]> {
     this.calls.push('train');
     this.batches.push(samples);
     this.onCall?.('train');

@@ -4,7 +4,7 @@
 // gateway actually gave, substituted for the stub's. Requests the client abandoned are aborted.
 
 import { readFileSync } from 'node:fs';
-import type { ChatMessage, ToolCall } from '../../src/engine/chat/messages.js';
+import type { ChatMessage, ToolCall } from '../../src/chat/messages.js';
 import { sseEvents } from './gateway.js';
 
 export const CAPTURED_DIR = new URL('../../../../shared/openclaw/captured/', import.meta.url);

@@ -3,9 +3,10 @@
 // from a random model's tokenizer. It records every call, honours maxTokens, stop ids and the
 // abort signal like the real engine, and throws when a call has no script.
 
+import type { PolicyVersion } from '../../src/engine/policy-version.js';
 import type { GenerationEvent, Sampler, SamplingParams } from '../../src/engine/types.js';
-import type { TextTokenizer } from '../../src/engine/local/tokenizer/tokenizer.js';
-import type { ToolCall } from '../../src/engine/chat/messages.js';
+import type { TextTokenizer } from '../../src/chat/tokenizer/tokenizer.js';
+import type { ToolCall } from '../../src/chat/messages.js';
 
 export interface Script {
   ids: number[];
@@ -27,6 +28,7 @@ export interface ScriptedCall {
 export class ScriptedSampler implements Sampler {
   readonly calls: ScriptedCall[] = [];
   private readonly queue: Script[] = [];
+  private servingVersion: number;
 
   constructor(
     private readonly opts: {
@@ -34,7 +36,9 @@ export class ScriptedSampler implements Sampler {
       stopIds?: number[];
       fallback?: (promptIds: readonly number[]) => Script;
     } = {},
-  ) {}
+  ) {
+    this.servingVersion = opts.version ?? 0;
+  }
 
   /** Queues what the next generate() call emits. */
   push(script: Script | number[]): this {
@@ -46,11 +50,17 @@ export class ScriptedSampler implements Sampler {
     return this.queue.length;
   }
 
+  /** Later generations report `version` in their finish event (no weights to load). */
+  use(version: PolicyVersion): Promise<number> {
+    this.servingVersion = version.version;
+    return Promise.resolve(0);
+  }
+
   generate(promptIds: readonly number[], params: SamplingParams, signal?: AbortSignal): AsyncIterable<GenerationEvent> {
     this.calls.push({ promptIds: [...promptIds], params: { ...params }, signal });
     const script = this.queue.shift() ?? this.opts.fallback?.(promptIds);
     if (!script) throw new Error('ScriptedSampler: no script queued for this call');
-    const version = this.opts.version ?? 0;
+    const version = this.servingVersion;
     const stopIds = new Set([...(this.opts.stopIds ?? []), ...(params.stopTokenIds ?? [])]);
     const maxTokens = params.maxTokens ?? Infinity;
     return {

@@ -1,5 +1,6 @@
 // Test helpers for the PyTorch learner: one batch of rl, opd and combine samples, and the same
-// training config for the TypeScript learner (LearnerCore) and the PyTorch one (TorchLearner).
+// training config for the TypeScript learner (LearnerCore) and the PyTorch one (TorchLearner),
+// both driven by learn/ppo.ts.
 
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -7,39 +8,46 @@ import { loadKernels } from '../../src/engine/local/kernels/index.js';
 import type { ModelFamily } from '../../src/engine/local/model/config.js';
 import { readModelFolder } from '../../src/engine/local/model/folder.js';
 import { loadWeights } from '../../src/engine/local/model/weights.js';
+import { readPolicyUpdate } from '../../src/engine/local/policy-versions.js';
 import { createRng } from '../../src/engine/local/sampling/random.js';
 import { writePeftAdapter } from '../../src/engine/local/train/checkpoint.js';
 import { LearnerCore, type LearnerConfig } from '../../src/engine/local/train/learner.js';
 import { DEFAULT_LAUNCH, type TorchLaunch } from '../../src/engine/torch/launcher.js';
 import { TorchLearner } from '../../src/engine/torch/learner.js';
-import { readPolicyVersion } from '../../src/engine/torch/versions.js';
 import type { StepMetrics, TrainingSample } from '../../src/engine/types.js';
+import { trainBatch, type BatchSample, type PpoConfig } from '../../src/learn/ppo.js';
 import { makeTinyModel, PYTHON, scratchDir } from './models.js';
 
 export const TORCH_PYTHON = PYTHON;
 
-export function conformanceConfig(lora: boolean, loss: 'policy' | 'topk' = 'policy'): LearnerConfig {
+export function conformanceConfig(lora: boolean): LearnerConfig {
   return {
     mode: lora
       ? { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } }
       : { kind: 'full' },
     // eps is large so tiny gradients do not turn into lr-sized steps (see train-torch.test.ts).
     optimizer: { lr: 1e-2, beta1: 0.9, beta2: 0.999, eps: 1e-3, weightDecay: 0.1, warmupSteps: 2, maxGradNorm: 1 },
-    loss:
-      loss === 'policy'
-        ? { kind: 'policy', eps: 0.2, epsHigh: 0.28, tisCap: 2, klCoef: 0.1, entropyCoef: 0.01 }
-        : { kind: 'topk', entropyCoef: 0.01 },
-    // 5 samples: mini-batches of 2, 2 and 1, two epochs (6 steps); micro-batches of ~20 tokens.
-    miniBatchSize: 2,
-    epochs: 2,
+    // Micro-batches of ~20 tokens.
     microBatchTokens: 20,
     activationBudgetBytes: Infinity,
     seed: 3,
   };
 }
 
+/** 5 samples: mini-batches of 2, 2 and 1, two epochs (6 steps). */
+export function conformancePpo(loss: 'policy' | 'topk' = 'policy'): PpoConfig {
+  return {
+    loss:
+      loss === 'policy'
+        ? { kind: 'policy', eps: 0.2, epsHigh: 0.28, tisCap: 2, klCoef: 0.1, entropyCoef: 0.01 }
+        : { kind: 'topk', entropyCoef: 0.01 },
+    miniBatchSize: 2,
+    epochs: 2,
+  };
+}
+
 /** Five samples: rl (with rollout log-probs and a mask), opd (a NaN teacher token) and combine. */
-export function conformanceBatch(vocab: number, loss: 'policy' | 'topk' = 'policy'): TrainingSample[] {
+export function conformanceBatch(vocab: number, loss: 'policy' | 'topk' = 'policy'): BatchSample[] {
   const rng = createRng(5);
   const ids = (n: number) => Array.from({ length: n }, () => Math.floor(rng.next() * vocab));
   const around = (n: number, c: number, w: number) => Array.from({ length: n }, () => c + (rng.next() - 0.5) * w);
@@ -84,7 +92,8 @@ export interface Trained {
 export interface Setup {
   dir: string;
   config: LearnerConfig;
-  samples: TrainingSample[];
+  ppo: PpoConfig;
+  samples: BatchSample[];
   /** PEFT folder both learners start from (LoRA), with a nonzero B so A trains from step 1. */
   initAdapter: string | null;
   ts: LearnerCore;
@@ -93,7 +102,7 @@ export interface Setup {
 export function setup(family: ModelFamily, lora: boolean, loss: 'policy' | 'topk' = 'policy'): Setup {
   const dir = makeTinyModel({ family, seed: 31, shape: { tieWordEmbeddings: family !== 'llama' } });
   const cfg = readModelFolder(dir).config;
-  const config = conformanceConfig(lora, loss);
+  const config = conformanceConfig(lora);
   const ts = new LearnerCore(cfg, loadWeights(dir, cfg), config, loadKernels());
   let initAdapter: string | null = null;
   if (ts.lora) {
@@ -106,11 +115,11 @@ export function setup(family: ModelFamily, lora: boolean, loss: 'policy' | 'topk
     initAdapter = join(scratchDir('ocrl-init-'), 'adapter');
     writePeftAdapter(initAdapter, ts.lora, { baseModel: dir });
   }
-  return { dir, config, samples: conformanceBatch(cfg.vocabSize, loss), initAdapter, ts };
+  return { dir, config, ppo: conformancePpo(loss), samples: conformanceBatch(cfg.vocabSize, loss), initAdapter, ts };
 }
 
-export function trainTs(s: Setup): Trained {
-  const metrics = s.ts.trainBatch(s.samples);
+export async function trainTs(s: Setup): Promise<Trained> {
+  const metrics = await trainBatch(s.ts, s.samples, s.ppo);
   return { metrics, values: s.ts.values.slice() };
 }
 
@@ -119,6 +128,7 @@ export async function trainTorch(s: Setup, launch: Partial<TorchLaunch> = {}): P
   const learner = await TorchLearner.open({
     launch: { ...DEFAULT_LAUNCH, python: TORCH_PYTHON, ...launch },
     config: s.config,
+    keepReference: s.ppo.loss.kind === 'policy' && s.ppo.loss.klCoef > 0,
     modelDir: s.dir,
     checkpointDir: join(work, 'checkpoints'),
     versionsDir: join(work, 'versions'),
@@ -126,9 +136,9 @@ export async function trainTorch(s: Setup, launch: Partial<TorchLaunch> = {}): P
     versionAfter: 0,
   });
   try {
-    const metrics = await learner.trainBatch(s.samples);
+    const metrics = await trainBatch(learner, s.samples, s.ppo);
     const v = await learner.publish();
-    const update = readPolicyVersion(v.path, v.version, readModelFolder(s.dir).config);
+    const update = readPolicyUpdate(v, readModelFolder(s.dir).config);
     const values = update.kind === 'lora' ? update.data : new Float32Array(update.params);
     return { metrics, values };
   } finally {

@@ -19,6 +19,8 @@ import type {
   WorkerInfo,
   WorkerOptions,
 } from './runtime/protocol.js';
+import type { PolicyVersion } from '../policy-version.js';
+import { readPolicyUpdate } from './policy-versions.js';
 import { parsePrecision, type PrecisionSetting } from './precision.js';
 import { randomSeed } from './sampling/random.js';
 
@@ -231,6 +233,15 @@ export class LocalEngine implements Sampler, Scorer {
       this.publications.set(update.version, { resolve, reject });
       this.post({ type: 'publish', update });
     });
+  }
+
+  /**
+   * The Sampler contract's switch: makes `version` the one new requests run on, as publish does.
+   * Its in-memory update when it carries one (learner and engine in one process), else its
+   * folder, read here and checked against this engine's model.
+   */
+  async use(version: PolicyVersion): Promise<number> {
+    return this.publish(readPolicyUpdate(version, this.folder.config));
   }
 
   async close(): Promise<void> {

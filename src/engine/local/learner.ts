@@ -1,16 +1,12 @@
 // The embedded learner as the rest of the project sees it: the Learner contract over a worker
-// that trains on the engine's own base weights (shared memory, not a copy). Publishing returns
-// a PolicyUpdate for LocalEngine.publish; `publishTo` does both and times the swap.
+// that trains on the engine's own base weights (shared memory, not a copy). learn/ppo.ts drives
+// it through that contract. Publishing returns a PolicyVersion carrying the weights in memory
+// (and written to a folder when versionsDir is set) for any Sampler's use(); `publishTo` does
+// both and times the swap.
 
 import { Worker } from 'node:worker_threads';
-import type {
-  ForwardBackwardResult,
-  Learner,
-  OptimStepResult,
-  PolicyUpdate,
-  StepMetrics,
-  TrainingSample,
-} from '../types.js';
+import type { PolicyVersion } from '../policy-version.js';
+import type { ForwardBackwardResult, Learner, LossSpec, OptimStepResult, TrainingSample } from '../types.js';
 import type { LocalEngine } from './engine.js';
 import type {
   FromLearner,
@@ -26,6 +22,11 @@ export interface LocalLearnerOptions {
   config?: Partial<LearnerConfig>;
   /** Checkpoints are written here, and the latest one is resumed on open. */
   checkpointDir?: string;
+  /**
+   * Each publication is also written here as v-<N>/ (a PEFT adapter or a model folder, the
+   * PyTorch learner's layout), for samplers in other processes; the two newest are kept.
+   */
+  versionsDir?: string;
   threads?: number;
   /** Wait at each layer boundary while the engine has requests in flight (default true). */
   yieldToServing?: boolean;
@@ -92,6 +93,7 @@ export class LocalLearner implements Learner {
       baseBf16: engine.info.baseBf16,
       config,
       checkpointDir: opts.checkpointDir ?? null,
+      versionsDir: opts.versionsDir ?? null,
       threads: opts.threads ?? 0,
       activity: (opts.yieldToServing ?? true) ? (engine.activity.buffer as SharedArrayBuffer) : null,
       maxYieldMs,
@@ -116,29 +118,34 @@ export class LocalLearner implements Learner {
     return new LocalLearner(worker, config, status);
   }
 
-  forwardBackward(samples: TrainingSample[], batchSize = samples.length): Promise<ForwardBackwardResult> {
-    return this.request({ op: 'forwardBackward', samples, batchSize }) as Promise<ForwardBackwardResult>;
+  logprobs(samples: TrainingSample[]): Promise<Float32Array[]> {
+    return this.request({ op: 'logprobs', samples }) as Promise<Float32Array[]>;
+  }
+
+  forwardBackward(
+    samples: TrainingSample[],
+    loss: LossSpec,
+    batchSize = samples.length,
+  ): Promise<ForwardBackwardResult> {
+    return this.request({ op: 'forwardBackward', samples, loss, batchSize }) as Promise<ForwardBackwardResult>;
   }
 
   optimStep(): Promise<OptimStepResult> {
     return this.request({ op: 'optimStep' }) as Promise<OptimStepResult>;
   }
 
-  trainBatch(samples: TrainingSample[]): Promise<StepMetrics[]> {
-    return this.request({ op: 'trainBatch', samples }) as Promise<StepMetrics[]>;
+  /** The current weights as the next version: always in memory, also on disk with versionsDir. */
+  publish(): Promise<PolicyVersion> {
+    return this.request({ op: 'publish' }) as Promise<PolicyVersion>;
   }
 
-  publish(): Promise<PolicyUpdate> {
-    return this.request({ op: 'publish' }) as Promise<PolicyUpdate>;
-  }
-
-  /** Publishes the current weights and makes `engine` serve them. */
+  /** Publishes the current weights and makes `engine` serve them (its in-memory fast path). */
   async publishTo(engine: LocalEngine): Promise<Publication> {
     const t0 = performance.now();
-    const update = await this.publish();
+    const version = await this.publish();
     const snapshotMs = performance.now() - t0;
-    const swapMs = await engine.publish(update);
-    return { version: update.version, snapshotMs, swapMs };
+    const swapMs = await engine.use(version);
+    return { version: version.version, snapshotMs, swapMs };
   }
 
   async save(consumedSampleIds: string[]): Promise<void> {

@@ -1,20 +1,24 @@
 // The PyTorch learner as the rest of the project sees it: a process tree started by PyTorch's
 // launcher, driven over rank 0's stdin/stdout (JSON lines), publishing each version as a folder
-// on disk that the embedded sampler then loads. Its surface is LocalLearner's (trainBatch,
-// publishTo, save, close, resumed), so serve drives either one the same way.
+// on disk that the embedded sampler then loads. Its surface is LocalLearner's (logprobs,
+// forwardBackward, optimStep, publishTo, save, close, resumed), so learn/ppo.ts and serve drive
+// either one the same way.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import type { ForwardBackwardResult, OptimStepResult, StepMetrics, TrainingSample } from '../types.js';
+import type { ForwardBackwardResult, LossSpec, OptimStepResult, TrainingSample } from '../types.js';
 import type { LocalEngine } from '../local/engine.js';
+import { policyVersionAt, readPolicyUpdate } from '../local/policy-versions.js';
+import type { PolicyVersion } from '../policy-version.js';
 import type { Publication } from '../local/learner.js';
 import type { LearnerConfig } from '../local/train/learner.js';
 import { learnerEnv, launchCommand, preflight, tail, TorchLearnerError, type TorchLaunch } from './launcher.js';
-import { readPolicyVersion } from './versions.js';
 
 export interface TorchLearnerOptions {
   launch: TorchLaunch;
   config: LearnerConfig;
+  /** Keep a copy of the frozen base for a KL term under full fine-tuning (LoRA has the base anyway). */
+  keepReference?: boolean;
   modelDir: string;
   checkpointDir: string;
   versionsDir: string;
@@ -69,6 +73,7 @@ export class TorchLearner {
     const lines = createInterface({ input: child.stdout! });
     const config = {
       ...opts.config,
+      keepReference: opts.keepReference ?? false,
       modelDir: opts.modelDir,
       checkpointDir: opts.checkpointDir,
       versionsDir: opts.versionsDir,
@@ -135,38 +140,46 @@ export class TorchLearner {
     return this.exited;
   }
 
-  trainBatch(samples: TrainingSample[]): Promise<StepMetrics[]> {
-    return (this.request({ op: 'trainBatch', samples }) as Promise<StepMetrics[]>).then((steps) =>
-      steps.map((s) => ({ ...s, gradNorm: s.gradNorm ?? NaN })),
+  /** Each sample's completion log-probs under the current weights, computed over the ranks. */
+  logprobs(samples: TrainingSample[]): Promise<Float32Array[]> {
+    return (this.request({ op: 'logprobs', samples }) as Promise<(number | null)[][]>).then((rows) =>
+      rows.map((row) => Float32Array.from(row, (x) => x ?? NaN)),
     );
   }
 
-  /** Adds the gradients of the loss over `samples` (divided by batchSize), split over the ranks. */
-  forwardBackward(samples: TrainingSample[], batchSize = samples.length): Promise<ForwardBackwardResult> {
-    return this.request({ op: 'forwardBackward', samples, batchSize }) as Promise<ForwardBackwardResult>;
+  /** Adds the gradients of `loss` over `samples` (divided by batchSize), split over the ranks. */
+  forwardBackward(
+    samples: TrainingSample[],
+    loss: LossSpec,
+    batchSize = samples.length,
+  ): Promise<ForwardBackwardResult> {
+    return this.request({ op: 'forwardBackward', samples, loss, batchSize }) as Promise<ForwardBackwardResult>;
   }
 
   /** All-reduces the accumulated gradients, clips them, applies one AdamW step and clears them. */
   optimStep(): Promise<OptimStepResult> {
-    return (this.request({ op: 'optimStep' }) as Promise<OptimStepResult>).then((r) => ({
+    return (this.request({ op: 'optimStep' }) as Promise<Omit<OptimStepResult, 'yieldedMs'>>).then((r) => ({
       ...r,
       gradNorm: r.gradNorm ?? NaN,
+      // It runs on its own devices: it never waits for the sampler.
+      yieldedMs: 0,
     }));
   }
 
-  /** Writes the current weights as the next version's folder. */
-  publish(): Promise<{ version: number; path: string }> {
-    return this.request({ op: 'publish' }) as Promise<{ version: number; path: string }>;
+  /** Writes the current weights as the next version's folder (a PEFT adapter or a model folder). */
+  async publish(): Promise<PolicyVersion> {
+    const r = (await this.request({ op: 'publish' })) as { version: number; path: string };
+    return policyVersionAt(r.path, r.version);
   }
 
-  /** Publishes the current weights and makes `engine` serve them. */
+  /** Publishes the current weights and makes `engine` serve them; reading the folder counts as the snapshot. */
   async publishTo(engine: LocalEngine): Promise<Publication> {
     const t0 = performance.now();
-    const r = await this.publish();
-    const update = readPolicyVersion(r.path, r.version, engine.folder.config);
+    const v = await this.publish();
+    const update = readPolicyUpdate(v, engine.folder.config);
     const snapshotMs = performance.now() - t0;
-    const swapMs = await engine.publish(update);
-    return { version: r.version, snapshotMs, swapMs };
+    const swapMs = await engine.use({ ...v, update });
+    return { version: v.version, snapshotMs, swapMs };
   }
 
   async save(consumedSampleIds: string[]): Promise<void> {

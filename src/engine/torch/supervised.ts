@@ -1,11 +1,12 @@
 // A PyTorch learner that comes back: when its process died (SIGKILL, out of memory, a lost node),
 // the next batch relaunches it from its last checkpoint, returns to the queue what the checkpoint
-// lacks (the caller's reconcile, as at a restart of serve) and trains the batch on it. A learner
+// lacks (the caller's reconcile, as at a restart of serve) and trains the batch on it (`train`
+// runs the caller's training of one batch, learn/ppo.ts's, against the live learner). A learner
 // that keeps dying is given up after maxRestarts, with the last reason.
 
-import type { StepMetrics, TrainingSample } from '../types.js';
 import type { LocalEngine } from '../local/engine.js';
 import type { Publication } from '../local/learner.js';
+import type { PolicyVersion } from '../policy-version.js';
 import type { TorchLearner, TorchStatus } from './learner.js';
 
 export interface SupervisorHooks {
@@ -29,19 +30,20 @@ export class SupervisedTorchLearner {
     this.resumed = learner.resumed;
   }
 
-  async trainBatch(samples: TrainingSample[]): Promise<StepMetrics[]> {
+  /** Runs `batch` (one batch's training) on the learner; once more on a fresh one if it died meanwhile. */
+  async train<T>(batch: (learner: TorchLearner) => Promise<T>): Promise<T> {
     if (this.learner.failure) await this.restart();
     try {
-      return await this.learner.trainBatch(samples);
+      return await batch(this.learner);
     } catch (e) {
       if (!this.learner.failure) throw e; // a bad batch, not a dead learner
       await this.restart();
-      return this.learner.trainBatch(samples);
+      return batch(this.learner);
     }
   }
 
   /** Writes the current weights as the next version's folder. */
-  publish(): Promise<{ version: number; path: string }> {
+  publish(): Promise<PolicyVersion> {
     return this.learner.publish();
   }
 

@@ -9,7 +9,7 @@ const u32 = new Uint32Array(f32.buffer);
 /** The bf16 bits nearest to x (ties to even); NaN stays a quiet NaN of the same sign. */
 export function bf16Bits(x: number): number {
   f32[0] = x;
-  const bits = u32[0];
+  const bits = u32[0]!;
   if ((bits & 0x7f800000) === 0x7f800000 && (bits & 0x007fffff) !== 0) return (bits >>> 16) | 0x0040;
   return ((bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16) & 0xffff;
 }
@@ -17,18 +17,18 @@ export function bf16Bits(x: number): number {
 /** The float32 value of bf16 bits. */
 export function bf16Value(bits: number): number {
   u32[0] = bits << 16;
-  return f32[0];
+  return f32[0]!;
 }
 
 export function toBf16(out: Uint16Array, x: Float32Array, n: number): void {
-  for (let i = 0; i < n; i++) out[i] = bf16Bits(x[i]);
+  for (let i = 0; i < n; i++) out[i] = bf16Bits(x[i]!);
 }
 
 /** A float32 copy of the first n values of an operand, each rounded to bf16. */
 function roundedCopy(x: Float32Array | Uint16Array, n: number): Float32Array {
   const out = new Float32Array(n);
-  if (x instanceof Uint16Array) for (let i = 0; i < n; i++) out[i] = bf16Value(x[i]);
-  else for (let i = 0; i < n; i++) out[i] = bf16Value(bf16Bits(x[i]));
+  if (x instanceof Uint16Array) for (let i = 0; i < n; i++) out[i] = bf16Value(x[i]!);
+  else for (let i = 0; i < n; i++) out[i] = bf16Value(bf16Bits(x[i]!));
   return out;
 }
 

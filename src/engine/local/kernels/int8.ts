@@ -22,12 +22,12 @@ export const quantizeInt8: Kernels['quantizeInt8'] = (q, scales, w, N, K) => {
   checkBlocks('quantizeInt8', K);
   for (let b = 0; b < (N * K) / INT8_BLOCK; b++) {
     let max = 0;
-    for (let i = 0; i < INT8_BLOCK; i++) max = Math.max(max, Math.abs(w[b * INT8_BLOCK + i]));
+    for (let i = 0; i < INT8_BLOCK; i++) max = Math.max(max, Math.abs(w[b * INT8_BLOCK + i]!));
     // The division in float64 rounded to float32 is the float32 division, as the C one computes.
     const scale = Math.fround(max / 127);
     scales[b] = scale;
     for (let i = 0; i < INT8_BLOCK; i++) {
-      const v = scale === 0 ? 0 : roundTiesEven(Math.fround(w[b * INT8_BLOCK + i] / scale));
+      const v = scale === 0 ? 0 : roundTiesEven(Math.fround(w[b * INT8_BLOCK + i]! / scale));
       q[b * INT8_BLOCK + i] = Math.min(127, Math.max(-127, v));
     }
   }
@@ -42,8 +42,8 @@ export const gemmInt8: Kernels['gemmInt8'] = (M, N, K, x, q, scales, y) => {
       let sum = 0;
       for (let b = 0; b < blocks; b++) {
         let dot = 0;
-        for (let p = b * INT8_BLOCK; p < (b + 1) * INT8_BLOCK; p++) dot += x[i * K + p] * q[j * K + p];
-        sum += scales[j * blocks + b] * dot;
+        for (let p = b * INT8_BLOCK; p < (b + 1) * INT8_BLOCK; p++) dot += x[i * K + p]! * q[j * K + p]!;
+        sum += scales[j * blocks + b]! * dot;
       }
       y[i * N + j] = sum;
     }

@@ -32,7 +32,12 @@ function sgemm(
   // The inner loop walks a row of op(B), so a transposed B is copied to row-major [K,N] first.
   const b = transB ? transpose(B, ldb, N, K) : B;
   const bStride = transB ? N : ldb;
-  const accs = [new Float64Array(COLS), new Float64Array(COLS), new Float64Array(COLS), new Float64Array(COLS)];
+  const accs = [
+    new Float64Array(COLS),
+    new Float64Array(COLS),
+    new Float64Array(COLS),
+    new Float64Array(COLS),
+  ] as const;
   const [acc0, acc1, acc2, acc3] = accs;
   for (let j0 = 0; j0 < N; j0 += COLS) {
     const cols = Math.min(COLS, N - j0);
@@ -46,22 +51,22 @@ function sgemm(
       for (const acc of accs) acc.fill(0);
       for (let p = 0; p < K; p++) {
         const aCol = p * aColStep;
-        const x0 = A[a0 + aCol];
-        const x1 = A[a1 + aCol];
-        const x2 = A[a2 + aCol];
-        const x3 = A[a3 + aCol];
+        const x0 = A[a0 + aCol]!;
+        const x1 = A[a1 + aCol]!;
+        const x2 = A[a2 + aCol]!;
+        const x3 = A[a3 + aCol]!;
         const bRow = p * bStride + j0;
         for (let j = 0; j < cols; j++) {
-          const bj = b[bRow + j];
-          acc0[j] += x0 * bj;
-          acc1[j] += x1 * bj;
-          acc2[j] += x2 * bj;
-          acc3[j] += x3 * bj;
+          const bj = b[bRow + j]!;
+          acc0[j]! += x0 * bj;
+          acc1[j]! += x1 * bj;
+          acc2[j]! += x2 * bj;
+          acc3[j]! += x3 * bj;
         }
       }
       for (let r = 0; r < Math.min(4, M - i0); r++) {
         const cRow = (i0 + r) * ldc + j0;
-        for (let j = 0; j < cols; j++) C[cRow + j] = scaled(alpha * accs[r][j], beta, C[cRow + j]);
+        for (let j = 0; j < cols; j++) C[cRow + j] = scaled(alpha * accs[r]![j]!, beta, C[cRow + j]!);
       }
     }
   }
@@ -71,7 +76,7 @@ function sgemm(
 function transpose(X: Float32Array, ld: number, rows: number, cols: number): Float32Array {
   const out = new Float32Array(rows * cols);
   for (let r = 0; r < rows; r++) {
-    for (let c = 0; c < cols; c++) out[c * rows + r] = X[r * ld + c];
+    for (let c = 0; c < cols; c++) out[c * rows + r] = X[r * ld + c]!;
   }
   return out;
 }
@@ -95,17 +100,17 @@ function sgemv(
   if (!trans) {
     for (let i = 0; i < M; i++) {
       let sum = 0;
-      for (let j = 0; j < N; j++) sum += A[i * lda + j] * x[j];
-      y[i] = scaled(alpha * sum, beta, y[i]);
+      for (let j = 0; j < N; j++) sum += A[i * lda + j]! * x[j]!;
+      y[i] = scaled(alpha * sum, beta, y[i]!);
     }
     return;
   }
   const acc = new Float64Array(N);
   for (let i = 0; i < M; i++) {
-    const xi = x[i];
-    for (let j = 0; j < N; j++) acc[j] += A[i * lda + j] * xi;
+    const xi = x[i]!;
+    for (let j = 0; j < N; j++) acc[j]! += A[i * lda + j]! * xi;
   }
-  for (let j = 0; j < N; j++) y[j] = scaled(alpha * acc[j], beta, y[j]);
+  for (let j = 0; j < N; j++) y[j] = scaled(alpha * acc[j]!, beta, y[j]!);
 }
 
 function rmsnorm(
@@ -119,14 +124,14 @@ function rmsnorm(
   for (let r = 0; r < rows; r++) {
     const row = r * dim;
     let sumSquares = 0;
-    for (let i = 0; i < dim; i++) sumSquares += x[row + i] * x[row + i];
+    for (let i = 0; i < dim; i++) sumSquares += x[row + i]! * x[row + i]!;
     const invRms = 1 / Math.sqrt(sumSquares / dim + eps);
-    for (let i = 0; i < dim; i++) out[row + i] = x[row + i] * invRms * weight[i];
+    for (let i = 0; i < dim; i++) out[row + i] = x[row + i]! * invRms * weight[i]!;
   }
 }
 
 function siluMul(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void {
-  for (let i = 0; i < n; i++) out[i] = (gate[i] / (1 + Math.exp(-gate[i]))) * up[i];
+  for (let i = 0; i < n; i++) out[i] = (gate[i]! / (1 + Math.exp(-gate[i]!))) * up[i]!;
 }
 
 function rope(
@@ -143,7 +148,7 @@ function rope(
   for (let r = 0; r < rows; r++) {
     for (let i = 0; i < half; i++) {
       // The angle is rounded to float32 as in the Hugging Face implementation (and the addon).
-      const angle = Math.fround(positions[r] * invFreq[i]);
+      const angle = Math.fround(positions[r]! * invFreq[i]!);
       cos[i] = Math.cos(angle);
       sin[i] = Math.sin(angle);
     }
@@ -151,10 +156,10 @@ function rope(
       const lo = (r * heads + h) * headDim;
       const hi = lo + half;
       for (let i = 0; i < half; i++) {
-        const a = x[lo + i];
-        const b = x[hi + i];
-        x[lo + i] = a * cos[i] - b * sin[i];
-        x[hi + i] = b * cos[i] + a * sin[i];
+        const a = x[lo + i]!;
+        const b = x[hi + i]!;
+        x[lo + i] = a * cos[i]! - b * sin[i]!;
+        x[hi + i] = b * cos[i]! + a * sin[i]!;
       }
     }
   }
@@ -185,20 +190,20 @@ function attention(
       let max = -Infinity;
       for (let j = 0; j < nKeys; j++) {
         let dot = 0;
-        for (let d = 0; d < headDim; d++) dot += q[qOff + d] * k[j * kvStride + kvOff + d];
+        for (let d = 0; d < headDim; d++) dot += q[qOff + d]! * k[j * kvStride + kvOff + d]!;
         probs[j] = dot * scale;
-        max = Math.max(max, probs[j]);
+        max = Math.max(max, probs[j]!);
       }
       let sum = 0;
       for (let j = 0; j < nKeys; j++) {
-        probs[j] = Math.exp(probs[j] - max);
-        sum += probs[j];
+        probs[j] = Math.exp(probs[j]! - max);
+        sum += probs[j]!;
       }
       acc.fill(0);
       for (let j = 0; j < nKeys; j++) {
-        for (let d = 0; d < headDim; d++) acc[d] += probs[j] * v[j * kvStride + kvOff + d];
+        for (let d = 0; d < headDim; d++) acc[d]! += probs[j]! * v[j * kvStride + kvOff + d]!;
       }
-      for (let d = 0; d < headDim; d++) out[qOff + d] = acc[d] / sum;
+      for (let d = 0; d < headDim; d++) out[qOff + d] = acc[d]! / sum;
     }
   }
 }
@@ -220,23 +225,23 @@ function adamw(
   bc2: number,
 ): void {
   for (let i = 0; i < n; i++) {
-    const gi = g[i];
-    const mi = beta1 * m[i] + (1 - beta1) * gi;
-    const vi = beta2 * v[i] + (1 - beta2) * gi * gi;
+    const gi = g[i]!;
+    const mi = beta1 * m[i]! + (1 - beta1) * gi;
+    const vi = beta2 * v[i]! + (1 - beta2) * gi * gi;
     m[i] = mi;
     v[i] = vi;
-    p[i] -= lr * (mi / bc1 / (Math.sqrt(vi / bc2) + eps) + weightDecay * p[i]);
+    p[i]! -= lr * (mi / bc1 / (Math.sqrt(vi / bc2) + eps) + weightDecay * p[i]!);
   }
 }
 
 function sumSquares(x: Float32Array, n: number): number {
   let sum = 0;
-  for (let i = 0; i < n; i++) sum += x[i] * x[i];
+  for (let i = 0; i < n; i++) sum += x[i]! * x[i]!;
   return sum;
 }
 
 function scale(x: Float32Array, n: number, alpha: number): void {
-  for (let i = 0; i < n; i++) x[i] *= alpha;
+  for (let i = 0; i < n; i++) x[i]! *= alpha;
 }
 
 function rmsnormBackward(
@@ -257,19 +262,19 @@ function rmsnormBackward(
     let sumSquares = 0;
     let dot = 0; // sum(w * dy * x)
     for (let i = 0; i < dim; i++) {
-      sumSquares += x[row + i] * x[row + i];
-      dot += w[i] * dy[row + i] * x[row + i];
+      sumSquares += x[row + i]! * x[row + i]!;
+      dot += w[i]! * dy[row + i]! * x[row + i]!;
     }
     const rstd = 1 / Math.sqrt(sumSquares / dim + eps);
     const c = (rstd * rstd * rstd * dot) / dim;
     // dw before dx, so that dx may alias dy or x.
-    if (dwSum) for (let i = 0; i < dim; i++) dwSum[i] += dy[row + i] * x[row + i] * rstd;
+    if (dwSum) for (let i = 0; i < dim; i++) dwSum[i]! += dy[row + i]! * x[row + i]! * rstd;
     for (let i = 0; i < dim; i++) {
-      const grad = rstd * w[i] * dy[row + i] - x[row + i] * c;
-      dx[row + i] = accumulate ? dx[row + i] + grad : grad;
+      const grad = rstd * w[i]! * dy[row + i]! - x[row + i]! * c;
+      dx[row + i] = accumulate ? dx[row + i]! + grad : grad;
     }
   }
-  if (dw && dwSum) for (let i = 0; i < dim; i++) dw[i] += dwSum[i];
+  if (dw && dwSum) for (let i = 0; i < dim; i++) dw[i]! += dwSum[i]!;
 }
 
 function siluMulBackward(
@@ -281,9 +286,9 @@ function siluMulBackward(
   n: number,
 ): void {
   for (let i = 0; i < n; i++) {
-    const z = gate[i];
-    const u = up[i];
-    const d = da[i];
+    const z = gate[i]!;
+    const u = up[i]!;
+    const d = da[i]!;
     const s = 1 / (1 + Math.exp(-z));
     dg[i] = d * u * s * (1 + z * (1 - s));
     du[i] = d * z * s;
@@ -294,13 +299,13 @@ function logitsStats(lse: Float32Array, entropy: Float32Array, logits: Float32Ar
   for (let r = 0; r < rows; r++) {
     const row = r * V;
     let max = -Infinity;
-    for (let i = 0; i < V; i++) if (logits[row + i] > max) max = logits[row + i];
+    for (let i = 0; i < V; i++) if (logits[row + i]! > max) max = logits[row + i]!;
     // With y = z - max: lse = max + log(sum e^y), entropy = lse - sum p z = log(sum) - sum(e^y y) / sum,
     // which avoids the cancellation of max against sum p z.
     let sum = 0;
     let weighted = 0;
     for (let i = 0; i < V; i++) {
-      const y = logits[row + i] - max;
+      const y = logits[row + i]! - max;
       const e = Math.exp(y);
       sum += e;
       // p log p -> 0 as p -> 0; skipping e = 0 keeps a masked (-inf) logit from adding 0 * -inf.
@@ -323,12 +328,12 @@ function logitsBackward(
 ): void {
   for (let r = 0; r < rows; r++) {
     const row = r * V;
-    const l = lse[r];
-    const h = entropy[r];
-    const gs = gSum[r];
-    const gh = gEntropy[r];
+    const l = lse[r]!;
+    const h = entropy[r]!;
+    const gs = gSum[r]!;
+    const gh = gEntropy[r]!;
     for (let i = 0; i < V; i++) {
-      const lp = logits[row + i] - l;
+      const lp = logits[row + i]! - l;
       const p = Math.exp(lp);
       // p = 0 (a masked logit): the limit 0, not 0 * -inf.
       logits[row + i] = p === 0 ? 0 : -p * (gs + gh * (lp + h));
@@ -342,13 +347,13 @@ function causalSoftmaxRows(S: Float32Array, lse: Float32Array, rows: number, col
     const row = i * cols,
       visible = firstRow + i + 1;
     let max = -Infinity;
-    for (let j = 0; j < visible; j++) max = Math.max(max, S[row + j]);
+    for (let j = 0; j < visible; j++) max = Math.max(max, S[row + j]!);
     let sum = 0;
     for (let j = 0; j < visible; j++) {
-      e[j] = Math.exp(S[row + j] - max);
-      sum += e[j];
+      e[j] = Math.exp(S[row + j]! - max);
+      sum += e[j]!;
     }
-    for (let j = 0; j < visible; j++) S[row + j] = e[j] / sum;
+    for (let j = 0; j < visible; j++) S[row + j] = e[j]! / sum;
     S.fill(0, row + visible, row + cols);
     lse[i] = max + Math.log(sum);
   }
@@ -370,12 +375,12 @@ function causalSoftmaxBackwardRows(
     const row = i * cols,
       visible = firstRow + i + 1;
     let dot = 0;
-    for (let d = 0; d < headDim; d++) dot += dO[i * stride + d] * O[i * stride + d];
+    for (let d = 0; d < headDim; d++) dot += dO[i * stride + d]! * O[i * stride + d]!;
     for (let j = 0; j < visible; j++) {
       // P rounded to float32 first, as stored, so that dS uses the P the caller's dV uses.
-      const p = Math.fround(Math.exp(S[row + j] - lse[i]));
+      const p = Math.fround(Math.exp(S[row + j]! - lse[i]!));
       S[row + j] = p;
-      dP[row + j] = p * (dP[row + j] - dot);
+      dP[row + j] = p * (dP[row + j]! - dot);
     }
     S.fill(0, row + visible, row + cols);
     dP.fill(0, row + visible, row + cols);

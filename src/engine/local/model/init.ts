@@ -9,7 +9,7 @@ import { configJson, type ModelConfig, type ModelFamily } from './config.js';
 import { writeSafetensors, type TensorToWrite } from './safetensors.js';
 import { allocateParams, type ParamStore, tensorSpecs } from './weights.js';
 import { createRng } from '../sampling/random.js';
-import { trainByteLevelBpe, builtinCorpus } from '../tokenizer/train-bpe.js';
+import { trainByteLevelBpe, builtinCorpus } from '../../../chat/tokenizer-training/train-bpe.js';
 
 export interface ModelShape {
   family: ModelFamily;

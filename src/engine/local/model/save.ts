@@ -31,16 +31,21 @@ export function saveModelFolder(
   // Trained weights: the folder is private like the store (see private-files.ts).
   makePrivateDir(tmp);
   try {
-    for (const f of CARRIED_FILES) if (existsSync(join(sourceDir, f))) copyFileSync(join(sourceDir, f), join(tmp, f));
-    writeSafetensors(
-      join(tmp, 'model.safetensors'),
-      params.specs.map((s) => ({ name: s.name, shape: s.shape, data: params.get(s.name) })),
-      dtype,
-    );
+    writeModelFiles(tmp, sourceDir, params, dtype);
     if (existsSync(out)) rmSync(out, { recursive: true });
     renameSync(tmp, out);
   } catch (e) {
     rmSync(tmp, { recursive: true, force: true });
     throw e;
   }
+}
+
+/** Writes the weights and the source folder's config and tokenizer files into dir (which exists). */
+export function writeModelFiles(dir: string, sourceDir: string, params: ParamStore, dtype: 'F32' | 'BF16'): void {
+  for (const f of CARRIED_FILES) if (existsSync(join(sourceDir, f))) copyFileSync(join(sourceDir, f), join(dir, f));
+  writeSafetensors(
+    join(dir, 'model.safetensors'),
+    params.specs.map((s) => ({ name: s.name, shape: s.shape, data: params.get(s.name) })),
+    dtype,
+  );
 }

@@ -254,7 +254,7 @@ export class Transformer {
     if (bias) {
       for (let t = 0; t < T; t++) {
         const o = t * outDim;
-        for (let i = 0; i < outDim; i++) out[o + i] += bias[i];
+        for (let i = 0; i < outDim; i++) out[o + i]! += bias[i]!;
       }
     }
   }
@@ -323,5 +323,5 @@ export class Transformer {
 }
 
 function addInPlace(x: Float32Array, y: Float32Array, n: number): void {
-  for (let i = 0; i < n; i++) x[i] += y[i];
+  for (let i = 0; i < n; i++) x[i]! += y[i]!;
 }

@@ -1,6 +1,7 @@
 // Messages between LocalLearner (main thread) and the learner worker.
 
-import type { ForwardBackwardResult, OptimStepResult, PolicyUpdate, StepMetrics, TrainingSample } from '../../types.js';
+import type { PolicyVersion } from '../../policy-version.js';
+import type { ForwardBackwardResult, LossSpec, OptimStepResult, TrainingSample } from '../../types.js';
 import type { LearnerConfig } from '../train/learner.js';
 
 export interface LearnerWorkerOptions {
@@ -12,6 +13,8 @@ export interface LearnerWorkerOptions {
   config: LearnerConfig;
   /** Where checkpoints go; the latest one there is resumed from. */
   checkpointDir: string | null;
+  /** Where each publication is also written as a version folder (policy-versions.ts); null: memory only. */
+  versionsDir: string | null;
   threads: number;
   /** The engine's activity count (LocalEngine.activity) to yield to; null: never yield. */
   activity: SharedArrayBuffer | null;
@@ -22,13 +25,13 @@ export interface LearnerWorkerOptions {
 }
 
 export type LearnerRequest =
-  | { op: 'forwardBackward'; samples: TrainingSample[]; batchSize: number }
+  | { op: 'logprobs'; samples: TrainingSample[] }
+  | { op: 'forwardBackward'; samples: TrainingSample[]; loss: LossSpec; batchSize: number }
   | { op: 'optimStep' }
-  | { op: 'trainBatch'; samples: TrainingSample[] }
   | { op: 'publish' }
   | { op: 'save'; consumedSampleIds: string[] };
 
-export type LearnerReply = ForwardBackwardResult | OptimStepResult | StepMetrics[] | PolicyUpdate | null;
+export type LearnerReply = Float32Array[] | ForwardBackwardResult | OptimStepResult | PolicyVersion | null;
 
 export interface LearnerStatus {
   steps: number;

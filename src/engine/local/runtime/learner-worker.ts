@@ -7,6 +7,7 @@ import type { PolicyUpdate } from '../../types.js';
 import { loadKernels } from '../kernels/index.js';
 import { readModelFolder } from '../model/folder.js';
 import { paramStoreOver, tensorSpecs } from '../model/weights.js';
+import { writePolicyVersion } from '../policy-versions.js';
 import { loadCheckpoint, saveCheckpoint } from '../train/checkpoint.js';
 import { LearnerCore } from '../train/learner.js';
 import { Lora } from '../train/lora.js';
@@ -45,17 +46,17 @@ function start(): void {
 
   const handle = (r: LearnerRequest): LearnerReply => {
     switch (r.op) {
+      case 'logprobs':
+        return learner.logprobs(r.samples);
       case 'forwardBackward':
-        return learner.forwardBackward(r.samples, r.batchSize);
-      case 'optimStep': {
-        const result = learner.optimStep();
-        learner.zeroGrad();
-        return result;
+        return learner.forwardBackward(r.samples, r.loss, r.batchSize);
+      case 'optimStep':
+        return learner.optimStep();
+      case 'publish': {
+        const update = snapshot(++version);
+        if (!options.versionsDir) return { version, kind: update.kind, path: null, update };
+        return writePolicyVersion(options.versionsDir, update, { modelDir: options.modelDir, config: cfg });
       }
-      case 'trainBatch':
-        return learner.trainBatch(r.samples);
-      case 'publish':
-        return snapshot(++version);
       case 'save':
         consumed = r.consumedSampleIds;
         saveCheckpoint(options.checkpointDir ?? fail('no checkpoint folder was configured'), {

@@ -12,7 +12,7 @@ import { readModelFolder } from '../model/folder.js';
 import { int8Tensors, Transformer } from '../model/transformer.js';
 import { loadWeights, paramStoreOver } from '../model/weights.js';
 import { Lora } from '../train/lora.js';
-import { TextTokenizer } from '../tokenizer/tokenizer.js';
+import { TextTokenizer } from '../../../chat/tokenizer/tokenizer.js';
 import type { FromWorker, ToWorker, WorkerOptions } from './protocol.js';
 import { PrefixCache } from './prefix-cache.js';
 import { PrefixCacheCounters } from './prefix-cache-stats.js';

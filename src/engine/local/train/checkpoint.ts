@@ -396,7 +396,7 @@ function writeFileAtomic(path: string, text: string): void {
 }
 
 /** Makes the folder's entries (new names, renames) durable. Windows cannot open a folder to fsync. */
-function fsyncDir(dir: string): void {
+export function fsyncDir(dir: string): void {
   if (process.platform === 'win32') return;
   const fd = openSync(dir, 'r');
   try {

@@ -1,26 +1,25 @@
 // The learner's synchronous core: one policy (a LoRA adapter over the frozen base, or a full
-// copy of the weights), its optimizer, and the PPO procedure over a batch of samples. It runs
-// inside the learner worker (runtime/learner-worker.ts); LocalLearner is its async face.
+// copy of the weights) and its optimizer, with the Learner contract's operations. It runs inside
+// the learner worker (runtime/learner-worker.ts); LocalLearner is its async face. The training
+// algorithm that calls them (the anchor, epochs, mini-batches) is learn/ppo.ts.
 //
-//   trainBatch(samples):  old = logprobs before any step        (the PPO ratio's anchor)
-//                         for each epoch, for each mini-batch:   zeroGrad
-//                           for each micro-batch:                forwardBackward (loss / B)
-//                           optimStep                            (clip, AdamW, metrics)
+//   forwardBackward(samples, loss, B):  for each micro-batch (memory): forward, loss / B, backward
+//   optimStep():                        clip, AdamW, clear the gradients
 
 import type { Kernels } from '../kernels/kernels.js';
 import type { ModelConfig } from '../model/config.js';
 import { allocateParams, type ParamStore } from '../model/weights.js';
 import { type Bf16Params, bf16ParamsOf, refreshBf16, type TrainPrecision } from '../precision.js';
-import {
-  combineAdvantages,
-  DEFAULT_POLICY_LOSS,
-  policyLoss,
-  topKDistillationLoss,
-  type PolicyLossConfig,
-} from './losses.js';
+import { policyLoss, topKDistillationLoss } from './losses.js';
 import { Lora, type LoraSpec } from './lora.js';
 import { TrainModel, type TrainModelOptions, type TrainSequence } from './model.js';
-import type { ForwardBackwardResult, StepMetrics, TrainingSample } from '../../types.js';
+import {
+  checkTrainingSample,
+  type ForwardBackwardResult,
+  type LossSpec,
+  type OptimStepResult,
+  type TrainingSample,
+} from '../../learner.js';
 import {
   AdamW,
   DEFAULT_ADAMW,
@@ -28,20 +27,12 @@ import {
   paramSegments,
   type AdamWConfig,
   type OptimizerState,
-  type StepResult,
 } from './optimizer.js';
-
-export type LossSpec = ({ kind: 'policy' } & PolicyLossConfig) | { kind: 'topk'; entropyCoef: number };
 
 export interface LearnerConfig {
   /** LoRA over the frozen base, or full fine-tuning of every weight. */
   mode: { kind: 'lora'; spec: LoraSpec } | { kind: 'full' };
   optimizer: AdamWConfig;
-  loss: LossSpec;
-  /** Samples per optimizer step; a batch of N samples makes ceil(N / miniBatchSize) steps per epoch. */
-  miniBatchSize: number;
-  /** Passes over each batch; more than one lets the PPO ratio and its clip act. */
-  epochs: number;
   /** Most tokens in one forward/backward (bounds memory); mini-batches are split to fit. */
   microBatchTokens: number;
   /**
@@ -71,9 +62,6 @@ export const DEFAULT_ACTIVATION_BUDGET_BYTES = 4 * 2 ** 30;
 export const DEFAULT_LEARNER: LearnerConfig = {
   mode: { kind: 'lora', spec: { rank: 16, alpha: 32, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } },
   optimizer: { ...DEFAULT_ADAMW, lr: 1e-4 },
-  loss: { kind: 'policy', ...DEFAULT_POLICY_LOSS },
-  miniBatchSize: 16,
-  epochs: 1,
   microBatchTokens: 4096,
   activationBudgetBytes: DEFAULT_ACTIVATION_BUDGET_BYTES,
   seed: 0,
@@ -93,9 +81,11 @@ export class LearnerCore {
   private readonly policyBf16: Bf16Params | null = null;
   /** Total ms the pause hook has waited. */
   private yieldedMs = 0;
+  /** yieldedMs at the last optimizer step. */
+  private yieldedAtStep = 0;
 
   /**
-   * pause: the yield hook for TrainModel; returns the ms it waited (StepMetrics.yieldedMs).
+   * pause: the yield hook for TrainModel; returns the ms it waited (OptimStepResult.yieldedMs).
    * baseBf16: the base's bf16 copy where one exists already (the serving engine's), at bf16.
    */
   constructor(
@@ -191,11 +181,14 @@ export class LearnerCore {
     return this.policyBf16?.data ?? null;
   }
 
-  /** Clips the accumulated gradients and applies one AdamW step. */
-  optimStep(): StepResult {
+  /** Clips the accumulated gradients, applies one AdamW step and clears them. */
+  optimStep(): OptimStepResult {
     const r = this.optimizer.step();
     if (this.policyBf16 && r.applied) refreshBf16(this.kernels, this.policyBf16, this.params.data);
-    return r;
+    this.zeroGrad();
+    const yieldedMs = this.yieldedMs - this.yieldedAtStep;
+    this.yieldedAtStep = this.yieldedMs;
+    return { gradNorm: r.gradNorm, applied: r.applied, lr: r.lr, step: r.step, yieldedMs };
   }
 
   /** Current log-probs of each sample's completion, without gradients. */
@@ -208,36 +201,19 @@ export class LearnerCore {
     return out;
   }
 
-  /** The whole PPO procedure over one batch; returns one record per optimizer step. */
-  trainBatch(samples: readonly TrainingSample[]): StepMetrics[] {
-    samples.forEach(checkSample);
-    // The first step's time (and time yielded) includes computing the anchor.
-    let since: StepStart | undefined = { t0: performance.now(), yielded0: this.yieldedMs };
-    // The PPO ratio is taken against the policy as it was before this batch's first step.
-    const anchored =
-      this.config.loss.kind === 'policy'
-        ? this.logprobs(samples).map((old, i) => ({ ...samples[i]!, oldLogprobs: old }))
-        : samples;
-    const metrics: StepMetrics[] = [];
-    for (let epoch = 0; epoch < this.config.epochs; epoch++) {
-      for (let start = 0; start < anchored.length; start += this.config.miniBatchSize) {
-        metrics.push(
-          this.step(anchored.slice(start, Math.min(anchored.length, start + this.config.miniBatchSize)), since),
-        );
-        since = undefined;
-      }
-    }
-    return metrics;
-  }
-
-  private step(
+  /**
+   * Forward, loss and backward of `samples`, adding into the gradients; the loss is divided by
+   * batchSize samples (the whole mini-batch). Metrics are token-weighted over the micro-batches.
+   */
+  forwardBackward(
     samples: readonly TrainingSample[],
-    { t0, yielded0 }: StepStart = { t0: performance.now(), yielded0: this.yieldedMs },
-  ): StepMetrics {
-    this.zeroGrad();
+    loss: LossSpec,
+    batchSize = samples.length,
+  ): ForwardBackwardResult {
+    samples.forEach(checkTrainingSample);
     const acc = { loss: 0, tokens: 0, clip: 0, kl: 0, entropy: 0, tis: 0, rollout: 0 };
     for (const micro of this.microBatches(samples)) {
-      const m = this.forwardBackward(micro, samples.length);
+      const m = this.forwardBackwardMicro(micro, loss, batchSize);
       acc.loss += m.loss;
       acc.tokens += m.tokens;
       acc.clip += m.clipFraction * m.tokens;
@@ -246,37 +222,24 @@ export class LearnerCore {
       acc.tis += m.tisMean * m.tokens;
       acc.rollout += m.rolloutAbsDiff * m.tokens;
     }
-    const r = this.optimStep();
-    const seconds = (performance.now() - t0) / 1000;
     const per = (x: number) => (acc.tokens > 0 ? x / acc.tokens : 0);
-    const tokens = samples.reduce((a, s) => a + s.promptIds.length + s.completionIds.length, 0);
     return {
-      step: r.step,
-      samples: samples.length,
-      tokens,
       loss: acc.loss,
-      gradNorm: r.gradNorm,
-      applied: r.applied,
-      lr: r.lr,
+      tokens: acc.tokens,
       clipFraction: per(acc.clip),
       approxKl: per(acc.kl),
       entropy: per(acc.entropy),
       tisMean: per(acc.tis),
       rolloutAbsDiff: per(acc.rollout),
-      seconds,
-      tokensPerSecond: tokens / seconds,
-      yieldedMs: this.yieldedMs - yielded0,
     };
   }
 
-  /**
-   * Forward, loss and backward of one micro-batch, adding into the gradients; the loss is
-   * divided by batchSize samples (the whole mini-batch). A sample without oldLogprobs takes the
-   * current ones (ratio 1), also as the anchor of its OPD term.
-   */
-  forwardBackward(samples: readonly TrainingSample[], batchSize = samples.length): ForwardBackwardResult {
-    samples.forEach(checkSample);
-    const loss = this.config.loss;
+  /** One micro-batch of forwardBackward. A sample without oldLogprobs takes the current ones (ratio 1). */
+  private forwardBackwardMicro(
+    samples: readonly TrainingSample[],
+    loss: LossSpec,
+    batchSize: number,
+  ): ForwardBackwardResult {
     const offsets: number[] = [],
       lengths: number[] = [];
     let R = 0;
@@ -292,7 +255,6 @@ export class LearnerCore {
     };
     const mask = concat((s) => s.mask ?? new Float64Array(s.completionIds.length).fill(1));
     if (loss.kind === 'topk') {
-      if (samples.some((s) => s.opd)) throw new Error('OPD samples need the policy loss, not top-k distillation');
       const K = samples[0]?.teacherTop?.ids[0]?.length ?? 0;
       const ids = new Int32Array(R * K),
         teacher = new Float64Array(R * K);
@@ -325,18 +287,6 @@ export class LearnerCore {
     const hasRollout = samples.every((s) => s.rolloutLogprobs);
     const old = samples.map((s, i) => s.oldLogprobs ?? fwd.logprobs.slice(offsets[i]!, offsets[i]! + lengths[i]!));
     const advantages = concat((s) => s.advantages);
-    samples.forEach((s, i) => {
-      if (!s.opd) return;
-      const o = offsets[i]!,
-        n = lengths[i]!;
-      const opd = combineAdvantages(
-        'combine',
-        { score: 0, teacherLogprobs: s.opd.teacherLogprobs, oldLogprobs: old[i]!, mask: mask.subarray(o, o + n) },
-        { wRl: 0, wOpd: s.opd.weight },
-      );
-      for (let t = 0; t < n; t++) advantages[o + t] = advantages[o + t]! + opd.advantages[t]!;
-      mask.set(opd.mask, o);
-    });
     const r = policyLoss(
       {
         logprobs: fwd.logprobs,
@@ -383,34 +333,6 @@ export class LearnerCore {
   }
 }
 
-interface StepStart {
-  t0: number;
-  yielded0: number;
-}
-
 function toSequence(s: TrainingSample): TrainSequence {
   return { tokens: [...s.promptIds, ...s.completionIds], promptLength: s.promptIds.length };
-}
-
-/** Lengths must agree before anything is computed; the message lists them all. */
-export function checkSample(s: TrainingSample, index: number): void {
-  const n = s.completionIds.length;
-  const problems: string[] = [];
-  if (s.promptIds.length === 0) problems.push('promptIds is empty');
-  if (n === 0) problems.push('completionIds is empty');
-  if (s.advantages.length !== n) problems.push(`advantages has ${s.advantages.length}`);
-  if (s.rolloutLogprobs && s.rolloutLogprobs.length !== n)
-    problems.push(`rolloutLogprobs has ${s.rolloutLogprobs.length}`);
-  if (s.oldLogprobs && s.oldLogprobs.length !== n) problems.push(`oldLogprobs has ${s.oldLogprobs.length}`);
-  if (s.mask && s.mask.length !== n) problems.push(`mask has ${s.mask.length}`);
-  if (s.opd && s.opd.teacherLogprobs.length !== n)
-    problems.push(`opd.teacherLogprobs has ${s.opd.teacherLogprobs.length}`);
-  if (s.teacherTop && (s.teacherTop.ids.length !== n || s.teacherTop.logprobs.length !== n))
-    problems.push(
-      `teacherTop has ${s.teacherTop.ids.length} id rows and ${s.teacherTop.logprobs.length} log-prob rows`,
-    );
-  if (problems.length > 0)
-    throw new RangeError(`sample ${index}: ${problems.join(', ')}, but completionIds has ${n} tokens`);
-  if (s.opd && !Number.isFinite(s.opd.weight))
-    throw new RangeError(`sample ${index}: opd.weight must be finite, got ${s.opd.weight}`);
 }

@@ -1,7 +1,8 @@
 // The training losses as pure functions over per-token arrays: the PPO-clip policy loss with
 // truncated importance weights, KL to the base and an entropy bonus (Binary RL, OPD, Combined),
-// top-K distillation, and the per-method advantages. Each returns the loss, its gradient w.r.t.
-// what TrainModel.forward produced (so TrainModel.backward can take it as is) and diagnostics.
+// and top-K distillation; the methods' advantages are learn/methods.ts's. Each returns the loss,
+// its gradient w.r.t. what TrainModel.forward produced (so TrainModel.backward can take it as
+// is) and diagnostics.
 //
 // Shapes: R = completion tokens of a mini-batch (its samples concatenated, as in
 // ForwardResult), B = samples, K = teacher top-K entries per token. Suffixes: _R per token,
@@ -10,6 +11,8 @@
 // Reduction (reference-system.md 6.1): loss = (1/B) sum_i (sum_t m_it x_it) / max(1, sum_t m_it).
 // A fully masked sample adds 0 but still counts in B. Masked tokens are skipped entirely, so
 // their inputs may hold anything (NaN included).
+
+import type { PolicyLossSpec } from '../../learner.js';
 
 /** Where each sample's tokens sit in the per-token arrays. */
 export interface SampleSpans {
@@ -40,16 +43,8 @@ export interface PolicyLossInput extends SampleSpans {
   entropy: ArrayLike<number>;
 }
 
-export interface PolicyLossConfig {
-  /** The ratio's lower clip is 1 - eps. */
-  eps: number;
-  /** The ratio's upper clip is 1 + epsHigh (wider than eps: "clip-higher"). */
-  epsHigh: number;
-  /** Importance weights exp(old - rollout) are capped here; null disables the correction. */
-  tisCap: number | null;
-  klCoef: number;
-  entropyCoef: number;
-}
+/** The policy loss's settings: the Learner contract's PolicyLossSpec. */
+export type PolicyLossConfig = PolicyLossSpec;
 
 export const DEFAULT_POLICY_LOSS: PolicyLossConfig = { eps: 0.2, epsHigh: 0.28, tisCap: 2, klCoef: 0, entropyCoef: 0 };
 
@@ -331,72 +326,6 @@ function logSumExpFinite(x: ArrayLike<number>, valid: ArrayLike<number>, o: numb
   let sum = 0;
   for (let k = 0; k < K; k++) if (Number.isFinite(valid[o + k]!)) sum += Math.exp(x[o + k]! - max);
   return max + Math.log(sum);
-}
-
-export type TrainMethod = 'rl' | 'opd' | 'combine';
-
-export interface AdvantageWeights {
-  wRl: number;
-  wOpd: number;
-}
-
-export interface AdvantageInput {
-  /** The turn's majority PRM score (-1, 0 or +1). */
-  score: number;
-  /** Teacher (hint in context) log-prob of each completion token, NaN where it gave none; null for an RL-only sample [R]. */
-  teacherLogprobs: ArrayLike<number> | null;
-  oldLogprobs: ArrayLike<number>;
-  mask: ArrayLike<number>;
-}
-
-export interface Advantages {
-  advantages: Float64Array;
-  /** The input mask, minus the tokens whose teacher term is missing. */
-  mask: Float64Array;
-  tokensWithoutTeacher: number;
-}
-
-/**
- * A_t = wRl score + wOpd (teacher_t - old_t). `rl` uses wOpd = 0 and `opd` wRl = 0; `combine`
- * takes both weights. A sample without a teacher gets no OPD term (the original substituted the
- * rollout log-probs, training on the serve/train mismatch); a token without a teacher value is
- * masked (the original read it as log-prob 0 and pushed it up).
- */
-export function combineAdvantages(
-  method: TrainMethod,
-  input: AdvantageInput,
-  weights: AdvantageWeights = { wRl: 1, wOpd: 1 },
-): Advantages {
-  const { oldLogprobs: old_R, teacherLogprobs: teacher_R } = input;
-  const R = old_R.length;
-  checkLengths(`combineAdvantages(${method})`, R, {
-    mask: input.mask,
-    ...(teacher_R ? { teacherLogprobs: teacher_R } : {}),
-  });
-  if (!Number.isFinite(input.score))
-    throw new RangeError(`combineAdvantages: score must be finite, got ${input.score}`);
-  const wRl = method === 'opd' ? 0 : weights.wRl;
-  const wOpd = method === 'rl' ? 0 : weights.wOpd;
-  if (method === 'opd' && !teacher_R)
-    throw new RangeError('combineAdvantages(opd): the sample has no teacher log-probs; OPD samples need them');
-  const teacherTerm_R = wOpd !== 0 ? teacher_R : null;
-  const advantages = new Float64Array(R),
-    mask = Float64Array.from(input.mask);
-  let tokensWithoutTeacher = 0;
-  for (let t = 0; t < R; t++) {
-    let A = wRl * input.score;
-    if (teacherTerm_R) {
-      const teacher = teacherTerm_R[t]!;
-      if (!Number.isFinite(teacher)) {
-        if (mask[t] !== 0) tokensWithoutTeacher++;
-        mask[t] = 0;
-        continue;
-      }
-      A += wOpd * (teacher - old_R[t]!);
-    }
-    advantages[t] = A;
-  }
-  return { advantages, mask, tokensWithoutTeacher };
 }
 
 /** Throws one message listing every length when any array differs from `expected`. */

@@ -3,8 +3,8 @@
 // tool signatures, tool calls and results, reasoning), i.e. the kind of text an agent policy sees.
 // All text here is written for this project. Same options, same corpus, same tokenizer.
 
-import type { ChatMessage, ToolSpec } from '../../chat/messages.js';
-import { ChatTemplate, OPENCLAW_CHAT_TEMPLATE } from './chat-template.js';
+import type { ChatMessage, ToolSpec } from '../messages.js';
+import { ChatTemplate, OPENCLAW_CHAT_TEMPLATE } from '../tokenizer/chat-template.js';
 
 export interface CorpusOptions {
   /** Approximate size of the generated part in characters. Default 200,000. */
@@ -22,7 +22,7 @@ export function builtinCorpus(opts: CorpusOptions = {}): string[] {
   const documents: string[] = [];
   let size = 0;
   for (let n = 0; size < target; n++) {
-    const document = makers[n % makers.length](random);
+    const document = makers[n % makers.length]!(random);
     documents.push(document);
     size += document.length;
   }
@@ -44,7 +44,7 @@ export function seededRandom(seed: number): Random {
 }
 
 function pick<T>(random: Random, items: readonly T[]): T {
-  return items[Math.floor(random() * items.length)];
+  return items[Math.floor(random() * items.length)]!;
 }
 
 function words(text: string): string[] {
@@ -103,7 +103,7 @@ function sentence(random: Random): string {
   if (random() < 0.3) text += ` ${pick(random, CLAUSES)}`;
   if (random() < 0.25) text = `${pick(random, OPENERS)}, ${text}`;
   const end = random() < 0.1 ? '?' : random() < 0.1 ? '!' : '.';
-  return text[0].toUpperCase() + text.slice(1) + end;
+  return text[0]!.toUpperCase() + text.slice(1) + end;
 }
 
 function prose(random: Random): string {
@@ -150,7 +150,7 @@ function snake(name: string): string {
 }
 
 function capitalize(name: string): string {
-  return name[0].toUpperCase() + name.slice(1);
+  return name[0]!.toUpperCase() + name.slice(1);
 }
 
 function jsonValue(random: Random, depth: number): unknown {
@@ -251,7 +251,7 @@ function chat(random: Random, template: ChatTemplate): string {
       content: random() < 0.5 ? '' : 'Let me look.',
       reasoning_content: `${sentence(random)} ${sentence(random)}`,
       tool_calls: calls.map((call, i) => ({
-        id: ids[i],
+        id: ids[i]!,
         type: 'function',
         function: { name: call.name, arguments: JSON.stringify(call.arguments) },
       })),

@@ -11,7 +11,7 @@ import {
   type ChatTemplate,
   type RenderOptions,
   type TemplateMessage,
-} from '../engine/local/tokenizer/chat-template.js';
+} from './tokenizer/chat-template.js';
 
 export interface PromptRendererOptions {
   /** Jinja checks on the first N direct renders (default 32), then on 1 in `sampleEvery` (default 64). */

@@ -6,14 +6,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { ChatMessage, ToolSpec } from '../src/engine/chat/messages.js';
-import { toTemplateMessage } from '../src/engine/chat/prompt.js';
-import {
-  ChatTemplate,
-  OPENCLAW_CHAT_TEMPLATE,
-  type RenderOptions,
-} from '../src/engine/local/tokenizer/chat-template.js';
-import { PromptRenderer, renderOpenClawTemplate } from '../src/gateway/prompt-renderer.js';
+import type { ChatMessage, ToolSpec } from '../src/chat/messages.js';
+import { toTemplateMessage } from '../src/chat/prompt.js';
+import { ChatTemplate, OPENCLAW_CHAT_TEMPLATE, type RenderOptions } from '../src/chat/tokenizer/chat-template.js';
+import { PromptRenderer, renderOpenClawTemplate } from '../src/chat/prompt-renderer.js';
 import { CAPTURED_DIR, loadCapture } from './helpers/replay.js';
 
 const jinja = ChatTemplate.fromString(OPENCLAW_CHAT_TEMPLATE, 'built-in template');

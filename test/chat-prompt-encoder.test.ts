@@ -4,9 +4,9 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { TextTokenizer } from '../src/engine/local/tokenizer/tokenizer.js';
-import { RECYCLE_CHARS, TokenizerThread, type WholeEncodeCheck } from '../src/gateway/tokenizer-thread.js';
-import { PromptEncoder } from '../src/gateway/prompt-encoder.js';
+import { TextTokenizer } from '../src/chat/tokenizer/tokenizer.js';
+import { RECYCLE_CHARS, TokenizerThread, type WholeEncodeCheck } from '../src/chat/tokenizer-thread.js';
+import { PromptEncoder } from '../src/chat/prompt-encoder.js';
 import { tinyModel } from './helpers/gateway.js';
 
 const dir = tinyModel();

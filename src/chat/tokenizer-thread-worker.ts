@@ -2,7 +2,7 @@
 // the model's tokenizer, so long texts are never encoded on the event loop that streams responses.
 
 import { parentPort, workerData } from 'node:worker_threads';
-import { TextTokenizer } from '../engine/local/tokenizer/tokenizer.js';
+import { TextTokenizer } from './tokenizer/tokenizer.js';
 import type { ThreadJob, ThreadResult } from './tokenizer-thread.js';
 
 const port = parentPort!;

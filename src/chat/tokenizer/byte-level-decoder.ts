@@ -73,7 +73,7 @@ export class ByteLevelPieces {
     if (this.addedContents.has(token))
       return { special, added: token, bytes: UNKNOWN.bytes, text: undefined, endsClean: false };
     // As the library does: per code point, and a character outside the byte table becomes byte 0.
-    const bytes = new Uint8Array(Array.from(token, (char) => this.decoder.byte_decoder[char]));
+    const bytes = new Uint8Array(Array.from(token, (char) => this.decoder.byte_decoder[char] ?? 0));
     return { special, added: undefined, bytes, text: strictDecode(bytes), endsClean: endsClean(bytes) };
   }
 }
@@ -121,6 +121,6 @@ function strictDecode(bytes: Uint8Array): string | undefined {
 /** True when the bytes end in ASCII or in one complete character that starts within them. */
 function endsClean(bytes: Uint8Array): boolean {
   let start = bytes.length - 1;
-  while (start >= 0 && (bytes[start] & 0xc0) === 0x80) start--;
+  while (start >= 0 && (bytes[start]! & 0xc0) === 0x80) start--;
   return start >= 0 && strictDecode(bytes.subarray(start)) !== undefined;
 }

@@ -4,7 +4,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Template } from '@huggingface/jinja';
-import type { ToolSpec } from '../../chat/messages.js';
+import type { ToolSpec } from '../messages.js';
 import { errorMessage, readModelJson } from './model-files.js';
 
 /**
@@ -12,7 +12,7 @@ import { errorMessage, readModelJson } from './model-files.js';
  * (tool signatures in the system turn, `<tool_call>` JSON blocks, tool results grouped into one
  * user turn, reasoning replayed only after the last user message) so that a model trained with it
  * and a real Qwen3 read the same transcript shapes, and so `parseCompletion` handles both.
- * It expects content already flattened to strings (see engine/chat/prompt.ts).
+ * It expects content already flattened to strings (see chat/prompt.ts).
  */
 export const OPENCLAW_CHAT_TEMPLATE = String.raw`
 {%- set has_system = messages | length > 0 and messages[0].role == 'system' %}

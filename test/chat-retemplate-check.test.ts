@@ -2,9 +2,10 @@
 // where they first differ is reported. The renderer and encoder are test doubles returning fixed ids.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { checkRetemplate, type ChatBackend } from '../src/gateway/backend.js';
+import { checkRetemplate } from '../src/chat/retemplate-check.js';
+import type { PromptCodec } from '../src/chat/prompt-codec.js';
 
-function backendDouble(rendered: number[] | Error): ChatBackend {
+function codecDouble(rendered: number[] | Error): PromptCodec {
   return {
     renderer: {
       render: () => {
@@ -13,7 +14,7 @@ function backendDouble(rendered: number[] | Error): ChatBackend {
       },
     },
     encoder: { encode: () => rendered as number[] },
-  } as unknown as ChatBackend;
+  } as unknown as PromptCodec;
 }
 
 const input = (promptIds: number[], completionIds: number[]) => ({
@@ -26,12 +27,12 @@ const input = (promptIds: number[], completionIds: number[]) => ({
 });
 
 test('re-rendered ids that start with prompt ++ completion match, also when the rendering goes on', () => {
-  assert.deepEqual(checkRetemplate(backendDouble([1, 2, 3, 4, 5]), input([1, 2, 3], [4, 5])), {
+  assert.deepEqual(checkRetemplate(codecDouble([1, 2, 3, 4, 5]), input([1, 2, 3], [4, 5])), {
     match: true,
     renderedTokens: 5,
     recordedTokens: 5,
   });
-  assert.deepEqual(checkRetemplate(backendDouble([1, 2, 3, 4, 5, 9]), input([1, 2, 3], [4, 5])), {
+  assert.deepEqual(checkRetemplate(codecDouble([1, 2, 3, 4, 5, 9]), input([1, 2, 3], [4, 5])), {
     match: true,
     renderedTokens: 6,
     recordedTokens: 5,
@@ -39,19 +40,19 @@ test('re-rendered ids that start with prompt ++ completion match, also when the 
 });
 
 test('the first differing position is reported, in the prompt or in the completion', () => {
-  assert.deepEqual(checkRetemplate(backendDouble([1, 7, 3, 4, 5]), input([1, 2, 3], [4, 5])), {
+  assert.deepEqual(checkRetemplate(codecDouble([1, 7, 3, 4, 5]), input([1, 2, 3], [4, 5])), {
     match: false,
     firstMismatch: 1,
     renderedTokens: 5,
     recordedTokens: 5,
   });
-  assert.deepEqual(checkRetemplate(backendDouble([1, 2, 3, 4, 6]), input([1, 2, 3], [4, 5])), {
+  assert.deepEqual(checkRetemplate(codecDouble([1, 2, 3, 4, 6]), input([1, 2, 3], [4, 5])), {
     match: false,
     firstMismatch: 4,
     renderedTokens: 5,
     recordedTokens: 5,
   });
-  assert.deepEqual(checkRetemplate(backendDouble([1, 2, 3, 8, 5]), input([1, 2, 3], [4, 5])), {
+  assert.deepEqual(checkRetemplate(codecDouble([1, 2, 3, 8, 5]), input([1, 2, 3], [4, 5])), {
     match: false,
     firstMismatch: 3,
     renderedTokens: 5,
@@ -60,19 +61,19 @@ test('the first differing position is reported, in the prompt or in the completi
 });
 
 test('a shorter rendering fails where it ends; a rendering error fails at 0', () => {
-  assert.deepEqual(checkRetemplate(backendDouble([1, 2]), input([1, 2, 3], [4, 5])), {
+  assert.deepEqual(checkRetemplate(codecDouble([1, 2]), input([1, 2, 3], [4, 5])), {
     match: false,
     firstMismatch: 2,
     renderedTokens: 2,
     recordedTokens: 5,
   });
-  assert.deepEqual(checkRetemplate(backendDouble([1, 2, 3, 4]), input([1, 2, 3], [4, 5])), {
+  assert.deepEqual(checkRetemplate(codecDouble([1, 2, 3, 4]), input([1, 2, 3], [4, 5])), {
     match: false,
     firstMismatch: 4,
     renderedTokens: 4,
     recordedTokens: 5,
   });
-  assert.deepEqual(checkRetemplate(backendDouble(new Error('template')), input([1, 2, 3], [4, 5])), {
+  assert.deepEqual(checkRetemplate(codecDouble(new Error('template')), input([1, 2, 3], [4, 5])), {
     match: false,
     firstMismatch: 0,
     renderedTokens: 0,

@@ -1,7 +1,7 @@
 // OpenAI-style messages -> prompt text and ids, through the model's chat template.
 
-import type { ChatTemplate, RenderOptions, TemplateMessage } from '../local/tokenizer/chat-template.js';
-import type { TextTokenizer } from '../local/tokenizer/tokenizer.js';
+import type { ChatTemplate, RenderOptions, TemplateMessage } from './tokenizer/chat-template.js';
+import type { TextTokenizer } from './tokenizer/tokenizer.js';
 import { contentToText, type ChatMessage } from './messages.js';
 
 export interface RenderedPrompt {

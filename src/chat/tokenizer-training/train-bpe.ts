@@ -3,7 +3,7 @@
 // tokenizer from text alone and everything downstream treats it exactly like a real Qwen tokenizer.
 
 import { Tokenizer } from '@huggingface/tokenizers';
-import { OPENCLAW_CHAT_TEMPLATE } from './chat-template.js';
+import { OPENCLAW_CHAT_TEMPLATE } from '../tokenizer/chat-template.js';
 
 export { builtinCorpus, type CorpusOptions } from './corpus.js';
 
@@ -239,7 +239,7 @@ function learnMerges(wordCounts: Map<string, number>, byteSymbols: readonly stri
     }
   };
   words.forEach((word, w) => {
-    for (let i = 0; i + 1 < word.length; i++) bump(word[i] * PAIR_BASE + word[i + 1], weights[w], w);
+    for (let i = 0; i + 1 < word.length; i++) bump(word[i]! * PAIR_BASE + word[i + 1]!, weights[w]!, w);
   });
   const heap = new PairHeap();
   for (const [key, count] of pairCounts) heap.push(count, key);
@@ -250,19 +250,19 @@ function learnMerges(wordCounts: Map<string, number>, byteSymbols: readonly stri
     if (best === undefined || best.count < MIN_PAIR_COUNT) break;
     const left = Math.floor(best.key / PAIR_BASE);
     const right = best.key % PAIR_BASE;
-    const merged = tokens[left] + tokens[right];
+    const merged = tokens[left]! + tokens[right]!;
     // Different merge orders can spell the same string; like HF's trainer, reuse its id then.
     let mergedId = idOf.get(merged);
     if (mergedId === undefined) {
       mergedId = tokens.push(merged) - 1;
       idOf.set(merged, mergedId);
     }
-    merges.push([tokens[left], tokens[right]]);
+    merges.push([tokens[left]!, tokens[right]!]);
 
     const raised = new Set<number>();
     for (const w of pairWords.get(best.key) ?? []) {
-      words[w] = mergeInWord(words[w], left, right, mergedId, (key, delta) => {
-        bump(key, delta * weights[w], w);
+      words[w] = mergeInWord(words[w]!, left, right, mergedId, (key, delta) => {
+        bump(key, delta * weights[w]!, w);
         if (delta > 0) raised.add(key);
       });
     }
@@ -299,7 +299,7 @@ function mergeInWord(
       out.push(mergedId);
       i += 2;
     } else {
-      out.push(word[i]);
+      out.push(word[i]!);
       i += 1;
     }
   }
@@ -335,7 +335,7 @@ class PairHeap {
 
   pop(): { count: number; key: number } | undefined {
     if (this.counts.length === 0) return undefined;
-    const top = { count: this.counts[0], key: this.keys[0] };
+    const top = { count: this.counts[0]!, key: this.keys[0]! };
     const lastCount = this.counts.pop()!;
     const lastKey = this.keys.pop()!;
     if (this.counts.length > 0) {
@@ -357,11 +357,11 @@ class PairHeap {
   }
 
   private before(a: number, b: number): boolean {
-    return this.counts[a] > this.counts[b] || (this.counts[a] === this.counts[b] && this.keys[a] < this.keys[b]);
+    return this.counts[a]! > this.counts[b]! || (this.counts[a] === this.counts[b] && this.keys[a]! < this.keys[b]!);
   }
 
   private swap(a: number, b: number): void {
-    [this.counts[a], this.counts[b]] = [this.counts[b], this.counts[a]];
-    [this.keys[a], this.keys[b]] = [this.keys[b], this.keys[a]];
+    [this.counts[a], this.counts[b]] = [this.counts[b]!, this.counts[a]!];
+    [this.keys[a], this.keys[b]] = [this.keys[b]!, this.keys[a]!];
   }
 }

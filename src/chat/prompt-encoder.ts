@@ -11,7 +11,7 @@
 
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { TextTokenizer } from '../engine/local/tokenizer/tokenizer.js';
+import type { TextTokenizer } from './tokenizer/tokenizer.js';
 import type { PiecesEncode, WholeEncodeCheck } from './tokenizer-thread.js';
 
 export interface AddedToken {

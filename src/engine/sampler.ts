@@ -1,0 +1,70 @@
+// The Sampler contract: stream one completion of a prompt, token by token, with log-probs.
+
+import type { PolicyVersion } from './policy-version.js';
+
+/** How to sample one completion. Unset fields take the documented defaults. */
+export interface SamplingParams {
+  /** 0 means greedy. Default 1. */
+  temperature?: number;
+  /** Nucleus sampling mass in (0, 1]. Default 1 (off). */
+  topP?: number;
+  /** Keep only the k most likely tokens; 0 = off. Default 0. */
+  topK?: number;
+  /** Upper bound on generated tokens. Default: the rest of the model's context. */
+  maxTokens?: number;
+  /** Stop when the decoded completion contains one of these strings. */
+  stop?: string[];
+  /** Stop after sampling one of these ids (the model's eos ids are always included). */
+  stopTokenIds?: number[];
+  /** Seed for a reproducible sample; omitted means a fresh random seed. */
+  seed?: number;
+  /** Also report the k most likely tokens (at temperature 1) per position; 0 = off. */
+  topLogprobs?: number;
+  /** Sample from this policy version (0 = the frozen base, e.g. for a self-judge); default: the serving one. */
+  version?: number;
+}
+
+/** One token alternative with its log-prob under the model at temperature 1. */
+export interface TokenLogprob {
+  id: number;
+  logprob: number;
+}
+
+/** One sampled token. */
+export interface SampledToken {
+  id: number;
+  /** log p(id) under the model at temperature 1: what the trainer needs. */
+  logprob: number;
+  /** log q(id) under the distribution actually sampled from (temperature, top-k, top-p applied). */
+  sampledLogprob: number;
+  /** Present when topLogprobs > 0. */
+  top?: TokenLogprob[];
+}
+
+/**
+ * Why a generation ended. `stop_token`: an eos or requested stop id was sampled (it is part of
+ * the completion). `stop_sequence`: the decoded text contains a stop string. `length`: maxTokens.
+ * `context`: the model's context is full. `cancelled`: the caller stopped it.
+ */
+export type FinishReason = 'stop_token' | 'stop_sequence' | 'length' | 'context' | 'cancelled';
+
+/** What a generation stream yields: tokens as they are sampled, then exactly one finish. */
+export type GenerationEvent =
+  | { type: 'token'; token: SampledToken }
+  | {
+      type: 'finish';
+      reason: FinishReason;
+      stopSequence?: string;
+      version: number;
+      promptTokens: number;
+      completionTokens: number;
+      /** Prompt tokens whose keys and values came from a prefix cache instead of being computed (absent: no cache). */
+      cachedTokens?: number;
+    };
+
+export interface Sampler {
+  /** Streams one completion of promptIds. Breaking out of the loop cancels the generation. */
+  generate(promptIds: readonly number[], params: SamplingParams, signal?: AbortSignal): AsyncIterable<GenerationEvent>;
+  /** Switches new requests to `version` (in-flight ones finish on theirs); resolves with the switch's ms. */
+  use(version: PolicyVersion): Promise<number>;
+}
