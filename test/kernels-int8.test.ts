@@ -153,8 +153,10 @@ function checkVnniGemm(M: number, N: number, K: number, x: Float32Array = random
   }
 }
 
-const noVnni =
-  native().info.int8Dot === 'vnni' ? false : `this CPU has no AVX512-VNNI (gemmInt8: ${native().info.int8Dot})`;
+/** Why the VNNI tests skip: portable kernels only (native() is not loaded then), or a CPU without VNNI. */
+const skipVnni =
+  skipNative ||
+  (native().info.int8Dot === 'vnni' ? false : `this CPU has no AVX512-VNNI (gemmInt8: ${native().info.int8Dot})`);
 
 describe('gemmInt8', () => {
   test('the oracle equals x . dequantized(W)^T, summed independently', () => {
@@ -224,7 +226,7 @@ describe('gemmInt8', () => {
   }
 
   test('native vnni against the quantized-activation oracle for M = 1..8, odd block counts included', {
-    skip: skipNative || noVnni,
+    skip: skipVnni,
   }, () => {
     for (let M = 1; M <= 8; M++) {
       for (const K of [32, 64, 96, 1024]) checkVnniGemm(M, 67, K);
@@ -236,7 +238,7 @@ describe('gemmInt8', () => {
   });
 
   test('native vnni: a NaN or infinite activation makes its outputs NaN, as the fp32 product does', {
-    skip: skipNative || noVnni,
+    skip: skipVnni,
   }, () => {
     const K = 64,
       N = 5;
