@@ -55,7 +55,7 @@ static float dot_i8_generic(const float* x, const int8_t* q, const float* scales
   return sum;
 }
 
-#ifdef INT8_HAVE_VNNI
+#ifdef INT8_X86_INTRINSICS
 #include <immintrin.h>
 
 // Two accumulators (even and odd blocks) hide the FMA latency of the per-block chain.
@@ -102,7 +102,7 @@ static Int8Variant pick_variant(void) {
               : strcmp(cap, "avx512") == 0 ? INT8_AVX512
               : strcmp(cap, "avx2") == 0   ? INT8_AVX2
                                            : INT8_GENERIC;
-#ifdef INT8_HAVE_VNNI
+#ifdef INT8_X86_INTRINSICS
   __builtin_cpu_init();
   if (limit <= INT8_VNNI && vnni_supported()) return INT8_VNNI;
   if (limit <= INT8_AVX512 && __builtin_cpu_supports("avx512bw")) return INT8_AVX512;
@@ -119,7 +119,7 @@ const char* int8_variant_name(void) {
 }
 
 static DotI8 dot_of(Int8Variant variant) {
-#ifdef INT8_HAVE_VNNI
+#ifdef INT8_X86_INTRINSICS
   if (variant == INT8_AVX512) return dot_i8_avx512;
   if (variant == INT8_AVX2) return dot_i8_avx2;
 #else
@@ -137,7 +137,7 @@ static void gemm_int8_columns(DotI8 dot, size_t m, size_t first, size_t count, s
     for (size_t i = 0; i < m; i++) y[i * n + j] = dot(x + i * k, q + j * k, scales + j * blocks, blocks);
 }
 
-#ifdef INT8_HAVE_VNNI
+#ifdef INT8_X86_INTRINSICS
 // Per thread, so that workers never share it; grown on demand.
 static __thread void* vnni_scratch;
 static __thread size_t vnni_scratch_bytes;
@@ -212,7 +212,7 @@ napi_value op_gemm_int8(napi_env env, napi_callback_info info) {
     return NULL;
   if (m == 0) return NULL;
   Int8Variant variant = pick_variant();
-#ifdef INT8_HAVE_VNNI
+#ifdef INT8_X86_INTRINSICS
   if (variant == INT8_VNNI) {
     VnniRows rows;
     if (!vnni_rows(&call, &rows, m, k, x.data)) return NULL;

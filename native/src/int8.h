@@ -16,8 +16,9 @@ void int8_quantize_rows(size_t first, size_t count, size_t k, int8_t* q, float* 
 // The variant gemmInt8 runs now ("vnni", "avx512", "avx2" or "generic"), for kernels.info.
 const char* int8_variant_name(void);
 
+// x86-64 with GNU C: the AVX2, AVX-512 and VNNI variants, written with intrinsics.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define INT8_HAVE_VNNI 1
+#define INT8_X86_INTRINSICS 1
 
 // x [m, k] quantized for vnni_gemm_columns: per row, |q| as bytes (VNNI multiplies unsigned by
 // signed bytes), the signs one bit per value in one mask per pair of blocks, and per pair of

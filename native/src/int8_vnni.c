@@ -13,7 +13,7 @@
 
 #include "int8.h"
 
-#ifdef INT8_HAVE_VNNI
+#ifdef INT8_X86_INTRINSICS
 #include <immintrin.h>
 
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
