@@ -32,7 +32,7 @@ export function parsePrecision(value: string): PrecisionSetting {
 
 /**
  * auto = int8 where the native kernels have bf16 instructions and gemmInt8 runs on AVX512-VNNI:
- * decode then reads 1.125 bytes a weight instead of bf16's 2 and measured 1.7x bf16's tokens per
+ * decode then reads 1.125 bytes a weight instead of bf16's 2 and measured 1.5-1.7x bf16's tokens per
  * second at the Qwen3-0.6B shape, its logits 3x further from fp32's than bf16's (KL 5e-5 nats a
  * token; docs/cpu-performance.md, int8 decode). Else bf16 where gemmBf16 runs on bf16
  * instructions (faster than sgemm, half the weight bytes a decode step reads); elsewhere bf16
