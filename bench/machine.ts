@@ -40,7 +40,7 @@ export function machineInfo(): MachineInfo {
     cpu: model,
     flags: Object.fromEntries(FLAGS.map((f) => [f, have.has(f)])),
     cores: availableParallelism(),
-    kernels: `${k.name} (gemm ${k.info.gemm}, isa ${k.info.isa}, bf16 instructions ${k.info.bf16Instructions ? 'yes' : 'no (emulated in fp32)'})`,
+    kernels: `${k.name} (gemm ${k.info.gemm}, isa ${k.info.isa}, bf16 instructions ${k.info.bf16Instructions ? 'yes' : 'no (emulated in fp32)'}, gemmInt8 ${k.info.int8Dot})`,
   };
 }
 

@@ -18,6 +18,8 @@
         "src/bf16.c",
         "src/bf16_ops.c",
         "src/gemv.c",
+        "src/int8.c",
+        "src/int8_vnni.c",
         "src/onednn.c",
         "src/layer_ops.c",
         "src/layer_kernels.c",

@@ -12,22 +12,28 @@ import { readModelFolder } from '../src/engine/local/model/folder.js';
 import { createKvCache } from '../src/engine/local/model/kv-cache.js';
 import { Transformer } from '../src/engine/local/model/transformer.js';
 import { loadWeights, paramStoreOver, tensorSpecs } from '../src/engine/local/model/weights.js';
-import type { GenerationEvent } from '../src/engine/types.js';
 import { bf16ParamsOf, parsePrecision, resolvePrecision } from '../src/engine/local/precision.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
+import type { GenerationEvent } from '../src/engine/types.js';
 import { DEFAULT_LEARNER, LearnerCore } from '../src/engine/local/train/learner.js';
 import { makeTinyModel, maxAbsDiff } from './helpers/models.js';
+import { logSoftmax, sampleAndScore } from './helpers/logprob-gap.js';
 import { DEFAULT_PPO, trainBatch } from '../src/learn/ppo.js';
 
-test('auto is bf16 only with native kernels on bf16 instructions; bad settings are refused', () => {
-  const info = (bf16Instructions: boolean) => ({ gemm: 'onednn' as const, isa: 'x', bf16Instructions });
+test('auto without VNNI is bf16 only with native kernels on bf16 instructions; bad settings are refused', () => {
+  const info = (bf16Instructions: boolean) => ({
+    gemm: 'onednn' as const,
+    isa: 'x',
+    bf16Instructions,
+    int8Dot: 'avx512' as const,
+  });
   assert.equal(resolvePrecision('auto', { name: 'native', info: info(true) }), 'bf16');
   assert.equal(resolvePrecision('auto', { name: 'native', info: info(false) }), 'fp32');
   assert.equal(resolvePrecision('auto', { name: 'portable', info: info(true) }), 'fp32');
   assert.equal(resolvePrecision('fp32', { name: 'native', info: info(true) }), 'fp32');
   assert.equal(resolvePrecision('bf16', { name: 'portable', info: info(false) }), 'bf16');
   assert.equal(parsePrecision('bf16'), 'bf16');
-  assert.throws(() => parsePrecision('fp16'), /precision must be one of fp32, bf16, auto, got "fp16"/);
+  assert.throws(() => parsePrecision('fp16'), /precision must be one of fp32, bf16, int8, auto, got "fp16"/);
 });
 
 /** A kernels object that counts the GEMV and bf16 GEMM calls, computing with the real ones. */
@@ -44,46 +50,6 @@ function counting(k: Kernels): { kernels: Kernels; calls: { sgemv: number; gemmB
     k.gemmBf16(...a);
   };
   return { kernels, calls };
-}
-
-/**
- * Samples `n` tokens at temperature 1 from `sampler` after `prompt`, one decode row at a time, and
- * returns each sampled token's log-prob under every model in `models` (fed the same tokens).
- */
-function sampleAndScore(
-  models: Transformer[],
-  cfg: { vocabSize: number },
-  prompt: number[],
-  n: number,
-  seed: number,
-): number[][] {
-  const rng = createRng(seed);
-  const caches = models.map(() => createKvCache(models[0]!.cfg));
-  const out = models.map(() => [] as number[]);
-  let logits = models.map((m, i) =>
-    m.forward([{ cache: caches[i]!, tokens: prompt, logitsFrom: prompt.length - 1 }])[0]!.slice(),
-  );
-  for (let t = 0; t < n; t++) {
-    const lps = logits.map((row) => logSoftmax(row, cfg.vocabSize));
-    let u = rng.next(),
-      id = 0;
-    for (; id < cfg.vocabSize - 1; id++) {
-      u -= Math.exp(lps[0]![id]!);
-      if (u <= 0) break;
-    }
-    lps.forEach((lp, i) => out[i]!.push(lp[id]!));
-    logits = models.map((m, i) => m.forward([{ cache: caches[i]!, tokens: [id], logitsFrom: 0 }])[0]!.slice());
-  }
-  return out;
-}
-
-function logSoftmax(row: Float32Array, V: number): Float64Array {
-  let max = -Infinity,
-    sum = 0;
-  for (let i = 0; i < V; i++) max = Math.max(max, row[i]!);
-  for (let i = 0; i < V; i++) sum += Math.exp(row[i]! - max);
-  const lse = max + Math.log(sum);
-  return Float64Array.from({ length: V }, (_, i) => row[i]! - lse);
 }
 
 for (const preset of ['tiny', 'small'] as const) {

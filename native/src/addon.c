@@ -9,7 +9,7 @@
 
 // Bumped whenever an export changes meaning, so that a stale build is refused with a
 // "rebuild" message instead of being called with the wrong arguments.
-#define ADDON_API_VERSION 5
+#define ADDON_API_VERSION 7
 
 NAPI_MODULE_INIT() {
   napi_value version, gemm;
@@ -25,6 +25,8 @@ NAPI_MODULE_INIT() {
       {"sgemm", NULL, op_sgemm, NULL, NULL, NULL, napi_enumerable, NULL},
       {"gemmBf16", NULL, op_gemm_bf16, NULL, NULL, NULL, napi_enumerable, NULL},
       {"toBf16", NULL, op_to_bf16, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"quantizeInt8", NULL, op_quantize_int8, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"gemmInt8", NULL, op_gemm_int8, NULL, NULL, NULL, napi_enumerable, NULL},
       {"sgemv", NULL, op_sgemv, NULL, NULL, NULL, napi_enumerable, NULL},
       {"rmsnorm", NULL, op_rmsnorm, NULL, NULL, NULL, napi_enumerable, NULL},
       {"siluMul", NULL, op_silu_mul, NULL, NULL, NULL, napi_enumerable, NULL},

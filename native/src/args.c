@@ -150,6 +150,13 @@ bool op_u16_array(OpCall* call, size_t index, const char* name, U16Array* out) {
   return true;
 }
 
+bool op_i8_array(OpCall* call, size_t index, const char* name, I8Array* out) {
+  void* data;
+  if (!get_typed_array(call, index, name, napi_int8_array, "Int8Array", &data, &out->length)) return false;
+  out->data = data;
+  return true;
+}
+
 bool op_bf16_operand(OpCall* call, size_t index, const char* name, Bf16Operand* out) {
   bool is_typed_array = false;
   napi_typedarray_type type;

@@ -33,6 +33,11 @@ typedef struct {
   size_t length;
 } U16Array;
 
+typedef struct {
+  int8_t* data;
+  size_t length;
+} I8Array;
+
 // A Float32Array, or a Uint16Array of bf16 bits (is_bf16).
 typedef struct {
   void* data;
@@ -55,6 +60,7 @@ bool op_f32_array(OpCall* call, size_t index, const char* name, F32Array* out);
 bool op_f32_array_or_null(OpCall* call, size_t index, const char* name, F32Array* out);
 bool op_i32_array(OpCall* call, size_t index, const char* name, I32Array* out);
 bool op_u16_array(OpCall* call, size_t index, const char* name, U16Array* out);
+bool op_i8_array(OpCall* call, size_t index, const char* name, I8Array* out);
 bool op_bf16_operand(OpCall* call, size_t index, const char* name, Bf16Operand* out);
 
 // `length` must cover `rows` rows of `cols` elements, `stride` apart, with stride >=

@@ -27,7 +27,7 @@ const char* gemm_select_backend(void);
 // Whether sgemm and gemmBf16 run on oneDNN (false: the system BLAS).
 bool gemm_uses_onednn(void);
 
-// The `info` export: { gemm, isa, bf16Instructions } (see KernelInfo in kernels.ts).
+// The `info` export: { gemm, isa, int8Dot, bf16Instructions } (see KernelInfo in kernels.ts).
 napi_value gemm_info(napi_env env);
 
 // Sets the threads of the calling thread's OpenMP teams (oneDNN and the addon's own loops).

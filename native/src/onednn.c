@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "gemm.h"
+#include "int8.h"
 
 #ifdef OPENCLAW_ONEDNN
 #include <omp.h>
@@ -70,7 +71,8 @@ napi_value gemm_info(napi_env env) {
 #endif
   napi_value info, flag;
   if (napi_create_object(env, &info) != napi_ok || !set_string(env, info, "gemm", library) ||
-      !set_string(env, info, "isa", isa) || napi_get_boolean(env, bf16_instructions, &flag) != napi_ok ||
+      !set_string(env, info, "isa", isa) || !set_string(env, info, "int8Dot", int8_variant_name()) ||
+      napi_get_boolean(env, bf16_instructions, &flag) != napi_ok ||
       napi_set_named_property(env, info, "bf16Instructions", flag) != napi_ok || napi_object_freeze(env, info) != napi_ok)
     return NULL;
   return info;

@@ -10,6 +10,8 @@ napi_value op_sgemv(napi_env env, napi_callback_info info);
 napi_value op_set_threads(napi_env env, napi_callback_info info);
 napi_value op_gemm_bf16(napi_env env, napi_callback_info info);
 napi_value op_to_bf16(napi_env env, napi_callback_info info);
+napi_value op_quantize_int8(napi_env env, napi_callback_info info);
+napi_value op_gemm_int8(napi_env env, napi_callback_info info);
 napi_value op_rmsnorm(napi_env env, napi_callback_info info);
 napi_value op_silu_mul(napi_env env, napi_callback_info info);
 napi_value op_rope(napi_env env, napi_callback_info info);

@@ -55,20 +55,25 @@ export function numberFlag(
   return n;
 }
 
-/** --precision fp32|bf16|auto (default auto), checked with a clear error. */
+/** --precision fp32|bf16|int8|auto (default auto), checked with a clear error. */
 export function precisionFlag(values: Record<string, unknown>): PrecisionSetting {
   const raw = values.precision;
   if (raw === undefined) return 'auto';
   try {
     return parsePrecision(String(raw));
   } catch {
-    throw new CliError(`--precision must be fp32, bf16 or auto, got "${String(raw)}"`);
+    throw new CliError(`--precision must be fp32, bf16, int8 or auto, got "${String(raw)}"`);
   }
 }
 
-/** A --precision help line, shared by train, serve and generate. */
+/** The --precision help line of train. */
 export const PRECISION_USAGE =
   '--precision P       fp32, bf16 (GEMMs from bf16-rounded inputs) or auto (default: bf16 with bf16 instructions)';
+
+/** The --precision help line of generate: train's, and int8. */
+export const SERVE_PRECISION_USAGE = `${PRECISION_USAGE}
+                     int8: as bf16, but decode steps read int8 copies of the weights (auto's
+                     choice where the native kernels also have AVX512-VNNI)`;
 
 export function stringFlag(values: Record<string, unknown>, name: string, usage: string): string {
   const v = values[name];

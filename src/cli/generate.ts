@@ -8,7 +8,7 @@
 
 import { renderPrompt } from '../chat/prompt.js';
 import { loadChatModel } from './chat-model.js';
-import { numberFlag, parseFlags, precisionFlag, PRECISION_USAGE, stringFlag } from './args.js';
+import { numberFlag, parseFlags, precisionFlag, SERVE_PRECISION_USAGE, stringFlag } from './args.js';
 
 const USAGE = `usage: openclaw-rl generate --model DIR --prompt TEXT [options]
 
@@ -24,7 +24,7 @@ options:
   --seed N           reproducible sampling
   --stop TEXT        stop sequence (repeatable)
   --threads N        BLAS threads
-  ${PRECISION_USAGE}`;
+  ${SERVE_PRECISION_USAGE}`;
 
 export async function runGenerate(argv: string[]): Promise<number> {
   const v = parseFlags(

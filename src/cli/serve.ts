@@ -63,8 +63,10 @@ serving:
   --admin-key KEY         enables /admin routes (GET /admin/status); prefer OPENCLAW_RL_ADMIN_KEYS
   --log-content           include conversation text in the logs
   --threads N             BLAS threads
-  --precision P           fp32, bf16 (GEMMs from bf16-rounded inputs, decode from bf16 weights) or auto
-                          (default: bf16 where the native kernels have bf16 instructions)
+  --precision P           fp32, bf16 (GEMMs from bf16-rounded inputs, decode from bf16 weights), int8 (as
+                          bf16, but decode from int8 weights) or auto (default: int8 where the native
+                          kernels have bf16 instructions and AVX512-VNNI, else bf16 where they have
+                          bf16 instructions, else fp32)
   --kv-cache-mb N         prefix cache for keys and values, in MB (default: 4 full contexts, at most a
                           quarter of the memory; 0 = off): a prompt that repeats an earlier one's start
                           (the same session's previous turn, the judge's votes) computes only the rest

@@ -17,7 +17,7 @@ import { DEFAULT_LEARNER, LearnerCore } from '../engine/local/train/learner.js';
 import { LORA_TARGETS } from '../engine/local/train/lora.js';
 import type { LinearName } from '../engine/local/train/model.js';
 import { CliError, numberFlag, parseFlags, precisionFlag, PRECISION_USAGE, stringFlag } from './args.js';
-import { resolvePrecision } from '../engine/local/precision.js';
+import { resolvePrecision, trainPrecisionOf } from '../engine/local/precision.js';
 import { parseSamplesJsonl } from './samples-file.js';
 import { DEFAULT_PPO, trainBatch } from '../learn/ppo.js';
 
@@ -73,6 +73,11 @@ export async function runTrain(argv: string[]): Promise<number> {
     throw new CliError(`--out ${out} exists and is not empty; choose a new folder`);
   const rank = numberFlag(v, 'lora-rank', { integer: true, min: 0 }) ?? 16;
   const precisionSetting = precisionFlag(v);
+  if (precisionSetting === 'int8') {
+    throw new CliError(
+      '--precision int8 is for serve and generate (decoding from int8 weights); train at fp32, bf16 or auto',
+    );
+  }
   const targets = ((v['lora-targets'] as string | undefined) ?? LORA_TARGETS.join(',')).split(',').map((t) => t.trim());
   const badTarget = targets.find((t) => !(LORA_TARGETS as readonly string[]).includes(t));
   if (badTarget !== undefined)
@@ -110,7 +115,7 @@ export async function runTrain(argv: string[]): Promise<number> {
   const kernels = loadKernels();
   const threads = numberFlag(v, 'threads', { integer: true, min: 1 });
   if (threads) kernels.setThreads(threads);
-  const precision = resolvePrecision(precisionSetting, kernels);
+  const precision = trainPrecisionOf(resolvePrecision(precisionSetting, kernels));
   const learner = new LearnerCore(
     folder.config,
     loadWeights(modelDir, folder.config),

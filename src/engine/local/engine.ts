@@ -39,8 +39,10 @@ export interface LocalEngineOptions {
   kvCacheBytes?: number;
   /**
    * The GEMMs' precision (precision.ts): fp32 (default, the exact path), bf16 (projections and
-   * LM head from bf16 copies of the weights, decode included), or auto (bf16 where the native
-   * kernels have bf16 instructions). The resolved one is in `info.precision`.
+   * LM head from bf16 copies of the weights, decode included), int8 (as bf16, but decode steps
+   * read int8 copies), or auto (int8 where the native kernels have bf16 instructions and
+   * AVX512-VNNI, else bf16 where they have bf16 instructions, else fp32; resolvePrecision). The
+   * resolved one is in `info.precision`.
    */
   precision?: PrecisionSetting;
 }

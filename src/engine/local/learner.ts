@@ -16,6 +16,7 @@ import type {
   LearnerWorkerOptions,
 } from './runtime/learner-protocol.js';
 import { DEFAULT_LEARNER, type LearnerConfig } from './train/learner.js';
+import { trainPrecisionOf } from './precision.js';
 
 export interface LocalLearnerOptions {
   config?: Partial<LearnerConfig>;
@@ -75,8 +76,12 @@ export class LocalLearner implements Learner {
 
   /** A learner on `engine`'s model and base weights. */
   static async open(engine: LocalEngine, opts: LocalLearnerOptions = {}): Promise<LocalLearner> {
-    // Unless told otherwise, the learner computes at the precision the engine serves at.
-    const config: LearnerConfig = { ...DEFAULT_LEARNER, precision: engine.info.precision, ...opts.config };
+    // Unless told otherwise, the learner computes at the precision the engine serves at (bf16 behind int8).
+    const config: LearnerConfig = {
+      ...DEFAULT_LEARNER,
+      precision: trainPrecisionOf(engine.info.precision),
+      ...opts.config,
+    };
     const maxYieldMs = opts.maxYieldMs ?? 100,
       versionAfter = opts.versionAfter ?? engine.version;
     if (!(maxYieldMs >= 0)) throw new RangeError(`maxYieldMs must be >= 0, got ${maxYieldMs}`);

@@ -14,6 +14,12 @@ import type { Precision } from './precision.js';
 export const USABLE_MEMORY_SHARE = 0.75;
 /** Node itself, the three threads' JavaScript heaps, the tokenizers, SQLite's cache and requests in flight. */
 export const RUNTIME_ALLOWANCE_BYTES = 2 ** 30;
+/**
+ * Bytes per weight of the int8 copies (precision int8): a value, and a 4-byte scale per 32. Every
+ * parameter is counted, an upper bound (norms and an untied embedding have none), so at int8 the
+ * weights take 4 + 2 + 1.125 = 7.125 bytes per parameter: fp32, bf16 for prefill, int8 for decode.
+ */
+export const INT8_COPY_BYTES_PER_WEIGHT = 1 + 4 / 32;
 /** The completion share of a training sample that the bound assumes (agent turns: long prompts, short answers). */
 export const COMPLETION_FRACTION = 0.25;
 
@@ -37,7 +43,10 @@ export interface MemoryPlanInput {
 export interface MemoryPlan {
   totalBytes: number;
   precision: Precision;
-  /** float32 weights, plus at bf16 their bf16 copy (made by the sampler, shared with the learner). */
+  /**
+   * float32 weights, plus at bf16 and int8 their bf16 copy (made by the sampler, shared with the
+   * learner), plus at int8 the int8 copies.
+   */
   weightsBytes: number;
   /** The trainable copy, its gradients and AdamW's two moments; at bf16 with full fine-tuning, its bf16 copy. */
   learnerStateBytes: number;
@@ -55,8 +64,10 @@ export interface MemoryPlan {
 export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
   const { cfg, totalBytes, loraRank } = input;
   const precision = input.precision ?? 'fp32';
-  const bf16 = precision === 'bf16';
-  const weightsBytes = 4 * input.parameters + (bf16 ? bf16CopyBytes(input.parameters) : 0);
+  // Behind an int8 engine the learner trains at bf16 (precision.ts).
+  const bf16 = precision !== 'fp32';
+  const int8Bytes = precision === 'int8' ? INT8_COPY_BYTES_PER_WEIGHT * input.parameters : 0;
+  const weightsBytes = 4 * input.parameters + (bf16 ? bf16CopyBytes(input.parameters) : 0) + int8Bytes;
   const fullFineTuning = loraRank === 0 && input.trainableValues > 0;
   const learnerStateBytes =
     4 * 4 * input.trainableValues + (bf16 && fullFineTuning ? bf16CopyBytes(input.trainableValues) : 0);

@@ -17,6 +17,12 @@ export interface KernelInfo {
   readonly isa: string;
   /** Whether gemmBf16 runs on bf16 instructions (AVX512-BF16, AMX); otherwise it is emulated in fp32. */
   readonly bf16Instructions: boolean;
+  /**
+   * gemmInt8's variant, picked at load from the CPU's flags: 'vnni' (AVX512-VNNI: the activations
+   * are quantized too) or one that dequantizes the weights against fp32 activations ('avx512',
+   * 'avx2', 'generic' C, 'typescript'). OPENCLAW_RL_INT8_DOT=avx512|avx2|generic caps it per call.
+   */
+  readonly int8Dot: 'vnni' | 'avx512' | 'avx2' | 'generic' | 'typescript';
 }
 
 export interface Kernels {
@@ -65,6 +71,22 @@ export interface Kernels {
 
   /** out[i] = the bf16 bits nearest to x[i] (ties to even; NaN stays NaN), for i < n. */
   toBf16(out: Uint16Array, x: Float32Array, n: number): void;
+
+  /**
+   * Quantizes w [N,K] (K a multiple of 32, else a RangeError) to int8 for gemmInt8: per block of
+   * 32 along K, scales[b] = max|w| / 127 (fp32) and q = w / scale rounded to nearest, ties to even.
+   * q holds N*K values, scales N*K/32.
+   */
+  quantizeInt8(q: Int8Array, scales: Float32Array, w: Float32Array, N: number, K: number): void;
+
+  /**
+   * y[M,N] = x[M,K] . W^T, W [N,K] given as quantizeInt8's q and scales. All contiguous. Meant for
+   * decode rows (small M). With int8Dot 'vnni' each row of x is quantized as quantizeInt8 does
+   * (per block of 32, its own scales) and y = sum over blocks of xScale * scale * (qx . q), the dot
+   * products exact in int32 (kernels/int8.ts, gemmInt8QuantizedActivations); otherwise W is
+   * dequantized on the fly: sum over blocks of scale * (x . q), in fp32.
+   */
+  gemmInt8(M: number, N: number, K: number, x: Float32Array, q: Int8Array, scales: Float32Array, y: Float32Array): void;
 
   /** y = alpha * op(A) * x + beta * y, with A stored [M,N]; op(A) = A ([M,N]) or A^T ([N,M]). */
   sgemv(

@@ -19,7 +19,7 @@ export const NATIVE_BUILD_HINT =
   'apt-get install libopenblas-dev libdnnl-dev (macOS: Xcode command line tools), then npm rebuild openclaw-rl';
 
 // Must equal ADDON_API_VERSION in native/src/addon.c.
-const ADDON_API_VERSION = 5;
+const ADDON_API_VERSION = 7;
 
 type NativeAddon = Omit<Kernels, 'name' | 'info'> & { readonly apiVersion: number; readonly info: KernelInfo };
 
@@ -54,6 +54,8 @@ export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernel
     sgemm: addon.sgemm,
     gemmBf16: addon.gemmBf16,
     toBf16: addon.toBf16,
+    quantizeInt8: addon.quantizeInt8,
+    gemmInt8: addon.gemmInt8,
     sgemv: addon.sgemv,
     rmsnorm: addon.rmsnorm,
     siluMul: addon.siluMul,

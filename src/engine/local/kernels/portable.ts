@@ -3,6 +3,7 @@
 // accumulated in float64 (JS numbers) and rounded to float32 once, on store. Only sgemm is
 // tiled, because it dominates and the naive loop is about twice as slow.
 import { portableGemmBf16, toBf16 } from './bf16.js';
+import { gemmInt8, quantizeInt8 } from './int8.js';
 import type { Kernels } from './kernels.js';
 
 // sgemm computes C in tiles of 4 rows x COLS columns, accumulated in float64: each element of
@@ -388,10 +389,12 @@ function causalSoftmaxBackwardRows(
 
 export const portableKernels: Kernels = {
   name: 'portable',
-  info: { gemm: 'typescript', isa: 'unknown', bf16Instructions: false },
+  info: { gemm: 'typescript', isa: 'unknown', bf16Instructions: false, int8Dot: 'typescript' },
   sgemm,
   gemmBf16: portableGemmBf16(sgemm),
   toBf16,
+  quantizeInt8,
+  gemmInt8,
   sgemv,
   rmsnorm,
   siluMul,

@@ -6,7 +6,8 @@
 //
 // At bf16 (precision.ts) every projection, adapter and LM-head product runs through gemmBf16 on
 // the weights' bf16 copies, decode rows included (no sgemv: a decode step then reads half the
-// weight bytes); attention and the KV cache stay fp32.
+// weight bytes); attention and the KV cache stay fp32. At int8 the same, except that a step of at
+// most INT8_MAX_ROWS tokens runs the projections and the LM head on the int8 copies (gemmInt8).
 //
 // Shapes: T = tokens in the step (all segments), D = hidden, F = ffn, H = q heads, KV = kv heads,
 // hd = head dim, V = vocab, R = rows whose logits are wanted.
@@ -15,8 +16,8 @@ import type { Kernels } from '../kernels/kernels.js';
 import { type ModelConfig, ropeInvFreq } from './config.js';
 import { type KvCache, reserveKvCache } from './kv-cache.js';
 import { segmentAttention } from './segment-attention.js';
-import type { ParamStore } from './weights.js';
-import { type Bf16Params, type Gemm, gemmFor } from '../precision.js';
+import type { ParamStore, TensorSpec } from './weights.js';
+import { type Bf16Params, type Gemm, gemmFor, type Int8Params, type Int8Weight } from '../precision.js';
 import type { Lora } from '../train/lora.js';
 import type { LinearName } from '../train/model.js';
 
@@ -29,10 +30,22 @@ export interface ForwardSegment {
   lora?: Lora | null;
 }
 
-/** A projection's weight [out, in], and its bf16 copy at bf16. */
+/**
+ * Steps of up to this many tokens (decoding, a few sequences at once) read the int8 copies: they
+ * stream the weights once for all rows, while for more rows bf16 GEMM blocking wins.
+ */
+export const INT8_MAX_ROWS = 8;
+
+/** The tensors that have int8 copies at int8: those the linear layers and the LM head read. */
+export function int8Tensors(cfg: ModelConfig): (s: TensorSpec) => boolean {
+  return (s) => s.kind === 'matrix' || (cfg.tieWordEmbeddings && s.name === 'model.embed_tokens.weight');
+}
+
+/** A projection's weight [out, in], its bf16 copy at bf16 and int8, its int8 copy at int8. */
 interface Weight {
   f32: Float32Array;
   b16: Uint16Array | null;
+  i8: Int8Weight | null;
 }
 
 interface LayerWeights {
@@ -62,19 +75,24 @@ export class Transformer {
   private readonly invFreq: Float32Array;
   private readonly scratch = new Map<string, Float32Array>();
 
-  /** bf16: copies of `params` (bf16ParamsOf) for every product to read; without, fp32 (sgemm, sgemv). */
+  /**
+   * bf16: copies of `params` (bf16ParamsOf) for every product to read; without, fp32 (sgemm, sgemv).
+   * int8 (with bf16): copies of the int8Tensors for steps of up to INT8_MAX_ROWS tokens.
+   */
   constructor(
     readonly cfg: ModelConfig,
     params: ParamStore,
     private readonly k: Kernels,
     bf16?: Bf16Params,
+    int8?: Int8Params,
   ) {
+    if (int8 && !bf16) throw new Error('int8 copies serve decode steps only: prefill needs the bf16 copies too');
     if (bf16 && bf16.data.length !== params.data.length) {
       throw new RangeError(`the bf16 copy holds ${bf16.data.length} values, the parameters ${params.data.length}`);
     }
     this.gemm = bf16 ? gemmFor(k, 'bf16') : null;
     const opt = (n: string) => (params.has(n) ? params.get(n) : null);
-    const weight = (n: string): Weight => ({ f32: params.get(n), b16: bf16?.get(n) ?? null });
+    const weight = (n: string): Weight => ({ f32: params.get(n), b16: bf16?.get(n) ?? null, i8: int8?.get(n) ?? null });
     this.layers = Array.from({ length: cfg.numLayers }, (_, l) => {
       const p = `model.layers.${l}.`;
       return {
@@ -228,7 +246,8 @@ export class Transformer {
     outDim: number,
     bias: Float32Array | null,
   ): void {
-    if (this.gemm) this.gemm(false, true, T, outDim, inDim, 1, x, inDim, W.b16 ?? W.f32, inDim, 0, out, outDim);
+    if (W.i8 && T <= INT8_MAX_ROWS) this.k.gemmInt8(T, outDim, inDim, x, W.i8.q, W.i8.scales, out);
+    else if (this.gemm) this.gemm(false, true, T, outDim, inDim, 1, x, inDim, W.b16 ?? W.f32, inDim, 0, out, outDim);
     else if (T === 1)
       this.k.sgemv(false, outDim, inDim, 1, W.f32, inDim, x.subarray(0, inDim), 0, out.subarray(0, outDim));
     else this.k.sgemm(false, true, T, outDim, inDim, 1, x, inDim, W.f32, inDim, 0, out, outDim);

@@ -4,11 +4,12 @@
 // At bf16 every version needs a bf16 copy of its weights before it serves. A full fine-tuned
 // version that arrives without one (the learner sends it when it has it) is rounded here one
 // chunk between two scheduler steps at a time, then swapped in: requests keep running meanwhile.
+// At int8 the same, and every full version's int8 copies are quantized after it, in chunks too.
 
 import { parentPort, workerData } from 'node:worker_threads';
 import { loadKernels } from '../kernels/index.js';
 import { readModelFolder } from '../model/folder.js';
-import { Transformer } from '../model/transformer.js';
+import { int8Tensors, Transformer } from '../model/transformer.js';
 import { loadWeights, paramStoreOver } from '../model/weights.js';
 import { Lora } from '../train/lora.js';
 import { TextTokenizer } from '../../../chat/tokenizer/tokenizer.js';
@@ -17,7 +18,14 @@ import { PrefixCache } from './prefix-cache.js';
 import { PrefixCacheCounters } from './prefix-cache-stats.js';
 import { type PolicyWeights, Scheduler } from './scheduler.js';
 import type { PolicyUpdate } from './protocol.js';
-import { bf16ParamsOf, bf16ParamsOver, refreshBf16InChunks, resolvePrecision } from '../precision.js';
+import {
+  bf16ParamsOf,
+  bf16ParamsOver,
+  int8ParamsFor,
+  int8ParamsOf,
+  refreshBf16InChunks,
+  resolvePrecision,
+} from '../precision.js';
 
 const port = parentPort!;
 const options = workerData as WorkerOptions;
@@ -31,10 +39,12 @@ async function start(): Promise<void> {
   const tokenizer = await TextTokenizer.fromModelDir(options.modelDir);
   const params = loadWeights(options.modelDir, folder.config);
   const precision = resolvePrecision(options.precision, kernels);
-  const baseBf16 = precision === 'bf16' ? bf16ParamsOf(kernels, params.specs, params.data) : undefined;
+  const baseBf16 = precision !== 'fp32' ? bf16ParamsOf(kernels, params.specs, params.data) : undefined;
+  const int8Of = int8Tensors(folder.config);
+  const baseInt8 = precision === 'int8' ? int8ParamsOf(kernels, params.specs, params.data, int8Of) : undefined;
   const base: PolicyWeights = {
     version: 0,
-    model: new Transformer(folder.config, params, kernels, baseBf16),
+    model: new Transformer(folder.config, params, kernels, baseBf16, baseInt8),
     lora: null,
   };
   const prefix = new PrefixCache(options.kvCacheBytes, new PrefixCacheCounters(options.prefixStats));
@@ -47,7 +57,7 @@ async function start(): Promise<void> {
     new Int32Array(options.activity),
     prefix,
   );
-  /** Full versions at bf16 whose copy is being rounded, in arrival order, with when they arrived. */
+  /** Full versions at bf16 or int8 whose copies are being made, in arrival order, with when they arrived. */
   // Publications behind one wait for it (with no chunks left to do), so versions go live in order.
   const converting: { version: number; chunks: Generator<void> | null; t: number; ready(): PolicyWeights }[] = [];
   const policyOf = (u: PolicyUpdate): PolicyWeights | null => {
@@ -64,18 +74,15 @@ async function start(): Promise<void> {
       throw new Error(`version ${u.version}'s bf16 copy holds ${given.length} values, the model ${store.data.length}`);
     }
     const copy = bf16ParamsOver(params.specs, given ?? new Uint16Array(store.data.length));
-    const ready = () => ({
-      version: u.version,
-      model: new Transformer(folder.config, store, kernels, copy),
-      lora: null,
-    });
-    if (given) return ready();
-    converting.push({
-      version: u.version,
-      chunks: refreshBf16InChunks(kernels, copy, store.data),
-      t: performance.now(),
-      ready,
-    });
+    const int8 = precision === 'int8' ? int8ParamsFor(params.specs, int8Of) : undefined;
+    const model = () => new Transformer(folder.config, store, kernels, copy, int8);
+    const ready = () => ({ version: u.version, model: model(), lora: null });
+    if (given && !int8) return ready();
+    const chunks = (function* () {
+      if (!given) yield* refreshBf16InChunks(kernels, copy, store.data);
+      if (int8) yield* int8.refreshInChunks(kernels, store.data);
+    })();
+    converting.push({ version: u.version, chunks, t: performance.now(), ready });
     return null;
   };
 

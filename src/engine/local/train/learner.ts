@@ -9,7 +9,7 @@
 import type { Kernels } from '../kernels/kernels.js';
 import type { ModelConfig } from '../model/config.js';
 import { allocateParams, type ParamStore } from '../model/weights.js';
-import { type Bf16Params, bf16ParamsOf, type Precision, refreshBf16 } from '../precision.js';
+import { type Bf16Params, bf16ParamsOf, refreshBf16, type TrainPrecision } from '../precision.js';
 import { policyLoss, topKDistillationLoss } from './losses.js';
 import { Lora, type LoraSpec } from './lora.js';
 import { TrainModel, type TrainModelOptions, type TrainSequence } from './model.js';
@@ -46,9 +46,10 @@ export interface LearnerConfig {
   headChunkRows?: number;
   /**
    * fp32 (the default, the exact path) or bf16: every GEMM with bf16-rounded inputs and fp32
-   * sums, as GPUs train under autocast; weights, gradients and AdamW's moments stay fp32.
+   * sums, as GPUs train under autocast; weights, gradients and AdamW's moments stay fp32. Not int8,
+   * a serving precision only (a config read from JSON saying so is refused).
    */
-  precision?: Precision;
+  precision?: TrainPrecision;
   seed: number;
 }
 
@@ -135,6 +136,11 @@ export class LearnerCore {
       headChunkRows: config.headChunkRows,
     };
     // At bf16 the frozen base is rounded once; a full fine-tuning's own copy after every step.
+    if (!['fp32', 'bf16', undefined].includes(config.precision)) {
+      throw new RangeError(
+        `a learner trains at fp32 or bf16, not ${String(config.precision)} (int8 is for serving only)`,
+      );
+    }
     const bf16 = (config.precision ?? 'fp32') === 'bf16';
     const base16 = bf16 ? (baseBf16 ?? bf16ParamsOf(kernels, base.specs, base.data)) : undefined;
     if (bf16 && !this.lora) this.policyBf16 = bf16ParamsOf(kernels, base.specs, this.params.data);
