@@ -23,6 +23,8 @@ export interface SamplingParams {
   topLogprobs?: number;
   /** Sample from this policy version (0 = the frozen base, e.g. for a self-judge); default: the serving one. */
   version?: number;
+  /** Requests with one key go to one server of a remote fleet (its prefix cache); serve sends the session id. */
+  routingKey?: string;
 }
 
 /** One token alternative with its log-prob under the model at temperature 1. */
