@@ -122,8 +122,14 @@ export class ServerClient {
 /** The message of an OpenAI-style or FastAPI error body, else the body. */
 function errorMessage(text: string): string {
   try {
-    const v = JSON.parse(text) as { error?: { message?: string } | string; message?: string; detail?: unknown };
+    const v = JSON.parse(text) as {
+      error?: { message?: string } | string;
+      error_message?: string;
+      message?: string;
+      detail?: unknown;
+    };
     if (typeof v.error === 'object' && v.error?.message) return v.error.message;
+    if (typeof v.error_message === 'string' && v.error_message) return v.error_message;
     if (typeof v.error === 'string') return v.error;
     if (typeof v.message === 'string') return v.message;
     if (v.detail !== undefined) return typeof v.detail === 'string' ? v.detail : JSON.stringify(v.detail);

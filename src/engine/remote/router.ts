@@ -39,7 +39,7 @@ export class SamplerRouter implements Sampler, Scorer {
   private turn = 0;
   private latest: PolicyVersion | null = null;
   private publishing: Promise<void> | null = null;
-  private switching: Promise<unknown> = Promise.resolve();
+  private switching: Promise<void> = Promise.resolve();
 
   constructor(
     samplers: RoutedSampler[],
@@ -114,40 +114,41 @@ export class SamplerRouter implements Sampler, Scorer {
       () => this.publish(version),
       () => this.publish(version),
     );
-    this.switching = run.catch(() => {});
+    const settled = run.then(
+      () => {},
+      () => {},
+    );
+    this.switching = settled;
+    // Held from this call on (not from when the switch starts), so a request sent after use()
+    // was called never gets the old version.
+    this.publishing = settled;
+    settled.then(() => {
+      if (this.publishing === settled) this.publishing = null;
+    });
     return run;
   }
 
   private async publish(version: PolicyVersion): Promise<number> {
     const started = performance.now();
-    let open!: () => void;
-    this.publishing = new Promise((r) => {
-      open = r;
-    });
-    try {
-      const results = await Promise.allSettled(
-        this.servers.map(async (s) => {
-          if (!this.isUp(s)) {
-            s.health.behind = version.version;
-            return;
-          }
-          try {
-            await s.sampler.use(version);
-            s.health.behind = null;
-          } catch (e) {
-            if (!(e instanceof ServerUnavailableError)) throw e;
-            this.markDown(s, e);
-            s.health.behind = version.version;
-          }
-        }),
-      );
-      const refused = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-      if (refused) throw refused.reason;
-      this.latest = version;
-    } finally {
-      this.publishing = null;
-      open();
-    }
+    const results = await Promise.allSettled(
+      this.servers.map(async (s) => {
+        if (!this.isUp(s)) {
+          s.health.behind = version.version;
+          return;
+        }
+        try {
+          await s.sampler.use(version);
+          s.health.behind = null;
+        } catch (e) {
+          if (!(e instanceof ServerUnavailableError)) throw e;
+          this.markDown(s, e);
+          s.health.behind = version.version;
+        }
+      }),
+    );
+    const refused = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (refused) throw refused.reason;
+    this.latest = version;
     return performance.now() - started;
   }
 
