@@ -13,11 +13,19 @@ export interface InferenceDouble {
   engine: LocalEngine;
   /** Every request's route, in order (admin routes included). */
   routes: string[];
+  /** Every finished generation: its prompt and the tokens and log-probs it sent. */
+  served: ServedGeneration[];
   /** Generation requests per routing: how many this double served. */
   generations(): number;
   /** Stops listening: new connections are refused, as a server that went down. */
   stop(): Promise<void>;
   close(): Promise<void>;
+}
+
+export interface ServedGeneration {
+  promptIds: number[];
+  ids: number[];
+  logprobs: number[];
 }
 
 export class DoubleError extends Error {
@@ -35,6 +43,9 @@ export type Handler = (
   res: ServerResponse,
   aborted: AbortSignal,
 ) => Promise<unknown>;
+
+/** What a double's handler is built from. */
+export type HandlerOf = (engine: LocalEngine, versions: DoubleVersions, served: ServedGeneration[]) => Handler;
 
 /** Adapter names and the base's weights, as a server that loads versions by folder keeps them. */
 export class DoubleVersions {
@@ -80,13 +91,14 @@ function folderVersion(path: string) {
 
 export async function startDouble(
   modelDir: string,
-  handler: (engine: LocalEngine, versions: DoubleVersions) => Handler,
+  handler: HandlerOf,
   opts: { apiKey?: string } = {},
 ): Promise<InferenceDouble> {
   // No prefix cache: a request computes the same sums whichever came before, so tests compare exactly.
   const engine = await LocalEngine.open(modelDir, { kvCacheBytes: 0 });
   const versions = new DoubleVersions(engine);
-  const handle = handler(engine, versions);
+  const served: ServedGeneration[] = [];
+  const handle = handler(engine, versions, served);
   const routes: string[] = [];
   let generations = 0;
   const server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
@@ -132,6 +144,7 @@ export async function startDouble(
     url: `http://127.0.0.1:${port}`,
     engine,
     routes,
+    served,
     generations: () => generations,
     stop,
     async close() {

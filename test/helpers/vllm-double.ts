@@ -7,14 +7,20 @@
 // flight), where vLLM keeps up to --max-loras; text fields are empty (token ids are what count).
 
 import type { GenerationEvent, SamplingParams } from '../../src/engine/types.js';
-import { DoubleError, eventStream, type InferenceDouble, startDouble } from './inference-double.js';
+import {
+  DoubleError,
+  eventStream,
+  type InferenceDouble,
+  type ServedGeneration,
+  startDouble,
+} from './inference-double.js';
 
 export const VLLM_DOUBLE_MODEL = 'double-base';
 
 export function startVllmDouble(modelDir: string, opts: { apiKey?: string } = {}): Promise<InferenceDouble> {
   return startDouble(
     modelDir,
-    (engine, versions) => async (route, body, res, aborted) => {
+    (engine, versions, served) => async (route, body, res, aborted) => {
       if (route === '/v1/load_lora_adapter') {
         await versions.loadAdapter(String(body.lora_name), String(body.lora_path));
         return `Success: LoRA adapter '${body.lora_name}' added successfully.`;
@@ -78,12 +84,15 @@ export function startVllmDouble(modelDir: string, opts: { apiKey?: string } = {}
         ],
       });
 
+      const record: ServedGeneration = { promptIds: prompt, ids: [], logprobs: [] };
       if (body.stream) {
         const sse = eventStream(res);
         let last: number | undefined;
         for await (const e of events) {
           if (e.type === 'token') {
             last = e.token.id;
+            record.ids.push(e.token.id);
+            record.logprobs.push(e.token.logprob);
             sse.send({
               object: 'text_completion',
               model: body.model,
@@ -95,6 +104,7 @@ export function startVllmDouble(modelDir: string, opts: { apiKey?: string } = {}
             sse.send({ model: body.model, choices: [{ index: 0, text: '', token_ids: [], ...finishOf(e, last) }] });
             const includeUsage = (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage;
             if (includeUsage) sse.send({ model: body.model, choices: [], usage: usageOf(e) });
+            served.push(record);
           }
         }
         sse.done();
