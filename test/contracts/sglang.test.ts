@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { RemoteServerError } from '../../src/engine/remote/http.js';
 import { SglangSampler } from '../../src/engine/remote/sglang.js';
 import { makeTinyModel } from '../helpers/models.js';
-import { remoteFixture } from '../helpers/remote-fixture.js';
+import { remoteFixture, remoteVersionTests } from '../helpers/remote-fixture.js';
 import { startSglangDouble } from '../helpers/sglang-double.js';
 import { collect, samplerContract, scorerContract } from './sampler.js';
 
@@ -22,6 +22,7 @@ async function openSglang() {
 
 samplerContract('SGLang over HTTP (protocol test double)', openSglang);
 scorerContract('SGLang over HTTP (protocol test double)', openSglang);
+remoteVersionTests('SGLang', model, openSglang, '/unload_lora_adapter');
 
 test("SGLang: the tokens and log-probs are the engine's, exactly, top-k included", async () => {
   const f = await openSglang();

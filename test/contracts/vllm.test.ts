@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { RemoteServerError } from '../../src/engine/remote/http.js';
 import { VllmSampler } from '../../src/engine/remote/vllm.js';
 import { makeTinyModel } from '../helpers/models.js';
-import { remoteFixture } from '../helpers/remote-fixture.js';
+import { remoteFixture, remoteVersionTests } from '../helpers/remote-fixture.js';
 import { startVllmDouble, VLLM_DOUBLE_MODEL } from '../helpers/vllm-double.js';
 import { collect, samplerContract, scorerContract } from './sampler.js';
 
@@ -22,6 +22,7 @@ async function openVllm() {
 
 samplerContract('vLLM over HTTP (protocol test double)', openVllm);
 scorerContract('vLLM over HTTP (protocol test double)', openVllm);
+remoteVersionTests('vLLM', model, openVllm, '/v1/unload_lora_adapter');
 
 test("vLLM: the tokens and log-probs are the engine's, exactly, top-k included", async () => {
   const f = await openVllm();

@@ -31,8 +31,10 @@ export class ServedVersions {
   private weightsVersion = 0;
   private readonly adapters = new Map<number, string>();
   private readonly users = new Map<number, number>();
-  /** While a full version loads, new requests wait on this. */
+  /** While a full version is pending, new requests wait on this. */
   private held: Promise<void> | null = null;
+  private releaseHeld: (() => void) | null = null;
+  private holds = 0;
   private idle: (() => void) | null = null;
   private switching: Promise<unknown> = Promise.resolve();
   /** The last failed unload, kept for diagnostics (an unload failing costs server memory only). */
@@ -68,7 +70,7 @@ export class ServedVersions {
         const left = (this.users.get(v) ?? 1) - 1;
         if (left > 0) this.users.set(v, left);
         else this.users.delete(v);
-        if (left <= 0 && v !== this.servingVersion) this.unloadIfStale(v);
+        if (left <= 0 && v !== this.servingVersion) void this.unloadIfStale(v);
         if (this.users.size === 0) this.idle?.();
       },
     };
@@ -76,10 +78,14 @@ export class ServedVersions {
 
   /** Sampler.use over this server's routes; calls run one at a time. Resolves with the switch's ms. */
   use(v: PolicyVersion): Promise<number> {
-    const run = this.switching.then(
-      () => this.switchTo(v),
-      () => this.switchTo(v),
-    );
+    // Held from this call on, so a request sent after use() never runs on the weights replaced.
+    const unhold = v.kind === 'full' ? this.hold() : null;
+    const run = this.switching
+      .then(
+        () => this.switchTo(v),
+        () => this.switchTo(v),
+      )
+      .finally(() => unhold?.());
     this.switching = run.catch(() => {});
     return run;
   }
@@ -98,33 +104,45 @@ export class ServedVersions {
       await this.routes.loadAdapter(name, v.path);
       this.adapters.set(v.version, name);
       this.servingVersion = v.version;
-      for (const old of [...this.adapters.keys()]) if (!this.users.has(old)) this.unloadIfStale(old);
+      await Promise.all(
+        [...this.adapters.keys()].filter((old) => !this.users.has(old)).map((old) => this.unloadIfStale(old)),
+      );
       return performance.now() - started;
     }
-    let release!: () => void;
-    this.held = new Promise((r) => {
-      release = r;
-    });
-    try {
-      if (this.users.size > 0) await new Promise<void>((r) => (this.idle = r));
-      this.idle = null;
-      await this.routes.loadFullWeights(v.path);
-      // The adapters were trained over the weights just replaced.
-      for (const old of [...this.adapters.keys()]) this.unloadIfStale(old, true);
-      this.weightsVersion = v.version;
-      this.servingVersion = v.version;
-    } finally {
-      this.held = null;
-      release();
-    }
+    if (this.users.size > 0) await new Promise<void>((r) => (this.idle = r));
+    this.idle = null;
+    await this.routes.loadFullWeights(v.path);
+    // The adapters were trained over the weights just replaced.
+    await Promise.all([...this.adapters.keys()].map((old) => this.unloadIfStale(old, true)));
+    this.weightsVersion = v.version;
+    this.servingVersion = v.version;
     return performance.now() - started;
   }
 
-  private unloadIfStale(version: number, evenServing = false): void {
+  /** Holds new requests until the returned function has been called (holds nest). */
+  private hold(): () => void {
+    if (this.holds++ === 0)
+      this.held = new Promise((r) => {
+        this.releaseHeld = r;
+      });
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      if (--this.holds > 0) return;
+      const release = this.releaseHeld;
+      this.held = null;
+      this.releaseHeld = null;
+      release?.();
+    };
+  }
+
+  /** Unloads `version`'s adapter unless it serves; never rejects (a failed unload costs memory only). */
+  private async unloadIfStale(version: number, evenServing = false): Promise<void> {
     const name = this.adapters.get(version);
     if (name === undefined || (version === this.servingVersion && !evenServing)) return;
     this.adapters.delete(version);
-    this.routes.unloadAdapter(name).catch((e: Error) => {
+    await this.routes.unloadAdapter(name).catch((e: Error) => {
       this.lastUnloadError = e.message;
     });
   }
