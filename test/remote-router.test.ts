@@ -24,11 +24,11 @@ after(async () => {
   for (const d of doubles) await d.close();
 });
 
-function routerOver(ds: InferenceDouble[]): SamplerRouter {
+function routerOver(ds: InferenceDouble[], retryAfterMs = 60_000): SamplerRouter {
   const contextLength = ds[0]!.engine.folder.config.maxPositionEmbeddings;
   return new SamplerRouter(
     ds.map((d) => new VllmSampler({ url: d.url, model: VLLM_DOUBLE_MODEL, contextLength, timeoutMs: 5000 })),
-    { retryAfterMs: 60_000 },
+    { retryAfterMs },
   );
 }
 
@@ -86,5 +86,35 @@ test('a server that is down: its sessions fail over to the other, and health say
     assert.match(health[1]!.lastError ?? '', /ECONNREFUSED/);
   } finally {
     await spare.close();
+  }
+});
+
+test('a server answering 503 is failed over; back, it loads the version published meanwhile before serving', async () => {
+  const [a, b] = [await startVllmDouble(model), await startVllmDouble(model)];
+  try {
+    // retryAfterMs 0: a server marked down is tried again on the next request.
+    const router = routerOver([a, b], 0);
+    const key = Array.from({ length: 50 }, (_, i) => `s${i}`).find((k) => router.orderOf(k)[0] === b.url)!;
+    b.unavailable = true;
+    const config = a.engine.folder.config;
+    const dir = join(scratchDir('ocrl-router-behind-'), 'versions');
+    const next = policyVersionAt(
+      writePolicyVersion(dir, randomLoraUpdate(config, 1, 9), { modelDir: model, config }).path!,
+    );
+    await router.use(next);
+    assert.equal(router.health()[1]!.behind, 1);
+    const during = await collect(router, [2, 3, 4], { maxTokens: 2, seed: 1, routingKey: key });
+    assert.equal(during.finish.version, 1);
+    assert.equal(b.generations(), 0, 'the unavailable server generated nothing');
+    b.unavailable = false;
+    const back = await collect(router, [2, 3, 4], { maxTokens: 2, seed: 1, routingKey: key });
+    assert.equal(back.finish.version, 1, 'the server back loaded the version before serving');
+    assert.equal(b.generations(), 1, 'the session went back to its own server');
+    const health = router.health()[1]!;
+    assert.equal(health.up && health.failures === 0 && health.behind === null, true, JSON.stringify(health));
+    assert.match(health.lastError ?? '', /answered 503/);
+  } finally {
+    await a.close();
+    await b.close();
   }
 });

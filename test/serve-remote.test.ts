@@ -105,7 +105,12 @@ test('serve --sampler vllm with learning: a trained version is loaded by the ser
   const deadline = Date.now() + 60_000;
   while ((await status()).version < 1 && Date.now() < deadline)
     await serve.waitForLog((l) => l.event === 'published', 1000).catch(() => {});
-  assert.equal((await status()).version, 1);
+  const final = (await status()) as { version: number; samplers?: { url: string; up: boolean }[] };
+  assert.equal(final.version, 1);
+  assert.deepEqual(
+    final.samplers?.map((h) => [h.url, h.up]),
+    [[double.url, true]],
+  );
   assert.ok(double.routes.includes('/v1/load_lora_adapter'), 'the server loaded the trained adapter');
   assert.ok(existsSync(join(data, 'versions', 'v-1', 'adapter_config.json')), 'the version is a folder under DATA');
 

@@ -214,6 +214,7 @@ export async function runServe(argv: string[]): Promise<number> {
   const status = () => ({
     ...(running ? running.loop.status() : { version: model.engine.version, steps: 0, learning: 'disabled' }),
     prefixCache: model.engine.prefixCacheStats(),
+    ...(router ? { samplers: router.health() } : {}),
     memory: plan,
     engine: engineInfo,
   });

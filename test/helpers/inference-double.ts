@@ -17,6 +17,8 @@ export interface InferenceDouble {
   served: ServedGeneration[];
   /** Generation requests per routing: how many this double served. */
   generations(): number;
+  /** While true, every route answers 503, as a server that is overloaded or restarting. */
+  unavailable: boolean;
   /** Stops listening: new connections are refused, as a server that went down. */
   stop(): Promise<void>;
   close(): Promise<void>;
@@ -101,6 +103,7 @@ export async function startDouble(
   const handle = handler(engine, versions, served);
   const routes: string[] = [];
   let generations = 0;
+  const double = { unavailable: false } as InferenceDouble;
   const server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
     const route = (req.url ?? '').split('?')[0]!;
     routes.push(route);
@@ -110,6 +113,7 @@ export async function startDouble(
       if (!res.writableFinished) aborted.abort();
     });
     try {
+      if (double.unavailable) throw new DoubleError(503, 'the double is unavailable');
       if (opts.apiKey && req.headers.authorization !== `Bearer ${opts.apiKey}`)
         throw new DoubleError(401, 'Unauthorized');
       const chunks: Buffer[] = [];
@@ -140,7 +144,7 @@ export async function startDouble(
     server.closeAllConnections();
     await new Promise<void>((r) => server.close(() => r()));
   };
-  return {
+  Object.assign(double, {
     url: `http://127.0.0.1:${port}`,
     engine,
     routes,
@@ -151,7 +155,8 @@ export async function startDouble(
       await stop();
       await engine.close();
     },
-  };
+  });
+  return double;
 }
 
 /** Starts a server-sent event stream; `send` writes one `data:` event. */

@@ -152,17 +152,24 @@ export class SamplerRouter implements Sampler, Scorer {
     return performance.now() - started;
   }
 
-  /** The servers in the order to try: the key's own order (rendezvous hashing), or the next turn. */
-  private async candidates(key: string | undefined): Promise<Server[]> {
-    while (this.publishing) await this.publishing;
-    let order: Server[];
+  /** The servers' URLs in the order a routing key tries them (rendezvous hashing), up or not. */
+  orderOf(key: string): string[] {
+    return this.order(key).map((s) => s.health.url);
+  }
+
+  private order(key: string | undefined): Server[] {
     if (key === undefined) {
       const start = this.turn++ % this.servers.length;
-      order = [...this.servers.slice(start), ...this.servers.slice(0, start)];
-    } else {
-      const score = (s: Server) => createHash('sha256').update(`${s.health.url}\n${key}`).digest().readUInt32BE(0);
-      order = [...this.servers].sort((a, b) => score(b) - score(a));
+      return [...this.servers.slice(start), ...this.servers.slice(0, start)];
     }
+    const score = (s: Server) => createHash('sha256').update(`${s.health.url}\n${key}`).digest().readUInt32BE(0);
+    return [...this.servers].sort((a, b) => score(b) - score(a));
+  }
+
+  /** The servers in the order to try: the key's own order, or the next turn; those up first. */
+  private async candidates(key: string | undefined): Promise<Server[]> {
+    while (this.publishing) await this.publishing;
+    const order = this.order(key);
     const up = order.filter((s) => this.isUp(s));
     // With every server down, try them all anyway: one may be back.
     return up.length > 0 ? [...up, ...order.filter((s) => !up.includes(s))] : order;
