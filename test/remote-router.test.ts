@@ -49,7 +49,7 @@ test('requests with one routing key go to one server; the keys spread over both'
   assert.equal(new Set(owners.values()).size, 2, 'eight sessions all went to one server');
 });
 
-test('publication: every server loads the version before new requests; in-flight ones finish; none refused', async () => {
+test('publication: all servers load it before new requests; those in flight finish; none refused', async () => {
   const router = routerOver(doubles);
   const config = doubles[0]!.engine.folder.config;
   const dir = join(scratchDir('ocrl-router-versions-'), 'versions');
@@ -89,7 +89,7 @@ test('a server that is down: its sessions fail over to the other, and health say
   }
 });
 
-test('a server answering 503 is failed over; back, it loads the version published meanwhile before serving', async () => {
+test('a server answering 503 is failed over; back, it loads the version published meanwhile', async () => {
   const [a, b] = [await startVllmDouble(model), await startVllmDouble(model)];
   try {
     // retryAfterMs 0: a server marked down is tried again on the next request.

@@ -77,7 +77,7 @@ test('the gateway passes the session id as the routing key; a request without on
   assert.equal(sampler.calls[1]!.params.routingKey, undefined);
 });
 
-test('serve --sampler vllm with learning: a trained version is loaded by the server and serves the next turn', async (t) => {
+test('serve --sampler vllm with learning: the server loads the trained version, which serves next', async (t) => {
   const judge = await startJudgeDouble();
   const double = await startVllmDouble(tinyModel());
   const data = freshDir('remote-learn-');

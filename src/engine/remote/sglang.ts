@@ -153,7 +153,8 @@ export class SglangSampler extends HttpSampler {
     }
     if (answer && answer.success === false)
       throw new RemoteServerError(
-        `SGLang at ${this.client.baseUrl} could not ${what}: ${answer.error_message ?? answer.message ?? 'no reason given'}`,
+        `SGLang at ${this.client.baseUrl} could not ${what}: ` +
+          (answer.error_message ?? answer.message ?? 'no reason given'),
       );
   }
 }
