@@ -1,8 +1,9 @@
 // A vLLM test double: an HTTP server answering the routes VllmSampler uses in vLLM's formats,
 // with real tokens and log-probs from the embedded LocalEngine. Written from vllm-project/vllm's
 // vllm/entrypoints/openai/completion/protocol.py (CompletionRequest, CompletionStreamResponse,
-// CompletionLogProbs, CompletionResponseChoice.prompt_logprobs), vllm/entrypoints/serve/lora
-// (load_lora_adapter / unload_lora_adapter) and vllm/entrypoints/serve/dev/rpc (collective_rpc).
+// CompletionLogProbs, CompletionResponseChoice.prompt_logprobs),
+// vllm/entrypoints/serve/lora/api_router.py (load_lora_adapter / unload_lora_adapter) and
+// vllm/entrypoints/serve/dev/rpc/api_router.py (collective_rpc).
 // Not vLLM: it holds an adapter only while the engine keeps its version (the newest and those in
 // flight), where vLLM keeps up to --max-loras; text fields are empty (token ids are what count).
 

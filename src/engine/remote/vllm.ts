@@ -1,7 +1,9 @@
 // A Sampler and Scorer over one vLLM server (`vllm serve`), through its OpenAI-compatible
 // completions route with the prompt as token ids. Formats followed (vllm-project/vllm):
 // vllm/entrypoints/openai/completion/protocol.py (CompletionRequest, CompletionResponse,
-// CompletionStreamResponse, CompletionLogProbs) and vllm/entrypoints/serve/lora (the adapter routes).
+// CompletionStreamResponse, CompletionLogProbs), vllm/entrypoints/serve/lora/api_router.py (the
+// adapter routes: plain text answers, errors as {error: {message, code}}) and
+// vllm/entrypoints/serve/dev/rpc/api_router.py (collective_rpc).
 //
 // Generation: POST /v1/completions {prompt: ids, stream: true, logprobs: k, return_token_ids,
 // return_tokens_as_token_ids, seed, stop_token_ids, ...}. Each chunk carries the new tokens' ids
@@ -12,8 +14,10 @@
 // Versions: LoRA through POST /v1/load_lora_adapter and /v1/unload_lora_adapter {lora_name,
 // lora_path} (the server needs --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True); full
 // weights through the development route POST /collective_rpc {method: "reload_weights", kwargs:
-// {weights_path}} (VLLM_SERVER_DEV_MODE=1), then POST /reset_prefix_cache. Paths are the version
-// folders as the server must read them (a shared folder, or the same path on each machine).
+// {weights_path}} (VLLM_SERVER_DEV_MODE=1; the worker method's arguments differ between vLLM
+// releases, so this one is checked against the test double only), then POST /reset_prefix_cache.
+// Paths are the version folders as the server must read them (a shared folder, or the same path
+// on each machine).
 
 import type { SampledToken, ScoredCompletion, TokenLogprob } from '../types.js';
 import { expectShape, RemoteServerError, wrapped } from './http.js';
