@@ -3,7 +3,9 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { RemoteServerError } from '../../src/engine/remote/http.js';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { RemoteServerError, ServerUnavailableError } from '../../src/engine/remote/http.js';
 import { VllmSampler } from '../../src/engine/remote/vllm.js';
 import { makeTinyModel } from '../helpers/models.js';
 import { remoteFixture, remoteVersionTests } from '../helpers/remote-fixture.js';
@@ -57,4 +59,30 @@ test('vLLM: a wrong key and a server answering outside the protocol are clear er
   } finally {
     await double.close();
   }
+});
+
+test('vLLM: a stream that breaks the protocol, or no answer in time, is a clear error', async (t) => {
+  const server = createServer((req, res) => {
+    if (req.url === '/silent/v1/completions') return; // accepts, never answers
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.end(`data: ${JSON.stringify({ choices: [{ index: 0, text: 'x', token_ids: [5, 6] }] })}\n\ndata: [DONE]\n\n`);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const broken = new VllmSampler({ url: base, model: 'm', contextLength: 64 });
+  await assert.rejects(collect(broken, [1, 2], { maxTokens: 2 }), (e: Error) => {
+    assert.ok(e instanceof RemoteServerError && !(e instanceof ServerUnavailableError));
+    assert.match(e.message, /vLLM at .* answered outside its protocol: 2 token ids but 0 log-probs/);
+    return true;
+  });
+  const silent = new VllmSampler({ url: `${base}/silent`, model: 'm', contextLength: 64, timeoutMs: 200 });
+  await assert.rejects(collect(silent, [1, 2], { maxTokens: 2 }), (e: Error) => {
+    assert.ok(e instanceof ServerUnavailableError);
+    assert.match(e.message, /no answer within 200 ms/);
+    return true;
+  });
 });
