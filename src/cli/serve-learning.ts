@@ -20,9 +20,10 @@ import {
 import { LearningLoop } from '../learn/loop.js';
 import { DEFAULT_PPO, trainBatch, type BatchSample, type PpoConfig } from '../learn/ppo.js';
 import { progressLine } from '../learn/status.js';
-import type { StepMetrics } from '../engine/types.js';
+import type { Sampler, StepMetrics } from '../engine/types.js';
 import type { Store } from '../store/store.js';
 import type { ServeLearning } from './serve-config.js';
+import type { LocalEngine } from '../engine/local/engine.js';
 import { openTorchLearner, unavailablePolicy } from './serve-torch.js';
 
 export interface RunningLearning {
@@ -48,6 +49,8 @@ export async function startLearning(a: {
   activationBudgetBytes: number;
   /** --learner torch: the PyTorch learner, under torch.dir, trains instead. */
   torch?: { launch: TorchLaunch; dir: string } | null;
+  /** --sampler vllm|sglang: versions are written to versionsDir and loaded by `sampler` too. */
+  remote?: { sampler: Sampler; versionsDir: string } | null;
 }): Promise<RunningLearning> {
   const { model, backend, store, settings } = a;
   const engine = model.engine;
@@ -77,15 +80,18 @@ export async function startLearning(a: {
     learner = await LocalLearner.open(engine, {
       config: { ...learnerConfig(settings), activationBudgetBytes: a.activationBudgetBytes },
       checkpointDir: a.checkpointDir,
+      ...(a.remote ? { versionsDir: a.remote.versionsDir } : {}),
       maxYieldMs: settings.training.maxYieldMs,
       versionAfter,
     });
   }
+  const publish = (l: LocalLearner | SupervisedTorchLearner) =>
+    a.remote ? publishToBoth(l, engine, a.remote.sampler) : l.publishTo(engine);
   if (learner) {
     try {
       const requeued = store.learning.reconcileWithCheckpoint(learner.resumed.steps);
       // Serve the checkpoint's weights from the first request on.
-      const p = learner.resumed.steps > 0 ? await learner.publishTo(engine) : null;
+      const p = learner.resumed.steps > 0 ? await publish(learner) : null;
       a.log('resumed', {
         steps: learner.resumed.steps,
         version: engine.version,
@@ -126,7 +132,7 @@ export async function startLearning(a: {
     policy: learner
       ? {
           trainBatch: (samples) => trainOn(learner, samples, ppo),
-          publish: () => learner.publishTo(engine),
+          publish: () => publish(learner),
           checkpoint: () => learner.save([]),
           servingVersion: () => engine.version,
           stopTraining: () => learner.close(),
@@ -184,4 +190,20 @@ function trainOn(
 ): Promise<StepMetrics[]> {
   if (learner instanceof LocalLearner) return trainBatch(learner, samples, ppo);
   return learner.train((torch) => trainBatch(torch, samples, ppo));
+}
+
+/**
+ * Publishes the learner's weights to the embedded engine (the teacher's and judge's, whose
+ * version the loop reads) and to the remote servers, which load the version's folder.
+ */
+async function publishToBoth(
+  learner: LocalLearner | SupervisedTorchLearner,
+  engine: LocalEngine,
+  sampler: Sampler,
+): Promise<{ version: number; snapshotMs: number; swapMs: number }> {
+  const started = performance.now();
+  const version = await learner.publish();
+  const snapshotMs = performance.now() - started;
+  const [, remoteMs] = await Promise.all([engine.use(version), sampler.use(version)]);
+  return { version: version.version, snapshotMs, swapMs: remoteMs };
 }

@@ -38,6 +38,7 @@ import { CliError, precisionFlag, numberFlag, parseFlags, stringFlag } from './a
 import { advertisedUrl, startupBanner } from './banner.js';
 import { startLearning, type RunningLearning } from './serve-learning.js';
 import { TORCH_FLAGS, TORCH_USAGE, torchLaunchOf } from './serve-torch.js';
+import { openRemoteSampler, remoteSamplerChoice, SAMPLER_FLAGS, SAMPLER_USAGE } from './sampler-choice.js';
 import {
   learningFromEnv,
   resolveServeLearning,
@@ -89,13 +90,14 @@ learning:
                           not trained (too_long). Default: what one training step can hold in the
                           memory left after weights, learner state, prefix cache and runtime (printed)
   --progress-seconds S    progress line on stderr every S seconds (default 30; 0 = off)
-  --no-learning           record and serve only${TORCH_USAGE}
+  --no-learning           record and serve only${TORCH_USAGE}${SAMPLER_USAGE}
 
 --model takes a local model folder or a Hugging Face id (e.g. Qwen/Qwen3-0.6B), downloaded once
 into the Hugging Face cache (HF_HUB_CACHE, HF_HOME; HF_TOKEN for gated models; HF_ENDPOINT for a
 mirror; HF_HUB_OFFLINE=1 to use the cache only).
 
-environment: OPENCLAW_RL_API_KEYS, OPENCLAW_RL_ADMIN_KEYS (comma-separated), OPENCLAW_RL_JUDGE_KEY`;
+environment: OPENCLAW_RL_API_KEYS, OPENCLAW_RL_ADMIN_KEYS (comma-separated), OPENCLAW_RL_JUDGE_KEY,
+OPENCLAW_RL_SAMPLER_API_KEY`;
 
 const FLAGS = {
   model: { type: 'string' },
@@ -131,6 +133,7 @@ const FLAGS = {
   'kv-cache-mb': { type: 'string' },
   'max-train-tokens': { type: 'string' },
   ...TORCH_FLAGS,
+  ...SAMPLER_FLAGS,
 } as const;
 
 export async function runServe(argv: string[]): Promise<number> {
@@ -142,6 +145,7 @@ export async function runServe(argv: string[]): Promise<number> {
   const modelSpec = stringFlag(v, 'model', USAGE);
   const { gateway: config, learning } = serveSettings(v);
   const torchLaunch = torchLaunchOf(v);
+  const remote = remoteSamplerChoice(v);
 
   // A local folder, or a Hugging Face id (owner/name[@revision]) downloaded once into the cache.
   const bar = progressBar();
@@ -184,9 +188,11 @@ export async function runServe(argv: string[]): Promise<number> {
   logger.event('memory_plan', { ...plan, engine: engineInfo });
   // A fast path (prompt-piece cache, direct template rendering) that disagreed with the exact path
   // turns itself off; say so, with positions and lengths only, never text.
-  const backend = chatBackendOf(model, config.modelId ?? (fromHub ? modelSpec.split('@')[0]! : basename(modelDir)), {
+  const local = chatBackendOf(model, config.modelId ?? (fromHub ? modelSpec.split('@')[0]! : basename(modelDir)), {
     onMismatch: (detail) => logger.event('prompt_fast_path_off', { detail }),
   });
+  const router = remote && openRemoteSampler(remote, { name: modelSpec, contextLength: local.contextLength });
+  const backend = router ? { ...local, sampler: router } : local;
   let running: RunningLearning | null = null;
   try {
     if (learning.enabled) {
@@ -199,6 +205,7 @@ export async function runServe(argv: string[]): Promise<number> {
         log: (e, f) => logger.event(e, f),
         activationBudgetBytes: plan.activationBudgetBytes,
         torch: torchLaunch && { launch: torchLaunch, dir: join(config.dataDir, 'torch-learner') },
+        remote: router && { sampler: router, versionsDir: join(config.dataDir, 'versions') },
       });
     }
   } catch (e) {
@@ -209,6 +216,7 @@ export async function runServe(argv: string[]): Promise<number> {
   const status = () => ({
     ...(running ? running.loop.status() : { version: model.engine.version, steps: 0, learning: 'disabled' }),
     prefixCache: model.engine.prefixCacheStats(),
+    ...(router ? { samplers: router.health() } : {}),
     memory: plan,
     engine: engineInfo,
   });

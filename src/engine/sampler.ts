@@ -22,6 +22,11 @@ export interface SamplingParams {
   topLogprobs?: number;
   /** Sample from this policy version (0 = the frozen base, e.g. for a self-judge); default: the serving one. */
   version?: number;
+  /**
+   * Requests with the same key go to the same server where a sampler fronts several (the gateway
+   * passes the session id, so a server's prefix cache sees the session's turns); others ignore it.
+   */
+  routingKey?: string;
 }
 
 /** One token alternative with its log-prob under the model at temperature 1. */

@@ -87,7 +87,9 @@ export function chatCompletions(deps: ChatDeps): Handler {
     if (deps.logger.logContent) ctx.log.messages = req.messages.slice(-3);
     const progress = { settled: false }; // set once commit() has run: it settles the in-flight count itself
     try {
-      await answer(deps, ctx, req, prompt, params, used, plan, receivedAt, progress);
+      // The session id keeps a session on one server of a remote fleet (its prefix cache).
+      const routed = plan.sessionId === null ? params : { ...params, routingKey: plan.sessionId };
+      await answer(deps, ctx, req, prompt, routed, used, plan, receivedAt, progress);
     } finally {
       if (!progress.settled) deps.recorder.abandon(plan);
     }
