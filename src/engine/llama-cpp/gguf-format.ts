@@ -336,12 +336,17 @@ export function readGgufHeader(path: string): GgufFile {
       pos += n;
       return pos - n - bufStart;
     };
+    // take() may replace buf, so it runs before buf is read.
+    const at = <V>(n: number, read: (b: Buffer, i: number) => V): V => {
+      const i = take(n);
+      return read(buf, i);
+    };
     const r = {
-      u8: () => buf[take(1)]!,
-      u32: () => buf.readUInt32LE(take(4)),
-      i32: () => buf.readInt32LE(take(4)),
-      f32: () => buf.readFloatLE(take(4)),
-      u64: () => Number(buf.readBigUInt64LE(take(8))),
+      u8: () => at(1, (b, i) => b[i]!),
+      u32: () => at(4, (b, i) => b.readUInt32LE(i)),
+      i32: () => at(4, (b, i) => b.readInt32LE(i)),
+      f32: () => at(4, (b, i) => b.readFloatLE(i)),
+      u64: () => at(8, (b, i) => Number(b.readBigUInt64LE(i))),
       str: (): string => {
         const n = r.u64();
         const i = take(n);

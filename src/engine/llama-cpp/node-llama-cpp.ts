@@ -33,6 +33,7 @@ export interface LlamaContextOptions {
   sequences: number;
   batchSize?: number;
   threads?: number;
+  flashAttention?: boolean;
   lora?: { adapters: { filePath: string; scale?: number }[] };
 }
 
