@@ -22,6 +22,7 @@ import { progressLine } from '../learn/status.js';
 import type { Store } from '../store/store.js';
 import type { ServeLearning } from './serve-config.js';
 import { openTorchLearner, unavailablePolicy } from './serve-torch.js';
+import { publishToServing, type ServingSampler } from './serve-llama-cpp.js';
 
 export interface RunningLearning {
   loop: LearningLoop;
@@ -46,6 +47,8 @@ export async function startLearning(a: {
   activationBudgetBytes: number;
   /** --learner torch: the PyTorch learner, under torch.dir, trains instead. */
   torch?: { launch: TorchLaunch; dir: string } | null;
+  /** --sampler llama-cpp: it serves, judges and scores; versions go to it through a folder. */
+  serving?: ServingSampler | null;
 }): Promise<RunningLearning> {
   const { model, backend, store, settings } = a;
   const engine = model.engine;
@@ -75,16 +78,21 @@ export async function startLearning(a: {
       checkpointDir: a.checkpointDir,
       maxYieldMs: settings.training.maxYieldMs,
       versionAfter,
+      ...(a.serving ? { versionsDir: a.serving.versionsDir } : {}),
     });
   }
+  const serving = a.serving ?? null;
+  const publishTo = (l: LocalLearner | SupervisedTorchLearner) =>
+    serving ? publishToServing(l, serving) : l.publishTo(engine);
+  const servingVersion = serving ? serving.version : () => engine.version;
   if (learner) {
     try {
       const requeued = store.learning.reconcileWithCheckpoint(learner.resumed.steps);
       // Serve the checkpoint's weights from the first request on.
-      const p = learner.resumed.steps > 0 ? await learner.publishTo(engine) : null;
+      const p = learner.resumed.steps > 0 ? await publishTo(learner) : null;
       a.log('resumed', {
         steps: learner.resumed.steps,
-        version: engine.version,
+        version: servingVersion(),
         requeuedSamples: requeued,
         ...(p ? { snapshotMs: p.snapshotMs, swapMs: p.swapMs } : {}),
       });
@@ -95,7 +103,7 @@ export async function startLearning(a: {
   }
   const judgeClient: JudgeClient =
     settings.judge.kind === 'self'
-      ? new LocalJudgeClient(model)
+      ? new LocalJudgeClient(serving ? { ...model, engine: serving.sampler } : model)
       : new OpenAIJudgeClient({
           baseUrl: settings.judge.url!,
           model: settings.judge.model!,
@@ -116,18 +124,18 @@ export async function startLearning(a: {
     },
     teacher: {
       render: renderIdsOf(backend),
-      scorer: engine,
+      scorer: serving?.sampler ?? engine,
       contextLength: backend.contextLength,
     },
     policy: learner
       ? {
           trainBatch: (samples) => learner.trainBatch(samples),
-          publish: () => learner.publishTo(engine),
+          publish: () => publishTo(learner),
           checkpoint: () => learner.save([]),
-          servingVersion: () => engine.version,
+          servingVersion,
           stopTraining: () => learner.close(),
         }
-      : unavailablePolicy(unavailable!, () => engine.version),
+      : unavailablePolicy(unavailable!, servingVersion),
     log: a.log,
   });
   loop.start();

@@ -39,6 +39,13 @@ import { advertisedUrl, startupBanner } from './banner.js';
 import { startLearning, type RunningLearning } from './serve-learning.js';
 import { TORCH_FLAGS, TORCH_USAGE, torchLaunchOf } from './serve-torch.js';
 import {
+  LLAMA_CPP_FLAGS,
+  LLAMA_CPP_USAGE,
+  llamaCppChoiceOf,
+  openLlamaCppServing,
+  type ServingSampler,
+} from './serve-llama-cpp.js';
+import {
   learningFromEnv,
   resolveServeLearning,
   splitConfigFile,
@@ -67,7 +74,7 @@ serving:
                           (default: bf16 where the native kernels have bf16 instructions)
   --kv-cache-mb N         prefix cache for keys and values, in MB (default: 4 full contexts, at most a
                           quarter of the memory; 0 = off): a prompt that repeats an earlier one's start
-                          (the same session's previous turn, the judge's votes) computes only the rest
+                          (the same session's previous turn, the judge's votes) computes only the rest${LLAMA_CPP_USAGE}
 
 learning:
   --method M              rl, opd or combine (default combine)
@@ -129,6 +136,7 @@ const FLAGS = {
   'kv-cache-mb': { type: 'string' },
   'max-train-tokens': { type: 'string' },
   ...TORCH_FLAGS,
+  ...LLAMA_CPP_FLAGS,
 } as const;
 
 export async function runServe(argv: string[]): Promise<number> {
@@ -140,6 +148,7 @@ export async function runServe(argv: string[]): Promise<number> {
   const modelSpec = stringFlag(v, 'model', USAGE);
   const { gateway: config, learning } = serveSettings(v);
   const torchLaunch = torchLaunchOf(v);
+  const llamaCpp = llamaCppChoiceOf(v);
 
   // A local folder, or a Hugging Face id (owner/name[@revision]) downloaded once into the cache.
   const bar = progressBar();
@@ -182,11 +191,23 @@ export async function runServe(argv: string[]): Promise<number> {
   logger.event('memory_plan', { ...plan, engine: engineInfo });
   // A fast path (prompt-piece cache, direct template rendering) that disagreed with the exact path
   // turns itself off; say so, with positions and lengths only, never text.
-  const backend = chatBackendOf(model, config.modelId ?? (fromHub ? modelSpec.split('@')[0]! : basename(modelDir)), {
+  let backend = chatBackendOf(model, config.modelId ?? (fromHub ? modelSpec.split('@')[0]! : basename(modelDir)), {
     onMismatch: (detail) => logger.event('prompt_fast_path_off', { detail }),
   });
   let running: RunningLearning | null = null;
+  let serving: ServingSampler | null = null;
   try {
+    if (llamaCpp) {
+      const log = (e: string, f: Record<string, unknown>) => logger.event(e, f);
+      ({ backend, serving } = await openLlamaCppServing({
+        choice: llamaCpp,
+        modelDir,
+        dataDir: config.dataDir,
+        backend,
+        threads,
+        log,
+      }));
+    }
     if (learning.enabled) {
       running = await startLearning({
         model,
@@ -197,6 +218,7 @@ export async function runServe(argv: string[]): Promise<number> {
         log: (e, f) => logger.event(e, f),
         activationBudgetBytes: plan.activationBudgetBytes,
         torch: torchLaunch && { launch: torchLaunch, dir: join(config.dataDir, 'torch-learner') },
+        serving,
       });
     }
   } catch (e) {

@@ -122,6 +122,11 @@ export class LlamaCppSampler implements Sampler, Scorer {
     return this.serving.version;
   }
 
+  /** Tokens one request may span (prompt + completion). */
+  get contextSize(): number {
+    return this.opts.contextSize;
+  }
+
   /** The GPU backend llama.cpp runs on ("cuda", "vulkan", "metal"), or false. */
   get gpu(): string | false {
     return this.llama.gpu;
