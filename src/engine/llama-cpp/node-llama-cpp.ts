@@ -71,10 +71,9 @@ export class NodeLlamaCppMissingError extends Error {
 
 /**
  * Imports node-llama-cpp: the installed package first; else, when `fallbackPrefix` is given (tests
- * and benches), the copy npm installed under <fallbackPrefix>/node_modules.
+ * and benches), the copy npm installed under <fallbackPrefix>/node_modules. `name` is for tests.
  */
-export async function importNodeLlamaCpp(fallbackPrefix?: string): Promise<NodeLlamaCpp> {
-  const name = 'node-llama-cpp';
+export async function importNodeLlamaCpp(fallbackPrefix?: string, name = 'node-llama-cpp'): Promise<NodeLlamaCpp> {
   let first: Error;
   try {
     return (await import(name)) as NodeLlamaCpp;
