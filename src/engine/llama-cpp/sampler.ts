@@ -17,7 +17,6 @@ import { join } from 'node:path';
 import { TextTokenizer } from '../../chat/tokenizer/tokenizer.js';
 import type { ModelConfig } from '../local/model/config.js';
 import { readModelFolder } from '../local/model/folder.js';
-import { paramStoreOver, tensorSpecs } from '../local/model/weights.js';
 import { readPolicyUpdate } from '../local/policy-versions.js';
 import { createRng, randomSeed } from '../local/sampling/random.js';
 import { logSumExp, sampleToken, topLogprobs } from '../local/sampling/sample.js';
@@ -32,7 +31,8 @@ import type {
   ScoreOptions,
   Scorer,
 } from '../types.js';
-import { cachedModelGguf, type GgufWeightType, writeModelGguf } from './gguf.js';
+import { convertInWorker } from './convert-worker.js';
+import { cachedModelGguf, type GgufWeightType } from './gguf.js';
 import { writeLoraGguf } from './gguf-lora.js';
 import {
   type ControlledEvaluateInput,
@@ -292,8 +292,14 @@ export class LlamaCppSampler implements Sampler, Scorer {
     } else {
       const path = join(this.opts.versionsCacheDir, `v-${v.version}-${this.opts.ggufType.toLowerCase()}.gguf`);
       // readPolicyUpdate checked every tensor's shape against the base model.
-      const source = paramSource(this.opts.modelDir, this.config, new Float32Array(update.params));
-      writeModelGguf(source, path, this.opts.ggufType, `openclaw-rl v-${v.version}`);
+      await convertInWorker({
+        params: update.params,
+        modelDir: this.opts.modelDir,
+        config: this.config,
+        out: path,
+        type: this.opts.ggufType,
+        name: `openclaw-rl v-${v.version}`,
+      });
       const model = await this.llama.loadModel({ modelPath: path, gpuLayers: this.opts.gpu === 'off' ? 0 : 'auto' });
       served = new ServedVersion(v.version, await model.createContext(contextOptions), model);
     }
@@ -380,10 +386,4 @@ function contextOptionsOf(o: { contextSize: number; sequences: number }): LlamaC
 
 function withLogits(token: number): ControlledEvaluateInput {
   return [token, { generateNext: { logits: true } }];
-}
-
-/** A full version published in memory, over the base folder's tokenizer. */
-function paramSource(modelDir: string, config: ModelConfig, params: Float32Array) {
-  const store = paramStoreOver(tensorSpecs(config), params);
-  return { tokenizerDir: modelDir, config, tensor: (name: string) => store.get(name).slice() };
 }
