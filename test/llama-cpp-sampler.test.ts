@@ -14,11 +14,12 @@ import { LocalEngine } from '../src/engine/local/engine.js';
 import { LocalLearner } from '../src/engine/local/learner.js';
 import { readModelFolder } from '../src/engine/local/model/folder.js';
 import { loadWeights } from '../src/engine/local/model/weights.js';
-import { policyVersionAt } from '../src/engine/local/policy-versions.js';
+import { policyVersionAt, writePolicyVersion } from '../src/engine/local/policy-versions.js';
+import type { GenerationEvent } from '../src/engine/types.js';
 import { collect } from './contracts/sampler.js';
 import { openTestLlamaCpp } from './helpers/llama-cpp.js';
 import { makeTinyModel, scratchDir } from './helpers/models.js';
-import { perturbedWeightsUpdate } from './helpers/policy-updates.js';
+import { perturbedWeightsUpdate, randomLoraUpdate } from './helpers/policy-updates.js';
 
 const model = makeTinyModel({ family: 'qwen3', seed: 71 });
 const prompt = Array.from({ length: 12 }, (_, i) => (i * 41 + 7) % 512);
@@ -92,6 +93,50 @@ describe('llama-cpp sampler with the embedded learner', () => {
     assert.ok(Math.max(...underNew.logprobs.map((x, i) => Math.abs(x - underBase.logprobs[i]!))) > 1e-2);
     assert.ok(Math.max(...underBase.logprobs.map((x, i) => Math.abs(x - base[i]!))) < 0.1, 'version 0 stays the base');
   });
+});
+
+test('LoRA adapters are freed by loading the base afresh; versions in flight and version 0 are unchanged', async () => {
+  const cfg = readModelFolder(model).config;
+  const events: string[] = [];
+  const llama = await openTestLlamaCpp(model, { loraAdaptersPerModel: 2, log: (e) => events.push(e) });
+  const versionsDir = join(scratchDir('ocrl-llama-reload-'), 'versions');
+  const versionOf = (n: number) =>
+    policyVersionAt(
+      writePolicyVersion(versionsDir, randomLoraUpdate(cfg, n, 40 + n), { modelDir: model, config: cfg }).path!,
+    );
+  try {
+    const completion = [3, 1, 4, 1, 5];
+    const baseBefore = await llama.logprobs(prompt, completion, { version: 0 });
+    await llama.use(versionOf(1));
+    await llama.use(versionOf(2));
+    const underTwo = await llama.logprobs(prompt, completion, { version: 2 });
+    const onTwo = await collect(llama, prompt, { maxTokens: 6, seed: 8, stopTokenIds: [] });
+    // A request on version 2 is in flight while version 3 loads on a fresh copy of the base.
+    const events2: GenerationEvent[] = [];
+    for await (const e of llama.generate(prompt, { maxTokens: 6, seed: 8, stopTokenIds: [] })) {
+      events2.push(e);
+      if (events2.length === 1) await llama.use(versionOf(3));
+    }
+    assert.deepEqual(
+      events.filter((e) => e !== 'gguf_convert' && e !== 'llama_cpp_loaded'),
+      ['llama_cpp_version', 'llama_cpp_version', 'llama_cpp_base_reloaded', 'llama_cpp_version'],
+    );
+    const finish = events2[events2.length - 1]!;
+    assert.ok(finish.type === 'finish' && finish.version === 2);
+    const ids = events2.flatMap((e) => (e.type === 'token' ? [e.token.id] : []));
+    const reported = events2.flatMap((e) => (e.type === 'token' ? [e.token.logprob] : []));
+    const again = await llama.logprobs(prompt, completion, { version: 0 });
+    assert.deepEqual(again.logprobs, baseBefore.logprobs, 'version 0 on the fresh copy scores as before');
+    const three = await collect(llama, prompt, { maxTokens: 3, seed: 1, stopTokenIds: [] });
+    assert.equal(three.finish.version, 3);
+    const underThree = await llama.logprobs(prompt, completion, { version: 3 });
+    assert.ok(Math.max(...underThree.logprobs.map((x, i) => Math.abs(x - underTwo.logprobs[i]!))) > 1e-2);
+    // The same seed on the same version, before and across the reload: the same tokens and log-probs.
+    assert.deepEqual(ids, onTwo.ids);
+    assert.deepEqual(reported, onTwo.logprobs);
+  } finally {
+    await llama.close();
+  }
 });
 
 test('without node-llama-cpp the sampler says what to install', async () => {

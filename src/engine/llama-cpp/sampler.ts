@@ -41,10 +41,9 @@ import {
   type Llama,
   type LlamaContextOptions,
   type LlamaContextSequence,
-  type LlamaModel,
   openLlama,
 } from './node-llama-cpp.js';
-import { ServedVersion } from './served-version.js';
+import { ModelRef, ServedVersion } from './served-version.js';
 
 export interface LlamaCppSamplerOptions {
   /** The Hugging Face model folder; its GGUF is cached in <modelDir>/gguf/. */
@@ -58,6 +57,8 @@ export interface LlamaCppSamplerOptions {
   contextSize?: number;
   /** Requests one version runs at once (llama.cpp batches them); more wait. Default 4. */
   sequences?: number;
+  /** LoRA versions served from one copy of the base model before it is loaded afresh (default 16; see reloadBase). */
+  loraAdaptersPerModel?: number;
   /** Where version GGUFs are written; default <modelDir>/gguf/versions. */
   versionsCacheDir?: string;
   /** Tests and benches: a folder holding node-llama-cpp under node_modules, tried when it is not installed. */
@@ -72,19 +73,23 @@ export class LlamaCppSampler implements Sampler, Scorer {
   private switching: Promise<unknown> = Promise.resolve();
   private running = 0;
   private closed = false;
+  /** LoRA adapters loaded into the current base model. */
+  private adaptersOnBase = 0;
 
   private constructor(
     private readonly llama: Llama,
-    private readonly baseModel: LlamaModel,
-    base: ServedVersion,
+    /** The base model new LoRA versions run on (held by the sampler besides its versions). */
+    private base: ModelRef,
+    private readonly basePath: string,
+    zero: ServedVersion,
     private readonly opts: Required<Omit<LlamaCppSamplerOptions, 'threads' | 'nodeLlamaCppFallback' | 'log'>> &
       Pick<LlamaCppSamplerOptions, 'log'>,
     readonly config: ModelConfig,
     private readonly eosIds: readonly number[],
     private readonly tokenizer: TextTokenizer,
   ) {
-    this.serving = base;
-    this.live.set(0, base);
+    this.serving = zero;
+    this.live.set(0, zero);
   }
 
   static async open(o: LlamaCppSamplerOptions): Promise<LlamaCppSampler> {
@@ -99,17 +104,20 @@ export class LlamaCppSampler implements Sampler, Scorer {
       gpu: o.gpu ?? 'auto',
       contextSize: o.contextSize ?? Math.min(folder.config.maxPositionEmbeddings, 8192),
       sequences: o.sequences ?? 4,
+      loraAdaptersPerModel: o.loraAdaptersPerModel ?? 16,
       versionsCacheDir: o.versionsCacheDir ?? join(o.modelDir, 'gguf', 'versions'),
       log: o.log,
     };
     const tokenizer = await TextTokenizer.fromModelDir(o.modelDir);
     const model = await llama.loadModel({ modelPath: path, gpuLayers: opts.gpu === 'off' ? 0 : 'auto' });
+    const base = new ModelRef(model).hold();
     const context = await model.createContext(contextOptionsOf(opts));
     o.log?.('llama_cpp_loaded', { gguf: path, gpu: llama.gpu });
     return new LlamaCppSampler(
       llama,
-      model,
-      new ServedVersion(0, context, null),
+      base,
+      path,
+      new ServedVersion(0, context, base),
       opts,
       folder.config,
       folder.eosTokenIds,
@@ -268,7 +276,7 @@ export class LlamaCppSampler implements Sampler, Scorer {
     this.closed = true;
     await this.switching;
     await Promise.all([...this.live.values()].map((v) => v.dispose()));
-    await this.baseModel.dispose();
+    await this.base.release();
     await this.llama.dispose();
   }
 
@@ -284,11 +292,13 @@ export class LlamaCppSampler implements Sampler, Scorer {
     if (update.kind === 'lora') {
       const path = join(this.opts.versionsCacheDir, `v-${v.version}.lora.gguf`);
       writeLoraGguf(this.config, new Lora(this.config, update.spec, update.data), path);
-      const context = await this.baseModel.createContext({
+      if (this.adaptersOnBase >= this.opts.loraAdaptersPerModel) await this.reloadBase();
+      this.adaptersOnBase++;
+      const context = await this.base.model.createContext({
         ...contextOptions,
         lora: { adapters: [{ filePath: path }] },
       });
-      served = new ServedVersion(v.version, context, null);
+      served = new ServedVersion(v.version, context, this.base);
     } else {
       const path = join(this.opts.versionsCacheDir, `v-${v.version}-${this.opts.ggufType.toLowerCase()}.gguf`);
       // readPolicyUpdate checked every tensor's shape against the base model.
@@ -301,7 +311,7 @@ export class LlamaCppSampler implements Sampler, Scorer {
         name: `openclaw-rl v-${v.version}`,
       });
       const model = await this.llama.loadModel({ modelPath: path, gpuLayers: this.opts.gpu === 'off' ? 0 : 'auto' });
-      served = new ServedVersion(v.version, await model.createContext(contextOptions), model);
+      served = new ServedVersion(v.version, await model.createContext(contextOptions), new ModelRef(model));
     }
     const previous = this.serving;
     this.serving = served;
@@ -315,6 +325,29 @@ export class LlamaCppSampler implements Sampler, Scorer {
       kind: v.kind,
       loadMs: Math.round(performance.now() - t0),
     });
+  }
+
+  /**
+   * node-llama-cpp frees a LoRA adapter only with its model: after `loraAdaptersPerModel` LoRA
+   * versions, the base is loaded afresh (version 0 moves to it) and the old copy, with its
+   * adapters, is disposed once the versions still running on it have finished.
+   */
+  private async reloadBase(): Promise<void> {
+    const model = await this.llama.loadModel({
+      modelPath: this.basePath,
+      gpuLayers: this.opts.gpu === 'off' ? 0 : 'auto',
+    });
+    const next = new ModelRef(model).hold();
+    const zero = new ServedVersion(0, await model.createContext(contextOptionsOf(this.opts)), next);
+    const oldZero = this.live.get(0)!;
+    this.live.set(0, zero);
+    if (this.serving === oldZero) this.serving = zero;
+    oldZero.retire();
+    const old = this.base;
+    this.base = next;
+    this.adaptersOnBase = 0;
+    await old.release();
+    this.opts.log?.('llama_cpp_base_reloaded', {});
   }
 
   private versionFor(version: number): ServedVersion {

@@ -1,9 +1,26 @@
 // One policy version loaded into llama.cpp: a context (the base model, with the version's LoRA
 // adapter when it has one, or a model of its own for a full version) and its pool of sequences,
 // one per concurrent request. Requests hold it while they run; a version retired by a newer one
-// is disposed when its last request ends, so in-flight requests finish on their weights.
+// is disposed when its last request ends, so in-flight requests finish on their weights; a model
+// is disposed when no version runs on it any more.
 
 import type { LlamaContext, LlamaContextSequence, LlamaModel } from './node-llama-cpp.js';
+
+/** A loaded model and the versions served from it: disposed when the last one lets go. */
+export class ModelRef {
+  private holders = 0;
+
+  constructor(readonly model: LlamaModel) {}
+
+  hold(): this {
+    this.holders++;
+    return this;
+  }
+
+  async release(): Promise<void> {
+    if (--this.holders === 0) await this.model.dispose();
+  }
+}
 
 export class ServedVersion {
   private readonly idle: LlamaContextSequence[] = [];
@@ -15,9 +32,11 @@ export class ServedVersion {
   constructor(
     readonly version: number,
     private readonly context: LlamaContext,
-    /** The model this version owns (a full version), disposed with it; null: the shared base. */
-    private readonly ownModel: LlamaModel | null,
-  ) {}
+    /** The model the context runs on (shared by the base and its LoRA versions, or a full version's own). */
+    private readonly model: ModelRef,
+  ) {
+    model.hold();
+  }
 
   /** Requests holding this version now. */
   get active(): number {
@@ -61,7 +80,7 @@ export class ServedVersion {
   dispose(): Promise<void> {
     this.disposed ??= (async () => {
       await this.context.dispose();
-      await this.ownModel?.dispose();
+      await this.model.release();
     })();
     return this.disposed;
   }
