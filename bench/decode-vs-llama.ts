@@ -19,7 +19,7 @@
 
 import { availableParallelism, loadavg } from 'node:os';
 import { LocalEngine, type LocalEngineOptions } from '../src/engine/local/engine.js';
-import type { GgufWeightType } from './gguf.js';
+import type { GgufWeightType } from '../src/engine/llama-cpp/gguf.js';
 import {
   cachedGguf,
   importNodeLlamaCpp,

@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { writeGguf, type GgufWeightType } from './gguf.js';
+import { folderGgufSource, type GgufWeightType, writeModelGguf } from '../src/engine/llama-cpp/gguf.js';
 import { ROOT } from './models.js';
 
 export const NODE_LLAMA_CPP_VERSION = '3.22.1';
@@ -145,7 +145,7 @@ export function cachedGguf(name: string, dir: string, type: GgufWeightType): str
   mkdirSync(join(ROOT, '.cache', 'bench-gguf'), { recursive: true });
   if (!existsSync(out) || statSync(out).mtimeMs < statSync(join(dir, 'model.safetensors')).mtimeMs) {
     const t0 = performance.now();
-    const bytes = writeGguf(dir, out, type, `openclaw-rl ${name}`);
+    const bytes = writeModelGguf(folderGgufSource(dir), out, type, `openclaw-rl ${name}`);
     console.log(
       `wrote ${out} (${(bytes / 2 ** 20).toFixed(0)} MiB) in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
     );

@@ -20,7 +20,8 @@ export const SAMPLER_FLAGS = {
 export const SAMPLER_USAGE = `
 
 sampling:
-  --sampler S             embedded (default), vllm or sglang: vLLM or SGLang servers generate
+  --sampler S             embedded (default, the TypeScript engine), llama-cpp (below), or vllm or
+                          sglang: vLLM or SGLang servers generate
   --sampler-url URL,...   the servers' base URLs (e.g. http://10.0.0.5:8000); several: one session
                           stays on one server (prefix cache), a server that is down is skipped
   --sampler-model NAME    the base model's name on vLLM (--served-model-name; default: --model)
@@ -37,13 +38,13 @@ export interface RemoteSamplerChoice {
 export function remoteSamplerChoice(v: Record<string, unknown>): RemoteSamplerChoice | null {
   const kind = (v.sampler as string | undefined) ?? 'embedded';
   const url = v['sampler-url'] as string | undefined;
-  if (kind === 'embedded') {
+  if (kind === 'embedded' || kind === 'llama-cpp') {
     if (url !== undefined || v['sampler-model'] !== undefined)
       throw new CliError('--sampler-url and --sampler-model need --sampler vllm or --sampler sglang');
     return null;
   }
   if (kind !== 'vllm' && kind !== 'sglang')
-    throw new CliError(`--sampler takes embedded, vllm or sglang, got ${JSON.stringify(kind)}`);
+    throw new CliError(`--sampler takes embedded, llama-cpp, vllm or sglang, got ${JSON.stringify(kind)}`);
   if (!url) throw new CliError(`--sampler ${kind} needs --sampler-url URL[,URL...]`);
   const urls = url.split(',').map((u) => u.trim());
   for (const u of urls) {

@@ -25,6 +25,7 @@ import type { Store } from '../store/store.js';
 import type { ServeLearning } from './serve-config.js';
 import type { LocalEngine } from '../engine/local/engine.js';
 import { openTorchLearner, unavailablePolicy } from './serve-torch.js';
+import { publishToServing, type ServingSampler } from './serve-llama-cpp.js';
 
 export interface RunningLearning {
   loop: LearningLoop;
@@ -51,6 +52,8 @@ export async function startLearning(a: {
   torch?: { launch: TorchLaunch; dir: string } | null;
   /** --sampler vllm|sglang: versions are written to versionsDir and loaded by `sampler` too. */
   remote?: { sampler: Sampler; versionsDir: string } | null;
+  /** --sampler llama-cpp: it serves, judges and scores; versions go to it through a folder. */
+  serving?: ServingSampler | null;
 }): Promise<RunningLearning> {
   const { model, backend, store, settings } = a;
   const engine = model.engine;
@@ -83,10 +86,15 @@ export async function startLearning(a: {
       ...(a.remote ? { versionsDir: a.remote.versionsDir } : {}),
       maxYieldMs: settings.training.maxYieldMs,
       versionAfter,
+      ...(a.serving ? { versionsDir: a.serving.versionsDir } : {}),
     });
   }
-  const publish = (l: LocalLearner | SupervisedTorchLearner) =>
-    a.remote ? publishToBoth(l, engine, a.remote.sampler) : l.publishTo(engine);
+  const serving = a.serving ?? null;
+  const publish = (l: LocalLearner | SupervisedTorchLearner) => {
+    if (a.remote) return publishToBoth(l, engine, a.remote.sampler);
+    return serving ? publishToServing(l, serving) : l.publishTo(engine);
+  };
+  const servingVersion = serving ? serving.version : () => engine.version;
   if (learner) {
     try {
       const requeued = store.learning.reconcileWithCheckpoint(learner.resumed.steps);
@@ -94,7 +102,7 @@ export async function startLearning(a: {
       const p = learner.resumed.steps > 0 ? await publish(learner) : null;
       a.log('resumed', {
         steps: learner.resumed.steps,
-        version: engine.version,
+        version: servingVersion(),
         requeuedSamples: requeued,
         ...(p ? { snapshotMs: p.snapshotMs, swapMs: p.swapMs } : {}),
       });
@@ -105,7 +113,7 @@ export async function startLearning(a: {
   }
   const judgeClient: JudgeClient =
     settings.judge.kind === 'self'
-      ? new LocalJudgeClient(model)
+      ? new LocalJudgeClient(serving ? { ...model, engine: serving.sampler } : model)
       : new OpenAIJudgeClient({
           baseUrl: settings.judge.url!,
           model: settings.judge.model!,
@@ -126,7 +134,7 @@ export async function startLearning(a: {
     },
     teacher: {
       render: renderIdsOf(backend),
-      scorer: engine,
+      scorer: serving?.sampler ?? engine,
       contextLength: backend.contextLength,
     },
     policy: learner
@@ -134,10 +142,10 @@ export async function startLearning(a: {
           trainBatch: (samples) => trainOn(learner, samples, ppo),
           publish: () => publish(learner),
           checkpoint: () => learner.save([]),
-          servingVersion: () => engine.version,
+          servingVersion,
           stopTraining: () => learner.close(),
         }
-      : unavailablePolicy(unavailable!, () => engine.version),
+      : unavailablePolicy(unavailable!, servingVersion),
     log: a.log,
   });
   loop.start();

@@ -40,6 +40,13 @@ import { startLearning, type RunningLearning } from './serve-learning.js';
 import { TORCH_FLAGS, TORCH_USAGE, torchLaunchOf } from './serve-torch.js';
 import { openRemoteSampler, remoteSamplerChoice, SAMPLER_FLAGS, SAMPLER_USAGE } from './sampler-choice.js';
 import {
+  LLAMA_CPP_FLAGS,
+  LLAMA_CPP_USAGE,
+  llamaCppChoiceOf,
+  openLlamaCppServing,
+  type ServingSampler,
+} from './serve-llama-cpp.js';
+import {
   learningFromEnv,
   resolveServeLearning,
   splitConfigFile,
@@ -90,7 +97,7 @@ learning:
                           not trained (too_long). Default: what one training step can hold in the
                           memory left after weights, learner state, prefix cache and runtime (printed)
   --progress-seconds S    progress line on stderr every S seconds (default 30; 0 = off)
-  --no-learning           record and serve only${TORCH_USAGE}${SAMPLER_USAGE}
+  --no-learning           record and serve only${TORCH_USAGE}${SAMPLER_USAGE}${LLAMA_CPP_USAGE}
 
 --model takes a local model folder or a Hugging Face id (e.g. Qwen/Qwen3-0.6B), downloaded once
 into the Hugging Face cache (HF_HUB_CACHE, HF_HOME; HF_TOKEN for gated models; HF_ENDPOINT for a
@@ -134,6 +141,7 @@ const FLAGS = {
   'max-train-tokens': { type: 'string' },
   ...TORCH_FLAGS,
   ...SAMPLER_FLAGS,
+  ...LLAMA_CPP_FLAGS,
 } as const;
 
 export async function runServe(argv: string[]): Promise<number> {
@@ -146,6 +154,7 @@ export async function runServe(argv: string[]): Promise<number> {
   const { gateway: config, learning } = serveSettings(v);
   const torchLaunch = torchLaunchOf(v);
   const remote = remoteSamplerChoice(v);
+  const llamaCpp = llamaCppChoiceOf(v);
 
   // A local folder, or a Hugging Face id (owner/name[@revision]) downloaded once into the cache.
   const bar = progressBar();
@@ -192,9 +201,21 @@ export async function runServe(argv: string[]): Promise<number> {
     onMismatch: (detail) => logger.event('prompt_fast_path_off', { detail }),
   });
   const router = remote && openRemoteSampler(remote, { name: modelSpec, contextLength: local.contextLength });
-  const backend = router ? { ...local, sampler: router } : local;
+  let backend = router ? { ...local, sampler: router } : local;
   let running: RunningLearning | null = null;
+  let serving: ServingSampler | null = null;
   try {
+    if (llamaCpp) {
+      const log = (e: string, f: Record<string, unknown>) => logger.event(e, f);
+      ({ backend, serving } = await openLlamaCppServing({
+        choice: llamaCpp,
+        modelDir,
+        dataDir: config.dataDir,
+        backend,
+        threads,
+        log,
+      }));
+    }
     if (learning.enabled) {
       running = await startLearning({
         model,
@@ -206,6 +227,7 @@ export async function runServe(argv: string[]): Promise<number> {
         activationBudgetBytes: plan.activationBudgetBytes,
         torch: torchLaunch && { launch: torchLaunch, dir: join(config.dataDir, 'torch-learner') },
         remote: router && { sampler: router, versionsDir: join(config.dataDir, 'versions') },
+        serving,
       });
     }
   } catch (e) {

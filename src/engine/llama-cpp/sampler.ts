@@ -1,0 +1,422 @@
+// The Sampler and Scorer contracts (../types.ts) over llama.cpp in-process (node-llama-cpp).
+//
+// Token-exact: prompt ids go in as ids; for every step llama.cpp returns the full row of logits
+// and we sample from it ourselves with the local engine's sampler (../local/sampling/sample.ts),
+// so each token's log-prob at temperature 1 and under the sampled distribution (temperature,
+// top-k, top-p) are exact for the logits llama.cpp computed, seeds reproduce, and the scorer's
+// log-probs come from the same rows. What differs from the learner's fp32 log-probs is llama.cpp's
+// arithmetic and the GGUF's F16/Q8_0 weights: the mismatch truncated importance sampling corrects.
+//
+// Versions: the base model (version 0) stays loaded for the judge and teacher. A LoRA version is
+// written as a GGUF adapter and served by a new context over the base weights; a full version is
+// converted to a GGUF of its own and loaded while the previous one serves. Either way the switch
+// happens when the new one is ready: new requests take it, in-flight ones finish on theirs (./served-version.ts).
+
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { TextTokenizer } from '../../chat/tokenizer/tokenizer.js';
+import type { ModelConfig } from '../local/model/config.js';
+import { readModelFolder } from '../local/model/folder.js';
+import { readPolicyUpdate } from '../local/policy-versions.js';
+import { createRng, randomSeed } from '../local/sampling/random.js';
+import { logSumExp, sampleToken, topLogprobs } from '../local/sampling/sample.js';
+import { Lora } from '../local/train/lora.js';
+import type { PolicyVersion } from '../policy-version.js';
+import type {
+  FinishReason,
+  GenerationEvent,
+  Sampler,
+  SamplingParams,
+  ScoredCompletion,
+  ScoreOptions,
+  Scorer,
+} from '../types.js';
+import { convertInWorker } from './convert-worker.js';
+import { cachedModelGguf, type GgufWeightType } from './gguf.js';
+import { writeLoraGguf } from './gguf-lora.js';
+import {
+  type ControlledEvaluateInput,
+  type GpuChoice,
+  importNodeLlamaCpp,
+  type Llama,
+  type LlamaContextOptions,
+  type LlamaContextSequence,
+  openLlama,
+} from './node-llama-cpp.js';
+import { ModelRef, ServedVersion } from './served-version.js';
+
+export interface LlamaCppSamplerOptions {
+  /** The Hugging Face model folder; its GGUF is cached in <modelDir>/gguf/. */
+  modelDir: string;
+  /** The base model's weight type in llama.cpp (default F16). */
+  ggufType?: GgufWeightType;
+  /** auto: the best GPU backend installed (all layers offloaded), else the CPU; off: the CPU. */
+  gpu?: GpuChoice;
+  threads?: number;
+  /** Tokens per sequence (prompt + completion); default the model's context, at most 8192. */
+  contextSize?: number;
+  /** Requests one version runs at once (llama.cpp batches them); more wait. Default 4. */
+  sequences?: number;
+  /** LoRA versions served from one copy of the base model before it is loaded afresh (default 16; see reloadBase). */
+  loraAdaptersPerModel?: number;
+  /** Where version GGUFs are written; default <modelDir>/gguf/versions. */
+  versionsCacheDir?: string;
+  /** Tests and benches: a folder holding node-llama-cpp under node_modules, tried when it is not installed. */
+  nodeLlamaCppFallback?: string;
+  /** Hears conversions and loads (no conversation text). */
+  log?: (event: string, fields: Record<string, unknown>) => void;
+}
+
+export class LlamaCppSampler implements Sampler, Scorer {
+  private serving: ServedVersion;
+  private readonly live = new Map<number, ServedVersion>();
+  private switching: Promise<unknown> = Promise.resolve();
+  private running = 0;
+  private closed = false;
+  /** LoRA adapters loaded into the current base model. */
+  private adaptersOnBase = 0;
+
+  private constructor(
+    private readonly llama: Llama,
+    /** The base model new LoRA versions run on (held by the sampler besides its versions). */
+    private base: ModelRef,
+    private readonly basePath: string,
+    zero: ServedVersion,
+    private readonly opts: Required<Omit<LlamaCppSamplerOptions, 'threads' | 'nodeLlamaCppFallback' | 'log'>> &
+      Pick<LlamaCppSamplerOptions, 'log'>,
+    readonly config: ModelConfig,
+    private readonly eosIds: readonly number[],
+    private readonly tokenizer: TextTokenizer,
+  ) {
+    this.serving = zero;
+    this.live.set(0, zero);
+  }
+
+  static async open(o: LlamaCppSamplerOptions): Promise<LlamaCppSampler> {
+    const folder = readModelFolder(o.modelDir);
+    const mod = await importNodeLlamaCpp(o.nodeLlamaCppFallback);
+    const ggufType = o.ggufType ?? 'F16';
+    const path = cachedModelGguf(o.modelDir, ggufType, (p) => o.log?.('gguf_convert', { path: p, type: ggufType }));
+    const llama = await openLlama(mod, o.gpu ?? 'auto', o.threads);
+    const opts = {
+      modelDir: o.modelDir,
+      ggufType,
+      gpu: o.gpu ?? 'auto',
+      contextSize: o.contextSize ?? Math.min(folder.config.maxPositionEmbeddings, 8192),
+      sequences: o.sequences ?? 4,
+      loraAdaptersPerModel: o.loraAdaptersPerModel ?? 16,
+      versionsCacheDir: o.versionsCacheDir ?? join(o.modelDir, 'gguf', 'versions'),
+      log: o.log,
+    };
+    const tokenizer = await TextTokenizer.fromModelDir(o.modelDir);
+    const model = await llama.loadModel({ modelPath: path, gpuLayers: opts.gpu === 'off' ? 0 : 'auto' });
+    const base = new ModelRef(model).hold();
+    const context = await model.createContext(contextOptionsOf(opts));
+    o.log?.('llama_cpp_loaded', { gguf: path, gpu: llama.gpu });
+    return new LlamaCppSampler(
+      llama,
+      base,
+      path,
+      new ServedVersion(0, context, base),
+      opts,
+      folder.config,
+      folder.eosTokenIds,
+      tokenizer,
+    );
+  }
+
+  /** The version new requests run on. */
+  get version(): number {
+    return this.serving.version;
+  }
+
+  /** Tokens one request may span (prompt + completion). */
+  get contextSize(): number {
+    return this.opts.contextSize;
+  }
+
+  /** The GPU backend llama.cpp runs on ("cuda", "vulkan", "metal"), or false. */
+  get gpu(): string | false {
+    return this.llama.gpu;
+  }
+
+  /** Generations and scorings running now. */
+  inFlight(): number {
+    return this.running;
+  }
+
+  async *generate(
+    promptIds: readonly number[],
+    params: SamplingParams,
+    signal?: AbortSignal,
+  ): AsyncIterable<GenerationEvent> {
+    const s = this.resolve(params, promptIds);
+    const served = this.versionFor(params.version ?? this.serving.version);
+    this.running++;
+    let seq: LlamaContextSequence;
+    try {
+      seq = await served.acquire();
+    } catch (e) {
+      this.running--;
+      throw e;
+    }
+    const rng = createRng(s.seed);
+    const stopIds = new Set([...this.eosIds, ...(params.stopTokenIds ?? [])]);
+    const stops = (params.stop ?? []).filter((x) => x.length > 0);
+    const decoder = this.tokenizer.createStreamDecoder();
+    let text = '';
+    let n = 0;
+    let reason: FinishReason = 'cancelled';
+    let stopSequence: string | undefined;
+    try {
+      const last = promptIds.length - 1;
+      let logits = await this.nextLogits(
+        seq,
+        promptIds.map((t, i): ControlledEvaluateInput => (i === last ? withLogits(t) : t)),
+        last,
+      );
+      for (;;) {
+        if (signal?.aborted) break;
+        const r = sampleToken(logits, s, rng);
+        n++;
+        yield { type: 'token', token: r };
+        if (signal?.aborted) break;
+        if (stopIds.has(r.id)) {
+          reason = 'stop_token';
+          break;
+        }
+        if (stops.length > 0) {
+          const before = text.length;
+          text += decoder.push(r.id);
+          stopSequence = stops.find((x) => text.indexOf(x, Math.max(0, before - x.length + 1)) >= 0);
+          if (stopSequence !== undefined) {
+            reason = 'stop_sequence';
+            break;
+          }
+        }
+        if (n >= s.maxTokens) {
+          reason = 'length';
+          break;
+        }
+        if (promptIds.length + n >= this.opts.contextSize) {
+          reason = 'context';
+          break;
+        }
+        logits = await this.nextLogits(seq, [withLogits(r.id)], 0);
+      }
+      yield {
+        type: 'finish',
+        reason,
+        ...(stopSequence !== undefined ? { stopSequence } : {}),
+        version: served.version,
+        promptTokens: promptIds.length,
+        completionTokens: n,
+      };
+    } finally {
+      served.release(seq);
+      this.running--;
+    }
+  }
+
+  async logprobs(
+    promptIds: readonly number[],
+    completionIds: readonly number[],
+    opts: ScoreOptions = {},
+  ): Promise<ScoredCompletion> {
+    if (promptIds.length === 0) throw new Error('scoring needs a non-empty prompt');
+    const ids = [...promptIds, ...completionIds];
+    this.checkIds(ids);
+    if (ids.length > this.opts.contextSize)
+      throw new RangeError(`prompt and completion are ${ids.length} tokens, the context is ${this.opts.contextSize}`);
+    const topK = opts.topK ?? 0;
+    const served = this.versionFor(opts.version ?? 0);
+    this.running++;
+    let seq: LlamaContextSequence;
+    try {
+      seq = await served.acquire();
+    } catch (e) {
+      this.running--;
+      throw e;
+    }
+    try {
+      const first = promptIds.length - 1;
+      const out = await seq.controlledEvaluate(
+        ids.map((t, i) => (i >= first && i < ids.length - 1 ? withLogits(t) : t)),
+      );
+      const logprobs: number[] = [];
+      const top: ReturnType<typeof topLogprobs>[] = [];
+      completionIds.forEach((id, j) => {
+        const row = this.logitsRow(out[first + j]?.next.logits);
+        const lse = logSumExp(row);
+        logprobs.push(row[id]! - lse);
+        if (topK > 0) top.push(topLogprobs(row, topK, lse));
+      });
+      return { logprobs, ...(topK > 0 ? { top } : {}) };
+    } finally {
+      served.release(seq);
+      this.running--;
+    }
+  }
+
+  /**
+   * Makes `version` the one new requests run on once it is loaded (LoRA: an adapter over the base
+   * weights; full: a model of its own, converted and loaded in the background while the previous
+   * one serves); in-flight requests finish on theirs. Switches go live in the order asked.
+   * Resolves with the ms from the call to the switch.
+   */
+  use(version: PolicyVersion): Promise<number> {
+    const t0 = performance.now();
+    const next = this.switching.then(() => this.load(version));
+    this.switching = next.catch(() => undefined);
+    return next.then(() => performance.now() - t0);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.switching;
+    await Promise.all([...this.live.values()].map((v) => v.dispose()));
+    await this.base.release();
+    await this.llama.dispose();
+  }
+
+  private async load(v: PolicyVersion): Promise<void> {
+    if (this.closed) throw new Error('the llama-cpp sampler is closed');
+    if (v.version <= this.serving.version)
+      throw new Error(`version ${v.version} is not newer than the serving version ${this.serving.version}`);
+    const update = readPolicyUpdate(v, this.config);
+    mkdirSync(this.opts.versionsCacheDir, { recursive: true });
+    const t0 = performance.now();
+    let served: ServedVersion;
+    const contextOptions = contextOptionsOf(this.opts);
+    if (update.kind === 'lora') {
+      const path = join(this.opts.versionsCacheDir, `v-${v.version}.lora.gguf`);
+      writeLoraGguf(this.config, new Lora(this.config, update.spec, update.data), path);
+      if (this.adaptersOnBase >= this.opts.loraAdaptersPerModel) await this.reloadBase();
+      this.adaptersOnBase++;
+      const context = await this.base.model.createContext({
+        ...contextOptions,
+        lora: { adapters: [{ filePath: path }] },
+      });
+      served = new ServedVersion(v.version, context, this.base);
+    } else {
+      const path = join(this.opts.versionsCacheDir, `v-${v.version}-${this.opts.ggufType.toLowerCase()}.gguf`);
+      // readPolicyUpdate checked every tensor's shape against the base model.
+      await convertInWorker({
+        params: update.params,
+        modelDir: this.opts.modelDir,
+        config: this.config,
+        out: path,
+        type: this.opts.ggufType,
+        name: `openclaw-rl v-${v.version}`,
+      });
+      const model = await this.llama.loadModel({ modelPath: path, gpuLayers: this.opts.gpu === 'off' ? 0 : 'auto' });
+      served = new ServedVersion(v.version, await model.createContext(contextOptions), new ModelRef(model));
+    }
+    const previous = this.serving;
+    this.serving = served;
+    this.live.set(v.version, served);
+    if (previous.version !== 0) {
+      this.live.delete(previous.version);
+      previous.retire();
+    }
+    this.opts.log?.('llama_cpp_version', {
+      version: v.version,
+      kind: v.kind,
+      loadMs: Math.round(performance.now() - t0),
+    });
+  }
+
+  /**
+   * node-llama-cpp frees a LoRA adapter only with its model: after `loraAdaptersPerModel` LoRA
+   * versions, the base is loaded afresh (version 0 moves to it) and the old copy, with its
+   * adapters, is disposed once the versions still running on it have finished.
+   */
+  private async reloadBase(): Promise<void> {
+    const model = await this.llama.loadModel({
+      modelPath: this.basePath,
+      gpuLayers: this.opts.gpu === 'off' ? 0 : 'auto',
+    });
+    const next = new ModelRef(model).hold();
+    const zero = new ServedVersion(0, await model.createContext(contextOptionsOf(this.opts)), next);
+    const oldZero = this.live.get(0)!;
+    this.live.set(0, zero);
+    if (this.serving === oldZero) this.serving = zero;
+    oldZero.retire();
+    const old = this.base;
+    this.base = next;
+    this.adaptersOnBase = 0;
+    await old.release();
+    this.opts.log?.('llama_cpp_base_reloaded', {});
+  }
+
+  private versionFor(version: number): ServedVersion {
+    if (this.closed) throw new Error('the llama-cpp sampler is closed');
+    const v = this.live.get(version);
+    if (!v)
+      throw new Error(`policy version ${version} is not loaded (live versions: ${[...this.live.keys()].join(', ')})`);
+    return v;
+  }
+
+  private async nextLogits(
+    seq: LlamaContextSequence,
+    input: ControlledEvaluateInput[],
+    at: number,
+  ): Promise<Float32Array> {
+    const out = await seq.controlledEvaluate(input);
+    return this.logitsRow(out[at]?.next.logits);
+  }
+
+  /** llama.cpp's logits of every token id as one row (ids it left out, if any, at -Infinity). */
+  private logitsRow(map: Map<number, number> | undefined): Float32Array {
+    if (!map) throw new Error('llama.cpp returned no logits for a position that asked for them');
+    const row = new Float32Array(this.config.vocabSize).fill(Number.NEGATIVE_INFINITY);
+    for (const [id, logit] of map) if (id < row.length) row[id] = logit;
+    return row;
+  }
+
+  private checkIds(ids: readonly number[]): void {
+    for (const id of ids)
+      if (!(Number.isInteger(id) && id >= 0 && id < this.config.vocabSize))
+        throw new RangeError(`token id ${id} is outside the vocabulary (0..${this.config.vocabSize - 1})`);
+  }
+
+  private resolve(p: SamplingParams, promptIds: readonly number[]) {
+    const check = (ok: boolean, what: string) => {
+      if (!ok) throw new RangeError(what);
+    };
+    check(promptIds.length > 0, 'generation needs a non-empty prompt');
+    this.checkIds(promptIds);
+    const temperature = p.temperature ?? 1;
+    check(Number.isFinite(temperature) && temperature >= 0, `temperature must be >= 0, got ${temperature}`);
+    const topP = p.topP ?? 1;
+    check(topP > 0 && topP <= 1, `topP must be in (0, 1], got ${topP}`);
+    const topK = p.topK ?? 0;
+    check(Number.isInteger(topK) && topK >= 0, `topK must be a non-negative integer, got ${topK}`);
+    const room = this.opts.contextSize - promptIds.length;
+    check(room > 0, `prompt is ${promptIds.length} tokens, the context is ${this.opts.contextSize}`);
+    const maxTokens = Math.min(p.maxTokens ?? room, room);
+    check(Number.isInteger(maxTokens) && maxTokens > 0, `maxTokens must be a positive integer, got ${p.maxTokens}`);
+    const topLogprobs = p.topLogprobs ?? 0;
+    check(
+      Number.isInteger(topLogprobs) && topLogprobs >= 0 && topLogprobs <= 20,
+      `topLogprobs must be an integer in 0..20, got ${topLogprobs}`,
+    );
+    const seed = p.seed ?? randomSeed();
+    check(Number.isInteger(seed), `seed must be an integer, got ${seed}`);
+    return { temperature, topP, topK, maxTokens, topLogprobs, seed };
+  }
+}
+
+/**
+ * Flash attention off: with it, llama.cpp's log-probs of one sequence evaluated as a batch (the
+ * scorer) and token by token (generation) drift apart with length (2e-2 after 200 tokens of the
+ * tiny test model, against 2e-3 without), so the trainer would not score what was sampled.
+ */
+function contextOptionsOf(o: { contextSize: number; sequences: number }): LlamaContextOptions {
+  return { contextSize: o.contextSize, sequences: o.sequences, flashAttention: false };
+}
+
+function withLogits(token: number): ControlledEvaluateInput {
+  return [token, { generateNext: { logits: true } }];
+}
