@@ -6,7 +6,8 @@ slice (reduce_scatter on NCCL; gloo has none, so all_reduce and keep the slice),
 comes from the slices' squared norms (one all_reduce), each rank applies optim.AdamW's arithmetic
 to its slice, and the updated slices are all_gathered so every rank holds the full weights for
 the next forward. The weights are fp32 (bf16 is autocast only), so there is no master copy to
-shard. Gradients and weights stay whole on every rank while the backward runs (not stage 2)."""
+shard. Gradients and weights stay whole on every rank while the backward runs (stage 1, not 2);
+the step holds one whole-size flat buffer at a time (the gradients, then the weights)."""
 
 import math
 
@@ -53,13 +54,16 @@ class ShardedAdamW(AdamW):
     @torch.no_grad()
     def step(self):
         grads = self._flat([p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params.values()])
+        # One whole-size buffer at a time: the gradients, then (below) the weights.
+        self.zero_grad()
         chunks = list(grads.split(self.chunk))
         if self.reduce_scatter:
             g = torch.empty_like(chunks[0])
             dist.reduce_scatter(g, chunks)
         else:
             dist.all_reduce(grads)
-            g = chunks[self.rank]
+            g = chunks[self.rank].clone()
+        del grads, chunks
         squares = g.double().pow(2).sum()
         dist.all_reduce(squares)
         norm = math.sqrt(float(squares))
