@@ -22,6 +22,11 @@ test('--learner flags: torch options need --learner torch, and bad values are na
     () => torchLaunchOf({ learner: 'torch', 'learner-nproc': '0' }),
     /--learner-nproc must be an integer >= 1/,
   );
+  assert.throws(
+    () => torchLaunchOf({ learner: 'torch', 'learner-shard': 'zero3' }),
+    /--learner-shard must be none, optimizer or fsdp, got "zero3"/,
+  );
+  assert.equal(torchLaunchOf({ learner: 'torch' })!.shard, 'none');
   const l = torchLaunchOf({
     learner: 'torch',
     'learner-nproc': '4',
@@ -30,8 +35,10 @@ test('--learner flags: torch options need --learner torch, and bad values are na
     'learner-master-addr': '10.0.0.1',
     'learner-master-port': '29600',
     'learner-python': '/opt/py',
+    'learner-shard': 'optimizer',
   })!;
   assert.deepEqual(l, {
+    shard: 'optimizer',
     python: '/opt/py',
     nproc: 4,
     device: 'cuda',

@@ -4,8 +4,9 @@ drives it: the anchor, epochs and mini-batches are its.
   logprobs: each rank computes its share of the samples (sample j goes to rank j % world), and
   rank 0 gathers them. forwardBackward: each rank forward/backwards its share in micro-batches;
   metric sums are all-reduced. optimStep: gradients are all-reduced and every rank applies the
-  same AdamW step to its replica. Losses are divided by the mini-batch's sample count, so the
-  reduced gradient is the one-rank gradient."""
+  same AdamW step to its replica (or, with shard "optimizer", each rank steps its slice of the
+  parameters and keeps AdamW's moments for it only: shard.py). Losses are divided by the
+  mini-batch's sample count, so the reduced gradient is the one-rank gradient."""
 
 import contextlib
 
@@ -14,6 +15,7 @@ import torch.distributed as dist
 
 from . import losses, model as mdl
 from .optim import AdamW
+from .shard import ShardedAdamW
 
 MEANS = ("clipFraction", "approxKl", "entropy", "tisMean", "rolloutAbsDiff")
 
@@ -49,7 +51,11 @@ class Learner:
             self.trainable = self.model.weights
         for p in self.trainable.values():
             p.requires_grad_(True)
-        self.optimizer = AdamW(self.trainable, cfg["optimizer"], restored["optimizer"] if restored else None)
+        self.sharded = cfg.get("shard", "none") == "optimizer" and world > 1
+        if self.sharded:
+            self.optimizer = ShardedAdamW(self.trainable, cfg["optimizer"], rank, world)
+        else:
+            self.optimizer = AdamW(self.trainable, cfg["optimizer"], restored["optimizer"] if restored else None)
 
     @property
     def steps(self):
@@ -120,8 +126,36 @@ class Learner:
         means = {k: float(v) / n if n > 0 else 0.0 for k, v in zip(MEANS, acc[2:])}
         return {"loss": float(acc[0]), "tokens": n, **means}
 
+    def optimizer_elements(self):
+        """The elements of AdamW's state this rank holds."""
+        if self.sharded:
+            return self.optimizer.state_elements()
+        return sum(t.numel() for t in self.optimizer.m.values()) + sum(t.numel() for t in self.optimizer.v.values())
+
+    @torch.no_grad()
+    def load_optimizer(self, state):
+        """state: a checkpoint's whole moments on rank 0 (None for a fresh start; ignored elsewhere)."""
+        if self.sharded:
+            self.optimizer.scatter_state(state)
+            return
+        if state is not None and self.rank == 0:
+            for k in self.trainable:
+                self.optimizer.m[k].copy_(state["m"][k])
+                self.optimizer.v[k].copy_(state["v"][k])
+        if self.world > 1:
+            for k in self.trainable:
+                dist.broadcast(self.optimizer.m[k], src=0)
+                dist.broadcast(self.optimizer.v[k], src=0)
+
+    def optimizer_state(self):
+        """-> (m, v) whole on rank 0, None elsewhere (every rank must call it)."""
+        if self.sharded:
+            return self.optimizer.gather_state()
+        return (self.optimizer.m, self.optimizer.v) if self.rank == 0 else None
+
     def all_reduce_grads(self):
-        if self.world == 1:
+        # The sharded optimizer sums each slice's gradients itself.
+        if self.world == 1 or self.sharded:
             return
         params = list(self.trainable.values())
         flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])

@@ -6,9 +6,19 @@ import sys
 MIN_TORCH = (1, 13)
 
 
-def check(device, world):
-    """-> {"ok", "python", "torch", "bf16", "missing": [sentences a person can act on]}."""
-    out = {"ok": False, "python": sys.executable, "torch": None, "bf16": False, "missing": []}
+def fsdp_status():
+    """None when torch.distributed.fsdp imports on this PyTorch, else why not (in words)."""
+    try:
+        import torch.distributed.fsdp  # noqa: F401
+    except Exception as e:  # Debian's 1.13 on Python 3.11 raises a dataclass ValueError inside torch
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def check(device, world, shard="none"):
+    """-> {"ok", "python", "torch", "bf16", "fsdp", "missing": [sentences a person can act on]};
+    fsdp: whether torch's FSDP imports here (the learner shards with its own collectives instead)."""
+    out = {"ok": False, "python": sys.executable, "torch": None, "bf16": False, "fsdp": False, "missing": []}
     miss = out["missing"]
     try:
         import numpy  # noqa: F401
@@ -38,6 +48,15 @@ def check(device, world):
             miss.append("this PyTorch has no NCCL backend, which several CUDA ranks need")
         else:
             out["bf16"] = bool(torch.cuda.is_bf16_supported())
+    fsdp_error = fsdp_status() if dist.is_available() else "no torch.distributed"
+    out["fsdp"] = fsdp_error is None
+    if shard == "fsdp":
+        why = f"torch.distributed.fsdp does not even import on PyTorch {torch.__version__} ({fsdp_error})" \
+            if fsdp_error else "torch's FSDP imports on this PyTorch"
+        miss.append(f"--learner-shard fsdp: {why}, but this learner does not implement FSDP sharding; "
+                    "use --learner-shard optimizer (AdamW's state sharded over the ranks) or none")
+    elif shard not in ("none", "optimizer"):
+        miss.append(f"unknown shard {shard!r}: use none or optimizer")
     if device == "mps":
         mps = getattr(torch.backends, "mps", None)
         if mps is None or not mps.is_available():

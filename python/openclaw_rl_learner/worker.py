@@ -92,6 +92,8 @@ def run(device_kind):
     try:
         start = broadcast(channel.receive() if channel else None)
         cfg = start["config"]
+        if cfg.get("shard", "none") not in ("none", "optimizer"):
+            raise ValueError(f"shard {cfg['shard']!r}: this learner shards none or optimizer")
         cfg["bf16"] = device_kind == "cuda" and report["bf16"] and cfg.get("precision", "auto") != "fp32"
         from .learner import Learner
         from . import store
@@ -101,6 +103,7 @@ def run(device_kind):
         config_hash = hashlib.sha256(json.dumps({"config": learner.model.cfg.raw, "mode": cfg["mode"]},
                                                 sort_keys=True).encode()).hexdigest()[:16]
         meta = {"step": 0, "publishedVersion": 0, "consumedSampleIds": []}
+        restored = None
         if rank == 0 and cfg.get("checkpointDir"):
             restored = store.load_checkpoint(cfg["checkpointDir"], list(learner.trainable), config_hash)
             if restored is not None:
@@ -108,16 +111,16 @@ def run(device_kind):
                 with torch.no_grad():
                     for k, p in learner.trainable.items():
                         p.copy_(restored["trainable"][k])
-                        learner.optimizer.m[k].copy_(restored["optimizer"]["m"][k])
-                        learner.optimizer.v[k].copy_(restored["optimizer"]["v"][k])
-                learner.optimizer.step_count = int(meta["step"])
         meta = broadcast(meta)
+        learner.optimizer.step_count = int(meta["step"])
         if world > 1:
-            learner.optimizer.step_count = int(meta["step"])
             with torch.no_grad():
-                for k in learner.trainable:
-                    for t in (learner.trainable[k], learner.optimizer.m[k], learner.optimizer.v[k]):
-                        dist.broadcast(t, src=0)
+                for t in learner.trainable.values():
+                    dist.broadcast(t, src=0)
+        learner.load_optimizer(restored["optimizer"] if restored else None)
+        elements = [learner.optimizer_elements()] * world
+        if world > 1:
+            dist.all_gather_object(elements, elements[0])
     except Exception as e:  # unreadable model, bad checkpoint, out of memory, ...
         message = f"the PyTorch learner failed to start: {type(e).__name__}: {e}"
         print(message, file=sys.stderr)
@@ -128,7 +131,8 @@ def run(device_kind):
     if channel:
         channel.send({"type": "ready", "status": {
             "steps": learner.steps, "version": version, "consumedSampleIds": meta["consumedSampleIds"],
-            "torch": torch.__version__, "device": str(device), "bf16": cfg["bf16"], "world": world}})
+            "torch": torch.__version__, "device": str(device), "bf16": cfg["bf16"], "world": world,
+            "shard": "optimizer" if learner.sharded else "none", "optimizerElements": elements}})
 
     while True:
         req = broadcast(channel.receive() if channel else None)
@@ -156,12 +160,13 @@ def run(device_kind):
                     result["writeMs"] = (time.perf_counter() - t0) * 1000
             elif op == "save":
                 result = None
+                moments = learner.optimizer_state()
                 if rank == 0:
                     store.save_checkpoint(
                         cfg["checkpointDir"],
                         {"step": learner.steps, "configHash": config_hash, "publishedVersion": version,
                          "consumedSampleIds": req.get("consumedSampleIds", []), "mode": cfg["mode"]},
-                        learner.trainable, learner.optimizer.m, learner.optimizer.v)
+                        learner.trainable, *moments)
             else:
                 raise ValueError(f"unknown request {op!r}")
             if channel:

@@ -7,7 +7,13 @@ import type { LocalEngine } from '../engine/local/engine.js';
 import { writePeftAdapter } from '../engine/local/train/checkpoint.js';
 import { DEFAULT_LEARNER, type LearnerConfig } from '../engine/local/train/learner.js';
 import { Lora } from '../engine/local/train/lora.js';
-import { DEFAULT_LAUNCH, followerCommand, type LearnerDevice, type TorchLaunch } from '../engine/torch/launcher.js';
+import {
+  DEFAULT_LAUNCH,
+  followerCommand,
+  type LearnerDevice,
+  type LearnerShard,
+  type TorchLaunch,
+} from '../engine/torch/launcher.js';
 import { TorchLearner } from '../engine/torch/learner.js';
 import { SupervisedTorchLearner } from '../engine/torch/supervised.js';
 import type { JudgeLog } from '../judge/index.js';
@@ -22,6 +28,7 @@ export const TORCH_FLAGS = {
   'learner-nnodes': { type: 'string' },
   'learner-master-addr': { type: 'string' },
   'learner-master-port': { type: 'string' },
+  'learner-shard': { type: 'string' },
 } as const;
 
 export const TORCH_USAGE = `
@@ -31,7 +38,9 @@ export const TORCH_USAGE = `
   --learner-python PATH   a Python with PyTorch >= 1.13 (default OPENCLAW_RL_PYTHON or python3)
   --learner-nnodes N      machines in the PyTorch job (default 1); serve's is node 0 and logs the
                           command each other node runs
-  --learner-master-addr A / --learner-master-port P   node 0's rendezvous address (default 127.0.0.1:29500)`;
+  --learner-master-addr A / --learner-master-port P   node 0's rendezvous address (default 127.0.0.1:29500)
+  --learner-shard S       none (default: every rank a replica) or optimizer (AdamW's state split over the
+                          ranks); fsdp is refused: this learner does not implement it`;
 
 /** The launch for `--learner torch`, or null for the embedded learner. */
 export function torchLaunchOf(v: Record<string, unknown>): TorchLaunch | null {
@@ -46,7 +55,12 @@ export function torchLaunchOf(v: Record<string, unknown>): TorchLaunch | null {
   if (!['cpu', 'cuda', 'mps'].includes(device)) {
     throw new CliError(`--learner-device must be cpu, cuda or mps, got "${device}"`);
   }
+  const shard = (v['learner-shard'] ?? 'none') as LearnerShard;
+  if (!['none', 'optimizer', 'fsdp'].includes(shard)) {
+    throw new CliError(`--learner-shard must be none, optimizer or fsdp, got "${shard}"`);
+  }
   return {
+    shard,
     python: (v['learner-python'] as string | undefined) ?? DEFAULT_LAUNCH.python,
     nproc: numberFlag(v, 'learner-nproc', { integer: true, min: 1 }) ?? 1,
     device,
@@ -111,6 +125,8 @@ export async function openTorchLearner(a: {
       device: r.device,
       bf16: r.bf16,
       ranks: r.world,
+      shard: r.shard,
+      optimizerElements: r.optimizerElements,
       steps: r.steps,
     });
     return learner;

@@ -13,7 +13,7 @@ import { createRng } from '../../src/engine/local/sampling/random.js';
 import { writePeftAdapter } from '../../src/engine/local/train/checkpoint.js';
 import { LearnerCore, type LearnerConfig } from '../../src/engine/local/train/learner.js';
 import { DEFAULT_LAUNCH, type TorchLaunch } from '../../src/engine/torch/launcher.js';
-import { TorchLearner } from '../../src/engine/torch/learner.js';
+import { TorchLearner, type TorchStatus } from '../../src/engine/torch/learner.js';
 import type { StepMetrics, TrainingSample } from '../../src/engine/types.js';
 import { trainBatch, type BatchSample, type PpoConfig } from '../../src/learn/ppo.js';
 import { makeTinyModel, PYTHON, scratchDir } from './models.js';
@@ -87,6 +87,8 @@ export function conformanceBatch(vocab: number, loss: 'policy' | 'topk' = 'polic
 export interface Trained {
   metrics: StepMetrics[];
   values: Float32Array;
+  /** The PyTorch learner's status at start. */
+  status?: TorchStatus;
 }
 
 export interface Setup {
@@ -137,13 +139,16 @@ export async function trainTorch(s: Setup, launch: Partial<TorchLaunch> = {}): P
   });
   try {
     const metrics = await trainBatch(learner, s.samples, s.ppo);
-    const v = await learner.publish();
-    const update = readPolicyUpdate(v, readModelFolder(s.dir).config);
-    const values = update.kind === 'lora' ? update.data : new Float32Array(update.params);
-    return { metrics, values };
+    return { metrics, values: await publishedValues(learner, s.dir), status: learner.resumed };
   } finally {
     await learner.close();
   }
+}
+
+/** Publishes the learner's weights and reads them back: the adapter's or the model's values. */
+export async function publishedValues(learner: TorchLearner, modelDir: string): Promise<Float32Array> {
+  const update = readPolicyUpdate(await learner.publish(), readModelFolder(modelDir).config);
+  return update.kind === 'lora' ? update.data : new Float32Array(update.params);
 }
 
 export function maxAbsDiff(a: Float32Array, b: Float32Array): number {

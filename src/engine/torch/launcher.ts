@@ -10,6 +10,12 @@ export const LEARNER_PYTHONPATH = fileURLToPath(new URL('../../../../python/', i
 
 export type LearnerDevice = 'cpu' | 'cuda' | 'mps';
 
+/**
+ * How the training state is split over the ranks: none (replicas), optimizer (AdamW's state
+ * sharded, ZeRO stage 1), or fsdp, which the preflight refuses with the reason (not implemented).
+ */
+export type LearnerShard = 'none' | 'optimizer' | 'fsdp';
+
 export interface TorchLaunch {
   /** A Python with PyTorch; default OPENCLAW_RL_PYTHON or python3. */
   python: string;
@@ -20,6 +26,8 @@ export interface TorchLaunch {
   nnodes: number;
   masterAddr: string;
   masterPort: number | null;
+  /** Default none. */
+  shard?: LearnerShard;
 }
 
 export const DEFAULT_LAUNCH: TorchLaunch = {
@@ -43,12 +51,15 @@ export interface PreflightReport {
   python: string;
   torch: string | null;
   bf16: boolean;
+  /** Whether torch.distributed.fsdp imports on this PyTorch. */
+  fsdp: boolean;
   missing: string[];
 }
 
 /** Runs the worker's own check; throws TorchLearnerError saying what is missing. */
 export function preflight(launch: TorchLaunch): PreflightReport {
   const args = ['-m', 'openclaw_rl_learner', '--check', '--device', launch.device, '--world', String(launch.nproc)];
+  args.push('--shard', launch.shard ?? 'none');
   const run = spawnSync(launch.python, args, {
     env: learnerEnv(),
     encoding: 'utf8',

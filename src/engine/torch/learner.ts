@@ -40,6 +40,10 @@ export interface TorchStatus {
   device: string;
   bf16: boolean;
   world: number;
+  /** optimizer when AdamW's state is sharded over the ranks (never with one rank). */
+  shard: 'none' | 'optimizer';
+  /** The elements of AdamW's state (both moments) each rank holds, by rank. */
+  optimizerElements: number[];
 }
 
 type Reply =
@@ -79,6 +83,7 @@ export class TorchLearner {
       versionsDir: opts.versionsDir,
       initAdapter: opts.initAdapter ?? null,
       versionAfter: opts.versionAfter,
+      shard: opts.launch.shard ?? 'none',
     };
     child.stdin!.on('error', () => {}); // a dead learner is reported by 'exit'
     child.stdin!.write(`${JSON.stringify({ op: 'start', config })}\n`);
