@@ -8,11 +8,10 @@
 //   npm run build && node dist/bench/llama-cpp-mismatch.js            # the tiny model
 //   BENCH_PRESET=qwen3-0.6b BENCH_SAMPLES=4 node dist/bench/llama-cpp-mismatch.js
 
-import { join } from 'node:path';
 import { LlamaCppSampler } from '../src/engine/llama-cpp/sampler.js';
 import { LocalEngine } from '../src/engine/local/engine.js';
 import { readModelFolder } from '../src/engine/local/model/folder.js';
-import { type BenchPreset, benchModel, ROOT } from './models.js';
+import { type BenchPreset, benchModel } from './models.js';
 
 const preset = (process.env.BENCH_PRESET ?? 'tiny') as BenchPreset;
 const samples = Number(process.env.BENCH_SAMPLES ?? 16);
@@ -38,7 +37,6 @@ async function sampleWith(dir: string, type: 'F16' | 'Q8_0', prompts: number[][]
     gpu: 'off',
     threads,
     contextSize: 1024,
-    nodeLlamaCppFallback: join(ROOT, '.cache', 'bench-llama'),
     log: (e, f) => console.log(e, JSON.stringify(f)),
   });
   const out: Sampled[] = [];

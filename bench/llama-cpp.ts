@@ -1,18 +1,17 @@
-// llama.cpp through node-llama-cpp, for the decode benchmark only (never a dependency of the
-// package): installed on demand into .cache/bench-llama/ at a pinned version, with only the
-// prebuilt CPU binaries for linux-x64 (@node-llama-cpp/linux-x64: ggml CPU backends for each
-// x86 level, picked at load time), not the CUDA/Vulkan packages the optional dependencies
-// would pull, and without node-llama-cpp's postinstall (which may try to download or build).
+// llama.cpp through node-llama-cpp for the benchmarks, run directly (not through our sampler):
+// installed on demand by scripts/install-llama-cpp.mjs into .cache/llama-cpp/ at the pinned
+// version, with this platform's prebuilt CPU binaries only (for linux-x64, ggml CPU backends for
+// each x86 level, picked at load time), without node-llama-cpp's postinstall.
 
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { folderGgufSource, type GgufWeightType, writeModelGguf } from '../src/engine/llama-cpp/gguf.js';
 import { ROOT } from './models.js';
 
 export const NODE_LLAMA_CPP_VERSION = '3.22.1';
-export const LLAMA_PREFIX = join(ROOT, '.cache', 'bench-llama');
+export const LLAMA_PREFIX = join(ROOT, '.cache', 'llama-cpp');
 
 // The few node-llama-cpp calls we use, typed here so the package is not needed to compile.
 interface LlamaSequence {
@@ -44,31 +43,12 @@ interface NodeLlamaCpp {
   LlamaLogLevel: Record<string, unknown>;
 }
 
-/** Imports node-llama-cpp from the cache, installing it first if missing; a reason string if that fails. */
+/** Imports node-llama-cpp, installing it first (scripts/install-llama-cpp.mjs) if missing; a reason string if that fails. */
 export async function importNodeLlamaCpp(): Promise<NodeLlamaCpp | string> {
   const entry = join(LLAMA_PREFIX, 'node_modules', 'node-llama-cpp', 'dist', 'index.js');
   if (!existsSync(entry)) {
-    if (process.platform !== 'linux' || process.arch !== 'x64')
-      return `no prebuilt CPU package chosen for ${process.platform}-${process.arch} in this bench`;
-    mkdirSync(LLAMA_PREFIX, { recursive: true });
-    if (!existsSync(join(LLAMA_PREFIX, 'package.json')))
-      writeFileSync(join(LLAMA_PREFIX, 'package.json'), '{"name":"bench-llama","private":true}\n');
-    console.log(`installing node-llama-cpp@${NODE_LLAMA_CPP_VERSION} (CPU binaries only) into ${LLAMA_PREFIX} ...`);
-    const r = spawnSync(
-      'npm',
-      [
-        'install',
-        '--no-audit',
-        '--no-fund',
-        '--ignore-scripts',
-        '--omit=optional',
-        `node-llama-cpp@${NODE_LLAMA_CPP_VERSION}`,
-        `@node-llama-cpp/linux-x64@${NODE_LLAMA_CPP_VERSION}`,
-      ],
-      { cwd: LLAMA_PREFIX, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    if (r.status !== 0 || !existsSync(entry))
-      return `npm install failed (${r.status}): ${(r.stderr || r.error?.message || '').trim().split('\n').slice(-3).join(' | ')}`;
+    const r = spawnSync(process.execPath, [join(ROOT, 'scripts', 'install-llama-cpp.mjs')], { stdio: 'inherit' });
+    if (r.status !== 0 || !existsSync(entry)) return `scripts/install-llama-cpp.mjs failed (${r.status})`;
   }
   try {
     return (await import(pathToFileURL(entry).href)) as NodeLlamaCpp;

@@ -147,6 +147,8 @@ test('LoRA adapters are freed by loading the base afresh; versions in flight and
 test('without node-llama-cpp the sampler says what to install', async () => {
   await assert.rejects(
     importNodeLlamaCpp(undefined, 'node-llama-cpp-not-installed'),
-    (e: Error) => e instanceof NodeLlamaCppMissingError && /npm install node-llama-cpp@3\.22\.1/.test(e.message),
+    (e: Error) =>
+      e instanceof NodeLlamaCppMissingError &&
+      /node-llama-cpp 3\.22\.1 .*not installed.*npm run setup:llama-cpp/.test(e.message),
   );
 });

@@ -1,10 +1,7 @@
-// node-llama-cpp for the llama-cpp tests: the installed package (an optional dependency), else
-// the copy the benches install under <repo>/.cache/bench-llama (bench/llama-cpp.ts).
+// node-llama-cpp for the llama-cpp tests: where `npm run setup:llama-cpp` installs it (the test
+// command in the README runs it), <repo>/.cache/llama-cpp.
 
-import { fileURLToPath } from 'node:url';
 import { LlamaCppSampler, type LlamaCppSamplerOptions } from '../../src/engine/llama-cpp/sampler.js';
-
-export const NODE_LLAMA_CPP_FALLBACK = fileURLToPath(new URL('../../../.cache/bench-llama/', import.meta.url));
 
 /** A CPU llama.cpp sampler over `modelDir` for tests (one thread: the test machines are small). */
 export function openTestLlamaCpp(
@@ -16,7 +13,6 @@ export function openTestLlamaCpp(
     gpu: 'off',
     threads: 1,
     contextSize: 512,
-    nodeLlamaCppFallback: NODE_LLAMA_CPP_FALLBACK,
     ...opts,
   });
 }

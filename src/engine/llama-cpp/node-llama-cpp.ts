@@ -1,11 +1,12 @@
-// node-llama-cpp (an optional dependency: prebuilt llama.cpp binaries for CPU, CUDA, Vulkan and
-// Metal) loaded at run time, with the few calls we use typed here so the package is not needed to
-// compile. `openLlama` never downloads or builds llama.cpp: it uses the prebuilt binaries npm
-// installed, or fails with a message that says what to do.
+// node-llama-cpp (prebuilt llama.cpp binaries for CPU, CUDA, Vulkan and Metal) loaded at run time,
+// with the few calls we use typed here so the package is not needed to compile. It is installed on
+// request (`npm run setup:llama-cpp`, scripts/install-llama-cpp.mjs) into <package>/.cache/llama-cpp,
+// or by the user as a package. `openLlama` never downloads or builds llama.cpp: it uses the prebuilt
+// binaries installed, or fails with a message that says what to do.
 
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 export type Token = number;
 
@@ -54,26 +55,32 @@ export interface NodeLlamaCpp {
   LlamaLogLevel: Record<string, unknown>;
 }
 
-/** The pinned version (package.json's optionalDependencies), for messages. */
+/** The pinned version (scripts/install-llama-cpp.mjs installs it), for messages. */
 export const NODE_LLAMA_CPP_VERSION = '3.22.1';
+
+/** Where `npm run setup:llama-cpp` installs it: <package root>/.cache/llama-cpp (from dist/src/engine/llama-cpp/). */
+export const LLAMA_CPP_PREFIX = fileURLToPath(new URL('../../../../.cache/llama-cpp/', import.meta.url));
 
 /** node-llama-cpp is missing or does not load here; the message says what to do. */
 export class NodeLlamaCppMissingError extends Error {
   constructor(detail: string) {
     super(
-      `the llama-cpp sampler needs node-llama-cpp ${NODE_LLAMA_CPP_VERSION} (an optional dependency ` +
-        `with prebuilt llama.cpp binaries): ${detail}. Install it with \`npm install node-llama-cpp@${NODE_LLAMA_CPP_VERSION}\` ` +
-        'or reinstall without --omit=optional, or serve with --sampler embedded',
+      `the llama-cpp sampler needs node-llama-cpp ${NODE_LLAMA_CPP_VERSION} (prebuilt llama.cpp binaries): ` +
+        `${detail}. Install it with \`npm run setup:llama-cpp\` in the openclaw-rl folder (add \`-- --gpu cuda\` ` +
+        'or `-- --gpu vulkan` for a GPU build), or serve with --sampler embedded',
     );
     this.name = 'NodeLlamaCppMissingError';
   }
 }
 
 /**
- * Imports node-llama-cpp: the installed package first; else, when `fallbackPrefix` is given (tests
- * and benches), the copy npm installed under <fallbackPrefix>/node_modules. `name` is for tests.
+ * Imports node-llama-cpp: an installed package first; else the copy `npm run setup:llama-cpp`
+ * installed under <fallbackPrefix>/node_modules. `name` is for tests.
  */
-export async function importNodeLlamaCpp(fallbackPrefix?: string, name = 'node-llama-cpp'): Promise<NodeLlamaCpp> {
+export async function importNodeLlamaCpp(
+  fallbackPrefix: string = LLAMA_CPP_PREFIX,
+  name = 'node-llama-cpp',
+): Promise<NodeLlamaCpp> {
   let first: Error;
   try {
     return (await import(name)) as NodeLlamaCpp;
