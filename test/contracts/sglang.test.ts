@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { RemoteServerError } from '../../src/engine/remote/http.js';
 import { SglangSampler } from '../../src/engine/remote/sglang.js';
 import { makeTinyModel } from '../helpers/models.js';
-import { remoteFixture, remoteVersionTests } from '../helpers/remote-fixture.js';
+import { remoteExactnessTest, remoteFixture, remoteVersionTests } from '../helpers/remote-fixture.js';
 import { startSglangDouble } from '../helpers/sglang-double.js';
 import { collect, samplerContract, scorerContract } from './sampler.js';
 
@@ -24,23 +24,7 @@ samplerContract('SGLang over HTTP (protocol test double)', openSglang);
 scorerContract('SGLang over HTTP (protocol test double)', openSglang);
 remoteVersionTests('SGLang', model, openSglang, '/unload_lora_adapter');
 
-test("SGLang: the tokens and log-probs are the engine's, exactly, top-k included", async () => {
-  const f = await openSglang();
-  try {
-    const prompt = [5, 17, 29, 3, 41];
-    const params = { maxTokens: 12, seed: 9, topLogprobs: 3, stopTokenIds: [] };
-    const remote = await collect(f.sampler, prompt, params);
-    const local = await collect(f.double.engine, prompt, params);
-    assert.deepEqual(remote.ids, local.ids);
-    assert.deepEqual(remote.logprobs, local.logprobs);
-    const tops = (g: typeof remote) => g.events.flatMap((e) => (e.type === 'token' ? [e.token.top] : []));
-    assert.deepEqual(tops(remote), tops(local));
-    const sampled = remote.events.flatMap((e) => (e.type === 'token' ? [e.token.sampledLogprob] : []));
-    assert.deepEqual(sampled, remote.logprobs, "at temperature 1 the sampled distribution is the model's");
-  } finally {
-    await f.close();
-  }
-});
+remoteExactnessTest('SGLang', openSglang);
 
 test('SGLang: a wrong key and a server answering outside the protocol are clear errors', async () => {
   const double = await startSglangDouble(model, { apiKey: KEY });

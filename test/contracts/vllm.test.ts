@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { RemoteServerError, ServerUnavailableError } from '../../src/engine/remote/http.js';
 import { VllmSampler } from '../../src/engine/remote/vllm.js';
 import { makeTinyModel } from '../helpers/models.js';
-import { remoteFixture, remoteVersionTests } from '../helpers/remote-fixture.js';
+import { remoteExactnessTest, remoteFixture, remoteVersionTests } from '../helpers/remote-fixture.js';
 import { startVllmDouble, VLLM_DOUBLE_MODEL } from '../helpers/vllm-double.js';
 import { collect, samplerContract, scorerContract } from './sampler.js';
 
@@ -26,23 +26,7 @@ samplerContract('vLLM over HTTP (protocol test double)', openVllm);
 scorerContract('vLLM over HTTP (protocol test double)', openVllm);
 remoteVersionTests('vLLM', model, openVllm, '/v1/unload_lora_adapter');
 
-test("vLLM: the tokens and log-probs are the engine's, exactly, top-k included", async () => {
-  const f = await openVllm();
-  try {
-    const prompt = [5, 17, 29, 3, 41];
-    const params = { maxTokens: 12, seed: 9, topLogprobs: 3, stopTokenIds: [] };
-    const remote = await collect(f.sampler, prompt, params);
-    const local = await collect(f.double.engine, prompt, params);
-    assert.deepEqual(remote.ids, local.ids);
-    assert.deepEqual(remote.logprobs, local.logprobs);
-    const tops = (g: typeof remote) => g.events.flatMap((e) => (e.type === 'token' ? [e.token.top] : []));
-    assert.deepEqual(tops(remote), tops(local));
-    const sampled = remote.events.flatMap((e) => (e.type === 'token' ? [e.token.sampledLogprob] : []));
-    assert.deepEqual(sampled, remote.logprobs, "at temperature 1 the sampled distribution is the model's");
-  } finally {
-    await f.close();
-  }
-});
+remoteExactnessTest('vLLM', openVllm);
 
 test('vLLM: a wrong key and a server answering outside the protocol are clear errors', async () => {
   const double = await startVllmDouble(model, { apiKey: KEY });

@@ -38,6 +38,27 @@ export function remoteFixture(
   };
 }
 
+/** The double serves the engine's own tokens and log-probs: the HTTP backend must hand them over exactly. */
+export function remoteExactnessTest(name: string, open: () => Promise<ReturnType<typeof remoteFixture>>): void {
+  test(`${name}: the tokens and log-probs are the engine's, exactly, top-k included`, async () => {
+    const f = await open();
+    try {
+      const prompt = [5, 17, 29, 3, 41];
+      const params = { maxTokens: 12, seed: 9, topLogprobs: 3, stopTokenIds: [] };
+      const remote = await collect(f.sampler, prompt, params);
+      const local = await collect(f.double.engine, prompt, params);
+      assert.deepEqual(remote.ids, local.ids);
+      assert.deepEqual(remote.logprobs, local.logprobs);
+      const tops = (g: Generated) => g.events.flatMap((e) => (e.type === 'token' ? [e.token.top] : []));
+      assert.deepEqual(tops(remote), tops(local));
+      const sampled = remote.events.flatMap((e) => (e.type === 'token' ? [e.token.sampledLogprob] : []));
+      assert.deepEqual(sampled, remote.logprobs, "at temperature 1 the sampled distribution is the model's");
+    } finally {
+      await f.close();
+    }
+  });
+}
+
 /**
  * What the contract suite leaves to each backend's version handling: stale adapters unloaded,
  * and a full version that waits for the requests in flight and then serves every new one.
