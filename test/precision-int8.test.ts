@@ -19,9 +19,8 @@ import {
   resolvePrecision,
   trainPrecisionOf,
 } from '../src/engine/local/precision.js';
-import { createRng } from '../src/engine/local/sampling/random.js';
-import type { GenerationEvent } from '../src/engine/types.js';
 import { DEFAULT_LEARNER, LearnerCore, type LearnerConfig } from '../src/engine/local/train/learner.js';
+import { publishDuringGeneration } from './helpers/policy-updates.js';
 import { makeTinyModel, maxAbsDiff } from './helpers/models.js';
 import { logSoftmax, sampleAndScore } from './helpers/logprob-gap.js';
 
@@ -158,16 +157,7 @@ test('an int8 engine quantizes a published version between steps and decodes fro
     // At most INT8_MAX_ROWS tokens, so that scoring them runs on the int8 copies.
     const prompt = [1, 2, 3],
       completion = [9, 8, 7, 6];
-    const inFlight = engine.generate(prompt, { maxTokens: 30, seed: 1, stopTokenIds: [] })[Symbol.asyncIterator]();
-    await inFlight.next();
-    const rng = createRng(4);
-    const next = new Float32Array(new SharedArrayBuffer(engine.info.parameters * 4));
-    next.set(new Float32Array(engine.info.baseParams));
-    for (let i = 0; i < next.length; i++) next[i] = next[i]! + (rng.next() - 0.5) * 0.05;
-    await engine.publish({ version: 1, kind: 'full', params: next.buffer as SharedArrayBuffer });
-    let last: GenerationEvent | undefined;
-    for (let r = await inFlight.next(); !r.done; r = await inFlight.next()) last = r.value;
-    assert.ok(last?.type === 'finish' && last.version === 0, 'the in-flight generation must finish on version 0');
+    const next = await publishDuringGeneration(engine, prompt);
     const served = await engine.logprobs(prompt, completion, { version: 1 });
     const store = paramStoreOver(tensorSpecs(cfg), next);
     const k = loadKernels();
