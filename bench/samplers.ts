@@ -1,0 +1,171 @@
+// The sampler backends in one run, on the same weights (issue 17's benchmark):
+//   1. throughput: the embedded engine (serve's default precision) against llama.cpp F16 and Q8_0
+//      (node-llama-cpp in-process, our LlamaCppSampler, CPU), for prefill, single-stream decode and
+//      8-stream decode, at the tiny and Qwen3-0.6B shapes; rounds alternate the backends and each
+//      ratio is the median of the rounds' ratios;
+//   2. what serve adds to a request through each backend (embedded, llama.cpp, vLLM and SGLang;
+//      see bench/serve-overhead.ts for what is compared and why), against the target of at most
+//      1 ms p50.
+//
+//   npm run bench:samplers                   # both shapes, then the added time
+//   npm run bench:samplers -- tiny           # the quick run
+//
+// Knobs: BENCH_THREADS (2), BENCH_ROUNDS (5 tiny, 3 otherwise), BENCH_OVERHEAD_ROUNDS (5).
+
+import { availableParallelism, loadavg } from 'node:os';
+import { loadChatBackend } from '../src/cli/chat-model.js';
+import { openRemoteSampler } from '../src/cli/sampler-choice.js';
+import { LocalEngine } from '../src/engine/local/engine.js';
+import { LlamaCppSampler } from '../src/engine/llama-cpp/sampler.js';
+import type { Sampler } from '../src/engine/types.js';
+import { LLAMA_PREFIX, NODE_LLAMA_CPP_VERSION } from './llama-cpp.js';
+import { median, printMachine } from './machine.js';
+import { benchModel, type BenchPreset } from './models.js';
+import { measureThroughput, type Throughput, type ThroughputShape } from './sampler-throughput.js';
+import { inProcessDirect, measureOverhead, type Overhead, remoteDirect, startDoubleProcess } from './serve-overhead.js';
+
+const THREADS = Number(process.env.BENCH_THREADS ?? 2);
+const OVERHEAD_ROUNDS = Number(process.env.BENCH_OVERHEAD_ROUNDS ?? 5);
+const OVERHEAD_TOKENS = 16;
+const TARGET_MS = 1;
+
+interface Candidate {
+  name: string;
+  sampler: Sampler;
+  close(): Promise<void>;
+}
+
+async function llamaCpp(dir: string, type: 'F16' | 'Q8_0', sequences: number): Promise<Candidate> {
+  const sampler = await LlamaCppSampler.open({
+    modelDir: dir,
+    ggufType: type,
+    gpu: 'off',
+    threads: THREADS,
+    contextSize: 2048,
+    sequences,
+    nodeLlamaCppFallback: LLAMA_PREFIX,
+  });
+  return { name: `llama.cpp ${type}`, sampler, close: () => sampler.close() };
+}
+
+const fmt = (x: number) => x.toFixed(1).padStart(9);
+
+async function throughput(preset: BenchPreset): Promise<void> {
+  const dir = benchModel(preset);
+  const rounds = Number(process.env.BENCH_ROUNDS ?? (preset === 'tiny' ? 5 : 3));
+  const shape: ThroughputShape = { prefillTokens: 512, decodePrompt: 64, decodeTokens: 64, streams: 8, vocab: 0 };
+  const engine = await LocalEngine.open(dir, { threads: THREADS });
+  shape.vocab = Math.min(engine.folder.config.vocabSize, 4096);
+  const candidates: Candidate[] = [
+    { name: `embedded ${engine.info.precision}`, sampler: engine, close: () => engine.close() },
+    await llamaCpp(dir, 'F16', shape.streams),
+    await llamaCpp(dir, 'Q8_0', shape.streams),
+  ];
+  const load = loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
+  console.log(
+    `\n== ${preset}: prefill ${shape.prefillTokens} tokens; decode ${shape.decodeTokens} tokens after ${shape.decodePrompt}, 1 and ${shape.streams} streams; temperature 1; ${THREADS} threads; ${rounds} rounds (load ${load} on ${availableParallelism()} cores) ==`,
+  );
+  const results = candidates.map(() => [] as Throughput[]);
+  for (const c of candidates) await measureThroughput(c.sampler, shape, 0); // warm-up
+  for (let round = 1; round <= rounds; round++)
+    for (const [i, c] of candidates.entries()) results[i]!.push(await measureThroughput(c.sampler, shape, round));
+  for (const c of candidates) await c.close();
+
+  const keys: (keyof Throughput)[] = ['prefill', 'decode1', 'decodeN'];
+  console.log(
+    `${'backend'.padEnd(18)} ${'prefill'.padStart(9)} ${'1 stream'.padStart(9)} ${`${shape.streams} streams`.padStart(9)}   tok/s (median); embedded / it (median of rounds)`,
+  );
+  for (const [i, c] of candidates.entries()) {
+    const mine = results[i]!;
+    const ratios = keys.map((k) => median(mine.map((r, round) => results[0]![round]![k] / r[k])));
+    console.log(
+      `${c.name.padEnd(18)} ${keys.map((k) => fmt(median(mine.map((r) => r[k])))).join(' ')}   ${i === 0 ? '' : ratios.map((r) => `${r.toFixed(2)}x`).join(' ')}`,
+    );
+  }
+}
+
+async function overhead(): Promise<Overhead[]> {
+  const dir = benchModel('tiny');
+  const out: Overhead[] = [];
+  const common = { tokens: OVERHEAD_TOKENS, rounds: OVERHEAD_ROUNDS, perRound: 20 };
+  const embedded = await loadChatBackend(dir, 'bench', { threads: THREADS });
+  try {
+    out.push(
+      await measureOverhead({
+        name: `embedded ${(embedded.sampler as LocalEngine).info.precision}`,
+        backend: embedded,
+        direct: inProcessDirect(embedded.sampler, OVERHEAD_TOKENS),
+        ...common,
+      }),
+    );
+    const llama = await llamaCpp(dir, 'Q8_0', 4);
+    try {
+      out.push(
+        await measureOverhead({
+          name: 'llama.cpp Q8_0',
+          backend: { ...embedded, sampler: llama.sampler },
+          direct: inProcessDirect(llama.sampler, OVERHEAD_TOKENS),
+          ...common,
+        }),
+      );
+    } finally {
+      await llama.close();
+    }
+    for (const kind of ['vllm', 'sglang'] as const) {
+      const double = await startDoubleProcess(kind, dir);
+      try {
+        const model = 'double-base';
+        const router = openRemoteSampler({ kind, urls: [double.url], model }, { name: model, contextLength: 2048 });
+        out.push(
+          await measureOverhead({
+            name: `${kind} (test double)`,
+            backend: { ...embedded, sampler: router },
+            direct: remoteDirect(kind, double.url, model, OVERHEAD_TOKENS),
+            ...common,
+          }),
+        );
+      } finally {
+        double.child.kill('SIGTERM');
+      }
+    }
+  } finally {
+    await embedded.close();
+  }
+  return out;
+}
+
+async function main(): Promise<void> {
+  const which = process.argv.slice(2) as BenchPreset[];
+  printMachine(THREADS);
+  console.log(`llama.cpp: node-llama-cpp ${NODE_LLAMA_CPP_VERSION}, CPU (gpu off), through LlamaCppSampler`);
+  for (const preset of which.length ? which : (['tiny', 'qwen3-0.6b'] as BenchPreset[])) await throughput(preset);
+
+  console.log(
+    `\n== added time through serve: tiny model, ${OVERHEAD_TOKENS} tokens per request, streamed, ${OVERHEAD_ROUNDS} alternating rounds of 20 ==`,
+  );
+  const rows = await overhead();
+  console.log(
+    `${'backend'.padEnd(22)} ${'direct'.padStart(8)} ${'via serve'.padStart(9)} ${'added'.padStart(7)} ${'gateway'.padStart(8)}   added per round (ms, p50s)`,
+  );
+  for (const r of rows) {
+    const added = r.viaServe - r.direct;
+    console.log(
+      `${r.backend.padEnd(22)} ${r.direct.toFixed(2).padStart(8)} ${r.viaServe.toFixed(2).padStart(9)} ${added.toFixed(2).padStart(7)} ${r.gateway.toFixed(2).padStart(8)}   ${r.perRound.map((x) => x.toFixed(2)).join(' ')}`,
+    );
+  }
+  console.log(
+    `target: serve adds <= ${TARGET_MS} ms p50 whichever backend -> ${rows
+      .map((r) => {
+        const added = median(r.perRound);
+        return `${r.backend} ${added.toFixed(2)} ms ${added <= TARGET_MS ? 'MET' : 'NOT MET'}`;
+      })
+      .join('; ')} (median of the rounds' added p50s)`,
+  );
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
