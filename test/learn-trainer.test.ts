@@ -199,7 +199,7 @@ test('trainer: samples older than serving - maxStaleVersions are dropped before 
     [3, 0],
     "counted once, on the batch's first step",
   );
-  assert.deepEqual(store.learning.counts().samples, { queued: 0, trained: 3, stale: 3, too_long: 0 });
+  assert.deepEqual(store.learning.counts().samples, { waiting: 0, queued: 0, trained: 3, stale: 3, too_long: 0 });
 
   // Dropping can leave too few: no batch, but the drop is still counted.
   queueSample(store, learnTurn({ policyVersion: 6 }));
@@ -291,7 +291,7 @@ test('trainer: many batches in the background, samples arriving meanwhile: each 
   assert.equal(new Set(trained).size, trained.length, 'no sample passed twice');
   assert.deepEqual(trained, turns.map(tag), 'every sample, oldest first');
   assert.ok(backend.batches.every((b) => b.length === config.batchSize));
-  assert.deepEqual(store.learning.counts().samples, { queued: 0, trained: 30, stale: 0, too_long: 0 });
+  assert.deepEqual(store.learning.counts().samples, { waiting: 0, queued: 0, trained: 30, stale: 0, too_long: 0 });
   assert.deepEqual(
     store.learning.steps().map((s) => s.version),
     [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
@@ -402,6 +402,8 @@ function storedSample(over: Partial<Sample>): Sample {
     id: 1,
     turnId: 't',
     sessionId: 's',
+    reward: null,
+    stepIndex: null,
     source: 'rl',
     policyVersion: 0,
     score: 1,
@@ -593,7 +595,7 @@ test('feed: pump claims at most its capacity (2 x judgeConcurrency) and no more 
   assert.deepEqual(store.learning.counts(), {
     judgments: 7,
     skipped: 0,
-    samples: { queued: 7, trained: 0, stale: 0, too_long: 0 },
+    samples: { waiting: 0, queued: 7, trained: 0, stale: 0, too_long: 0 },
     tooLongTurns: 0,
     steps: 0,
     closedPending: 0,
@@ -870,5 +872,7 @@ function zeroCounters() {
     'teacher/scoring_failed': 0,
     commit_failed: 0,
     excluded_after_failures: 0,
+    not_a_step: 0,
+    step_groups: 0,
   };
 }
