@@ -811,6 +811,43 @@ test('feed: a turn longer than maxTrainTokens is judged, never scored by the tea
   store.close();
 });
 
+test('feed (steps): every step waits with its teacher term (a too-long one without), and the outcome releases them', async () => {
+  const { store, teacher, feed, log, onSampleCalls } = feedSetup({ method: 'steps', maxTrainTokens: 30 });
+  const hinted = closedTurn(store, teacher.render, 'Right. score:+1 hint:yes', { receivedAt: 10 });
+  const long = closedTurn(store, teacher.render, 'Right. score:+1 hint:yes', {
+    receivedAt: 20,
+    completionIds: Array.from({ length: 40 }, (_, i) => 700 + i),
+    logprobs: new Array<number>(40).fill(-1),
+    sampledLogprobs: new Array<number>(40).fill(-1),
+  });
+  while (feed.pump() > 0) await feed.queue.drain();
+  const s = (t: Turn) => store.learning.sampleOfTurn(t.id)!;
+  assert.deepEqual(
+    [s(hinted).source, s(hinted).status, s(hinted).opdWeight, s(hinted).teacherLogprobs],
+    ['steps+opd', 'waiting', 2, [-0.5, -0.5, -0.5]],
+  );
+  assert.deepEqual([s(long).source, s(long).status, s(long).teacherLogprobs], ['steps', 'waiting', null]);
+  assert.equal(teacher.calls.length, 1, 'the too-long step is not scored by the teacher');
+  assert.equal(onSampleCalls(), 0, 'nothing to train before the outcome');
+  const fb = { id: 'fb_1', key: 'k', sessionId: 's1', turnId: null, reward: 0.5, comment: null, createdAt: 1 };
+  assert.equal(store.feedback.recordFeedback(fb).status, 'stored');
+  feed.pump();
+  // A session without X-Task-Id is its own group: each step index alone keeps its reward 0.5 + 1 (one +1 vote), times wRl.
+  for (const [t, index] of [
+    [hinted, 0],
+    [long, 1],
+  ] as const)
+    assert.deepEqual([s(t).status, s(t).stepIndex, s(t).reward, s(t).rlAdvantage], ['queued', index, 1.5, 0.75]);
+  assert.deepEqual(
+    log.named('step_group_released').map((f) => [f.taskId, f.rollouts, f.samples, f.rewardMean]),
+    [[null, 1, 2, 1.5]],
+  );
+  assert.deepEqual(feed.counters, { ...zeroCounters(), samples: 2, step_groups: 1 });
+  assert.equal(onSampleCalls(), 1);
+  await feed.close();
+  store.close();
+});
+
 test('feed: a commit failure returns the turn to pending, then excludes it after maxJudgeAttempts; other turns commit', async () => {
   const { store, teacher, feed, log } = feedSetup({ maxJudgeAttempts: 2 });
   const bad = closedTurn(store, teacher.render, 'Thanks. score:+1 hint:yes');
