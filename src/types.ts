@@ -178,7 +178,8 @@ export type QueueStatus = 'pending' | 'claimed' | 'done' | 'excluded';
 export type SampleSource = 'rl' | 'opd' | 'opd+rl' | 'rl-zero' | 'steps' | 'steps+opd';
 
 /**
- * `waiting`: a `steps` sample whose task group is not complete (no advantage yet); `queued` waits for a batch, `trained` was consumed by one step, `stale` was dropped as too old,
+ * `waiting`: a `steps` sample whose task group is not complete (no advantage yet); `queued` waits
+ * for a batch, `trained` was consumed by one step, `stale` was dropped as too old,
  * `too_long` was dropped as longer than the learner's bound (a bound lowered since it was queued).
  */
 export type SampleStatus = 'waiting' | 'queued' | 'trained' | 'stale' | 'too_long';

@@ -832,7 +832,8 @@ test('feed (steps): every step waits with its teacher term (a too-long one witho
   const fb = { id: 'fb_1', key: 'k', sessionId: 's1', turnId: null, reward: 0.5, comment: null, createdAt: 1 };
   assert.equal(store.feedback.recordFeedback(fb).status, 'stored');
   feed.pump();
-  // A session without X-Task-Id is its own group: each step index alone keeps its reward 0.5 + 1 (one +1 vote), times wRl.
+  // A session without X-Task-Id is its own group: each step index alone keeps its reward
+  // 0.5 + 1 (one +1 vote), times wRl.
   for (const [t, index] of [
     [hinted, 0],
     [long, 1],

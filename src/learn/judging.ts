@@ -1,9 +1,9 @@
 // Closed turns to committed judgments: claims pending closed turns from the store as the judge
 // queue has room, judges them, scores the teacher when a hint was accepted, builds the sample and
 // commits judgment + votes + sample + `done` in one transaction. With `steps` the sample waits for
-// its task group, and every pump and commit releases the groups that are complete. A turn whose commit fails goes
-// back to the queue (and out of it after maxJudgeAttempts); one interrupted by shutdown stays
-// claimed and returns to pending when the store is reopened.
+// its task group, and every pump and commit releases the groups that are complete. A turn whose
+// commit fails goes back to the queue (and out of it after maxJudgeAttempts); one interrupted by
+// shutdown stays claimed and returns to pending when the store is reopened.
 
 import { JudgeQueue, type JudgeClient, type JudgedTurn, type JudgeLog, type JudgeTurnOptions } from '../judge/index.js';
 import type { Store } from '../store/store.js';
