@@ -195,12 +195,14 @@ test('a store made before incremental vacuum is converted once (logged), then sh
   assert.equal(vacuumsIncrementally(store.db), false, 'auto_vacuum cannot change on a store with tables');
   for (let i = 0; i < 20; i++) queueSample(store, turnAt('s', OLD + i));
   const log = new LogRecorder();
-  const purger = RetentionPurger.start(store, { days: 30, now: () => NOW, log: log.log });
+  // Each fixture turn has 7 prompt + completion tokens: a bound of 10 lets one turn into each transaction.
+  const purger = RetentionPurger.start(store, { days: 30, batchTokens: 10, now: () => NOW, log: log.log });
   assert.equal(log.named('retention_vacuum').length, 1);
   assert.ok(vacuumsIncrementally(store.db));
   const report = (await log.next('retention_purge')) as unknown as PurgeReport;
   await purger.stop();
   assert.equal(report.turns, 20);
+  assert.equal(report.transactions, 20, 'one turn per transaction');
   assert.ok(report.bytesAfter < report.bytesBefore / 2, `${report.bytesBefore} -> ${report.bytesAfter}`);
   assertConsistent(store);
   store.close();

@@ -42,21 +42,39 @@ const PROTECTED = `(t.kind = 'main' AND t.closure_reason IS NULL)
 
 const IN_BATCH = 'IN (SELECT value FROM json_each(?))';
 
+/** How much one purge transaction may delete. */
+export interface PurgeBounds {
+  /** Turns (and sessions) at most. */
+  rows: number;
+  /**
+   * Prompt + completion tokens at most (at least one turn is taken): a turn's size grows with its
+   * tokens, and secure_delete overwrites every byte deleted, so this is what bounds a transaction's time.
+   */
+  tokens: number;
+}
+
 /**
- * Deletes up to `limit` turns completed before `cutoff` (ms) and not protected, with their
- * payloads, next states, queue entries, judgments, votes and samples; then up to `limit` sessions
- * last seen before `cutoff` that have no turn left. One transaction, write lock taken first.
+ * Deletes the oldest turns completed before `cutoff` (ms) and not protected, within `bounds`, with
+ * their payloads, next states, queue entries, judgments, votes and samples; then up to bounds.rows
+ * sessions last seen before `cutoff` that have no turn left. One transaction, write lock taken first.
+ * `full` is false when fewer old turns were left than the bounds would have taken.
  */
-export function purgeBatch(db: SqliteDatabase, cutoff: number, limit: number): PurgeCounts {
+export function purgeBatch(db: SqliteDatabase, cutoff: number, bounds: PurgeBounds): PurgeCounts & { full: boolean } {
   return db
     .transaction(() => {
-      const ids = (
-        stmt(
-          db,
-          `SELECT t.id FROM turns t WHERE t.completed_at < ? AND NOT (${PROTECTED}) ORDER BY t.completed_at LIMIT ?`,
-        ).all(cutoff, limit) as { id: string }[]
-      ).map((r) => r.id);
-      const counts = { ...NO_ROWS };
+      const candidates = stmt(
+        db,
+        `SELECT t.id, t.prompt_tokens + t.completion_tokens AS tokens FROM turns t
+        WHERE t.completed_at < ? AND NOT (${PROTECTED}) ORDER BY t.completed_at LIMIT ?`,
+      ).all(cutoff, bounds.rows) as { id: string; tokens: number }[];
+      const ids: string[] = [];
+      let tokens = 0;
+      for (const c of candidates) {
+        if (ids.length > 0 && tokens + c.tokens > bounds.tokens) break;
+        ids.push(c.id);
+        tokens += c.tokens;
+      }
+      const counts = { ...NO_ROWS, full: ids.length < candidates.length || candidates.length === bounds.rows };
       if (ids.length > 0) {
         const batch = JSON.stringify(ids);
         const del = (table: string, column = 'turn_id') =>
@@ -74,7 +92,8 @@ export function purgeBatch(db: SqliteDatabase, cutoff: number, limit: number): P
         db,
         `DELETE FROM sessions WHERE id IN (SELECT id FROM sessions s WHERE s.last_seen_at < ?
         AND NOT EXISTS (SELECT 1 FROM turns WHERE session_id = s.id) LIMIT ?)`,
-      ).run(cutoff, limit).changes;
+      ).run(cutoff, bounds.rows).changes;
+      if (counts.sessions === bounds.rows) counts.full = true;
       return counts;
     })
     .immediate();

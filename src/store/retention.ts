@@ -1,6 +1,6 @@
 // The retention rule (`serve --retention-days D`): at start and then every hour, turns completed
-// more than D days ago are purged with everything that hangs off them (store/purge.ts), a batch of
-// rows per transaction with the event loop free between batches, and the freed pages are given
+// more than D days ago are purged with everything that hangs off them (store/purge.ts), a bounded
+// batch of rows per transaction with the event loop free between batches, and the freed pages are given
 // back to the file system a chunk at a time. One JSON log line per purge, counts only.
 //
 //   const retention = RetentionPurger.start(store, { days: 30, log });
@@ -28,8 +28,10 @@ export interface RetentionOptions {
   days: number;
   /** Between purges (default an hour). */
   everyMs?: number;
-  /** Turns (and sessions) per transaction (default 200). */
+  /** Turns (and sessions) per transaction at most (default 200). */
   batchRows?: number;
+  /** Prompt + completion tokens of the turns one transaction deletes, at most (default 250,000). */
+  batchTokens?: number;
   /** Pages given back per incremental-vacuum step (default 2048: 8 MB at SQLite's 4 kB pages). */
   vacuumPages?: number;
   now?: () => number;
@@ -114,17 +116,17 @@ export class RetentionPurger {
     const db = this.store.db;
     const t0 = performance.now();
     const cutoff = this.now() - this.opts.days * DAY_MS;
-    const limit = this.opts.batchRows ?? 200;
+    const bounds = { rows: this.opts.batchRows ?? 200, tokens: this.opts.batchTokens ?? 250_000 };
     const bytesBefore = storeBytes(this.store.path);
     let counts = NO_ROWS;
     let transactions = 0;
     for (;;) {
       await turn();
       if (!this.live()) return null;
-      const batch = purgeBatch(db, cutoff, limit);
+      const { full, ...batch } = purgeBatch(db, cutoff, bounds);
       transactions++;
       counts = addCounts(counts, batch);
-      if (batch.turns < limit && batch.sessions < limit) break;
+      if (!full) break;
     }
     let pagesFreed = 0;
     if (vacuumsIncrementally(db)) {
