@@ -21,7 +21,7 @@ const USAGE = `usage: openclaw-rl data delete --session ID --data DIR
   export   write everything recorded about the session as one JSON document (see docs/gateway.md)
 
 options:
-  --session ID  the session id (X-Session-Id, or as /admin/status and export show it)
+  --session ID  the session id (the X-Session-Id the client sent, or session_id in export's lines)
   --data DIR    the --data folder given to serve (serve may be running on it)
   --out FILE    export: write here (mode 0600) instead of stdout`;
 

@@ -74,13 +74,22 @@ export class RetentionPurger {
     if (!vacuumsIncrementally(store.db)) {
       const t0 = performance.now();
       const bytesBefore = storeBytes(store.path);
-      convertToIncrementalVacuum(store.db);
-      checkpointTruncate(store.db);
-      opts.log('retention_vacuum', {
-        bytesBefore,
-        bytesAfter: storeBytes(store.path),
-        ms: Math.round(performance.now() - t0),
-      });
+      try {
+        convertToIncrementalVacuum(store.db);
+        checkpointTruncate(store.db);
+        opts.log('retention_vacuum', {
+          bytesBefore,
+          bytesAfter: storeBytes(store.path),
+          ms: Math.round(performance.now() - t0),
+        });
+      } catch (e) {
+        // E.g. not enough free disk for the copy: purges still delete, the file just keeps its size.
+        opts.log('error', {
+          message:
+            'retention: VACUUM to enable incremental vacuum failed, the store file will not shrink: ' +
+            (e as Error).message,
+        });
+      }
     }
     void purger.purgeNow();
     purger.timer = setInterval(() => void purger.purgeNow(), opts.everyMs ?? 3_600_000).unref();

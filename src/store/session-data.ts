@@ -102,7 +102,8 @@ function exportTurn(db: SqliteDatabase, turnId: string): SessionExportTurn {
   ).get(turnId) as JudgmentRow | undefined;
   const votes = stmt(
     db,
-    'SELECT kind, idx, score, hint, raw, failure, detail, attempts, ms FROM judge_votes WHERE turn_id = ? ORDER BY kind, idx',
+    `SELECT kind, idx, score, hint, raw, failure, detail, attempts, ms FROM judge_votes
+    WHERE turn_id = ? ORDER BY kind, idx`,
   ).all(turnId) as ExportedVote[];
   const sample = stmt(
     db,
