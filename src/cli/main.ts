@@ -7,7 +7,9 @@
 //   openclaw-rl train --model models/tiny --samples samples.jsonl --out adapters/a1 --steps 10
 //   openclaw-rl serve --model models/tiny --data data
 //   openclaw-rl export --data data --out turns.jsonl
+//   openclaw-rl data export --session ID --data data --out session.json
 
+import { runData } from './data.js';
 import { runExport } from './export.js';
 import { runMergeExport } from './export-merged.js';
 import { runGenerate } from './generate.js';
@@ -25,6 +27,7 @@ commands:
   train        train a LoRA adapter or all weights offline from a JSONL file of samples
   serve        run the OpenAI-compatible gateway that records every main-line turn
   export       write the recorded turns as JSONL; with --merge, fold a LoRA adapter into a model folder
+  data         one session's data: delete it, or export it as JSON (data delete|export --session ID)
   sim          the personalization benchmark: simulated users teach the agent (pretrain, run, bench, demo)
 
 Run "openclaw-rl <command> --help" for the options of a command.`;
@@ -36,6 +39,7 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'train') return runTrain(rest);
   if (command === 'serve') return runServe(rest);
   if (command === 'sim') return runSim(rest);
+  if (command === 'data') return runData(rest);
   if (command === 'export') return rest.includes('--merge') ? runMergeExport(rest) : runExport(rest);
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
     console.log(USAGE);

@@ -34,6 +34,7 @@ import { Lora } from '../engine/local/train/lora.js';
 import { resolveModel } from '../hub/index.js';
 import { progressBar } from '../hub/progress-bar.js';
 import { openStore } from '../store/store.js';
+import { startRetention } from './serve-retention.js';
 import { CliError, precisionFlag, numberFlag, parseFlags, stringFlag } from './args.js';
 import { advertisedUrl, startupBanner } from './banner.js';
 import { startLearning, type RunningLearning } from './serve-learning.js';
@@ -68,6 +69,8 @@ serving:
   --default-turn-kind K   main or side (default side) for requests nothing identifies
   --session-idle SECONDS  close a session's last turn after this idle time (default 3600)
   --durability MODE       normal (survives a crash, default) or full (also a power loss)
+  --retention-days D      purge turns completed more than D days ago, with their judgments and samples,
+                          at start and hourly (default: keep everything; see docs/gateway.md)
   --admin-key KEY         enables /admin routes (GET /admin/status); prefer OPENCLAW_RL_ADMIN_KEYS
   --log-content           include conversation text in the logs
   --threads N             BLAS threads
@@ -120,6 +123,7 @@ const FLAGS = {
   'default-turn-kind': { type: 'string' },
   'session-idle': { type: 'string' },
   durability: { type: 'string' },
+  'retention-days': { type: 'string' },
   'log-content': { type: 'boolean' },
   threads: { type: 'string' },
   'admin-key': { type: 'string' },
@@ -178,6 +182,7 @@ export async function runServe(argv: string[]): Promise<number> {
         message: `background WAL checkpoints failed, checkpointing inline from now on: ${message}`,
       }),
   });
+  const retention = startRetention(store, config.retentionDays, logger);
   const threads = numberFlag(v, 'threads', { integer: true, min: 1 });
   const kvCacheMb = numberFlag(v, 'kv-cache-mb', { min: 0 });
   const precision = precisionFlag(v);
@@ -303,6 +308,7 @@ export async function runServe(argv: string[]): Promise<number> {
   await running?.stopJudging();
   await gateway.close();
   await running?.close();
+  await retention?.stop();
   store.close();
   await backend.close();
   logger.event('stopped');
@@ -326,6 +332,7 @@ export function serveSettings(v: Record<string, string | boolean | undefined>): 
     sessionIdleSeconds: num('session-idle', { integer: true, min: 1 }),
     durability: v.durability as GatewayConfig['durability'] | undefined,
     logContent: v['log-content'] ? true : undefined,
+    retentionDays: num('retention-days', { min: 0 }),
   };
   if (v.judge !== undefined && v.judge !== 'self')
     throw new CliError(

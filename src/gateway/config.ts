@@ -52,6 +52,8 @@ export interface GatewayConfig {
   /** Put conversation text in the logs (off by default). */
   logContent: boolean;
   durability: Durability;
+  /** Turns completed more than this many days ago are purged (hourly); null keeps everything (default). */
+  retentionDays: number | null;
 }
 
 export const DEFAULT_CONFIG: GatewayConfig = {
@@ -74,6 +76,7 @@ export const DEFAULT_CONFIG: GatewayConfig = {
   streamIntervalMs: 16,
   logContent: false,
   durability: 'normal',
+  retentionDays: null,
 };
 
 export class ConfigError extends Error {
@@ -117,6 +120,11 @@ const FIELDS: Field[] = [
   },
   { key: 'logContent', check: (v) => typeof v === 'boolean', want: 'true or false' },
   { key: 'durability', check: (v) => v === 'normal' || v === 'full', want: '"normal" or "full"' },
+  {
+    key: 'retentionDays',
+    check: (v) => v === null || (typeof v === 'number' && Number.isFinite(v) && v > 0),
+    want: 'a positive number of days, or null (keep everything)',
+  },
 ];
 
 /** Checks a partial config (from a file or flags); unknown keys are errors, so typos surface. */

@@ -7,11 +7,13 @@
 //   POST   /v1/chat/completions      API key; the recorded route (chat.ts)
 //   POST   /v1/feedback              API key; an outcome for a session or a reward for a turn (feedback.ts)
 //   GET    /admin/status             admin key; serving version, training steps, queues (GatewayOptions.status)
-//   DELETE /admin/sessions/:id       admin key; deletes a session and all its data
+//   DELETE /admin/sessions/:id       admin key; deletes a session and all its data (409 while a batch trains on it)
+//   GET    /admin/sessions/:id/export admin key; everything recorded about a session, as one JSON document
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { TurnRecorder } from '../sessions/recorder.js';
+import { SessionInTrainingError } from '../store/session-data.js';
 import type { Store } from '../store/store.js';
 import type { ChatBackend } from './backend.js';
 import { chatCompletions } from './chat.js';
@@ -132,6 +134,11 @@ export class Gateway {
         'DELETE',
         '/admin/sessions/:id',
         route([this.adminEnabled(), admin], (ctx) => this.deleteSession(ctx)),
+      )
+      .on(
+        'GET',
+        '/admin/sessions/:id/export',
+        route([this.adminEnabled(), admin], (ctx) => this.exportSession(ctx)),
       );
     this.handle = compose([requestId()], async (ctx) => {
       const { handler, params } = this.router.match(ctx.method, ctx.path);
@@ -349,13 +356,34 @@ export class Gateway {
 
   private deleteSession(ctx: Context): void {
     const id = ctx.params.id!;
-    this.recorder.forget(id);
-    const turns = this.opts.store.deleteSession(id);
     ctx.log.sessionId = id;
+    // Refused before the recorder lets go of the session, so a refusal changes nothing.
+    const held = this.opts.store.heldSamplesOfSession(id);
+    if (held > 0) throw sessionInTraining(new SessionInTrainingError(id, held));
+    this.recorder.forget(id);
+    let turns: number | null;
+    try {
+      turns = this.opts.store.deleteSession(id);
+    } catch (e) {
+      throw e instanceof SessionInTrainingError ? sessionInTraining(e) : e;
+    }
     if (turns === null) throw new GatewayError(404, `no session "${id}" in the store`, { code: 'session_not_found' });
     this.logger.event('session_deleted', { sessionId: id, turns });
     sendJson(ctx, 200, { deleted: true, session_id: id, turns });
   }
+
+  private exportSession(ctx: Context): void {
+    const id = ctx.params.id!;
+    ctx.log.sessionId = id;
+    const data = this.opts.store.exportSession(id);
+    if (data === null) throw new GatewayError(404, `no session "${id}" in the store`, { code: 'session_not_found' });
+    this.logger.event('session_exported', { sessionId: id, turns: data.turns.length });
+    sendJson(ctx, 200, data);
+  }
+}
+
+function sessionInTraining(e: SessionInTrainingError): GatewayError {
+  return new GatewayError(409, e.message, { code: 'session_in_training', headers: { 'retry-after': '30' } });
 }
 
 /** Reads and drops the rest of a request body; resolves at its end, when the socket closes, or after ms. */

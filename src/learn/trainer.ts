@@ -85,7 +85,16 @@ export class Trainer {
       if (tooLong > 0) this.log('samples_too_long', { dropped: tooLong, maxTrainTokens: this.config.maxTrainTokens });
     }
     if (this.tables.queuedCount() < this.config.batchSize) return false;
-    const samples = this.tables.queuedSamples(this.config.batchSize);
+    const samples = this.tables.takeBatch(this.config.batchSize);
+    try {
+      return await this.trainBatch(samples, dropped);
+    } finally {
+      // Committed batches have released their holds already; this frees a failed or stopped one's.
+      this.tables.releaseBatch(samples.map((s) => s.id));
+    }
+  }
+
+  private async trainBatch(samples: Sample[], dropped: number): Promise<boolean> {
     this.state = 'training';
     this.log('batch_started', {
       batch: this.tables.lastBatch() + 1,

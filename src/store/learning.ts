@@ -10,6 +10,7 @@
 import type { JudgedTurn } from '../judge/types.js';
 import type { StepMetrics } from '../engine/types.js';
 import type { NoSampleReason, Sample, SampleDraft, SampleSource, SampleStatus } from '../types.js';
+import { holdSamples, releaseSamples } from './batch-holds.js';
 import { decodeFloats, decodeIds, encodeFloats } from './records.js';
 import { stmt, type SqliteDatabase } from './sqlite.js';
 
@@ -206,10 +207,31 @@ export class LearningTables {
     return rows.map(rowToSample);
   }
 
-  /** Marks a batch's samples trained at `lastStep` and records its steps, in one transaction. */
+  /**
+   * The oldest `limit` queued samples, held for a training batch (batch_holds) until recordBatch
+   * commits them or releaseBatch gives them up: retention and deletion leave them alone meanwhile.
+   */
+  takeBatch(limit: number): Sample[] {
+    return this.db.transaction(() => {
+      const samples = this.queuedSamples(limit);
+      holdSamples(
+        this.db,
+        samples.map((s) => s.id),
+        this.now(),
+      );
+      return samples;
+    })();
+  }
+
+  /** Gives up the holds of a batch that will not be committed (failed or stopped). */
+  releaseBatch(sampleIds: readonly number[]): void {
+    if (this.db.open) this.db.transaction(() => releaseSamples(this.db, sampleIds))();
+  }
+
   /**
    * Marks the batch's samples trained and records its steps, with the queues the batch left behind:
-   * samples still queued and closed turns not judged yet (returned too, for the log).
+   * samples still queued and closed turns not judged yet (returned too, for the log). Releases the
+   * samples' holds in the same transaction.
    */
   recordBatch(sampleIds: readonly number[], steps: readonly TrainedStep[], batch: number, version: number): StepQueues {
     if (steps.length === 0) throw new Error('a trained batch has at least one step');
@@ -224,6 +246,7 @@ export class LearningTables {
         if (mark.run(lastStep, now, id).changes !== 1)
           throw new Error(`sample ${id} is not queued: it was trained, dropped or deleted meanwhile`);
       }
+      releaseSamples(this.db, sampleIds);
       const n = (sql: string) => (stmt(this.db, sql).get() as { n: number }).n;
       const queues: StepQueues = {
         samplesQueued: n(`SELECT count(*) AS n FROM samples WHERE status = 'queued'`),

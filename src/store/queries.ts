@@ -109,11 +109,15 @@ export function excludeSessionFromQueue(db: SqliteDatabase, sessionId: string, n
   ).run(now, sessionId).changes;
 }
 
-/** Deletes a session's samples that were not trained yet (the session opted out of learning). */
+/**
+ * Deletes a session's samples that were not trained yet (the session opted out of learning), but
+ * for those a batch in progress holds: it trains them.
+ */
 export function deleteQueuedSamplesOfSession(db: SqliteDatabase, sessionId: string): number {
   return stmt(
     db,
-    `DELETE FROM samples WHERE status IN ('queued', 'waiting') AND turn_id IN (SELECT id FROM turns WHERE session_id = ?)`,
+    `DELETE FROM samples WHERE status IN ('queued', 'waiting') AND turn_id IN (SELECT id FROM turns WHERE session_id = ?)
+    AND id NOT IN (SELECT sample_id FROM batch_holds)`,
   ).run(sessionId).changes;
 }
 

@@ -11,6 +11,7 @@ import { makeFilesPrivate, makePrivateDir, openPrivateFile } from '../private-fi
 import { join } from 'node:path';
 import type { SessionUpsert, TurnClosure, TurnStore, TurnWrite } from '../sessions/recorder.js';
 import type { ClosedTurn, ClosureReason, RetemplateCheck, Rollout, Turn } from '../types.js';
+import { heldSamplesOfSession, releaseAllHolds } from './batch-holds.js';
 import { BackgroundCheckpointer } from './checkpointer.js';
 import { FeedbackTables } from './feedback.js';
 import { LearningTables } from './learning.js';
@@ -27,6 +28,7 @@ import {
   type EncodedInputs,
   type ExportLine,
 } from './records.js';
+import { deleteSessionRows, exportSession, type SessionExport } from './session-data.js';
 import { openSqlite, type Durability, type SqliteDatabase } from './sqlite.js';
 
 export const STORE_FILE = 'openclaw-rl.sqlite';
@@ -36,7 +38,10 @@ export interface StoreOptions {
   dir: string;
   /** Default `normal`: every commit survives a process crash; `full` also a power loss (an fsync per commit). */
   durability?: Durability;
-  /** Put claimed queue entries back to pending (default true; false for readers such as export). */
+  /**
+   * Put claimed queue entries back to pending and drop training batches' sample holds (default
+   * true: the serving process; false for tools that open the store beside it, such as export).
+   */
   recoverQueue?: boolean;
   /**
    * `inline` (default): SQLite checkpoints the WAL inside a commit now and then. `background`: a
@@ -94,7 +99,10 @@ export class Store implements TurnStore {
     try {
       migrateUp(db, path);
       const store = new Store(db, path, opts.now ?? Date.now);
-      if (opts.recoverQueue ?? true) q.releaseClaimed(db, store.now());
+      if (opts.recoverQueue ?? true) {
+        q.releaseClaimed(db, store.now());
+        releaseAllHolds(db);
+      }
       if (opts.checkpoints === 'background')
         store.checkpointer = new BackgroundCheckpointer(db, path, opts.onCheckpointFailure);
       return store;
@@ -249,17 +257,25 @@ export class Store implements TurnStore {
   }
 
   /**
-   * Deletes a session with every turn, next state and queue entry it has, then checkpoints the
-   * WAL so the deleted pages do not linger in it. Returns the number of turns deleted, or null
-   * when there is no such session.
+   * Deletes a session with every turn, next state, queue entry, judgment and sample it has, then
+   * checkpoints the WAL so the deleted pages do not linger in it. Returns the number of turns
+   * deleted, or null when there is no such session; throws SessionInTrainingError, deleting
+   * nothing, while a training batch in progress holds one of its samples.
    */
   deleteSession(sessionId: string): number | null {
-    const deleted = this.db.transaction(() => {
-      const turns = q.countSessionTurns(this.db, sessionId);
-      return q.deleteSessionRow(this.db, sessionId) ? turns : null;
-    })();
+    const deleted = deleteSessionRows(this.db, sessionId);
     if (deleted !== null) this.db.pragma('wal_checkpoint(TRUNCATE)');
     return deleted;
+  }
+
+  /** Everything recorded about one session, as one JSON document; null when there is no such session. */
+  exportSession(sessionId: string): SessionExport | null {
+    return exportSession(this.db, sessionId);
+  }
+
+  /** How many of a session's samples the training batch in progress holds (deletion waits for them). */
+  heldSamplesOfSession(sessionId: string): number {
+    return heldSamplesOfSession(this.db, sessionId);
   }
 
   counts(): ReturnType<typeof q.tableCounts> {

@@ -9,6 +9,7 @@ import { migration004 } from './004-step-queues.js';
 import { migration005 } from './005-too-long.js';
 import { migration006 } from './006-next-state-raw.js';
 import { migration007 } from './007-feedback-steps.js';
+import { migration008 } from './008-retention.js';
 
 export interface Migration {
   version: number;
@@ -31,6 +32,7 @@ export const MIGRATIONS: readonly Migration[] = [
   migration005,
   migration006,
   migration007,
+  migration008,
 ];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
