@@ -70,7 +70,8 @@ serving:
   --session-idle SECONDS  close a session's last turn after this idle time (default 3600)
   --durability MODE       normal (survives a crash, default) or full (also a power loss)
   --admin-key KEY         enables /admin routes (GET /admin/status); prefer OPENCLAW_RL_ADMIN_KEYS
-  --metrics-key KEY       reads GET /metrics (Prometheus; an admin key also does); prefer OPENCLAW_RL_METRICS_KEYS
+  --metrics-key KEY       reads GET /metrics only (Prometheus; see docs/metrics.md); prefer
+                          OPENCLAW_RL_METRICS_KEYS
   --log-content           include conversation text in the logs
   --threads N             BLAS threads
   --precision P           fp32, bf16 (GEMMs from bf16-rounded inputs, decode from bf16 weights), int8 (as
@@ -106,8 +107,7 @@ into the Hugging Face cache (HF_HUB_CACHE, HF_HOME; HF_TOKEN for gated models; H
 mirror; HF_HUB_OFFLINE=1 to use the cache only).
 
 environment: OPENCLAW_RL_API_KEYS, OPENCLAW_RL_ADMIN_KEYS, OPENCLAW_RL_METRICS_KEYS (comma-separated),
-OPENCLAW_RL_JUDGE_KEY,
-OPENCLAW_RL_SAMPLER_API_KEY`;
+OPENCLAW_RL_JUDGE_KEY, OPENCLAW_RL_SAMPLER_API_KEY`;
 
 const FLAGS = {
   model: { type: 'string' },

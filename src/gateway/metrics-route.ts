@@ -42,7 +42,8 @@ export function metricsRoute(
     if (keys.length === 0)
       throw new GatewayError(
         403,
-        'metrics are disabled: set metricsKeys (OPENCLAW_RL_METRICS_KEYS, --metrics-key) or adminKeys to enable GET /metrics',
+        'metrics are disabled: set metricsKeys (OPENCLAW_RL_METRICS_KEYS, --metrics-key) or adminKeys ' +
+          'to enable GET /metrics',
         { code: 'metrics_disabled' },
       );
     if (!metrics)
