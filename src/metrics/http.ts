@@ -48,18 +48,18 @@ export class HttpMetrics {
     });
     const tokens = (name: string, help: string) =>
       new Counter({ name, help, labelNames: ['kind'], registers }) as Counter<'kind'>;
-    this.promptTokens = tokens('openclaw_rl_prompt_tokens_total', 'Prompt tokens of recorded turns, by turn kind');
+    this.promptTokens = tokens('openclaw_rl_prompt_tokens_total', 'Prompt tokens of answered turns, by turn kind');
     this.cachedTokens = tokens(
       'openclaw_rl_cached_prompt_tokens_total',
-      'Prompt tokens of recorded turns served from the prefix cache (usage.prompt_tokens_details.cached_tokens)',
+      'Prompt tokens of answered turns served from the prefix cache (usage.prompt_tokens_details.cached_tokens)',
     );
     this.completionTokens = tokens(
       'openclaw_rl_completion_tokens_total',
-      'Completion tokens of recorded turns (usage.completion_tokens), by turn kind',
+      'Completion tokens of answered turns (usage.completion_tokens), by turn kind',
     );
     this.turns = new Counter({
       name: 'openclaw_rl_turns_total',
-      help: 'Turns recorded (committed to the store), by kind and finish reason',
+      help: 'Turns answered once committed (a session opted out of learning: answered, not stored), by kind and finish',
       labelNames: ['kind', 'finish'],
       registers,
     });
