@@ -158,6 +158,11 @@ test('through the double: persistence failures are counted and logged, and logs 
     );
     assert.equal(m['judge/agreement/mean'], (1 + 0) / 2, 'unanimous among valid votes, then a tie');
     assert.equal(m['judge/agreement/unanimous'], 1);
+    assert.deepEqual(
+      [m['judge/agreement/split'], m['judge/agreement/none']],
+      [1, 0],
+      'the tie is split; skipped: none',
+    );
     assert.equal(m['judge/queue/persist_failed'], 1);
     assert.equal(m['judge/abstained'], 1, 'the tie; a skipped turn is not counted as judged');
     assert.deepEqual([m['judge/score/+1'], m['judge/score/0']], [1, 1]);

@@ -22,6 +22,7 @@ import {
 } from '../gateway/config.js';
 import { jsonLogger } from '../gateway/log.js';
 import { Gateway } from '../gateway/server.js';
+import { ServeMetrics } from '../metrics/serve-metrics.js';
 import { chatBackendOf, loadChatModel } from './chat-model.js';
 import type { PrefixCacheStats } from '../engine/local/engine.js';
 import { defaultKvCacheBytes } from '../engine/local/kv-cache-budget.js';
@@ -72,6 +73,8 @@ serving:
   --retention-days D      purge turns completed more than D days ago, with their judgments and samples,
                           at start and hourly (default: keep everything; see docs/gateway.md)
   --admin-key KEY         enables /admin routes (GET /admin/status); prefer OPENCLAW_RL_ADMIN_KEYS
+  --metrics-key KEY       reads GET /metrics only (Prometheus; see docs/metrics.md); prefer
+                          OPENCLAW_RL_METRICS_KEYS
   --log-content           include conversation text in the logs
   --threads N             BLAS threads
   --precision P           fp32, bf16 (GEMMs from bf16-rounded inputs, decode from bf16 weights), int8 (as
@@ -108,8 +111,8 @@ learning:
 into the Hugging Face cache (HF_HUB_CACHE, HF_HOME; HF_TOKEN for gated models; HF_ENDPOINT for a
 mirror; HF_HUB_OFFLINE=1 to use the cache only).
 
-environment: OPENCLAW_RL_API_KEYS, OPENCLAW_RL_ADMIN_KEYS (comma-separated), OPENCLAW_RL_JUDGE_KEY,
-OPENCLAW_RL_SAMPLER_API_KEY`;
+environment: OPENCLAW_RL_API_KEYS, OPENCLAW_RL_ADMIN_KEYS, OPENCLAW_RL_METRICS_KEYS (comma-separated),
+OPENCLAW_RL_JUDGE_KEY, OPENCLAW_RL_SAMPLER_API_KEY`;
 
 const FLAGS = {
   model: { type: 'string' },
@@ -127,6 +130,7 @@ const FLAGS = {
   'log-content': { type: 'boolean' },
   threads: { type: 'string' },
   'admin-key': { type: 'string' },
+  'metrics-key': { type: 'string' },
   precision: { type: 'string' },
   method: { type: 'string' },
   reward: { type: 'string' },
@@ -212,6 +216,11 @@ export async function runServe(argv: string[]): Promise<number> {
   let backend = router ? { ...local, sampler: router } : local;
   let running: RunningLearning | null = null;
   let serving: ServingSampler | null = null;
+  const metrics = new ServeMetrics({
+    learning: learning.enabled ? () => running?.loop.status() ?? null : undefined,
+    prefixCache: () => model.engine.prefixCacheStats(),
+    servingVersion: () => model.engine.version,
+  });
   try {
     if (llamaCpp) {
       const log = (e: string, f: Record<string, unknown>) => logger.event(e, f);
@@ -231,7 +240,10 @@ export async function runServe(argv: string[]): Promise<number> {
         store,
         settings: learning,
         checkpointDir: join(config.dataDir, 'checkpoints'),
-        log: (e, f) => logger.event(e, f),
+        log: (e, f) => {
+          logger.event(e, f);
+          metrics.learningEvent(e, f);
+        },
         activationBudgetBytes: plan.activationBudgetBytes,
         torch: torchLaunch && { launch: torchLaunch, dir: join(config.dataDir, 'torch-learner') },
         remote: router && { sampler: router, versionsDir: join(config.dataDir, 'versions') },
@@ -250,7 +262,7 @@ export async function runServe(argv: string[]): Promise<number> {
     memory: plan,
     engine: engineInfo,
   });
-  const gateway = new Gateway({ backend, store, config, logger, status });
+  const gateway = new Gateway({ backend, store, config, logger, status, metrics });
   let address: { host: string; port: number };
   try {
     address = await gateway.listen();
@@ -365,15 +377,16 @@ export function serveSettings(v: Record<string, string | boolean | undefined>): 
   try {
     const file = v.config ? readConfig(v.config as string) : { gateway: {}, learning: {} };
     const env = configFromEnv(process.env);
-    const adminFlag: Partial<GatewayConfig> = v['admin-key']
-      ? {
-          adminKeys: [
-            ...(env.adminKeys ?? (file.gateway.adminKeys as string[] | undefined) ?? []),
-            v['admin-key'] as string,
-          ],
-        }
-      : {};
-    const gateway = resolveConfig(checkPartialConfig(file.gateway, v.config as string), env, flags, adminFlag);
+    // A key flag adds to the keys of the environment (else the config file).
+    const keyFlag = (flag: string, key: 'adminKeys' | 'metricsKeys'): Partial<GatewayConfig> =>
+      v[flag] ? { [key]: [...(env[key] ?? (file.gateway[key] as string[] | undefined) ?? []), v[flag] as string] } : {};
+    const gateway = resolveConfig(
+      checkPartialConfig(file.gateway, v.config as string),
+      env,
+      flags,
+      keyFlag('admin-key', 'adminKeys'),
+      keyFlag('metrics-key', 'metricsKeys'),
+    );
     const learning = resolveServeLearning(file.learning, learningFromEnv(process.env), learningFlags);
     return { gateway, learning };
   } catch (e) {

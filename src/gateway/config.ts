@@ -18,6 +18,8 @@ export interface GatewayConfig {
   apiKeys: string[];
   /** Bearer keys for /admin routes; empty = admin routes disabled. */
   adminKeys: string[];
+  /** Bearer keys for GET /metrics only (an admin key also works); with neither, /metrics is disabled. */
+  metricsKeys: string[];
   /** Model ids answered as side turns (OpenClaw's `side-model` routing). */
   sideModels: string[];
   /** Model ids answered as main turns. */
@@ -63,6 +65,7 @@ export const DEFAULT_CONFIG: GatewayConfig = {
   modelId: undefined,
   apiKeys: [],
   adminKeys: [],
+  metricsKeys: [],
   sideModels: [],
   mainModels: [],
   defaultTurnKind: 'side',
@@ -103,6 +106,7 @@ const FIELDS: Field[] = [
   { key: 'modelId', check: (v) => v === undefined || (typeof v === 'string' && v.length > 0), want: 'a model id' },
   { key: 'apiKeys', check: strings, want: 'an array of non-empty strings' },
   { key: 'adminKeys', check: strings, want: 'an array of non-empty strings' },
+  { key: 'metricsKeys', check: strings, want: 'an array of non-empty strings' },
   { key: 'sideModels', check: strings, want: 'an array of model ids' },
   { key: 'mainModels', check: strings, want: 'an array of model ids' },
   { key: 'defaultTurnKind', check: (v) => v === 'main' || v === 'side', want: '"main" or "side"' },
@@ -156,7 +160,7 @@ export function readConfigFile(path: string): Partial<GatewayConfig> {
   }
 }
 
-/** Secrets from the environment: OPENCLAW_RL_API_KEYS and OPENCLAW_RL_ADMIN_KEYS (comma-separated). */
+/** Secrets from the environment: OPENCLAW_RL_API_KEYS, OPENCLAW_RL_ADMIN_KEYS, OPENCLAW_RL_METRICS_KEYS (comma-separated). */
 export function configFromEnv(env: NodeJS.ProcessEnv): Partial<GatewayConfig> {
   const list = (v: string | undefined) =>
     (v ?? '')
@@ -166,6 +170,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv): Partial<GatewayConfig> {
   const out: Partial<GatewayConfig> = {};
   if (env.OPENCLAW_RL_API_KEYS) out.apiKeys = list(env.OPENCLAW_RL_API_KEYS);
   if (env.OPENCLAW_RL_ADMIN_KEYS) out.adminKeys = list(env.OPENCLAW_RL_ADMIN_KEYS);
+  if (env.OPENCLAW_RL_METRICS_KEYS) out.metricsKeys = list(env.OPENCLAW_RL_METRICS_KEYS);
   return out;
 }
 
@@ -195,5 +200,10 @@ export function checkBind(config: GatewayConfig): void {
 
 /** The config with secrets replaced by their count, for the startup log. */
 export function redactedConfig(config: GatewayConfig): Record<string, unknown> {
-  return { ...config, apiKeys: `${config.apiKeys.length} key(s)`, adminKeys: `${config.adminKeys.length} key(s)` };
+  return {
+    ...config,
+    apiKeys: `${config.apiKeys.length} key(s)`,
+    adminKeys: `${config.adminKeys.length} key(s)`,
+    metricsKeys: `${config.metricsKeys.length} key(s)`,
+  };
 }

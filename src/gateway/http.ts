@@ -11,6 +11,8 @@ export interface Context {
   /** Path without the query string. */
   path: string;
   params: Record<string, string>;
+  /** The matched route's pattern (`/admin/sessions/:id`), set once routed: a label without ids or text. */
+  route?: string;
   requestId: string;
   startedAt: number;
   /** Parsed JSON body (set by the jsonBody middleware). */
@@ -50,6 +52,7 @@ export function sendJson(ctx: Context, status: number, body: unknown, headers: R
 
 interface Route {
   method: string;
+  pattern: string;
   segments: string[];
   handler: Handler;
 }
@@ -62,18 +65,18 @@ export class Router {
   private readonly routes: Route[] = [];
 
   on(method: string, pattern: string, handler: Handler): this {
-    this.routes.push({ method, segments: pattern.split('/').filter(Boolean), handler });
+    this.routes.push({ method, pattern, segments: pattern.split('/').filter(Boolean), handler });
     return this;
   }
 
-  match(method: string, path: string): { handler: Handler; params: Record<string, string> } {
+  match(method: string, path: string): { handler: Handler; params: Record<string, string>; pattern: string } {
     const parts = path.split('/').filter(Boolean);
     let pathKnown = false;
     for (const route of this.routes) {
       const params = matchSegments(route.segments, parts);
       if (!params) continue;
       pathKnown = true;
-      if (route.method === method) return { handler: route.handler, params };
+      if (route.method === method) return { handler: route.handler, params, pattern: route.pattern };
     }
     if (pathKnown) throw new GatewayError(405, `${method} is not allowed on ${path}`, { code: 'method_not_allowed' });
     throw new GatewayError(

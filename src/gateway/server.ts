@@ -9,6 +9,7 @@
 //   GET    /admin/status             admin key; serving version, training steps, queues (GatewayOptions.status)
 //   DELETE /admin/sessions/:id       admin key; deletes a session and all its data (409 while a batch trains on it)
 //   GET    /admin/sessions/:id/export admin key; everything recorded about a session, as one JSON document
+//   GET    /metrics                  admin or metrics key; Prometheus text format (metrics-route.ts, src/metrics/)
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -23,6 +24,7 @@ import { asGatewayError, GatewayError } from './errors.js';
 import { feedbackHandler } from './feedback.js';
 import { compose, Router, sendJson, type Context, type Handler, type Middleware } from './http.js';
 import { silentLogger, type Logger } from './log.js';
+import { metricsRoute, type GatewayMetrics } from './metrics-route.js';
 import { bearerAuth } from './middleware/auth.js';
 import { BufferedBodyBytes, jsonBody } from './middleware/json-body.js';
 import { requestId } from './middleware/request-id.js';
@@ -37,6 +39,8 @@ export interface GatewayOptions {
   newToolCallId?: () => string;
   /** What GET /admin/status answers (serve: the serving version, the learning loop's summary). */
   status?: () => object;
+  /** Prometheus metrics, fed with each request and recorder event and served at GET /metrics. */
+  metrics?: GatewayMetrics;
 }
 
 export class Gateway {
@@ -72,7 +76,10 @@ export class Gateway {
         idleMs: config.sessionIdleSeconds * 1000,
         maxSessions: config.maxSessions,
       },
-      (e) => this.logger.event(e.event, { ...e }),
+      (e) => {
+        this.logger.event(e.event, { ...e });
+        opts.metrics?.recorderEvent(e);
+      },
     );
     const api = bearerAuth({ keys: config.apiKeys });
     const admin = bearerAuth({ keys: config.adminKeys, what: 'admin key' });
@@ -139,10 +146,19 @@ export class Gateway {
         'GET',
         '/admin/sessions/:id/export',
         route([this.adminEnabled(), admin], (ctx) => this.exportSession(ctx)),
+      )
+      .on(
+        'GET',
+        '/metrics',
+        metricsRoute(config, opts.metrics, () => ({
+          inflightRequests: this.inflight,
+          sessions: this.recorder.sessionCount,
+        })),
       );
     this.handle = compose([requestId()], async (ctx) => {
-      const { handler, params } = this.router.match(ctx.method, ctx.path);
+      const { handler, params, pattern } = this.router.match(ctx.method, ctx.path);
       ctx.params = params;
+      ctx.route = pattern;
       await handler(ctx);
     });
     this.server = createServer(
@@ -235,13 +251,22 @@ export class Gateway {
     } catch (e) {
       await this.reply(ctx, e);
     } finally {
+      const ms = performance.now() - ctx.startedAt;
+      const status = (ctx.log.status as number | undefined) ?? res.statusCode;
       this.logger.event('request', {
         requestId: ctx.requestId || undefined,
         method: ctx.method,
         path,
-        ms: Math.round((performance.now() - ctx.startedAt) * 100) / 100,
+        ms: Math.round(ms * 100) / 100,
         ...ctx.log,
-        status: ctx.log.status ?? res.statusCode,
+        status,
+      });
+      this.opts.metrics?.request({
+        method: ctx.method,
+        route: ctx.route ?? null,
+        status,
+        seconds: ms / 1000,
+        log: ctx.log,
       });
       if (!res.writableEnded && !res.destroyed) {
         // A client that went away gets nothing more; its connection must not linger half-answered.

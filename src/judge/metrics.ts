@@ -38,6 +38,8 @@ export class JudgeMetrics {
       'score/0',
       'hint/accepted',
       'agreement/unanimous',
+      'agreement/split',
+      'agreement/none',
     ])
       this.counts.set(`judge/${name}`, 0);
   }
@@ -71,8 +73,8 @@ export class JudgeMetrics {
     if (j.agreement !== null) {
       this.agreementSum += j.agreement;
       this.agreementTurns += 1;
-      if (j.agreement === 1) this.add('judge/agreement/unanimous');
-    }
+      this.add(j.agreement === 1 ? 'judge/agreement/unanimous' : 'judge/agreement/split');
+    } else this.add('judge/agreement/none');
     if (j.hint !== null) this.add('judge/hint/accepted');
     for (const r of j.hintRejections) this.add(`judge/hint/rejected/${r.reason}`);
   }

@@ -141,6 +141,7 @@ export class Trainer {
       tisMean: last.tisMean,
       tokensPerSecond: last.tokensPerSecond,
       trainSeconds: steps.reduce((a, s) => a + s.seconds, 0),
+      stepSeconds: steps.map((s) => s.seconds),
       yieldedMs: steps.reduce((a, s) => a + (s.yieldedMs ?? 0), 0),
       snapshotMs: published.snapshotMs,
       swapMs: published.swapMs,

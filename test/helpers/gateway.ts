@@ -8,6 +8,7 @@ import { loadChatBackend } from '../../src/cli/chat-model.js';
 import type { ChatBackend } from '../../src/gateway/backend.js';
 import { DEFAULT_CONFIG, type GatewayConfig } from '../../src/gateway/config.js';
 import { memoryLogger } from '../../src/gateway/log.js';
+import type { GatewayMetrics } from '../../src/gateway/metrics-route.js';
 import { Gateway } from '../../src/gateway/server.js';
 import { PromptEncoder } from '../../src/chat/prompt-encoder.js';
 import { PromptRenderer } from '../../src/chat/prompt-renderer.js';
@@ -89,7 +90,13 @@ export interface TestGateway {
 export async function startGateway(
   backend: ChatBackend,
   config: Partial<GatewayConfig> = {},
-  extra: { now?: () => number; newToolCallId?: () => string; dataDir?: string; logContent?: boolean } = {},
+  extra: {
+    now?: () => number;
+    newToolCallId?: () => string;
+    dataDir?: string;
+    logContent?: boolean;
+    metrics?: GatewayMetrics;
+  } = {},
 ): Promise<TestGateway> {
   const dataDir = extra.dataDir ?? freshDir('data-');
   const store = openStore({ dir: dataDir });
@@ -102,6 +109,7 @@ export async function startGateway(
     logger: logs,
     ...(extra.now ? { now: extra.now } : {}),
     ...(extra.newToolCallId ? { newToolCallId: extra.newToolCallId } : {}),
+    ...(extra.metrics ? { metrics: extra.metrics } : {}),
   });
   const { port } = await gateway.listen();
   return {
