@@ -261,7 +261,12 @@ export class Sandbox {
 function runBounded(file: string, args: string[], l: SandboxLimits): Promise<CommandResult> {
   const started = performance.now();
   return new Promise((resolve, reject) => {
-    const child = spawn(file, args, { detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    // No host environment: bwrap's own process inside (PID 1) would show it in /proc/1/environ.
+    const child = spawn(file, args, {
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { PATH: '/usr/bin:/bin' },
+    });
     const chunks: Buffer[] = [];
     let kept = 0;
     let truncated = false;
