@@ -35,9 +35,10 @@ export type SessionSource =
  * - `diverged`: the next main request does not extend it (compaction, an edit, a concurrent branch);
  * - `superseded`: a retry of the same request replaced it, so the client never kept this answer;
  * - `no_next_state`: the session stayed idle past the configured time (or was evicted from memory);
- * - `cancelled`: the client went away before the end; the generation was stopped.
+ * - `cancelled`: the client went away before the end; the generation was stopped;
+ * - `episode_end`: the client sent the session's outcome (POST /v1/feedback); no next state.
  */
-export type ClosureReason = 'next_state' | 'diverged' | 'superseded' | 'no_next_state' | 'cancelled';
+export type ClosureReason = 'next_state' | 'diverged' | 'superseded' | 'no_next_state' | 'cancelled' | 'episode_end';
 
 export const CLOSURE_REASONS: readonly ClosureReason[] = [
   'next_state',
@@ -45,7 +46,20 @@ export const CLOSURE_REASONS: readonly ClosureReason[] = [
   'superseded',
   'no_next_state',
   'cancelled',
+  'episode_end',
 ];
+
+/**
+ * The rollout grouping a client states on its requests (X-Task-Id, X-Rollout-Index,
+ * X-Rollout-Count; null where not given): the session is rollout `index` of `count` rollouts of task
+ * `taskId`. The learner's `steps` method groups rollouts by task. Fixed by the session's first
+ * request that carries any of them.
+ */
+export interface Rollout {
+  taskId: string | null;
+  index: number | null;
+  count: number | null;
+}
 
 /** The sampling settings actually used (request values, else the model's generation_config, else OpenAI's). */
 export interface SamplingUsed {

@@ -74,6 +74,12 @@ function dump(db: SqliteDatabase): Record<string, unknown[]> {
     const { raw_messages: _raw, ...row } = r as Record<string, unknown>;
     return row;
   });
+  // Schema 7's rollout grouping, sample rewards and step indexes (NULL on rows before it), and its closure reason.
+  const without = (rows: unknown[], columns: string[]) =>
+    rows.map((r) => Object.fromEntries(Object.entries(r as object).filter(([k]) => !columns.includes(k))));
+  out.sessions = without(out.sessions!, ['task_id', 'rollout_index', 'rollout_count']);
+  out.samples = without(out.samples!, ['reward', 'step_index']);
+  out.closure_reasons = out.closure_reasons!.filter((r) => (r as { reason: string }).reason !== 'episode_end');
   out.sqlite_sequence = db.prepare('SELECT * FROM sqlite_sequence ORDER BY name').all();
   out.turns =
     schemaVersion(db) >= 3
@@ -179,7 +185,7 @@ test("migration 3 moves a schema-2 store's payloads to turn_payloads: every row,
     assert.ok(before[t]!.length > 0, t);
 
   const store = openStore({ dir });
-  assert.equal(schemaVersion(store.db), 6);
+  assert.equal(schemaVersion(store.db), 7);
   const raw = store.db.prepare('SELECT raw_messages FROM next_states').all();
   assert.deepEqual(raw, [{ raw_messages: null }, { raw_messages: null }], 'stored as received before schema 6');
   assert.deepEqual(
@@ -216,7 +222,10 @@ test("migration 3 moves a schema-2 store's payloads to turn_payloads: every row,
     ).map((r) => r.name);
   assert.deepEqual(names('index'), [
     'closed_turns_by_status',
+    'feedback_outcome',
+    'feedback_turn',
     'samples_by_status',
+    'sessions_by_task',
     'turns_by_session',
     'turns_open_main',
   ]);
@@ -238,7 +247,7 @@ test("migration 3 moves a schema-2 store's payloads to turn_payloads: every row,
   assert.deepEqual(foreignKeyCheck(store.db), []);
   assert.deepEqual(dump(store.db), before);
 
-  assert.deepEqual(migrateUp(store.db, dir), [3, 4, 5, 6]);
+  assert.deepEqual(migrateUp(store.db, dir), [3, 4, 5, 6, 7]);
   assert.deepEqual(dump(store.db), { ...before, judgments: judgmentsAt5 });
   assert.deepEqual([...store.exportLines()], exportBefore);
   store.close();
@@ -268,7 +277,7 @@ test('a table rebuild that would leave a row without its parent rolls back, with
     /migration 3 \(turn-payloads\) rebuilds tables and cannot run inside a transaction/,
   );
   assert.equal(schemaVersion(db), 2);
-  assert.deepEqual(migrateUp(db, 'test'), [3, 4, 5, 6]);
+  assert.deepEqual(migrateUp(db, 'test'), [3, 4, 5, 6, 7]);
   db.close();
 });
 

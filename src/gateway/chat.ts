@@ -12,7 +12,7 @@ import type { RenderedPrompt } from '../chat/prompt.js';
 import { renderRequestBounded } from '../chat/prompt-codec.js';
 import { checkRetemplate } from '../chat/retemplate-check.js';
 import type { GenerationEvent, SamplingParams } from '../engine/types.js';
-import type { TurnPlan, TurnRecorder } from '../sessions/recorder.js';
+import { RolloutConflictError, type IncomingRequest, type TurnPlan, type TurnRecorder } from '../sessions/recorder.js';
 import type { SamplingUsed, Turn } from '../types.js';
 import { CompletionAssembler, type AnswerDelta } from './assembler.js';
 import type { ChatBackend } from './backend.js';
@@ -64,7 +64,7 @@ export function chatCompletions(deps: ChatDeps): Handler {
     if (ctx.signal.aborted) return; // the client left while the prompt was encoded: nothing began
     const { params, used } = resolveSampling(deps.backend, req, prompt.ids.length);
     const receivedAt = deps.now();
-    const plan = deps.recorder.begin({
+    const plan = beginTurn(deps.recorder, {
       turnId: newTurnId(receivedAt),
       receivedAt,
       identity: meta.identity,
@@ -74,6 +74,7 @@ export function chatCompletions(deps: ChatDeps): Handler {
       model: req.model ?? deps.backend.modelId,
       messages: req.messages,
       tools: req.tools,
+      ...(meta.rollout ? { rollout: meta.rollout } : {}),
     });
     Object.assign(ctx.log, {
       sessionId: plan.sessionId,
@@ -94,6 +95,16 @@ export function chatCompletions(deps: ChatDeps): Handler {
       if (!progress.settled) deps.recorder.abandon(plan);
     }
   };
+}
+
+/** recorder.begin, with a session's conflicting rollout headers as the 400 they are. */
+function beginTurn(recorder: TurnRecorder, request: IncomingRequest): TurnPlan {
+  try {
+    return recorder.begin(request);
+  } catch (e) {
+    if (e instanceof RolloutConflictError) throw invalid(e.field, e.message, 'rollout_conflict');
+    throw e;
+  }
 }
 
 async function render(backend: ChatBackend, req: ChatRequest, tools: ChatRequest['tools']): Promise<RenderedPrompt> {

@@ -5,6 +5,7 @@
 //   GET    /v1/models                served model ids (no auth: OpenClaw calls it without a key)
 //   GET    /v1/models/:id*           one of them; the id may contain slashes (Qwen/Qwen3-0.6B)
 //   POST   /v1/chat/completions      API key; the recorded route (chat.ts)
+//   POST   /v1/feedback              API key; an outcome for a session or a reward for a turn (feedback.ts)
 //   GET    /admin/status             admin key; serving version, training steps, queues (GatewayOptions.status)
 //   DELETE /admin/sessions/:id       admin key; deletes a session and all its data
 
@@ -17,6 +18,7 @@ import { chatCompletions } from './chat.js';
 import { CheckQueue } from './check-queue.js';
 import type { GatewayConfig } from './config.js';
 import { asGatewayError, GatewayError } from './errors.js';
+import { feedbackHandler } from './feedback.js';
 import { compose, Router, sendJson, type Context, type Handler, type Middleware } from './http.js';
 import { silentLogger, type Logger } from './log.js';
 import { bearerAuth } from './middleware/auth.js';
@@ -92,6 +94,9 @@ export class Gateway {
       checkLater: (id, compute) => this.checks.push(id, compute),
       ...(opts.newToolCallId ? { newToolCallId: opts.newToolCallId } : {}),
     });
+    const feedback = feedbackHandler({ store, recorder: this.recorder, logger: this.logger, now: this.now });
+    const body = () =>
+      jsonBody({ maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs, buffered: this.bufferedBodies });
     const route = (middleware: Middleware[], handler: Handler) => compose(middleware, handler);
     this.router
       .on(
@@ -116,23 +121,8 @@ export class Gateway {
       )
       // A request slot is taken once the body has arrived: a client that sends headers and stalls
       // holds a connection until bodyTimeoutMs, never a slot. admit() refuses early, without reading.
-      .on(
-        'POST',
-        '/v1/chat/completions',
-        route(
-          [
-            api,
-            this.admit(),
-            jsonBody({
-              maxBytes: config.maxBodyBytes,
-              timeoutMs: config.bodyTimeoutMs,
-              buffered: this.bufferedBodies,
-            }),
-            this.limit(),
-          ],
-          chat,
-        ),
-      )
+      .on('POST', '/v1/chat/completions', route([api, this.admit(), body(), this.limit()], chat))
+      .on('POST', '/v1/feedback', route([api, this.admit(), body(), this.limit()], feedback))
       .on(
         'GET',
         '/admin/status',

@@ -12,7 +12,7 @@
 
 import { randomBytes } from 'node:crypto';
 import type { ChatMessage, ToolSpec } from '../chat/messages.js';
-import type { ClosureReason, SessionSource, Turn, TurnKind } from '../types.js';
+import type { ClosureReason, Rollout, SessionSource, Turn, TurnKind } from '../types.js';
 import { attribute, responseHash, type Attribution, type LiveTurn } from './attribution.js';
 import {
   canonicalize,
@@ -41,6 +41,8 @@ export type TurnWrite =
 export interface TurnStore {
   /** Whether the session may be learned from; undefined for an unknown session. */
   sessionLearning(sessionId: string): boolean | undefined;
+  /** The rollout grouping the session was given (null: none); optional for stores without it. */
+  sessionRollout?(sessionId: string): Rollout | null;
   /**
    * All the writes in one transaction, in order: a record inserts or updates the session row and,
    * when given, inserts the turn; a close sets an open main turn's reason, next state and
@@ -59,6 +61,8 @@ export interface SessionUpsert {
   seenAt: number;
   /** False once the session opted out (sticky). */
   learning: boolean;
+  /** Set once, by the session's first request that carries rollout headers; the store keeps the first. */
+  rollout?: Rollout | null;
 }
 
 export interface TurnClosure {
@@ -89,6 +93,19 @@ export interface IncomingRequest {
   model: string;
   messages: ChatMessage[];
   tools: ToolSpec[] | undefined;
+  /** The rollout headers, when the request carries any. */
+  rollout?: Rollout;
+}
+
+/** A request's rollout headers disagree with what its session was given first (the gateway answers 400). */
+export class RolloutConflictError extends Error {
+  constructor(
+    readonly field: 'X-Task-Id' | 'X-Rollout-Index' | 'X-Rollout-Count',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'RolloutConflictError';
+  }
 }
 
 /** What begin() decided; pass it back to commit() or abandon(). */
@@ -126,8 +143,10 @@ interface SessionState {
   /** Requests begun and not yet committed or abandoned; a session in flight is never released. */
   pending: number;
   learning: boolean;
+  /** The rollout grouping, fixed by the first request that states one (null: none yet). */
+  rollout: Rollout | null;
   /** What the session row in the store says, so it is written only when something changed. */
-  row: { seenAt: number; learning: boolean } | null;
+  row: { seenAt: number; learning: boolean; rollout: boolean } | null;
 }
 
 /** last_seen_at in the store is refreshed at most this often. */
@@ -205,6 +224,7 @@ export class TurnRecorder {
     let learning = !req.optOut;
     if (sessionId !== null) {
       const state = this.session(sessionId, source, req.receivedAt);
+      if (req.rollout) fixRollout(state, req.rollout);
       if (req.optOut) state.learning = false;
       learning = state.learning;
       if (decision.kind === 'main') {
@@ -250,10 +270,17 @@ export class TurnRecorder {
       state !== undefined &&
       (state.row === null ||
         state.row.learning !== plan.learning ||
+        (state.rollout !== null && !state.row.rollout) ||
         turn.completedAt - state.row.seenAt > SEEN_RESOLUTION_MS);
     const upsert =
       state && rowStale
-        ? { id: state.id, source: plan.sessionSource, seenAt: turn.completedAt, learning: plan.learning }
+        ? {
+            id: state.id,
+            source: plan.sessionSource,
+            seenAt: turn.completedAt,
+            learning: plan.learning,
+            rollout: state.rollout,
+          }
         : null;
     let written = Promise.resolve();
     if (upsert || plan.learning) {
@@ -268,7 +295,9 @@ export class TurnRecorder {
       });
     }
     if (!state) return written;
-    const row = upsert ? { seenAt: upsert.seenAt, learning: upsert.learning } : state.row;
+    const row = upsert
+      ? { seenAt: upsert.seenAt, learning: upsert.learning, rollout: upsert.rollout !== null }
+      : state.row;
     state.row = row;
     state.pending = Math.max(0, state.pending - 1);
     state.lastActive = Math.max(state.lastActive, turn.completedAt);
@@ -315,6 +344,17 @@ export class TurnRecorder {
     }
   }
 
+  /**
+   * The store closed `turnId` as the end of its session's episode (an outcome arrived): it is not
+   * live any more, and the session's next request starts with no turn to attribute to.
+   */
+  episodeEnded(sessionId: string, turnId: string): void {
+    const state = this.sessions.get(sessionId);
+    if (!state || state.live?.turnId !== turnId) return;
+    this.unindex(state);
+    state.live = undefined;
+  }
+
   /** Drops a session from memory without closing anything (its rows are being deleted). */
   forget(sessionId: string): void {
     this.lastRequests.delete(sessionId);
@@ -343,6 +383,7 @@ export class TurnRecorder {
       state.lastActive = Math.max(state.lastActive, now);
     } else {
       const stored = this.store.sessionLearning(id);
+      const rollout = stored === undefined ? null : (this.store.sessionRollout?.(id) ?? null);
       state = {
         id,
         source,
@@ -350,7 +391,8 @@ export class TurnRecorder {
         lastActive: now,
         pending: 0,
         learning: stored ?? true,
-        row: stored === undefined ? null : { seenAt: 0, learning: stored },
+        rollout,
+        row: stored === undefined ? null : { seenAt: 0, learning: stored, rollout: rollout !== null },
       };
     }
     this.sessions.set(id, state);
@@ -453,6 +495,33 @@ export class TurnRecorder {
       if (this.sessions.size <= this.config.maxSessions) return;
       if (state.pending === 0) this.release(state, now);
     }
+  }
+}
+
+/**
+ * Fixes the session's rollout grouping on the first request that states one; a later request may
+ * repeat any of its values or leave them out, never change them (that would move a rollout between
+ * groups after its first steps were recorded).
+ */
+function fixRollout(state: SessionState, rollout: Rollout): void {
+  if (state.rollout === null) {
+    state.rollout = rollout;
+    return;
+  }
+  const fields = [
+    ['X-Task-Id', 'taskId'],
+    ['X-Rollout-Index', 'index'],
+    ['X-Rollout-Count', 'count'],
+  ] as const;
+  for (const [name, key] of fields) {
+    const given = rollout[key];
+    const fixed = state.rollout[key];
+    if (given === null || given === fixed) continue;
+    throw new RolloutConflictError(
+      name,
+      `session "${state.id.slice(0, 80)}" was given ${name} ${fixed === null ? '(none)' : JSON.stringify(fixed)} by ` +
+        `its first request with rollout headers; a session is one rollout and keeps them: got ${JSON.stringify(given)}`,
+    );
   }
 }
 

@@ -1,7 +1,7 @@
 // Typed queries: one small function per statement, the database (or a transaction's database)
 // first. No business rules here; store.ts composes them into transactions.
 
-import type { QueueStatus } from '../types.js';
+import type { QueueStatus, Rollout } from '../types.js';
 import { stmt, type SqliteDatabase } from './sqlite.js';
 import type { ClosedTurnRow, FullTurnRow, NextStateRow, SessionRow, TurnWithNextStateRow } from './tables.js';
 
@@ -36,6 +36,23 @@ export function upsertSession(db: SqliteDatabase, row: SessionRow): void {
 
 export function findSession(db: SqliteDatabase, id: string): SessionRow | undefined {
   return stmt(db, 'SELECT * FROM sessions WHERE id = ?').get(id) as SessionRow | undefined;
+}
+
+/** Gives the session its rollout grouping unless it has one (the first request's values are kept). */
+export function setSessionRollout(db: SqliteDatabase, id: string, rollout: Rollout): void {
+  stmt(
+    db,
+    `UPDATE sessions SET task_id = ?, rollout_index = ?, rollout_count = ?
+    WHERE id = ? AND task_id IS NULL AND rollout_index IS NULL AND rollout_count IS NULL`,
+  ).run(rollout.taskId, rollout.index, rollout.count, id);
+}
+
+export function sessionRollout(db: SqliteDatabase, id: string): Rollout | null {
+  const r = stmt(db, 'SELECT task_id, rollout_index, rollout_count FROM sessions WHERE id = ?').get(id) as
+    | { task_id: string | null; rollout_index: number | null; rollout_count: number | null }
+    | undefined;
+  if (!r || (r.task_id === null && r.rollout_index === null && r.rollout_count === null)) return null;
+  return { taskId: r.task_id, index: r.rollout_index, count: r.rollout_count };
 }
 
 const INSERT_TURN = `INSERT INTO turns (${TURN_COLUMNS}) VALUES (${params(TURN_COLUMNS)})`;

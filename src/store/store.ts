@@ -10,8 +10,9 @@ import { closeSync, existsSync } from 'node:fs';
 import { makeFilesPrivate, makePrivateDir, openPrivateFile } from '../private-files.js';
 import { join } from 'node:path';
 import type { SessionUpsert, TurnClosure, TurnStore, TurnWrite } from '../sessions/recorder.js';
-import type { ClosedTurn, ClosureReason, RetemplateCheck, Turn } from '../types.js';
+import type { ClosedTurn, ClosureReason, RetemplateCheck, Rollout, Turn } from '../types.js';
 import { BackgroundCheckpointer } from './checkpointer.js';
+import { FeedbackTables } from './feedback.js';
 import { LearningTables } from './learning.js';
 import { migrateUp } from './migrations/index.js';
 import * as q from './queries.js';
@@ -50,6 +51,8 @@ export class Store implements TurnStore {
   readonly path: string;
   /** Judgments, samples and training steps (the learning loop's tables). */
   readonly learning: LearningTables;
+  /** Outcomes and turn rewards from POST /v1/feedback. */
+  readonly feedback: FeedbackTables;
   private readonly now: () => number;
 
   // The request path's transactions, built once: db.transaction() builds its wrappers anew on every
@@ -71,6 +74,7 @@ export class Store implements TurnStore {
     this.path = path;
     this.now = now;
     this.learning = new LearningTables(db, now);
+    this.feedback = new FeedbackTables(db);
     this.writeTx = db.transaction(this.writeRows.bind(this));
     this.retemplateTx = db.transaction(this.retemplateRows.bind(this));
   }
@@ -114,6 +118,10 @@ export class Store implements TurnStore {
   sessionLearning(sessionId: string): boolean | undefined {
     const row = q.findSession(this.db, sessionId);
     return row === undefined ? undefined : row.learning === 1;
+  }
+
+  sessionRollout(sessionId: string): Rollout | null {
+    return q.sessionRollout(this.db, sessionId);
   }
 
   /** The recorder's writes, many in one transaction (its group commit). */
@@ -164,6 +172,7 @@ export class Store implements TurnStore {
         last_seen_at: session.seenAt,
         learning: session.learning ? 1 : 0,
       });
+      if (session.rollout) q.setSessionRollout(this.db, session.id, session.rollout);
       if (!session.learning) {
         q.excludeSessionFromQueue(this.db, session.id, this.now());
         q.deleteQueuedSamplesOfSession(this.db, session.id);

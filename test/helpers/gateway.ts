@@ -41,12 +41,15 @@ export function tinyModel(): string {
  */
 export async function scriptedBackend(
   modelDir = tinyModel(),
-  opts: { thread?: boolean } = {},
+  opts: { thread?: boolean; fallback?: NonNullable<ConstructorParameters<typeof ScriptedSampler>[0]>['fallback'] } = {},
 ): Promise<{ backend: ChatBackend; sampler: ScriptedSampler }> {
   const folder = readModelFolder(modelDir);
   const tokenizer = await TextTokenizer.fromModelDir(modelDir);
   const template = await ChatTemplate.fromModelDir(modelDir);
-  const sampler = new ScriptedSampler({ stopIds: folder.eosTokenIds });
+  const sampler = new ScriptedSampler({
+    stopIds: folder.eosTokenIds,
+    ...(opts.fallback ? { fallback: opts.fallback } : {}),
+  });
   const thread = opts.thread ? TokenizerThread.start(modelDir) : null;
   const encoder = PromptEncoder.forModelDir(
     modelDir,

@@ -8,6 +8,7 @@ import { migration003 } from './003-turn-payloads.js';
 import { migration004 } from './004-step-queues.js';
 import { migration005 } from './005-too-long.js';
 import { migration006 } from './006-next-state-raw.js';
+import { migration007 } from './007-feedback-steps.js';
 
 export interface Migration {
   version: number;
@@ -29,6 +30,7 @@ export const MIGRATIONS: readonly Migration[] = [
   migration004,
   migration005,
   migration006,
+  migration007,
 ];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
