@@ -35,6 +35,7 @@ function solution(task: TerminalTask): string {
     case 'script-args':
       return "printf '#!/bin/bash\\necho $(($1 + $2))\\n' > add.sh && chmod +x add.sh";
     case 'rename-ext':
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell parameter expansion
       return 'cd notes && for f in *.txt; do mv "$f" "${f%.txt}.md"; done';
     case 'edit-config':
       return `sed -i 's/^port=.*/port=${/set port to (\d+)/.exec(task.instruction)![1]}/' settings.conf`;
@@ -55,6 +56,7 @@ function nearMiss(task: TerminalTask): string {
     case 'script-args':
       return "printf '#!/bin/bash\\necho $1$2\\n' > add.sh && chmod +x add.sh";
     case 'rename-ext':
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell parameter expansion
       return 'cd notes && for f in *.txt; do cp "$f" "${f%.txt}.md"; done';
     case 'edit-config':
       return "sed -i 's/=[0-9]*$/=1/' settings.conf";

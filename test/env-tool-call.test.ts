@@ -38,11 +38,14 @@ test('the calculator refuses what is not arithmetic, with a reason', () => {
     ['1 / 0', /division by zero/],
     ['1 / (2 - 2)', /division by zero/],
     ['10 ^ 400', /not a finite number/],
-    ['('.repeat(100) + '1' + ')'.repeat(100), /nests deeper/],
-    ['1+'.repeat(300) + '1', /longer than/],
+    [`${'('.repeat(100)}1${')'.repeat(100)}`, /nests deeper/],
+    [`${'1+'.repeat(300)}1`, /longer than/],
   ];
   for (const [expression, reason] of refused)
-    assert.throws(() => evaluate(expression), (e: Error) => e instanceof CalculatorError && reason.test(e.message));
+    assert.throws(
+      () => evaluate(expression),
+      (e: Error) => e instanceof CalculatorError && reason.test(e.message),
+    );
 });
 
 test('results are printed short and exact enough', () => {
