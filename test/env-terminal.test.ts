@@ -9,6 +9,7 @@ import type { ChatMessage } from '../src/chat/messages.js';
 import { DEFAULT_LIMITS, probeSandbox } from '../src/env/sandbox.js';
 import { terminalKind } from '../src/env/terminal.js';
 import { FAMILIES, terminalTasks, type TerminalTask } from '../src/env/terminal-tasks.js';
+import { terminalNearMiss, terminalSolution } from './helpers/terminal-solutions.js';
 
 const setup = await probeSandbox();
 const kind = terminalKind(setup, { ...DEFAULT_LIMITS, commandSeconds: 5 });
@@ -22,48 +23,6 @@ const bash = (...commands: string[]): ChatMessage => ({
     function: { name: 'bash', arguments: JSON.stringify({ command }) },
   })),
 });
-
-/** A correct solution per family, written as a person would, without reading the checker. */
-function solution(task: TerminalTask): string {
-  switch (task.family) {
-    case 'count-matches':
-      return 'grep -c ERROR log.txt > count.txt';
-    case 'unique-sorted':
-      return 'sort -u names.txt > unique.txt';
-    case 'column-sum':
-      return "awk -F, 'NR > 1 { s += $2 } END { print s }' sales.csv > total.txt";
-    case 'script-args':
-      return "printf '#!/bin/bash\\necho $(($1 + $2))\\n' > add.sh && chmod +x add.sh";
-    case 'rename-ext':
-      // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell parameter expansion
-      return 'cd notes && for f in *.txt; do mv "$f" "${f%.txt}.md"; done';
-    case 'edit-config':
-      return `sed -i 's/^port=.*/port=${/set port to (\d+)/.exec(task.instruction)![1]}/' settings.conf`;
-    default:
-      throw new Error(`no solution for ${task.family}`);
-  }
-}
-
-/** A plausible wrong attempt per family. */
-function nearMiss(task: TerminalTask): string {
-  switch (task.family) {
-    case 'count-matches':
-      return 'wc -l < log.txt > count.txt';
-    case 'unique-sorted':
-      return 'sort names.txt > unique.txt';
-    case 'column-sum':
-      return "awk -F, '{ s += $2 } END { print s + 1 }' sales.csv > total.txt";
-    case 'script-args':
-      return "printf '#!/bin/bash\\necho $1$2\\n' > add.sh && chmod +x add.sh";
-    case 'rename-ext':
-      // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell parameter expansion
-      return 'cd notes && for f in *.txt; do cp "$f" "${f%.txt}.md"; done';
-    case 'edit-config':
-      return "sed -i 's/=[0-9]*$/=1/' settings.conf";
-    default:
-      throw new Error(`no near miss for ${task.family}`);
-  }
-}
 
 async function play(task: TerminalTask, commands: string[]) {
   const env = kind.create();
@@ -91,10 +50,10 @@ test('each family: the right solution passes its checker, a near miss and doing 
     families,
   );
   for (const task of tasks) {
-    const right = await play(task, [solution(task)]);
+    const right = await play(task, [terminalSolution(task)]);
     assert.equal(right.observations[0]!.content, 'exit code 0', `${task.id}: ${right.observations[0]!.content}`);
     assert.deepEqual(right.outcome, { reward: 1, success: true, detail: 'checker: exit 0' }, task.id);
-    const wrong = await play(task, [nearMiss(task)]);
+    const wrong = await play(task, [terminalNearMiss(task)]);
     assert.equal(wrong.outcome.reward, -1, `${task.id}: the near miss passed`);
     const idle = await play(task, []);
     assert.equal(idle.outcome.success, false, `${task.id}: doing nothing passed`);

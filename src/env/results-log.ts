@@ -49,6 +49,8 @@ export interface FeedbackLine {
   type: 'feedback';
   key: string;
   duplicate: boolean;
+  /** Why nothing was sent: an episode with no recorded turn has no session to attach an outcome to. */
+  skipped?: string;
 }
 
 export type ResultLine = EpisodeLine | FeedbackLine;

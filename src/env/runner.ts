@@ -109,6 +109,10 @@ export async function runEnvironment(o: RunOptions): Promise<RunSummary> {
   };
 
   const sendFeedback = async (e: EpisodeLine) => {
+    if (e.steps === 0) {
+      log.append({ type: 'feedback', key: e.key, duplicate: false, skipped: 'no turn was recorded' });
+      return;
+    }
     const comment = `${o.kind.name} ${e.taskId} rollout ${e.rollout}: ${e.end}; ${e.detail}`;
     const r = await o.client.feedback(e.sessionId, e.reward, comment, e.key);
     log.append({ type: 'feedback', key: e.key, duplicate: r.duplicate });
