@@ -5,7 +5,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { AgentClient } from '../src/env/agent-client.js';
@@ -120,4 +120,40 @@ test('terminal episodes through the gateway: the bash tool runs in the sandbox a
   assert.equal(summary.successRate, 1, JSON.stringify(summary.byTask));
   assert.equal(Object.keys(summary.byFamily).length, 6);
   assert.equal(summary.feedback.sent, 6);
+});
+
+test('a restart re-sends unacknowledged outcomes under the same key, plays nothing again, and drops a torn line', async () => {
+  const { out, summary } = await run(toolCallKind(), 2, 2, 11);
+  const path = join(out, 'results.jsonl');
+  // A crash after the results were written but before any outcome was acknowledged, mid-write.
+  const episodeLines = readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((l) => l.includes('"type":"episode"'));
+  writeFileSync(path, `${episodeLines.join('\n')}\n{"type":"episode","key":"cut sh`);
+  const calls = sampler.calls.length;
+  const again = await runEnvironment({
+    kind: toolCallKind(),
+    client,
+    out,
+    tasks: 2,
+    rollouts: 2,
+    parallel: 4,
+    maxSteps: 4,
+    seed: 11,
+  });
+  assert.equal(sampler.calls.length, calls, 'no episode played again');
+  assert.equal(again.skipped, 4);
+  assert.equal(again.steps, 0);
+  assert.deepEqual(again.feedback, { sent: 4, duplicates: 4, pending: 0 });
+  assert.equal(again.runId, summary.runId);
+  assert.deepEqual(again.byTask, summary.byTask);
+  const text = readFileSync(path, 'utf8');
+  assert.equal(text.includes('cut sh'), false);
+  assert.equal(text.split('\n').filter((l) => l.includes('"duplicate":true')).length, 4);
+  assert.equal(feedbackRows().filter((r) => r.idempotency_key.startsWith(`${summary.runId}:`)).length, 4);
+
+  await assert.rejects(
+    runEnvironment({ kind: toolCallKind(), client, out, tasks: 3, rollouts: 2, parallel: 4, maxSteps: 4, seed: 11 }),
+    /holds a run with other tasks \(2, now 3\)/,
+  );
 });

@@ -111,6 +111,7 @@ export async function runEnv(argv: string[]): Promise<number> {
   kind.tasks(options.tasks, options.seed);
 
   const ui = new Console(process.stderr);
+  let printedTenth = -1;
   let serve: ServeProcess | null = null;
   let url = v.url as string | undefined;
   if (url === undefined) {
@@ -134,18 +135,24 @@ export async function runEnv(argv: string[]): Promise<number> {
       client,
       out,
       ...options,
-      onProgress: (p) => ui.setStatus(progressLine(envName, p), p.done === p.total),
+      onProgress: (p) => {
+        // Off a terminal: a line per tenth of the episodes.
+        const tenth = Math.floor((10 * p.done) / Math.max(1, p.total));
+        ui.setStatus(progressLine(envName, p), tenth > printedTenth);
+        printedTenth = Math.max(printedTenth, tenth);
+      },
     });
     ui.endStatus();
-    for (const t of summary.byTask)
+    for (const t of summary.byTask.slice(0, 20))
       ui.line(`${t.taskId.padEnd(28)} ${t.successes}/${t.rollouts} solved  mean reward ${t.meanReward.toFixed(2)}`);
+    if (summary.byTask.length > 20) ui.line(`... ${summary.byTask.length - 20} more tasks in summary.json`);
     ui.line(
       `${summary.episodes} episodes, success rate ${summary.successRate.toFixed(3)}, ` +
         `${summary.stepsPerSecond.toFixed(2)} steps/s at --parallel ${options.parallel}` +
         (summary.skipped > 0 ? ` (${summary.skipped} resumed from ${out})` : ''),
     );
     for (const f of summary.failures.slice(0, 5)) ui.line(`failed: ${f}`);
-    console.log(JSON.stringify({ out, summary: join(out, 'summary.json'), ...summary, byTask: undefined }));
+    console.log(JSON.stringify({ out, summaryFile: join(out, 'summary.json'), ...summary }));
     return summary.failed > 0 ? 1 : 0;
   } finally {
     process.off('SIGINT', stop).off('SIGTERM', stop);

@@ -7,7 +7,7 @@
 //   summary.json    per-task and per-family results, written at the end of each invocation.
 
 import { randomBytes } from 'node:crypto';
-import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** What defines a run's set of episodes; a resumed run must have the same. */
@@ -63,8 +63,6 @@ export class ResultsLog {
   readonly episodes = new Map<string, EpisodeLine>();
   readonly acknowledged = new Set<string>();
   private readonly path: string;
-  /** The file ends in a line a crash cut short (no newline). */
-  private torn = false;
 
   private constructor(
     readonly dir: string,
@@ -72,17 +70,18 @@ export class ResultsLog {
   ) {
     this.path = join(dir, 'results.jsonl');
     if (!existsSync(this.path)) return;
-    const text = readFileSync(this.path, 'utf8');
-    this.torn = text.length > 0 && !text.endsWith('\n');
-    const lines = text.split('\n');
-    lines.forEach((lineText, i) => {
-      if (lineText.trim() === '') return;
+    let text = readFileSync(this.path, 'utf8');
+    if (!text.endsWith('\n') && text.length > 0) {
+      // A crash cut the last line short: it recorded nothing complete, so it goes.
+      text = text.slice(0, text.lastIndexOf('\n') + 1);
+      truncateSync(this.path, Buffer.byteLength(text));
+    }
+    text.split('\n').forEach((lineText, i) => {
+      if (lineText === '') return;
       let line: ResultLine;
       try {
         line = JSON.parse(lineText) as ResultLine;
       } catch {
-        // A crash can tear the last line only; anything else is a damaged file.
-        if (i >= lines.length - 2) return;
         throw new Error(`${this.path}: line ${i + 1} is not JSON; the file is damaged`);
       }
       if (line.type === 'episode') this.episodes.set(line.key, line);
@@ -114,10 +113,7 @@ export class ResultsLog {
   }
 
   append(line: ResultLine): void {
-    // If the torn last line of a crash has no newline, start on a fresh one.
-    const text = `${JSON.stringify(line)}\n`;
-    appendFileSync(this.path, this.torn ? `\n${text}` : text);
-    this.torn = false;
+    appendFileSync(this.path, `${JSON.stringify(line)}\n`);
     if (line.type === 'episode') this.episodes.set(line.key, line);
     else this.acknowledged.add(line.key);
   }
