@@ -145,3 +145,67 @@ test('env run at --parallel 32: killed mid-run, resumed, every episode recorded 
     await stopServe(serve);
   }
 });
+
+function cli(args: string[], env: NodeJS.ProcessEnv = process.env) {
+  const child = spawn(process.execPath, [CLI, 'env', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => {
+    stdout += d;
+  });
+  child.stderr.on('data', (d) => {
+    stderr += d;
+  });
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
+    child.on('close', (code) => resolve({ code, stdout, stderr })),
+  );
+}
+
+test('env run --model starts serve itself, with the options after -- , and stops it', async () => {
+  const out = join(freshDir('env-own-'), 'run');
+  const r = await cli([
+    'run',
+    '--env',
+    'terminal',
+    '--model',
+    tinyModel(),
+    '--tasks',
+    '2',
+    '--rollouts',
+    '1',
+    '--max-tokens',
+    '8',
+    '--out',
+    out,
+    '--',
+    '--no-learning',
+  ]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stderr, /serve is listening on http:\/\/127\.0\.0\.1:\d+\/v1/);
+  const summary = JSON.parse(r.stdout) as RunSummary;
+  assert.equal(summary.episodes, 2);
+  assert.deepEqual(summary.feedback, { sent: 2, duplicates: 0, pending: 0 });
+  assert.ok(existsSync(join(out, 'serve-data', STORE_FILE)));
+});
+
+test('env run refuses bad flags, and the terminal environment without a sandbox, before starting anything', async () => {
+  const bad: [string[], RegExp][] = [
+    [['run', '--url', 'http://127.0.0.1:1/v1'], /--env must be tool-call or terminal/],
+    [['run', '--env', 'tool-call'], /give either --url .* or --model/],
+    [['run', '--env', 'tool-call', '--url', 'u', '--model', 'm'], /give either --url/],
+    [['run', '--env', 'tool-call', '--url', 'u', '--parallel', '0'], /--parallel must be an integer >= 1/],
+    [['run', '--env', 'tool-call', '--url', 'u', '--', '--no-learning'], /options after -- are for a started serve/],
+    [['walk'], /unknown env command "walk"/],
+  ];
+  for (const [args, message] of bad) {
+    const r = await cli(args);
+    assert.equal(r.code, 2, args.join(' '));
+    assert.match(r.stderr, message, args.join(' '));
+  }
+  const r = await cli(['run', '--env', 'terminal', '--url', 'http://127.0.0.1:1/v1', '--out', freshDir('env-nosb-')], {
+    ...process.env,
+    PATH: freshDir('empty-path-'),
+  });
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /needs a working sandbox and found none: no bwrap on PATH\. Install bubblewrap/);
+});
