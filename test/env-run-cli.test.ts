@@ -6,7 +6,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { EpisodeLine, FeedbackLine, ResultLine } from '../src/env/results-log.js';
@@ -208,4 +209,50 @@ test('env run refuses bad flags, and the terminal environment without a sandbox,
   });
   assert.equal(r.code, 1);
   assert.match(r.stderr, /needs a working sandbox and found none: no bwrap on PATH\. Install bubblewrap/);
+});
+
+test('an interrupted run (SIGINT) exits at once and leaves no sandbox folder behind', async () => {
+  // Its own TMPDIR, where the sandboxes' user (nobody, when the tests run as root) can reach it.
+  const tmp = mkdtempSync(join(tmpdir(), 'ocrl-env-tmp-'));
+  chmodSync(tmp, 0o755);
+  test.after(() => rmSync(tmp, { recursive: true, force: true }));
+  // A server that is not there: every episode's sandbox exists while its first request is retried.
+  const child = spawn(
+    process.execPath,
+    [
+      CLI,
+      'env',
+      'run',
+      '--env',
+      'terminal',
+      '--url',
+      'http://127.0.0.1:9/v1',
+      '--tasks',
+      '3',
+      '--out',
+      join(tmp, 'out'),
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, TMPDIR: tmp } },
+  );
+  let stderr = '';
+  child.stderr.on('data', (d) => {
+    stderr += d;
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const sandboxes = () =>
+    readdirSync(tmp)
+      .filter((n) => n.startsWith('ocrl-sandboxes-'))
+      .flatMap((n) => readdirSync(join(tmp, n)));
+  const deadline = Date.now() + 60_000;
+  while (sandboxes().length < 3) {
+    assert.ok(Date.now() < deadline && child.exitCode === null, `the episodes did not start: ${stderr}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  child.kill('SIGINT');
+  assert.equal(await exited, 130, stderr);
+  assert.deepEqual(
+    readdirSync(tmp).filter((n) => n.startsWith('ocrl-')),
+    [],
+    'no episode folder, and not their parent',
+  );
 });

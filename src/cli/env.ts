@@ -121,7 +121,11 @@ export async function runEnv(argv: string[]): Promise<number> {
     url = serve.url;
     ui.line(`serve is listening on ${url}`);
   }
-  const stop = () => void serve?.stop();
+  // Interrupted: what finished is on disk already; stop the serve we started, then exit (the
+  // sandboxes of the episodes in flight are removed on exit).
+  const stop = (signal: NodeJS.Signals) => {
+    void (serve?.stop() ?? Promise.resolve()).finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+  };
   process.once('SIGINT', stop).once('SIGTERM', stop);
   try {
     const client = new AgentClient({

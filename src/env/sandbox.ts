@@ -8,7 +8,7 @@
 // nobody (setpriv), because the kernel never applies RLIMIT_NPROC to root.
 
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, lstatSync, readlinkSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdtempSync, readlinkSync, rmSync } from 'node:fs';
 import { chown, lstat, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -69,6 +69,33 @@ export interface SandboxSetup {
 const NOBODY = { uid: 65534, gid: 65534 };
 const HOME = '/home/agent';
 
+/**
+ * One folder per process and base holds every episode's folder, created at once so that an
+ * interrupted run removes it whole on exit, episodes being created at that instant included.
+ * Mode 0711: the sandbox's user (nobody, under root) may pass through it, not list it.
+ */
+const parents = new Map<string, string>();
+process.once('exit', () => {
+  for (const parent of parents.values()) {
+    try {
+      rmSync(parent, { recursive: true, force: true });
+    } catch {
+      spawnSync('chmod', ['-R', 'u+rwX', parent]);
+      rmSync(parent, { recursive: true, force: true });
+    }
+  }
+});
+
+function parentFolder(base: string): string {
+  let parent = parents.get(base);
+  if (parent === undefined) {
+    parent = mkdtempSync(join(base, `ocrl-sandboxes-${process.pid}-`));
+    chmodSync(parent, 0o711);
+    parents.set(base, parent);
+  }
+  return parent;
+}
+
 function which(name: string): string | null {
   for (const dir of (process.env.PATH ?? '/usr/bin:/bin').split(':')) {
     const path = join(dir || '.', name);
@@ -89,8 +116,10 @@ export async function probeSandbox(base = tmpdir()): Promise<SandboxSetup> {
   const sandbox = await Sandbox.create(setup, DEFAULT_LIMITS, base);
   try {
     const r = await sandbox.run('echo sandbox-ok > probe && cat probe');
-    if (r.exitCode !== 0 || r.output.trim() !== 'sandbox-ok')
-      throw new SandboxUnavailableError(`bwrap failed (exit ${r.exitCode}): ${r.output.trim().slice(0, 300)}`);
+    if (r.exitCode !== 0 || r.output.trim() !== 'sandbox-ok') {
+      const reach = root ? ` (the sandbox runs as nobody: ${base}, TMPDIR, must be reachable by it)` : '';
+      throw new SandboxUnavailableError(`bwrap failed (exit ${r.exitCode}): ${r.output.trim().slice(0, 300)}${reach}`);
+    }
   } finally {
     await sandbox.destroy();
   }
@@ -117,7 +146,7 @@ export class Sandbox {
   ) {}
 
   static async create(setup: SandboxSetup, limits: SandboxLimits, base = tmpdir()): Promise<Sandbox> {
-    const root = await mkdtemp(join(base, 'ocrl-sandbox-'));
+    const root = await mkdtemp(join(parentFolder(base), 'episode-'));
     await mkdir(join(root, 'home'));
     await mkdir(join(root, 'tmp'));
     const sandbox = new Sandbox(setup, limits, root);
