@@ -106,9 +106,8 @@ export async function runEnv(argv: string[]): Promise<number> {
   const out = resolve((v.out as string | undefined) ?? join('runs', `env-${envName}`));
 
   // The sandbox is proven before anything starts: no terminal episode runs without one.
-  const kind: EnvironmentKind =
-    envName === 'terminal' ? terminalKind(await probeSandbox(), limits) : (toolCallKind() as EnvironmentKind);
-  kind.tasks(options.tasks, options.seed);
+  const kind: EnvironmentKind = envName === 'terminal' ? terminalKind(await probeSandbox(), limits) : toolCallKind();
+  kind.tasks(options.tasks, options.seed); // a --tasks beyond the task set fails here, before serve starts
 
   const ui = new Console(process.stderr);
   let printedTenth = -1;

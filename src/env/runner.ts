@@ -94,13 +94,14 @@ export async function runEnvironment(o: RunOptions): Promise<RunSummary> {
   let steps = 0;
   let done = jobs.length - pending.length;
   const skipped = done;
+  let successes = [...log.episodes.values()].filter((e) => e.success).length;
   const progress = () => {
     const elapsed = (performance.now() - started) / 1000;
     o.onProgress?.({
       done,
       total: jobs.length,
       skipped,
-      successes: [...log.episodes.values()].filter((e) => e.success).length,
+      successes,
       failed: failures.length,
       steps,
       stepsPerSecond: elapsed > 0 ? steps / elapsed : 0,
@@ -135,6 +136,7 @@ export async function runEnvironment(o: RunOptions): Promise<RunSummary> {
         });
         log.append(episode);
         done++;
+        if (episode.success) successes++;
         await sendFeedback(episode);
       } catch (e) {
         // A refusal no retry can fix (a wrong key, a bad request) stops the run; others are played again later.
