@@ -61,6 +61,21 @@ export interface Rollout {
   count: number | null;
 }
 
+/** One rollout (a session) of a task as the `steps` method's release decision sees it (learn/steps.ts). */
+export interface RolloutState {
+  sessionId: string;
+  /** X-Task-Id; null: the session is its own task. */
+  taskId: string | null;
+  /** X-Rollout-Count (the group size G); null when the client did not say. */
+  count: number | null;
+  /** Its outcome arrived. */
+  hasOutcome: boolean;
+  /** Main turns still open or waiting for the judge. */
+  unsettledTurns: number;
+  /** Judged steps whose sample waits for the group. */
+  waitingSamples: number;
+}
+
 /** The sampling settings actually used (request values, else the model's generation_config, else OpenAI's). */
 export interface SamplingUsed {
   temperature: number;
@@ -157,21 +172,24 @@ export type QueueStatus = 'pending' | 'claimed' | 'done' | 'excluded';
  * - `rl`: the judge's decisive score alone (no accepted hint);
  * - `opd`: the teacher term alone (a hint, but an abstaining or unused score);
  * - `opd+rl`: both;
- * - `rl-zero`: a score-0 turn kept as its session's only sample (the original's option; no gradient).
+ * - `rl-zero`: a score-0 turn kept as its session's only sample (the original's option; no gradient);
+ * - `steps`: a step of an episode with an outcome (the `steps` method); `steps+opd` with the teacher term too.
  */
-export type SampleSource = 'rl' | 'opd' | 'opd+rl' | 'rl-zero';
+export type SampleSource = 'rl' | 'opd' | 'opd+rl' | 'rl-zero' | 'steps' | 'steps+opd';
 
 /**
- * `queued` waits for a batch, `trained` was consumed by one step, `stale` was dropped as too old,
+ * `waiting`: a `steps` sample whose task group is not complete (no advantage yet); `queued` waits
+ * for a batch, `trained` was consumed by one step, `stale` was dropped as too old,
  * `too_long` was dropped as longer than the learner's bound (a bound lowered since it was queued).
  */
-export type SampleStatus = 'queued' | 'trained' | 'stale' | 'too_long';
+export type SampleStatus = 'waiting' | 'queued' | 'trained' | 'stale' | 'too_long';
 
 /**
  * Why a judged turn produced no sample: no next state, the judge abstained, no accepted hint (opd),
- * the teacher could not score the hint, or prompt + completion exceed the learner's bound.
+ * the teacher could not score the hint, prompt + completion exceed the learner's bound, or (`steps`)
+ * the turn is no step of an episode (no session, or a superseded or cancelled turn).
  */
-export type NoSampleReason = 'no_next_state' | 'abstained' | 'no_hint' | 'teacher_failed' | 'too_long';
+export type NoSampleReason = 'no_next_state' | 'abstained' | 'no_hint' | 'teacher_failed' | 'too_long' | 'not_a_step';
 
 /** A training sample as the learning loop builds it from a judged turn, before the store numbers it. */
 export interface SampleDraft {
@@ -196,6 +214,9 @@ export interface Sample extends SampleDraft {
   /** Store-assigned, increasing in the order samples were committed. */
   id: number;
   sessionId: string | null;
+  /** `steps`: the step's reward and index, set when its task group is released; null otherwise. */
+  reward: number | null;
+  stepIndex: number | null;
   promptIds: number[];
   completionIds: number[];
   /** The sampler's log-probs at temperature 1 (Turn.logprobs), for importance correction. */

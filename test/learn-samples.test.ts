@@ -264,7 +264,7 @@ test('resolveLearnConfig: defaults, overrides, undefined keeps the default', () 
 
 test('resolveLearnConfig: each bad value is a RangeError naming the setting', () => {
   const bad: [Partial<LearnConfig>, RegExp][] = [
-    [{ method: 'ppo' as Method }, /^learning: method must be one of rl, opd, combine, got "ppo"$/],
+    [{ method: 'ppo' as Method }, /^learning: method must be one of rl, opd, combine, steps, got "ppo"$/],
     [{ batchSize: 0 }, /^learning: batchSize must be an integer >= 1, got 0$/],
     [{ batchSize: 1.5 }, /^learning: batchSize .* got 1\.5$/],
     [{ wRl: Number.NaN }, /^learning: wRl and wOpd must be finite numbers, got NaN and 1$/],
@@ -308,6 +308,8 @@ function status(over: Partial<LearningStatus> = {}): LearningStatus {
     no_hint: 0,
     teacher_failed: 0,
     too_long: 0,
+    not_a_step: 0,
+    step_groups: 0,
     'teacher/prompt_not_reproducible': 0,
     'teacher/too_long': 0,
     'teacher/scoring_failed': 0,
@@ -323,7 +325,7 @@ function status(over: Partial<LearningStatus> = {}): LearningStatus {
     trainer: { state: 'waiting', error: null },
     turns: { main: 40, side: 9, open: 2 },
     queues: { closedTurns: 3, judging: 2, samples: 5 },
-    samples: { queued: 5, trained: 96, stale: 1, too_long: 0 },
+    samples: { waiting: 0, queued: 5, trained: 96, stale: 1, too_long: 0 },
     tooLong: { maxTrainTokens: 8192, turns: 0 },
     judge: {
       name: 'double',
@@ -377,7 +379,7 @@ test('progressLine: turns, judged with waiting, samples, step, version, signed r
   );
   const tooLong = status({
     tooLong: { maxTrainTokens: 8192, turns: 2 },
-    samples: { queued: 5, trained: 96, stale: 1, too_long: 1 },
+    samples: { waiting: 0, queued: 5, trained: 96, stale: 1, too_long: 1 },
   });
   assert.match(progressLine(tooLong), / 96 trained, 3 too long \(> 8192 tokens\) · step 12 /);
 });

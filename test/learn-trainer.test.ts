@@ -199,7 +199,7 @@ test('trainer: samples older than serving - maxStaleVersions are dropped before 
     [3, 0],
     "counted once, on the batch's first step",
   );
-  assert.deepEqual(store.learning.counts().samples, { queued: 0, trained: 3, stale: 3, too_long: 0 });
+  assert.deepEqual(store.learning.counts().samples, { waiting: 0, queued: 0, trained: 3, stale: 3, too_long: 0 });
 
   // Dropping can leave too few: no batch, but the drop is still counted.
   queueSample(store, learnTurn({ policyVersion: 6 }));
@@ -291,7 +291,7 @@ test('trainer: many batches in the background, samples arriving meanwhile: each 
   assert.equal(new Set(trained).size, trained.length, 'no sample passed twice');
   assert.deepEqual(trained, turns.map(tag), 'every sample, oldest first');
   assert.ok(backend.batches.every((b) => b.length === config.batchSize));
-  assert.deepEqual(store.learning.counts().samples, { queued: 0, trained: 30, stale: 0, too_long: 0 });
+  assert.deepEqual(store.learning.counts().samples, { waiting: 0, queued: 0, trained: 30, stale: 0, too_long: 0 });
   assert.deepEqual(
     store.learning.steps().map((s) => s.version),
     [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
@@ -402,6 +402,8 @@ function storedSample(over: Partial<Sample>): Sample {
     id: 1,
     turnId: 't',
     sessionId: 's',
+    reward: null,
+    stepIndex: null,
     source: 'rl',
     policyVersion: 0,
     score: 1,
@@ -593,7 +595,7 @@ test('feed: pump claims at most its capacity (2 x judgeConcurrency) and no more 
   assert.deepEqual(store.learning.counts(), {
     judgments: 7,
     skipped: 0,
-    samples: { queued: 7, trained: 0, stale: 0, too_long: 0 },
+    samples: { waiting: 0, queued: 7, trained: 0, stale: 0, too_long: 0 },
     tooLongTurns: 0,
     steps: 0,
     closedPending: 0,
@@ -809,6 +811,44 @@ test('feed: a turn longer than maxTrainTokens is judged, never scored by the tea
   store.close();
 });
 
+test('feed (steps): every step waits with its teacher term (a too-long one without), and the outcome releases them', async () => {
+  const { store, teacher, feed, log, onSampleCalls } = feedSetup({ method: 'steps', maxTrainTokens: 30 });
+  const hinted = closedTurn(store, teacher.render, 'Right. score:+1 hint:yes', { receivedAt: 10 });
+  const long = closedTurn(store, teacher.render, 'Right. score:+1 hint:yes', {
+    receivedAt: 20,
+    completionIds: Array.from({ length: 40 }, (_, i) => 700 + i),
+    logprobs: new Array<number>(40).fill(-1),
+    sampledLogprobs: new Array<number>(40).fill(-1),
+  });
+  while (feed.pump() > 0) await feed.queue.drain();
+  const s = (t: Turn) => store.learning.sampleOfTurn(t.id)!;
+  assert.deepEqual(
+    [s(hinted).source, s(hinted).status, s(hinted).opdWeight, s(hinted).teacherLogprobs],
+    ['steps+opd', 'waiting', 2, [-0.5, -0.5, -0.5]],
+  );
+  assert.deepEqual([s(long).source, s(long).status, s(long).teacherLogprobs], ['steps', 'waiting', null]);
+  assert.equal(teacher.calls.length, 1, 'the too-long step is not scored by the teacher');
+  assert.equal(onSampleCalls(), 0, 'nothing to train before the outcome');
+  const fb = { id: 'fb_1', key: 'k', sessionId: 's1', turnId: null, reward: 0.5, comment: null, createdAt: 1 };
+  assert.equal(store.feedback.recordFeedback(fb).status, 'stored');
+  feed.pump();
+  // A session without X-Task-Id is its own group: each step index alone keeps its reward
+  // 0.5 + 1 (one +1 vote), times wRl.
+  for (const [t, index] of [
+    [hinted, 0],
+    [long, 1],
+  ] as const)
+    assert.deepEqual([s(t).status, s(t).stepIndex, s(t).reward, s(t).rlAdvantage], ['queued', index, 1.5, 0.75]);
+  assert.deepEqual(
+    log.named('step_group_released').map((f) => [f.taskId, f.rollouts, f.samples, f.rewardMean]),
+    [[null, 1, 2, 1.5]],
+  );
+  assert.deepEqual(feed.counters, { ...zeroCounters(), samples: 2, step_groups: 1 });
+  assert.equal(onSampleCalls(), 1);
+  await feed.close();
+  store.close();
+});
+
 test('feed: a commit failure returns the turn to pending, then excludes it after maxJudgeAttempts; other turns commit', async () => {
   const { store, teacher, feed, log } = feedSetup({ maxJudgeAttempts: 2 });
   const bad = closedTurn(store, teacher.render, 'Thanks. score:+1 hint:yes');
@@ -870,5 +910,7 @@ function zeroCounters() {
     'teacher/scoring_failed': 0,
     commit_failed: 0,
     excluded_after_failures: 0,
+    not_a_step: 0,
+    step_groups: 0,
   };
 }

@@ -114,6 +114,8 @@ test("recordJudgment commits the judgment, every vote, the sample and the closed
       id,
       turnId: t.id,
       sessionId: 's1',
+      reward: null,
+      stepIndex: null,
       source: 'opd+rl',
       policyVersion: 0,
       score: 1,
@@ -156,7 +158,7 @@ test("recordJudgment commits the judgment, every vote, the sample and the closed
   assert.deepEqual(store.learning.counts(), {
     judgments: 2,
     skipped: 1,
-    samples: { queued: 1, trained: 0, stale: 0, too_long: 0 },
+    samples: { waiting: 0, queued: 1, trained: 0, stale: 0, too_long: 0 },
     tooLongTurns: 0,
     steps: 0,
     closedPending: 0,
@@ -255,7 +257,7 @@ test('dropStale marks only queued samples below the version stale, once', () => 
     store.learning.queuedSamples(10).map((s) => s.id),
     ids.slice(2),
   );
-  assert.deepEqual(store.learning.counts().samples, { queued: 2, trained: 1, stale: 2, too_long: 0 });
+  assert.deepEqual(store.learning.counts().samples, { waiting: 0, queued: 2, trained: 1, stale: 2, too_long: 0 });
   assert.equal(store.learning.dropStale(0), 0);
   store.close();
 });
@@ -534,7 +536,7 @@ test('dropTooLong marks queued samples whose turn exceeds the bound too_long, on
     ['queued', 'queued', 'too_long', 'trained'],
   );
   assert.equal(store.learning.dropTooLong(12), 0);
-  assert.deepEqual(store.learning.counts().samples, { queued: 2, trained: 1, stale: 0, too_long: 1 });
+  assert.deepEqual(store.learning.counts().samples, { waiting: 0, queued: 2, trained: 1, stale: 0, too_long: 1 });
   store.close();
 });
 

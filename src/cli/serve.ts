@@ -80,7 +80,9 @@ serving:
                           (the same session's previous turn, the judge's votes) computes only the rest
 
 learning:
-  --method M              rl, opd or combine (default combine)
+  --method M              rl, opd, combine or steps (default combine); steps: general agents with outcomes
+                          (POST /v1/feedback), rewards per step grouped by task and step index
+  --reward R              steps only: integrated (outcome + mean PRM vote, default) or outcome
   --batch-size N          samples per training batch and published version (default 16)
   --rl-weight X           weight of the judge's score in the advantage (default 1)
   --opd-weight X          weight of the teacher-minus-policy log-prob term (default 1)
@@ -123,6 +125,7 @@ const FLAGS = {
   'admin-key': { type: 'string' },
   precision: { type: 'string' },
   method: { type: 'string' },
+  reward: { type: 'string' },
   'batch-size': { type: 'string' },
   judge: { type: 'string' },
   'judge-url': { type: 'string' },
@@ -334,6 +337,7 @@ export function serveSettings(v: Record<string, string | boolean | undefined>): 
     learning: {
       enabled: v['no-learning'] ? false : undefined,
       method: v.method,
+      stepReward: v.reward,
       batchSize: num('batch-size', { integer: true, min: 1 }),
       wRl: num('rl-weight', { min: 0 }),
       wOpd: num('opd-weight', { min: 0 }),

@@ -13,7 +13,7 @@
 import { resolve } from 'node:path';
 import { runBenchmark } from '../sim/benchmark.js';
 import { runDemo } from '../sim/demo.js';
-import { METHODS, type Method } from '../learn/methods.js';
+import { PERSONAL_METHODS as METHODS, type PersonalMethod as Method } from '../learn/methods.js';
 import { DEFAULT_EXPERIMENT, runExperiment, type ExperimentOptions } from '../sim/experiment.js';
 import { startSimJudge } from '../sim/judge-server.js';
 import { PRETRAIN_PRESETS, simBaseModel, type PretrainProgress } from '../sim/pretrain.js';

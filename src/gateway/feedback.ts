@@ -150,13 +150,15 @@ function answerOf(result: FeedbackResult, request: FeedbackRequest): FeedbackRec
     case 'session_not_found':
       throw new GatewayError(
         404,
-        `no session "${request.sessionId}": use the id of the x-session-id response header (or the X-Session-Id you sent)`,
+        `no session "${request.sessionId}": use the id of the x-session-id response header ` +
+          '(or the X-Session-Id you sent)',
         { code: 'session_not_found' },
       );
     case 'turn_not_found':
       throw new GatewayError(
         404,
-        `session "${request.sessionId}" has no turn "${request.turnId}": use the x-turn-id response header of one of its requests`,
+        `session "${request.sessionId}" has no turn "${request.turnId}": ` +
+          'use the x-turn-id response header of one of its requests',
         { code: 'turn_not_found' },
       );
     case 'side_turn':

@@ -1,13 +1,19 @@
 // The learning loop's settings: one typed record with named defaults, checked once at startup so
 // a bad value fails with a message instead of on every batch.
 
-import { METHODS, type Method } from './methods.js';
+import { METHODS, usesTeacher, type Method } from './methods.js';
+import { STEP_REWARDS, type StepReward } from './steps.js';
 
-export { METHODS, type Method };
+export { METHODS, type Method, type StepReward };
 
 export interface LearnConfig {
-  /** `rl`: advantage = judge score; `opd`: teacher minus current log-prob; `combine`: the weighted sum. */
+  /**
+   * `rl`: advantage = judge score; `opd`: teacher minus current log-prob; `combine`: the weighted
+   * sum; `steps`: outcome plus process rewards, normalized per task and step index (general agents).
+   */
   method: Method;
+  /** The `steps` method's reward: `integrated` = outcome + mean PRM vote of the step; `outcome` = outcome alone. */
+  stepReward: StepReward;
   /** Samples per training batch; a batch is trained, then published as one new version. */
   batchSize: number;
   /** Weight of the judge score in the advantage (rl and combine). */
@@ -41,6 +47,7 @@ export interface LearnConfig {
 
 export const DEFAULT_LEARN: LearnConfig = {
   method: 'combine',
+  stepReward: 'integrated',
   batchSize: 16,
   wRl: 1,
   wOpd: 1,
@@ -71,6 +78,11 @@ export function resolveLearnConfig(partial: Partial<LearnConfig> = {}): LearnCon
   check(c.method !== 'combine' || c.wRl !== 0 || c.wOpd !== 0, 'combine needs wRl or wOpd above 0');
   check(c.method !== 'rl' || c.wRl !== 0, 'rl needs wRl above 0 (it would train nothing)');
   check(c.method !== 'opd' || c.wOpd !== 0, 'opd needs wOpd above 0 (it would train nothing)');
+  check(c.method !== 'steps' || c.wRl !== 0, 'steps needs wRl above 0 (its rewards are the RL term)');
+  check(
+    STEP_REWARDS.includes(c.stepReward),
+    `stepReward must be one of ${STEP_REWARDS.join(', ')}, got ${JSON.stringify(c.stepReward)}`,
+  );
   check(int(c.maxStaleVersions, 0), `maxStaleVersions must be an integer >= 0, got ${c.maxStaleVersions}`);
   check(typeof c.keepZeroScorePerSession === 'boolean', 'keepZeroScorePerSession must be true or false');
   check(
@@ -89,6 +101,6 @@ export function resolveLearnConfig(partial: Partial<LearnConfig> = {}): LearnCon
 }
 
 /** Which judge prompts a method needs: hints feed the teacher, scores feed the RL term. */
-export function judgeNeeds(method: Method): { hints: boolean } {
-  return { hints: method !== 'rl' };
+export function judgeNeeds(method: Method, wOpd = 1): { hints: boolean } {
+  return { hints: usesTeacher(method, wOpd) };
 }

@@ -1,15 +1,17 @@
 // Closed turns to committed judgments: claims pending closed turns from the store as the judge
 // queue has room, judges them, scores the teacher when a hint was accepted, builds the sample and
-// commits judgment + votes + sample + `done` in one transaction. A turn whose commit fails goes
-// back to the queue (and out of it after maxJudgeAttempts); one interrupted by shutdown stays
-// claimed and returns to pending when the store is reopened.
+// commits judgment + votes + sample + `done` in one transaction. With `steps` the sample waits for
+// its task group, and every pump and commit releases the groups that are complete. A turn whose
+// commit fails goes back to the queue (and out of it after maxJudgeAttempts); one interrupted by
+// shutdown stays claimed and returns to pending when the store is reopened.
 
 import { JudgeQueue, type JudgeClient, type JudgedTurn, type JudgeLog, type JudgeTurnOptions } from '../judge/index.js';
 import type { Store } from '../store/store.js';
 import type { ClosedTurn } from '../types.js';
 import type { LearnConfig } from './config.js';
 import { usesTeacher } from './methods.js';
-import { sampleFor, type NoSampleReason } from './samples.js';
+import { sampleFor, stepSampleFor, type NoSampleReason } from './samples.js';
+import { releaseStepGroups } from './step-release.js';
 import { teacherLogprobs, type TeacherModel } from './teacher.js';
 
 export interface JudgingFeedOptions {
@@ -33,7 +35,8 @@ export type FeedCounter =
   | 'teacher/too_long'
   | 'teacher/scoring_failed'
   | 'commit_failed'
-  | 'excluded_after_failures';
+  | 'excluded_after_failures'
+  | 'step_groups';
 
 export class JudgingFeed {
   readonly queue: JudgeQueue;
@@ -49,12 +52,14 @@ export class JudgingFeed {
     'teacher/scoring_failed': 0,
     commit_failed: 0,
     excluded_after_failures: 0,
+    not_a_step: 0,
+    step_groups: 0,
   };
   private readonly capacity: number;
 
   constructor(private readonly opts: JudgingFeedOptions) {
     const { config } = opts;
-    const hintVotes = usesTeacher(config.method) ? (opts.judge.hintVotes ?? opts.judge.votes) : 0;
+    const hintVotes = usesTeacher(config.method, config.wOpd) ? (opts.judge.hintVotes ?? opts.judge.votes) : 0;
     this.capacity = config.judgeConcurrency * 2;
     this.queue = new JudgeQueue({
       client: opts.client,
@@ -74,7 +79,20 @@ export class JudgingFeed {
     for (const closed of claimed) {
       if (!this.queue.offer(closed)) this.opts.store.finishClosedTurns([closed.turn.id], 'pending');
     }
+    this.releaseGroups();
     return claimed.length;
+  }
+
+  /** `steps`: moves the complete task groups' samples to the training queue with their advantages. */
+  private releaseGroups(): void {
+    const { store, config } = this.opts;
+    if (config.method !== 'steps' || !store.isOpen) return;
+    const released = releaseStepGroups(store.steps, config);
+    for (const group of released) {
+      this.counters.step_groups += 1;
+      this.opts.log('step_group_released', { ...group });
+    }
+    if (released.length > 0) this.opts.onSample();
   }
 
   close(): Promise<void> {
@@ -82,11 +100,20 @@ export class JudgingFeed {
   }
 
   private async commit(judged: JudgedTurn, closed: ClosedTurn): Promise<void> {
+    await this.commitJudgment(judged, closed);
+    // Apart from the judgment's error handling: the judgment is committed whatever the release does.
+    this.releaseGroups();
+  }
+
+  private async commitJudgment(judged: JudgedTurn, closed: ClosedTurn): Promise<void> {
     const { store, config } = this.opts;
     try {
       // A turn the learner could never take: keep the judgment, skip the teacher's long scoring.
       const tokens = closed.turn.promptIds.length + closed.turn.completionIds.length;
-      if (judged.skipped === null && config.maxTrainTokens !== null && tokens > config.maxTrainTokens) {
+      const tooLong = judged.skipped === null && config.maxTrainTokens !== null && tokens > config.maxTrainTokens;
+      // A step too long to train still waits for its group (its reward counts in the group's
+      // statistics); the trainer drops it as too_long once the group is released.
+      if (tooLong && config.method !== 'steps') {
         store.learning.recordJudgment(judged, null, 'too_long');
         this.counters.too_long += 1;
         this.opts.log('sample_too_long', { turnId: closed.turn.id, tokens, maxTrainTokens: config.maxTrainTokens });
@@ -94,7 +121,7 @@ export class JudgingFeed {
       }
       let teacher: { logprobs: number[]; version: number } | null = null;
       let teacherFailed = false;
-      if (usesTeacher(config.method) && judged.hint !== null) {
+      if (!tooLong && usesTeacher(config.method, config.wOpd) && judged.hint !== null) {
         const version = () => (config.teacherVersion === 'current' ? this.opts.servingVersion() : 0);
         let r = await teacherLogprobs(this.opts.teacher, closed.turn, judged.hint, version());
         // The serving version can be replaced (and released) between reading it and scoring: once more on the new one.
@@ -106,6 +133,16 @@ export class JudgingFeed {
           this.counters[`teacher/${r.reason}`] += 1;
           this.opts.log('teacher_failed', { turnId: closed.turn.id, reason: r.reason, detail: r.detail });
         }
+      }
+      if (config.method === 'steps') {
+        const step = stepSampleFor(
+          { turn: closed.turn, closure: closed.closure, score: judged.score, teacher },
+          config,
+        );
+        store.learning.recordJudgment(judged, step.sample, step.sample ? null : step.reason);
+        if (step.sample) this.counters.samples += 1;
+        else this.counters[step.reason] += 1;
+        return;
       }
       const sessionId = closed.turn.sessionId;
       const firstOfSession =

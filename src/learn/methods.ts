@@ -3,18 +3,26 @@
 //   rl       A_t = wRl * score                               (the judge's score on every token)
 //   opd      A_t = wOpd * (teacher_t - old_t)                (old: the learner's own log-probs before the batch)
 //   combine  A_t = wRl * score + wOpd * (teacher_t - old_t)
+//   steps    A_t = wRl * A_step [+ wOpd * (teacher_t - old_t) when a hint was accepted]
+//            A_step: the step's reward (outcome, plus the mean PRM vote with `integrated`)
+//            normalized among the steps with the same index across the task's rollouts (steps.ts)
 //
 // A token whose teacher value is not finite is masked. The OPD term needs the learner's old
 // log-probs, so it is finished when the batch is trained (ppo.ts); samples.ts decides which terms a
 // judged turn gets.
 
-export type Method = 'rl' | 'opd' | 'combine';
+export type Method = 'rl' | 'opd' | 'combine' | 'steps';
 
-export const METHODS: readonly Method[] = ['rl', 'opd', 'combine'];
+export const METHODS: readonly Method[] = ['rl', 'opd', 'combine', 'steps'];
 
-/** Whether a method trains on the teacher's log-probs (needs hints). */
-export function usesTeacher(method: Method): boolean {
-  return method !== 'rl';
+/** The methods for a personal agent (judged conversations without outcomes; the personalization benchmark). */
+export type PersonalMethod = Exclude<Method, 'steps'>;
+
+export const PERSONAL_METHODS: readonly PersonalMethod[] = ['rl', 'opd', 'combine'];
+
+/** Whether a method can train on the teacher's log-probs (needs hints); `steps` only with wOpd above 0. */
+export function usesTeacher(method: Method, wOpd = 1): boolean {
+  return method !== 'rl' && !(method === 'steps' && wOpd === 0);
 }
 
 /** Whether a method trains on the judge's score. */

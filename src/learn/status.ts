@@ -24,7 +24,8 @@ export interface LearningStatus {
     /** Samples waiting for a batch. */
     samples: number;
   };
-  samples: { queued: number; trained: number; stale: number; too_long: number };
+  /** By status; `waiting`: `steps` samples whose task group is not complete yet. */
+  samples: { waiting: number; queued: number; trained: number; stale: number; too_long: number };
   /** The longest sample the learner takes (null: unbounded) and the judged turns left untrained as longer. */
   tooLong: { maxTrainTokens: number | null; turns: number };
   judge: {
@@ -129,9 +130,10 @@ export function progressLine(s: LearningStatus): string {
     s.trainer.state === 'failed' ? ' · TRAINER FAILED (see log)' : s.trainer.state === 'training' ? ' · training' : '';
   const tooLong = s.tooLong.turns + s.samples.too_long;
   const untrained = tooLong > 0 ? `, ${tooLong} too long (> ${s.tooLong.maxTrainTokens} tokens)` : '';
+  const waiting = s.samples.waiting > 0 ? `, ${s.samples.waiting} waiting for their task group` : '';
   const judge = s.judge.health.state === 'failing' ? ` · JUDGE FAILING: ${s.judge.health.summary}` : '';
   return (
     `[openclaw-rl] turns ${s.turns.main} main/${s.turns.side} side · judged ${s.judge.judged} (${s.queues.judging + s.queues.closedTurns} waiting) · ` +
-    `samples ${s.queues.samples}/${s.batchSize} queued, ${s.samples.trained} trained${untrained} · step ${s.steps} · version ${s.version} · reward ${reward}${trainer}${judge}`
+    `samples ${s.queues.samples}/${s.batchSize} queued${waiting}, ${s.samples.trained} trained${untrained} · step ${s.steps} · version ${s.version} · reward ${reward}${trainer}${judge}`
   );
 }

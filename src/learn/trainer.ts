@@ -99,7 +99,8 @@ export class Trainer {
     const publishMs = performance.now() - t0;
     const publishedAt = Date.now();
     const batch = this.tables.lastBatch() + 1;
-    const rewardMean = samples.reduce((a, s) => a + s.score, 0) / samples.length;
+    // A step's reward (steps method) where it has one, else the judge's score.
+    const rewardMean = samples.reduce((a, s) => a + (s.reward ?? s.score), 0) / samples.length;
     const hints = samples.filter((s) => s.teacherLogprobs !== null).length;
     const steps = metrics.map((m, i) => ({ ...m, rewardMean, hints, staleDropped: i === 0 ? dropped : 0 }));
     const queues = this.tables.recordBatch(

@@ -3,7 +3,7 @@
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Method } from '../learn/methods.js';
+import type { PersonalMethod as Method } from '../learn/methods.js';
 import { DEFAULT_EXPERIMENT, runExperiment, type ExperimentOptions, type ExperimentResult } from './experiment.js';
 import { plotScores } from './plot.js';
 import { markdownReport, summarize, type BenchmarkSummary } from './report.js';

@@ -5,7 +5,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Method } from '../learn/methods.js';
+import type { PersonalMethod as Method } from '../learn/methods.js';
 import { ServeClient, type AdminStatus } from './client.js';
 import { converse, type ConversationEvent } from './conversation.js';
 import { personalizationScore, type Score } from './evaluate.js';

@@ -1,7 +1,7 @@
 // The benchmark's results across seeds: mean and spread of the personalization score per method
 // and step (the paper's Table 3 shape), the measured cost of learning, and the markdown table.
 
-import type { Method } from '../learn/methods.js';
+import type { PersonalMethod as Method } from '../learn/methods.js';
 import type { ExperimentResult } from './experiment.js';
 
 export interface Spread {

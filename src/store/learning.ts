@@ -15,7 +15,7 @@ import { stmt, type SqliteDatabase } from './sqlite.js';
 
 /** One optimizer step of a batch, as the trainer reports it. */
 export interface TrainedStep extends StepMetrics {
-  /** Mean judge score of the batch's samples. */
+  /** Mean judge score of the batch's samples (a step's reward for `steps` samples). */
   rewardMean: number;
   /** Samples of the batch that carried a teacher (an accepted hint). */
   hints: number;
@@ -49,6 +49,8 @@ interface SampleRow {
   teacher_version: number | null;
   status: string;
   created_at: number;
+  reward: number | null;
+  step_index: number | null;
   prompt_ids: Uint8Array;
   completion_ids: Uint8Array;
   logprobs: Uint8Array;
@@ -116,7 +118,7 @@ export class LearningTables {
         const r = stmt(
           this.db,
           `INSERT INTO samples (turn_id, source, policy_version, score, rl_advantage, opd_weight, teacher_logprobs, teacher_version, status, created_at)
-          VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?)`,
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         ).run(
           sample.turnId,
           sample.source,
@@ -126,6 +128,8 @@ export class LearningTables {
           sample.opdWeight,
           sample.teacherLogprobs ? encodeFloats(sample.teacherLogprobs) : null,
           sample.teacherVersion,
+          // A step of an episode waits for its task group (store/step-groups.ts releases it).
+          sample.source === 'steps' || sample.source === 'steps+opd' ? 'waiting' : 'queued',
           now,
         );
         id = Number(r.lastInsertRowid);
@@ -324,7 +328,7 @@ export class LearningTables {
 
   counts(): LearningCounts {
     const n = (sql: string, ...p: unknown[]) => (stmt(this.db, sql).get(...p) as { n: number }).n;
-    const samples = { queued: 0, trained: 0, stale: 0, too_long: 0 } as Record<SampleStatus, number>;
+    const samples = { waiting: 0, queued: 0, trained: 0, stale: 0, too_long: 0 } as Record<SampleStatus, number>;
     for (const r of stmt(this.db, 'SELECT status, count(*) AS n FROM samples GROUP BY status').all() as {
       status: SampleStatus;
       n: number;
@@ -370,6 +374,8 @@ function rowToSample(r: SampleRow): Sample {
     id: r.id,
     turnId: r.turn_id,
     sessionId: r.session_id,
+    reward: r.reward,
+    stepIndex: r.step_index,
     source: r.source as SampleSource,
     policyVersion: r.policy_version,
     score: r.score as Sample['score'],

@@ -113,7 +113,7 @@ export function excludeSessionFromQueue(db: SqliteDatabase, sessionId: string, n
 export function deleteQueuedSamplesOfSession(db: SqliteDatabase, sessionId: string): number {
   return stmt(
     db,
-    `DELETE FROM samples WHERE status = 'queued' AND turn_id IN (SELECT id FROM turns WHERE session_id = ?)`,
+    `DELETE FROM samples WHERE status IN ('queued', 'waiting') AND turn_id IN (SELECT id FROM turns WHERE session_id = ?)`,
   ).run(sessionId).changes;
 }
 

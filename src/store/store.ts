@@ -14,6 +14,7 @@ import type { ClosedTurn, ClosureReason, RetemplateCheck, Rollout, Turn } from '
 import { BackgroundCheckpointer } from './checkpointer.js';
 import { FeedbackTables } from './feedback.js';
 import { LearningTables } from './learning.js';
+import { StepGroups } from './step-groups.js';
 import { migrateUp } from './migrations/index.js';
 import * as q from './queries.js';
 import {
@@ -53,6 +54,8 @@ export class Store implements TurnStore {
   readonly learning: LearningTables;
   /** Outcomes and turn rewards from POST /v1/feedback. */
   readonly feedback: FeedbackTables;
+  /** The `steps` method's task groups (waiting samples, their release). */
+  readonly steps: StepGroups;
   private readonly now: () => number;
 
   // The request path's transactions, built once: db.transaction() builds its wrappers anew on every
@@ -75,6 +78,7 @@ export class Store implements TurnStore {
     this.now = now;
     this.learning = new LearningTables(db, now);
     this.feedback = new FeedbackTables(db);
+    this.steps = new StepGroups(db);
     this.writeTx = db.transaction(this.writeRows.bind(this));
     this.retemplateTx = db.transaction(this.retemplateRows.bind(this));
   }

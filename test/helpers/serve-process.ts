@@ -89,10 +89,15 @@ export async function stopServe(p: ServeProcess, graceMs = 30_000): Promise<numb
 }
 
 /** One main-model request in a session (6 tokens at temperature 1); it must succeed (200). */
-export async function chatAsMain(url: string, session: string, messages: ChatMessage[]): Promise<ChatMessage> {
+export async function chatAsMain(
+  url: string,
+  session: string,
+  messages: ChatMessage[],
+  headers: Record<string, string> = {},
+): Promise<ChatMessage> {
   const res = await fetch(`${url}/chat/completions`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-session-id': session },
+    headers: { 'content-type': 'application/json', 'x-session-id': session, ...headers },
     body: JSON.stringify({ model: 'main-model', messages, max_tokens: 6, temperature: 1 }),
   });
   assert.equal(res.status, 200, await res.clone().text());
