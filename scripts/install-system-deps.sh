@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages openclaw-rl needs: a C toolchain, OpenBLAS and oneDNN for the
 # native compute addon (they must be present before `npm ci` builds it), and python3-torch for
-# the independent numerics reference used by the tests. oneDNN is optional: where the
+# the independent numerics reference used by the tests, bubblewrap for the terminal environment
+# sandbox (`openclaw-rl env run --env terminal`). oneDNN is optional: where the
 # distribution has no libdnnl-dev the addon builds on OpenBLAS alone.
 # Skips what is already installed; needs root (or sudo) only when something is missing.
 set -euo pipefail
-packages=(build-essential libopenblas-dev libdnnl-dev)
+packages=(build-essential libopenblas-dev libdnnl-dev bubblewrap)
 optional=(libdnnl-dev)
 if [ "${1:-}" = "--with-tests" ]; then packages+=(python3-torch python3-numpy); fi
 missing=()

@@ -8,8 +8,10 @@
 //   openclaw-rl serve --model models/tiny --data data
 //   openclaw-rl export --data data --out turns.jsonl
 //   openclaw-rl data export --session ID --data data --out session.json
+//   openclaw-rl env run --env tool-call --url http://127.0.0.1:30000/v1
 
 import { runData } from './data.js';
+import { runEnv } from './env.js';
 import { runExport } from './export.js';
 import { runMergeExport } from './export-merged.js';
 import { runGenerate } from './generate.js';
@@ -28,6 +30,7 @@ commands:
   serve        run the OpenAI-compatible gateway that records every main-line turn
   export       write the recorded turns as JSONL; with --merge, fold a LoRA adapter into a model folder
   data         one session's data: delete it, or export it as JSON (data delete|export --session ID)
+  env          play agent environments (tool-call, terminal) against serve, outcomes as feedback
   sim          the personalization benchmark: simulated users teach the agent (pretrain, run, bench, demo)
 
 Run "openclaw-rl <command> --help" for the options of a command.`;
@@ -40,6 +43,7 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'serve') return runServe(rest);
   if (command === 'sim') return runSim(rest);
   if (command === 'data') return runData(rest);
+  if (command === 'env') return runEnv(rest);
   if (command === 'export') return rest.includes('--merge') ? runMergeExport(rest) : runExport(rest);
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
     console.log(USAGE);
