@@ -8,7 +8,7 @@
 set -euo pipefail
 packages=(build-essential libopenblas-dev libdnnl-dev bubblewrap)
 optional=(libdnnl-dev)
-if [ "${1:-}" = "--with-tests" ]; then packages+=(python3-torch python3-numpy); fi
+if [ "${1:-}" = "--with-tests" ]; then packages+=(python3-torch python3-numpy chromium); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -76,6 +76,7 @@ serving:
   --metrics-key KEY       reads GET /metrics only (Prometheus; see docs/metrics.md); prefer
                           OPENCLAW_RL_METRICS_KEYS
   --log-content           include conversation text in the logs
+  --dashboard-content     show conversation text on the dashboard (/dashboard, see docs/dashboard.md)
   --threads N             BLAS threads
   --precision P           fp32, bf16 (GEMMs from bf16-rounded inputs, decode from bf16 weights), int8 (as
                           bf16, but decode from int8 weights) or auto (default: int8 where the native
@@ -128,6 +129,7 @@ const FLAGS = {
   durability: { type: 'string' },
   'retention-days': { type: 'string' },
   'log-content': { type: 'boolean' },
+  'dashboard-content': { type: 'boolean' },
   threads: { type: 'string' },
   'admin-key': { type: 'string' },
   'metrics-key': { type: 'string' },
@@ -344,6 +346,7 @@ export function serveSettings(v: Record<string, string | boolean | undefined>): 
     sessionIdleSeconds: num('session-idle', { integer: true, min: 1 }),
     durability: v.durability as GatewayConfig['durability'] | undefined,
     logContent: v['log-content'] ? true : undefined,
+    dashboardContent: v['dashboard-content'] ? true : undefined,
     retentionDays: num('retention-days', { min: 0 }),
   };
   if (v.judge !== undefined && v.judge !== 'self')

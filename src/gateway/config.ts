@@ -53,6 +53,8 @@ export interface GatewayConfig {
   streamIntervalMs: number;
   /** Put conversation text in the logs (off by default). */
   logContent: boolean;
+  /** Show conversation text (messages, hints, votes) on the dashboard and its admin routes (off by default). */
+  dashboardContent: boolean;
   durability: Durability;
   /** Turns completed more than this many days ago are purged (hourly); null keeps everything (default). */
   retentionDays: number | null;
@@ -78,6 +80,7 @@ export const DEFAULT_CONFIG: GatewayConfig = {
   maxConcurrentRequests: 256,
   streamIntervalMs: 16,
   logContent: false,
+  dashboardContent: false,
   durability: 'normal',
   retentionDays: null,
 };
@@ -123,6 +126,7 @@ const FIELDS: Field[] = [
     want: 'a number of ms from 0 to 1000',
   },
   { key: 'logContent', check: (v) => typeof v === 'boolean', want: 'true or false' },
+  { key: 'dashboardContent', check: (v) => typeof v === 'boolean', want: 'true or false' },
   { key: 'durability', check: (v) => v === 'normal' || v === 'full', want: '"normal" or "full"' },
   {
     key: 'retentionDays',

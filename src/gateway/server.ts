@@ -10,6 +10,7 @@
 //   DELETE /admin/sessions/:id       admin key; deletes a session and all its data (409 while a batch trains on it)
 //   GET    /admin/sessions/:id/export admin key; everything recorded about a session, as one JSON document
 //   GET    /metrics                  admin or metrics key; Prometheus text format (metrics-route.ts, src/metrics/)
+//   GET    /dashboard, /admin/steps, /admin/sessions[/:id]   the dashboard and its data (dashboard/routes.ts)
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -22,6 +23,7 @@ import { CheckQueue } from './check-queue.js';
 import type { GatewayConfig } from './config.js';
 import { asGatewayError, GatewayError } from './errors.js';
 import { feedbackHandler } from './feedback.js';
+import { dashboardRoutes } from './dashboard/routes.js';
 import { compose, Router, sendJson, type Context, type Handler, type Middleware } from './http.js';
 import { silentLogger, type Logger } from './log.js';
 import { metricsRoute, type GatewayMetrics } from './metrics-route.js';
@@ -155,6 +157,12 @@ export class Gateway {
           sessions: this.recorder.sessionCount,
         })),
       );
+    dashboardRoutes(this.router, {
+      store,
+      showText: config.dashboardContent,
+      adminEnabled: this.adminEnabled(),
+      admin,
+    });
     this.handle = compose([requestId()], async (ctx) => {
       const { handler, params, pattern } = this.router.match(ctx.method, ctx.path);
       ctx.params = params;

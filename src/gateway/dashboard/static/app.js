@@ -1,0 +1,241 @@
+// The dashboard page: signs in with the admin key (kept in this tab's sessionStorage, sent only as
+// an Authorization header to this origin), then polls the admin routes every few seconds and
+// draws the charts (uPlot, served by this server), the cards and the versions; sessions.js draws
+// the sessions. Text from the server is only ever put in the page as text, never as HTML.
+
+import { $, adminKey, api, el, errorMessage, setAdminKey, signed, when } from './common.js';
+import { refreshSessions } from './sessions.js';
+
+const POLL_MS = 3000;
+
+// ---- charts ----
+
+const charts = new Map();
+const COLORS = ['#2f6fde', '#c4321f', '#1a7f37', '#b7791f', '#7c3aed'];
+
+/** Draws (or redraws) the chart in element `id`: data = [xs, ...ys], one label per y series. */
+function chart(id, labels, data, { time = false, points = false } = {}) {
+  const box = $(id);
+  box.dataset.points = String(data[0].length);
+  if (data[0].length === 0) return;
+  let plot = charts.get(id);
+  if (!plot) {
+    box.textContent = '';
+    plot = new window.uPlot(
+      {
+        width: Math.max(300, box.clientWidth),
+        height: 180,
+        scales: { x: { time } },
+        legend: { live: false },
+        series: [
+          { label: time ? 'time' : 'step' },
+          ...labels.map((label, i) => ({
+            label,
+            stroke: COLORS[i % COLORS.length],
+            width: 2,
+            spanGaps: true,
+            points: { show: points || data[0].length < 30 },
+          })),
+        ],
+      },
+      data,
+      box,
+    );
+    charts.set(id, plot);
+  } else plot.setData(data);
+}
+
+// ---- state and polling ----
+
+const steps = [];
+const live = { t: [], closed: [], judging: [], samples: [], perMinute: [], lastTurns: null, lastAt: null };
+let timer = null;
+
+async function poll() {
+  try {
+    const [status] = await Promise.all([
+      api('/admin/status'),
+      api(`/admin/steps?after=${steps.at(-1)?.step ?? 0}`).then(({ status: code, body }) => {
+        if (code === 200) steps.push(...body.steps);
+      }),
+    ]);
+    renderStatus(status.body);
+    renderSteps();
+    await Promise.all([refreshVersions(status.body), refreshSessions()]);
+    $('error').textContent = '';
+  } catch (e) {
+    if (e.message !== 'unauthorized') $('error').textContent = `Update failed: ${e.message}`;
+  }
+  if (adminKey()) timer = setTimeout(poll, POLL_MS);
+}
+
+function renderStatus(s) {
+  const learning = s.learning !== 'disabled';
+  $('headline').textContent =
+    `version ${s.version} · ${learning ? `step ${s.steps} · trainer ${s.trainer.state}` : 'learning off'}` +
+    ` · updated ${new Date().toLocaleTimeString()}`;
+  const recent = s.judge?.recent;
+  const cards = [
+    ['Serving version', s.version],
+    ['Training steps', s.steps],
+    ['Trainer', learning ? s.trainer.state : 'off', s.trainer?.state === 'failed'],
+    ['Turns main / side', s.turns ? `${s.turns.main} / ${s.turns.side}` : '–'],
+    ['Open main turns', s.turns?.open ?? '–'],
+    ['Judged / skipped', s.judge ? `${s.judge.judged} / ${s.judge.skipped}` : '–'],
+    ['Reward, last 100', recent?.turns ? signed(recent.scoreMean) : '–'],
+    ['Agreement, last 100', recent?.agreementMean == null ? '–' : `${Math.round(recent.agreementMean * 100)}%`],
+    ['Samples queued / batch', s.queues ? `${s.queues.samples} / ${s.batchSize}` : '–'],
+    ['Turns waiting for judge', s.queues ? s.queues.closedTurns + s.queues.judging : '–'],
+    ['Judge', s.judge?.health?.state ?? '–', s.judge?.health?.state === 'failing'],
+    ['Requests in flight', s.inflight],
+  ];
+  $('cards').replaceChildren(
+    ...cards.map(([label, value, bad]) => {
+      const card = el('div', '', bad ? 'card bad' : 'card');
+      card.append(el('div', label, 'label'), el('div', value ?? '–', 'value'));
+      return card;
+    }),
+  );
+  if (!s.queues || !s.turns) return;
+  const now = Date.now() / 1000;
+  const turns = s.turns.main + s.turns.side;
+  live.t.push(now);
+  live.closed.push(s.queues.closedTurns);
+  live.judging.push(s.queues.judging);
+  live.samples.push(s.queues.samples);
+  live.perMinute.push(live.lastTurns === null ? null : ((turns - live.lastTurns) * 60) / (now - live.lastAt));
+  live.lastTurns = turns;
+  live.lastAt = now;
+  if (live.t.length > 600) for (const a of [live.t, live.closed, live.judging, live.samples, live.perMinute]) a.shift();
+  chart(
+    'chart-queues',
+    ['closed turns', 'judging', 'samples queued'],
+    [live.t, live.closed, live.judging, live.samples],
+    {
+      time: true,
+    },
+  );
+  chart('chart-throughput', ['turns/min'], [live.t, live.perMinute], { time: true });
+}
+
+function renderSteps() {
+  const x = steps.map((s) => s.step);
+  const col = (f) => steps.map(f);
+  chart('chart-reward', ['reward mean'], [x, col((s) => s.rewardMean)]);
+  chart('chart-agreement', ['agreement'], [x, col((s) => s.agreementMean)]);
+  chart(
+    'chart-hints',
+    ['accepted', 'rejected', 'trained with hint'],
+    [x, col((s) => s.hintsAccepted), col((s) => s.hintsRejected), col((s) => s.hints)],
+  );
+  chart(
+    'chart-samples',
+    ['samples', 'queued after', 'stale dropped'],
+    [x, col((s) => s.samples), col((s) => s.samplesQueued), col((s) => s.staleDropped)],
+  );
+  chart('chart-tokens', ['tokens/s'], [x, col((s) => s.tokensPerSecond)]);
+  chart('chart-loss', ['loss', 'approx KL'], [x, col((s) => s.loss), col((s) => s.approxKl)]);
+}
+
+// ---- versions ----
+
+/** Epoch seconds from a publishedAt in ms, s or ISO text. */
+function seconds(t) {
+  if (typeof t === 'string') return Date.parse(t) / 1000;
+  return t > 1e11 ? t / 1000 : t;
+}
+
+async function refreshVersions(status) {
+  const { status: code, body } = await api('/admin/versions');
+  let versions;
+  if (code === 200 && Array.isArray(body.versions)) {
+    versions = body.versions;
+    $('versions-note').textContent = '';
+  } else {
+    // Without the route, the timeline still shows each published version from the training steps.
+    const first = new Map();
+    for (const s of steps) if (!first.has(s.version)) first.set(s.version, s);
+    versions = [...first.values()].map((s) => ({
+      version: s.version,
+      publishedAt: s.at,
+      step: s.step,
+      source: 'trained',
+    }));
+    $('versions-note').textContent =
+      code === 404
+        ? 'This server has no versions route (GET /admin/versions answered 404): versions are read from the ' +
+          'training steps, and rollback is not available.'
+        : `GET /admin/versions answered ${code}: ${errorMessage(body)}`;
+  }
+  const sorted = [...versions].sort((a, b) => seconds(a.publishedAt) - seconds(b.publishedAt));
+  chart('chart-versions', ['version'], [sorted.map((v) => seconds(v.publishedAt)), sorted.map((v) => v.version)], {
+    time: true,
+    points: true,
+  });
+  const canRollback = code === 200;
+  $('versions')
+    .querySelector('tbody')
+    .replaceChildren(
+      ...[...versions].reverse().map((v) => {
+        const row = el('tr');
+        row.dataset.version = String(v.version);
+        row.append(el('td', v.version), el('td', when(seconds(v.publishedAt) * 1000)), el('td', v.step ?? '–'));
+        row.append(el('td', v.source ?? '–'));
+        const cell = el('td');
+        if (v.version === status.version) cell.append(el('span', 'serving', 'muted'));
+        else if (canRollback) {
+          const button = el('button', `Roll back to ${v.version}`);
+          button.type = 'button';
+          button.addEventListener('click', () => rollback(v.version));
+          cell.append(button);
+        }
+        row.append(cell);
+        return row;
+      }),
+    );
+}
+
+async function rollback(version) {
+  if (!confirm(`Publish version ${version}'s weights as a new version? History is kept.`)) return;
+  const { status, body } = await api('/admin/versions/rollback', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ version }),
+  });
+  $('error').textContent = status === 200 ? '' : `Rollback refused (${status}): ${errorMessage(body)}`;
+}
+
+// ---- sign in / out ----
+
+function signOut(message = '') {
+  setAdminKey(null);
+  clearTimeout(timer);
+  $('main').hidden = true;
+  $('logout').hidden = true;
+  $('login').hidden = false;
+  $('login-error').textContent = message;
+  $('headline').textContent = 'not signed in';
+}
+
+function start() {
+  $('login').hidden = true;
+  $('main').hidden = false;
+  $('logout').hidden = false;
+  void poll();
+}
+
+$('login').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  setAdminKey($('key').value.trim());
+  $('key').value = '';
+  try {
+    const { status, body } = await api('/admin/status');
+    if (status !== 200) return signOut(`The server answered ${status}: ${errorMessage(body)}`);
+    start();
+  } catch (e) {
+    if (e.message !== 'unauthorized') signOut(`Cannot reach the server: ${e.message}`);
+  }
+});
+$('logout').addEventListener('click', () => signOut());
+window.addEventListener('dashboard:unauthorized', () => signOut('The server refused the key (401): sign in again.'));
+if (adminKey()) start();
