@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages openclaw-rl needs: a C toolchain, OpenBLAS and oneDNN for the
-# native compute addon (they must be present before `npm ci` builds it), and python3-torch for
-# the independent numerics reference used by the tests, bubblewrap for the terminal environment
-# sandbox (`openclaw-rl env run --env terminal`). oneDNN is optional: where the
+# native compute addon (they must be present before `npm ci` builds it), bubblewrap for the
+# terminal environment sandbox (`openclaw-rl env run --env terminal`); with --with-tests also
+# python3-torch for the independent numerics reference used by the tests and chromium for the
+# dashboard's browser test. oneDNN is optional: where the
 # distribution has no libdnnl-dev the addon builds on OpenBLAS alone.
 # Skips what is already installed; needs root (or sudo) only when something is missing.
 set -euo pipefail

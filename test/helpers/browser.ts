@@ -34,14 +34,14 @@ export interface PageCondition {
 
 // Runs in the page. A function, not a string: the dashboard's CSP forbids eval, and the test keeps it on.
 function holds(c: PageCondition): boolean {
-  // biome-ignore lint/suspicious/noExplicitAny: the page's DOM (the test build has no DOM types)
+  // The page's DOM: the test build has no DOM types.
   const found = (globalThis as any).document.querySelectorAll(c.selector);
   if (c.count !== undefined) return found.length === c.count;
   if (c.minCount !== undefined) return found.length >= c.minCount;
   const first = found[0];
   if (!first) return false;
   if (c.points !== undefined) return Number(first.dataset.points ?? 0) >= c.points;
-  if (c.text !== undefined) return first.innerText.includes(c.text);
+  if (c.text !== undefined) return first.textContent.includes(c.text);
   return true;
 }
 

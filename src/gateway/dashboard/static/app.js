@@ -13,8 +13,23 @@ const POLL_MS = 3000;
 const charts = new Map();
 const COLORS = ['#2f6fde', '#c4321f', '#1a7f37', '#b7791f', '#7c3aed'];
 
+const STEP_TICKS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000];
+
+/** The y range of values that are never negative (counts, rates): from 0, with headroom. */
+const COUNTS = (_u, _min, max) => [0, Math.max(1, Math.ceil(max * 1.1))];
+
+/** A y range that stays readable when every value is equal. */
+function yRange(_u, min, max) {
+  return min === max ? [min - 1, max + 1] : [min, max];
+}
+
+/** An x range that centres a lone point, `pad` either side (uPlot would widen it by years on a time axis). */
+function xRange(pad) {
+  return (u, min, max) => (u.data[0].length === 1 ? [u.data[0][0] - pad, u.data[0][0] + pad] : [min, max]);
+}
+
 /** Draws (or redraws) the chart in element `id`: data = [xs, ...ys], one label per y series. */
-function chart(id, labels, data, { time = false, points = false } = {}) {
+function chart(id, labels, data, { time = false, points = false, y = null } = {}) {
   const box = $(id);
   box.dataset.points = String(data[0].length);
   if (data[0].length === 0) return;
@@ -25,7 +40,8 @@ function chart(id, labels, data, { time = false, points = false } = {}) {
       {
         width: Math.max(300, box.clientWidth),
         height: 180,
-        scales: { x: { time } },
+        scales: { x: { time, range: xRange(time ? 300 : 1) }, y: { range: y ?? yRange } },
+        axes: [time ? {} : { incrs: STEP_TICKS }, {}],
         legend: { live: false },
         series: [
           { label: time ? 'time' : 'step' },
@@ -111,29 +127,29 @@ function renderStatus(s) {
     'chart-queues',
     ['closed turns', 'judging', 'samples queued'],
     [live.t, live.closed, live.judging, live.samples],
-    {
-      time: true,
-    },
+    { time: true, y: COUNTS },
   );
-  chart('chart-throughput', ['turns/min'], [live.t, live.perMinute], { time: true });
+  chart('chart-throughput', ['turns/min'], [live.t, live.perMinute], { time: true, y: COUNTS });
 }
 
 function renderSteps() {
   const x = steps.map((s) => s.step);
   const col = (f) => steps.map(f);
-  chart('chart-reward', ['reward mean'], [x, col((s) => s.rewardMean)]);
-  chart('chart-agreement', ['agreement'], [x, col((s) => s.agreementMean)]);
+  chart('chart-reward', ['reward mean'], [x, col((s) => s.rewardMean)], { y: [-1, 1] });
+  chart('chart-agreement', ['agreement'], [x, col((s) => s.agreementMean)], { y: [0, 1] });
   chart(
     'chart-hints',
     ['accepted', 'rejected', 'trained with hint'],
     [x, col((s) => s.hintsAccepted), col((s) => s.hintsRejected), col((s) => s.hints)],
+    { y: COUNTS },
   );
   chart(
     'chart-samples',
     ['samples', 'queued after', 'stale dropped'],
     [x, col((s) => s.samples), col((s) => s.samplesQueued), col((s) => s.staleDropped)],
+    { y: COUNTS },
   );
-  chart('chart-tokens', ['tokens/s'], [x, col((s) => s.tokensPerSecond)]);
+  chart('chart-tokens', ['tokens/s'], [x, col((s) => s.tokensPerSecond)], { y: COUNTS });
   chart('chart-loss', ['loss', 'approx KL'], [x, col((s) => s.loss), col((s) => s.approxKl)]);
 }
 
