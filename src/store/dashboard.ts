@@ -221,7 +221,7 @@ export interface TurnView {
     opdAdvantageMean: number | null;
     trainedStep: number | null;
   } | null;
-  /** Only with text: what the turn answered (the messages since the model's previous answer), its answer, its next state. */
+  /** Only with text: what the turn answered (the messages since the model's previous answer, no system prompt), its answer, its next state. */
   text?: { input: ChatMessage[]; response: ChatMessage; nextState: ChatMessage[] | null };
 }
 
@@ -288,11 +288,14 @@ function turnView(t: SessionExportTurn, withText: boolean): TurnView {
   return view;
 }
 
-/** The messages after the model's last answer in the prompt: what this turn responds to. */
+/**
+ * The messages after the model's last answer in the prompt, the system prompt left out (an agent's
+ * runs to thousands of tokens and repeats in every session): what this turn responds to.
+ */
 function inputOf(messages: readonly ChatMessage[]): ChatMessage[] {
   let i = messages.length;
   while (i > 0 && messages[i - 1]!.role !== 'assistant') i--;
-  return messages.slice(i);
+  return messages.slice(i).filter((m) => m.role !== 'system' && m.role !== 'developer');
 }
 
 function meanGap(teacher: readonly number[], rollout: readonly number[]): number | null {
