@@ -1,10 +1,11 @@
-// The dashboard's queries (src/store/dashboard.ts) on a real store: steps carry the judge's figures
+// The dashboard's queries (src/store/dashboard-steps.ts, dashboard-sessions.ts) on a real store: steps carry the judge's figures
 // of the turns judged since the step before, paging by step keeps them, sessions come most recent
 // first, and a session's turns carry no conversation text unless asked for.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { recentSessions, sessionView, stepHistory } from '../src/store/dashboard.js';
+import { recentSessions, sessionView } from '../src/store/dashboard-sessions.js';
+import { stepHistory } from '../src/store/dashboard-steps.js';
 import { learnTurn, queueSample, sessionOf, stepMetrics, tempStore } from './helpers/learning-fixtures.js';
 
 const step = (n: number) => ({ ...stepMetrics(n), rewardMean: 0.5, hints: 1, staleDropped: 0 });

@@ -10,7 +10,8 @@
 //   GET /admin/sessions/:id            one session's turns: verdicts, votes, hints, samples; text only
 //                                      when the server runs with dashboardContent (--dashboard-content)
 
-import { recentSessions, sessionView, stepHistory } from '../../store/dashboard.js';
+import { recentSessions, sessionView } from '../../store/dashboard-sessions.js';
+import { stepHistory } from '../../store/dashboard-steps.js';
 import type { Store } from '../../store/store.js';
 import { GatewayError, invalid } from '../errors.js';
 import { compose, sendJson, type Context, type Middleware, type Router } from '../http.js';
