@@ -29,7 +29,7 @@ function xRange(pad) {
 }
 
 /** Draws (or redraws) the chart in element `id`: data = [xs, ...ys], one label per y series. */
-function chart(id, labels, data, { time = false, points = false, y = null } = {}) {
+function chart(id, labels, data, { time = false, points = false, y = null, stepped = false } = {}) {
   const box = $(id);
   box.dataset.points = String(data[0].length);
   if (data[0].length === 0) return;
@@ -51,6 +51,7 @@ function chart(id, labels, data, { time = false, points = false, y = null } = {}
             width: 2,
             spanGaps: true,
             points: { show: points || data[0].length < 30 },
+            ...(stepped ? { paths: window.uPlot.paths.stepped({ align: 1 }) } : {}),
           })),
         ],
       },
@@ -187,6 +188,7 @@ async function refreshVersions(status) {
   chart('chart-versions', ['version'], [sorted.map((v) => seconds(v.publishedAt)), sorted.map((v) => v.version)], {
     time: true,
     points: true,
+    stepped: true,
   });
   const canRollback = code === 200;
   $('versions')
