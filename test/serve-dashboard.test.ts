@@ -100,6 +100,12 @@ test('the dashboard signs in with the admin key, fills, updates, and keeps text 
   const origins = new Set<string>();
   page.on('request', (r) => origins.add(new URL(r.url()).origin));
   page.on('dialog', (d) => void d.accept());
+  // Uncaught exceptions and what the CSP blocked (Chromium reports it on the console).
+  const problems: string[] = [];
+  page.on('pageerror', (e) => problems.push(e.message));
+  page.on('console', (m) => {
+    if (m.type() === 'error' && /Content Security Policy/i.test(m.text())) problems.push(m.text());
+  });
 
   // A wrong key is refused and the page stays empty.
   await signIn(page, serve.root, 'wrong-key');
@@ -169,6 +175,7 @@ test('the dashboard signs in with the admin key, fills, updates, and keeps text 
   const gone = await fetch(`${serve.root}/admin/sessions/${DOOMED}`, { headers: { authorization: `Bearer ${ADMIN}` } });
   assert.equal(gone.status, 404);
   assert.deepEqual([...origins], [new URL(serve.root).origin], 'the page talks to its server only');
+  assert.deepEqual(problems, [], 'no script errors, nothing blocked by the CSP');
   await context.close();
 
   // The same store served with --dashboard-content: the text is on the page.

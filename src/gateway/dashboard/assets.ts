@@ -52,7 +52,7 @@ export function dashboardAsset(name: string): Asset | undefined {
 /** Headers of every dashboard file: same-origin only, never framed, never cached stale. */
 export const ASSET_HEADERS: Readonly<Record<string, string>> = {
   'content-security-policy':
-    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
