@@ -475,8 +475,8 @@ test('deleting a session removes its judgments, votes and samples; other session
   store.close();
 });
 
-test('migrating down to 1 drops only the learning tables and the turn payloads table; up again restores them empty and usable', () => {
-  assert.equal(LATEST_VERSION, 6);
+test('migrating down to 1 drops only the learning, payload and versions tables; up again restores them empty and usable', () => {
+  assert.equal(LATEST_VERSION, 8);
   const dir = freshDir('learn-migrate-');
   const store = openStore({ dir });
   const t = learnTurn();
@@ -495,7 +495,18 @@ test('migrating down to 1 drops only the learning tables and the turn payloads t
   assert.equal(schemaVersion(store.db), 1);
   assert.deepEqual(
     tables(),
-    all.filter((n) => !['judgments', 'judge_votes', 'samples', 'train_steps', 'turn_payloads'].includes(n)),
+    all.filter(
+      (n) =>
+        ![
+          'judgments',
+          'judge_votes',
+          'samples',
+          'train_steps',
+          'turn_payloads',
+          'policy_versions',
+          'rollback_requests',
+        ].includes(n),
+    ),
   );
   assert.deepEqual(
     store.db.prepare('SELECT id, messages FROM turns').all(),
@@ -504,8 +515,8 @@ test('migrating down to 1 drops only the learning tables and the turn payloads t
   );
   assert.equal(store.queueStatus(t.id), 'done');
 
-  assert.deepEqual(migrateUp(store.db, dir), [2, 3, 4, 5, 6]);
-  assert.equal(schemaVersion(store.db), 6);
+  assert.deepEqual(migrateUp(store.db, dir), [2, 3, 4, 5, 6, 8]);
+  assert.equal(schemaVersion(store.db), 8);
   assert.deepEqual(tables(), all);
   assert.deepEqual(store.getTurn(t.id)!.turn, t);
   assert.deepEqual(rows(store), { judgments: 0, judge_votes: 0, samples: 0, train_steps: 0 });
@@ -566,7 +577,7 @@ test('migration 5 keeps every sample row and the id counter; down maps too_long 
     () => store.db.prepare(`UPDATE samples SET status = 'too_long' WHERE id = ?`).run(ids[0]),
     /CHECK constraint/,
   );
-  assert.deepEqual(migrateUp(store.db, dir), [5, 6]);
+  assert.deepEqual(migrateUp(store.db, dir), [5, 6, 8]);
   assert.deepEqual(store.db.prepare('SELECT * FROM samples ORDER BY id').all(), before);
   store.db.prepare(`UPDATE samples SET status = 'too_long' WHERE id = ?`).run(ids[0]);
   assert.equal(queueSample(store, learnTurn()), ids[2]! + 1);

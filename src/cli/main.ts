@@ -7,6 +7,7 @@
 //   openclaw-rl train --model models/tiny --samples samples.jsonl --out adapters/a1 --steps 10
 //   openclaw-rl serve --model models/tiny --data data
 //   openclaw-rl export --data data --out turns.jsonl
+//   openclaw-rl versions list --data data
 
 import { runExport } from './export.js';
 import { runMergeExport } from './export-merged.js';
@@ -15,6 +16,7 @@ import { runModelInit } from './model-init.js';
 import { runServe } from './serve.js';
 import { runSim } from './sim.js';
 import { runTrain } from './train.js';
+import { runVersions } from './versions.js';
 import { CliError } from './args.js';
 
 const USAGE = `usage: openclaw-rl <command> [options]
@@ -25,6 +27,7 @@ commands:
   train        train a LoRA adapter or all weights offline from a JSONL file of samples
   serve        run the OpenAI-compatible gateway that records every main-line turn
   export       write the recorded turns as JSONL; with --merge, fold a LoRA adapter into a model folder
+  versions     list the published policy versions, or roll back to one (list|rollback N --data DIR)
   sim          the personalization benchmark: simulated users teach the agent (pretrain, run, bench, demo)
 
 Run "openclaw-rl <command> --help" for the options of a command.`;
@@ -36,6 +39,7 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'train') return runTrain(rest);
   if (command === 'serve') return runServe(rest);
   if (command === 'sim') return runSim(rest);
+  if (command === 'versions') return runVersions(rest);
   if (command === 'export') return rest.includes('--merge') ? runMergeExport(rest) : runExport(rest);
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
     console.log(USAGE);

@@ -7,6 +7,7 @@
 //   POST   /v1/chat/completions      API key; the recorded route (chat.ts)
 //   GET    /admin/status             admin key; serving version, training steps, queues (GatewayOptions.status)
 //   DELETE /admin/sessions/:id       admin key; deletes a session and all its data
+//   GET    /admin/versions, POST /admin/versions/rollback   admin key; see admin-versions.ts
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -16,6 +17,7 @@ import type { ChatBackend } from './backend.js';
 import { chatCompletions } from './chat.js';
 import { CheckQueue } from './check-queue.js';
 import type { GatewayConfig } from './config.js';
+import { listVersions, rollbackVersion, type VersionsAdmin } from './admin-versions.js';
 import { asGatewayError, GatewayError } from './errors.js';
 import { compose, Router, sendJson, type Context, type Handler, type Middleware } from './http.js';
 import { silentLogger, type Logger } from './log.js';
@@ -33,6 +35,8 @@ export interface GatewayOptions {
   newToolCallId?: () => string;
   /** What GET /admin/status answers (serve: the serving version, the learning loop's summary). */
   status?: () => object;
+  /** The versions list and rollback (serve with learning on). */
+  versions?: VersionsAdmin;
 }
 
 export class Gateway {
@@ -142,6 +146,23 @@ export class Gateway {
         'DELETE',
         '/admin/sessions/:id',
         route([this.adminEnabled(), admin], (ctx) => this.deleteSession(ctx)),
+      )
+      .on(
+        'GET',
+        '/admin/versions',
+        route([this.adminEnabled(), admin], (ctx) => listVersions(ctx, opts.versions)),
+      )
+      .on(
+        'POST',
+        '/admin/versions/rollback',
+        route(
+          [
+            this.adminEnabled(),
+            admin,
+            jsonBody({ maxBytes: 4096, timeoutMs: config.bodyTimeoutMs, buffered: this.bufferedBodies }),
+          ],
+          (ctx) => rollbackVersion(ctx, opts.versions),
+        ),
       );
     this.handle = compose([requestId()], async (ctx) => {
       const { handler, params } = this.router.match(ctx.method, ctx.path);

@@ -13,6 +13,7 @@ import type { SessionUpsert, TurnClosure, TurnStore, TurnWrite } from '../sessio
 import type { ClosedTurn, ClosureReason, RetemplateCheck, Turn } from '../types.js';
 import { BackgroundCheckpointer } from './checkpointer.js';
 import { LearningTables } from './learning.js';
+import { VersionTables } from './versions.js';
 import { migrateUp } from './migrations/index.js';
 import * as q from './queries.js';
 import {
@@ -50,6 +51,8 @@ export class Store implements TurnStore {
   readonly path: string;
   /** Judgments, samples and training steps (the learning loop's tables). */
   readonly learning: LearningTables;
+  /** Published versions and rollback requests. */
+  readonly versions: VersionTables;
   private readonly now: () => number;
 
   // The request path's transactions, built once: db.transaction() builds its wrappers anew on every
@@ -71,6 +74,7 @@ export class Store implements TurnStore {
     this.path = path;
     this.now = now;
     this.learning = new LearningTables(db, now);
+    this.versions = new VersionTables(db, now);
     this.writeTx = db.transaction(this.writeRows.bind(this));
     this.retemplateTx = db.transaction(this.retemplateRows.bind(this));
   }
