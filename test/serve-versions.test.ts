@@ -198,7 +198,7 @@ test('rollback through the admin route and the CLI (serve running or not) serves
   const queued = await run(process.execPath, [CLI, 'versions', 'rollback', '1', '--data', data]);
   assert.match(
     queued.stdout,
-    /serve is not running on .*: the rollback to version 1 \(request \d+\) is applied at its next start/,
+    /no serve is learning on .*: the rollback to version 1 \(request \d+\) is applied at its next start/,
   );
   serve = await startServe(serveArgs(data, judge.url));
   const applied = await serve.waitForLog((l) => l.event === 'rollback' || l.event === 'trainer_failed');

@@ -72,7 +72,7 @@ async function rollback(dir: string, target: number, waitSeconds: number): Promi
     const pid = servePid(dir);
     if (pid === null) {
       console.log(
-        `serve is not running on ${dir}: the rollback to version ${target} (request ${id}) is applied at its next start`,
+        `no serve is learning on ${dir}: the rollback to version ${target} (request ${id}) is applied at its next start`,
       );
       return 0;
     }
@@ -97,11 +97,11 @@ function refuseEarly(store: Store, target: number): void {
   const newest = store.versions.maxVersion();
   const v = store.versions.list(newest).find((s) => s.version === target);
   if (!v) throw new CliError(`no version ${target} was recorded in this store (versions list shows those that were)`);
+  if (target === newest) throw new CliError(`version ${target} is the newest: it is serving already`);
   if (!v.weightsKept)
     throw new CliError(
       `the weights of version ${target} are no longer kept; choose a version listed with weights (raise --keep-versions for the future)`,
     );
-  if (target === newest) throw new CliError(`version ${target} is the newest: it is serving already`);
 }
 
 async function answerOf(store: Store, id: number, waitMs: number): Promise<RollbackRequest> {

@@ -83,6 +83,8 @@ export class Trainer {
 
   /** Trains one batch if one is ready; false when not enough fresh samples are queued. */
   async trainOnce(): Promise<boolean> {
+    // close() may have come while the loop applied a rollback.
+    if (this.closed()) return false;
     const minVersion = this.backend.servingVersion() - this.config.maxStaleVersions;
     const dropped = this.tables.dropStale(minVersion);
     if (dropped > 0) {
