@@ -17,6 +17,7 @@ import { openStore, type Store } from '../src/store/store.js';
 import type { VersionSummary } from '../src/store/versions.js';
 import { freshDir, tinyModel } from './helpers/gateway.js';
 import { startJudgeDouble } from './helpers/judge-double.js';
+import { parseExposition, sampleValue } from './helpers/prometheus-text.js';
 import { chatAsMain, CLI, startServe, stopServe, type ServeProcess } from './helpers/serve-process.js';
 
 const ADMIN = 'admin-secret';
@@ -174,6 +175,10 @@ test('rollback through the admin route and the CLI (serve running or not) serves
   assert.match(cli.stdout, /rolled back: version 2's weights now serve as version 4/);
   assert.deepEqual(await probe(serve.url), p2);
   assert.ok(adapter(data, 4).equals(adapter(data, 2)));
+  const scraped = await fetch(`${serve.root}/metrics`, { headers: { authorization: `Bearer ${ADMIN}` } });
+  const families = parseExposition(await scraped.text());
+  assert.equal(sampleValue(families, 'openclaw_rl_publications_total', { source: 'rollback' }), 2);
+  assert.equal(sampleValue(families, 'openclaw_rl_publications_total', { source: 'train' }), 2);
 
   const listed = (await admin(serve.root, 'GET', '/admin/versions')).json.data as VersionSummary[];
   assert.deepEqual(
