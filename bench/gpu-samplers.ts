@@ -6,7 +6,7 @@
 // `use`, and a request served on it whose log-probs must differ from the base's.
 // Prints one JSON line per case; exits 1 when a check fails or no GPU backend loads (with --gpu auto).
 //
-//   node dist/bench/gpu-samplers.js [--shapes qwen3-0.6b,qwen3-1.7b] [--gpu auto|off]
+//   node dist/bench/gpu-samplers.js [--shapes qwen3-0.6b,qwen3-1.7b] [--gpu auto|off] [--threads N]
 
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -84,7 +84,11 @@ async function loraPublication(sampler: LlamaCppSampler, dir: string, vocab: num
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { shapes: { type: 'string', default: 'qwen3-0.6b,qwen3-1.7b' }, gpu: { type: 'string', default: 'auto' } },
+    options: {
+      shapes: { type: 'string', default: 'qwen3-0.6b,qwen3-1.7b' },
+      gpu: { type: 'string', default: 'auto' },
+      threads: { type: 'string' },
+    },
   });
   const gpu = values.gpu === 'off' ? 'off' : 'auto';
   let failed = false;
@@ -98,6 +102,7 @@ async function main(): Promise<void> {
         modelDir: dir,
         ggufType: type,
         gpu,
+        ...(values.threads ? { threads: Number(values.threads) } : {}),
         contextSize: Math.min(4096, SHAPES[shape]!.maxPositionEmbeddings),
         sequences: 8,
         nodeLlamaCppFallback: LLAMA_PREFIX,

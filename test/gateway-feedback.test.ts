@@ -4,6 +4,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { exportSession } from '../src/store/session-data.js';
 import { post, scriptedBackend, startGateway, type TestGateway } from './helpers/gateway.js';
 import { replyIds } from './helpers/scripted-sampler.js';
 
@@ -139,6 +140,16 @@ test('an outcome is stored and ends the episode: the last open main turn closes 
     assert.deepEqual(closureOf(gw, t1), { reason: 'episode_end', queue: 'pending', next: 0 });
     assert.deepEqual(
       gw.store.feedback.ofSession('e1').map((f) => [f.key, f.turnId, f.reward, f.comment]),
+      [['k-e1', null, 1, 'solved it']],
+    );
+    // A person's export of the session carries its rollout grouping and its outcome.
+    const exported = exportSession(gw.store.db, 'e1')!;
+    assert.deepEqual(
+      [exported.session.task_id, exported.session.rollout_index, exported.session.rollout_count],
+      [ROLLOUT['x-task-id'], Number(ROLLOUT['x-rollout-index']), Number(ROLLOUT['x-rollout-count'])],
+    );
+    assert.deepEqual(
+      exported.feedback.map((f) => [f.idempotency_key, f.turn_id, f.reward, f.comment]),
       [['k-e1', null, 1, 'solved it']],
     );
     // The session goes on with a fresh turn: nothing is attributed to the ended one.

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { LocalEngine } from '../src/engine/local/engine.js';
 import { LocalLearner } from '../src/engine/local/learner.js';
+import { DEFAULT_LEARNER } from '../src/engine/local/train/learner.js';
 import { DEFAULT_PPO, trainBatch } from '../src/learn/ppo.js';
 import type { GenerationEvent, TrainingSample } from '../src/engine/types.js';
 import { makeTinyModel, maxAbsDiff, scratchDir } from './helpers/models.js';
@@ -163,3 +164,44 @@ test("versionAfter above the checkpoint's published version: the next publicatio
     await engine.close();
   }
 });
+
+for (const mode of ['lora', 'full'] as const) {
+  test(`${mode}: restore a published version's folder (and version 0), publish it again: the same served log-probs`, async () => {
+    const engine = await LocalEngine.open(dir);
+    const versionsDir = join(scratchDir('restore-'), 'versions');
+    const learner = await LocalLearner.open(engine, {
+      config: {
+        mode:
+          mode === 'lora'
+            ? { kind: 'lora', spec: { rank: 4, alpha: 8, targets: ['q', 'v', 'down'] } }
+            : { kind: 'full' },
+        optimizer: { ...DEFAULT_LEARNER.optimizer, lr: mode === 'lora' ? 5e-3 : 1e-3 },
+      },
+      versionsDir,
+      keepVersions: Number.POSITIVE_INFINITY,
+    });
+    const served = async (version: number) => (await engine.logprobs(promptIds, completionIds, { version })).logprobs;
+    try {
+      const base = await served(0);
+      for (let i = 0; i < 3; i++) await trainBatch(learner, [sample], PPO);
+      // The engine keeps only the versions in use: each is read while it serves.
+      const v1 = await learner.publishTo(engine);
+      const served1 = await served(1);
+      for (let i = 0; i < 3; i++) await trainBatch(learner, [sample], PPO);
+      await learner.publishTo(engine);
+      assert.ok(maxAbsDiff(await served(2), served1) > 1e-3, 'version 2 differs from version 1');
+      await learner.restore(v1.weightsPath);
+      assert.equal((await learner.publishTo(engine)).version, 3);
+      assert.deepEqual(await served(3), served1);
+      // Training goes on from the restored weights.
+      assert.ok((await trainBatch(learner, [sample], PPO))[0]!.applied);
+      await learner.restore(null);
+      await learner.publishTo(engine);
+      assert.ok(maxAbsDiff(await served(4), base) < 1e-6, 'version 0: the start of training serves the base');
+      await assert.rejects(learner.restore(join(versionsDir, 'v-99')), /no such folder \(not a policy version\)/);
+    } finally {
+      await learner.close();
+      await engine.close();
+    }
+  });
+}

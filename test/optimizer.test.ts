@@ -224,3 +224,33 @@ test('segments: no decay on norms and biases, neighbours merged; one decaying se
     /segment 0 \[2, 5\) must be ascending, non-overlapping and inside 4 parameters/,
   );
 });
+
+test('resetMoments: the next step is a first step again (bias corrections restart), the step count goes on', () => {
+  const cfg = { ...DEFAULT_ADAMW, lr: 1e-2 };
+  const g = randoms(N, 1);
+  const fresh = runOptimizer(cfg, randoms(N, 1), [[g]], 1);
+  const params = fresh.params.slice(),
+    grads = new Float32Array(N);
+  const opt = new AdamW(params, grads, segments, cfg, portableKernels);
+  for (let i = 0; i < 3; i++) {
+    grads.set(randoms(N, 1));
+    opt.step();
+  }
+  // From the same weights, a reset optimizer and a new one take the same step.
+  const start = params.slice();
+  opt.resetMoments();
+  assert.ok(opt.m.every((x) => x === 0) && opt.v.every((x) => x === 0));
+  const other = start.slice(),
+    otherGrads = Float32Array.from(g);
+  new AdamW(other, otherGrads, segments, cfg, portableKernels).step();
+  grads.set(g);
+  opt.step();
+  assert.deepEqual(params, other);
+  assert.equal(opt.steps, 4);
+  assert.equal(opt.state().momentsFrom, 3);
+  // And a checkpointed state resumes with the same bias corrections.
+  assert.throws(
+    () => new AdamW(params, grads, segments, cfg, portableKernels, { ...opt.state(), momentsFrom: 5 }),
+    /momentsFrom must be an integer in \[0, 4\], got 5/,
+  );
+});

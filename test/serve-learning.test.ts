@@ -197,7 +197,9 @@ test('a judge that never answers does not hold up serving: its votes time out, a
   judge.force = 'hang';
   const data = freshDir('learn-hang-');
   const config = join(data, 'config.json');
-  writeFileSync(config, JSON.stringify({ judge: { timeoutMs: 300, retries: 1 } }));
+  // 1 s, not less: on a loaded machine a shorter timeout can fire before the request reaches the
+  // double, which then counts fewer than the 24 attempts the store records.
+  writeFileSync(config, JSON.stringify({ judge: { timeoutMs: 1000, retries: 1 } }));
   const serve = await startServe([
     '--model',
     tinyModel(),

@@ -125,7 +125,8 @@ test('serve exposes Prometheus metrics that parse strictly and count what happen
   const before = (await scrape(serve.root, METRICS_FLAG)).families;
   assert.equal(sampleValue(before, 'openclaw_rl_serving_version'), 0);
   assert.equal(sumOf(before, 'openclaw_rl_completion_tokens_total'), 0);
-  assert.equal(sampleValue(before, 'openclaw_rl_publications_total'), 0);
+  assert.equal(sampleValue(before, 'openclaw_rl_publications_total', { source: 'train' }), 0);
+  assert.equal(sampleValue(before, 'openclaw_rl_publications_total', { source: 'rollback' }), 0);
   assert.ok(Number.isNaN(sampleValue(before, 'openclaw_rl_train_loss')!), 'no step yet: NaN');
   for (const name of ['process_cpu_user_seconds_total', 'nodejs_heap_size_used_bytes', 'nodejs_eventloop_lag_seconds'])
     assert.ok(before.has(name), `process metric ${name}`);
@@ -151,7 +152,9 @@ test('serve exposes Prometheus metrics that parse strictly and count what happen
   // Two samples make a batch of two: one step, published as version 1.
   const after = await waitFor(
     serve,
-    (f) => sampleValue(f, 'openclaw_rl_publications_total') === 1 && sumOf(f, 'openclaw_rl_judge_turns_total') === 2,
+    (f) =>
+      sampleValue(f, 'openclaw_rl_publications_total', { source: 'train' }) === 1 &&
+      sumOf(f, 'openclaw_rl_judge_turns_total') === 2,
     'a publication and two judged turns',
   );
   const chatRoute = { method: 'POST', route: '/v1/chat/completions' };

@@ -77,7 +77,7 @@ test('migration 7 down and up: episode ends read as no_next_state, feedback and 
     [],
   );
   assert.deepEqual(store.db.pragma('foreign_key_check'), []);
-  assert.deepEqual(migrateUp(store.db, dir), [7, 8]);
+  assert.deepEqual(migrateUp(store.db, dir), [7, 8, 9]);
   assert.equal(store.sessionRollout('s1'), null);
   assert.deepEqual(store.feedback.ofSession('s1'), []);
   store.close();

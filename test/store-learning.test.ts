@@ -477,8 +477,8 @@ test('deleting a session removes its judgments, votes and samples; other session
   store.close();
 });
 
-test('migrating down to 1 drops only the learning, turn payload, feedback and batch hold tables; up again restores them empty and usable', () => {
-  assert.equal(LATEST_VERSION, 8);
+test('migrating down to 1 drops only the learning, turn payload, feedback, batch hold and versions tables; up again restores them empty and usable', () => {
+  assert.equal(LATEST_VERSION, 9);
   const dir = freshDir('learn-migrate-');
   const store = openStore({ dir });
   const t = learnTurn();
@@ -499,7 +499,17 @@ test('migrating down to 1 drops only the learning, turn payload, feedback and ba
     tables(),
     all.filter(
       (n) =>
-        !['batch_holds', 'judgments', 'judge_votes', 'samples', 'train_steps', 'turn_payloads', 'feedback'].includes(n),
+        ![
+          'batch_holds',
+          'judgments',
+          'judge_votes',
+          'samples',
+          'train_steps',
+          'turn_payloads',
+          'feedback',
+          'policy_versions',
+          'rollback_requests',
+        ].includes(n),
     ),
   );
   assert.deepEqual(
@@ -509,8 +519,8 @@ test('migrating down to 1 drops only the learning, turn payload, feedback and ba
   );
   assert.equal(store.queueStatus(t.id), 'done');
 
-  assert.deepEqual(migrateUp(store.db, dir), [2, 3, 4, 5, 6, 7, 8]);
-  assert.equal(schemaVersion(store.db), 8);
+  assert.deepEqual(migrateUp(store.db, dir), [2, 3, 4, 5, 6, 7, 8, 9]);
+  assert.equal(schemaVersion(store.db), 9);
   assert.deepEqual(tables(), all);
   assert.deepEqual(store.getTurn(t.id)!.turn, t);
   assert.deepEqual(rows(store), { judgments: 0, judge_votes: 0, samples: 0, train_steps: 0 });
@@ -571,7 +581,7 @@ test('migration 5 keeps every sample row and the id counter; down maps too_long 
     () => store.db.prepare(`UPDATE samples SET status = 'too_long' WHERE id = ?`).run(ids[0]),
     /CHECK constraint/,
   );
-  assert.deepEqual(migrateUp(store.db, dir), [5, 6, 7, 8]);
+  assert.deepEqual(migrateUp(store.db, dir), [5, 6, 7, 8, 9]);
   // Schema 7's reward and step index are NULL on every sample made before it.
   const after = store.db.prepare('SELECT * FROM samples ORDER BY id').all() as Record<string, unknown>[];
   assert.deepEqual(

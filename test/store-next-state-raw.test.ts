@@ -22,7 +22,7 @@ const wrapped: ChatMessage = {
 const columns = (db: SqliteDatabase) => (db.pragma('table_info(next_states)') as { name: string }[]).map((c) => c.name);
 
 test('migration 6: raw next-state messages kept beside the unwrapped ones; older ones read as received; down drops it', () => {
-  assert.equal(LATEST_VERSION, 8);
+  assert.equal(LATEST_VERSION, 9);
   const dir = freshDir('store-raw-');
   const store = openStore({ dir });
   const old = learnTurn();
@@ -40,7 +40,7 @@ test('migration 6: raw next-state messages kept beside the unwrapped ones; older
   store.db
     .prepare('INSERT INTO closed_turns (turn_id, status, enqueued_at, updated_at) VALUES (?, ?, ?, ?)')
     .run(old.id, 'pending', 5000, 5000);
-  assert.deepEqual(migrateUp(store.db, dir), [6, 7, 8]);
+  assert.deepEqual(migrateUp(store.db, dir), [6, 7, 8, 9]);
   const asReceived = { messages: [own], nextTurnId: 'n_old', arrivedAt: 5000 };
   assert.deepEqual(store.getTurn(old.id)!.closedTurn!.nextState, asReceived);
 
@@ -68,7 +68,7 @@ test('migration 6: raw next-state messages kept beside the unwrapped ones; older
     ],
     'judged text stays',
   );
-  assert.deepEqual(migrateUp(store.db, dir), [6, 7, 8]);
+  assert.deepEqual(migrateUp(store.db, dir), [6, 7, 8, 9]);
   assert.ok(columns(store.db).includes('raw_messages'));
   store.close();
 });

@@ -185,7 +185,7 @@ test("migration 3 moves a schema-2 store's payloads to turn_payloads: every row,
     assert.ok(before[t]!.length > 0, t);
 
   const store = openStore({ dir });
-  assert.equal(schemaVersion(store.db), 8);
+  assert.equal(schemaVersion(store.db), 9);
   const raw = store.db.prepare('SELECT raw_messages FROM next_states').all();
   assert.deepEqual(raw, [{ raw_messages: null }, { raw_messages: null }], 'stored as received before schema 6');
   assert.deepEqual(
@@ -224,6 +224,7 @@ test("migration 3 moves a schema-2 store's payloads to turn_payloads: every row,
     'closed_turns_by_status',
     'feedback_outcome',
     'feedback_turn',
+    'rollback_requests_pending',
     'samples_by_status',
     'sessions_by_task',
     'turns_by_completed',
@@ -248,7 +249,7 @@ test("migration 3 moves a schema-2 store's payloads to turn_payloads: every row,
   assert.deepEqual(foreignKeyCheck(store.db), []);
   assert.deepEqual(dump(store.db), before);
 
-  assert.deepEqual(migrateUp(store.db, dir), [3, 4, 5, 6, 7, 8]);
+  assert.deepEqual(migrateUp(store.db, dir), [3, 4, 5, 6, 7, 8, 9]);
   assert.deepEqual(dump(store.db), { ...before, judgments: judgmentsAt5 });
   assert.deepEqual([...store.exportLines()], exportBefore);
   store.close();
@@ -278,7 +279,7 @@ test('a table rebuild that would leave a row without its parent rolls back, with
     /migration 3 \(turn-payloads\) rebuilds tables and cannot run inside a transaction/,
   );
   assert.equal(schemaVersion(db), 2);
-  assert.deepEqual(migrateUp(db, 'test'), [3, 4, 5, 6, 7, 8]);
+  assert.deepEqual(migrateUp(db, 'test'), [3, 4, 5, 6, 7, 8, 9]);
   db.close();
 });
 

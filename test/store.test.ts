@@ -79,7 +79,7 @@ test('migrations: fresh store at the latest version, WAL, reopen is a no-op, dow
     ).n,
     0,
   );
-  assert.deepEqual(migrateUp(again.db, 'x'), [1, 2, 3, 4, 5, 6, 7, 8]);
+  assert.deepEqual(migrateUp(again.db, 'x'), [1, 2, 3, 4, 5, 6, 7, 8, 9]);
   const reasons = again.db.prepare('SELECT reason FROM closure_reasons ORDER BY reason').all() as { reason: string }[];
   assert.deepEqual(
     reasons.map((r) => r.reason),

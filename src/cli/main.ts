@@ -9,6 +9,7 @@
 //   openclaw-rl export --data data --out turns.jsonl
 //   openclaw-rl data export --session ID --data data --out session.json
 //   openclaw-rl env run --env tool-call --url http://127.0.0.1:30000/v1
+//   openclaw-rl versions list --data data
 
 import { runData } from './data.js';
 import { runEnv } from './env.js';
@@ -19,6 +20,7 @@ import { runModelInit } from './model-init.js';
 import { runServe } from './serve.js';
 import { runSim } from './sim.js';
 import { runTrain } from './train.js';
+import { runVersions } from './versions.js';
 import { CliError } from './args.js';
 
 const USAGE = `usage: openclaw-rl <command> [options]
@@ -31,6 +33,7 @@ commands:
   export       write the recorded turns as JSONL; with --merge, fold a LoRA adapter into a model folder
   data         one session's data: delete it, or export it as JSON (data delete|export --session ID)
   env          play agent environments (tool-call, terminal) against serve, outcomes as feedback
+  versions     list the published policy versions, or roll back to one (list|rollback N --data DIR)
   sim          the personalization benchmark: simulated users teach the agent (pretrain, run, bench, demo)
 
 Run "openclaw-rl <command> --help" for the options of a command.`;
@@ -44,6 +47,7 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'sim') return runSim(rest);
   if (command === 'data') return runData(rest);
   if (command === 'env') return runEnv(rest);
+  if (command === 'versions') return runVersions(rest);
   if (command === 'export') return rest.includes('--merge') ? runMergeExport(rest) : runExport(rest);
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
     console.log(USAGE);

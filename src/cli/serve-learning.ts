@@ -1,9 +1,12 @@
 // serve's learning half, wired from its parts: the learner on the served engine (resumed from the
 // last checkpoint, which the store is reconciled against and which is published at once), the
-// judge client, the teacher, and the loop that drives them.
+// judge client, the teacher, and the loop that drives them. Every version is also written to
+// DATA/versions/v-N/ (kept per --keep-versions) so a rollback can restore it, and DATA/learning.pid
+// tells `versions rollback` that a serve is running on DATA and will apply its request.
 
+import { join } from 'node:path';
 import type { ChatModel } from './chat-model.js';
-import { LocalLearner } from '../engine/local/learner.js';
+import { LocalLearner, type Publication } from '../engine/local/learner.js';
 import type { TorchLaunch } from '../engine/torch/launcher.js';
 import type { SupervisedTorchLearner } from '../engine/torch/supervised.js';
 import type { LearnerConfig } from '../engine/local/train/learner.js';
@@ -26,6 +29,7 @@ import type { ServeLearning } from './serve-config.js';
 import type { LocalEngine } from '../engine/local/engine.js';
 import { openTorchLearner, unavailablePolicy } from './serve-torch.js';
 import { publishToServing, type ServingSampler } from './serve-llama-cpp.js';
+import { removeRunningMarker, writeRunningMarker } from './versions-marker.js';
 
 export interface RunningLearning {
   loop: LearningLoop;
@@ -45,6 +49,8 @@ export async function startLearning(a: {
   store: Store;
   settings: ServeLearning;
   checkpointDir: string;
+  /** Where the version folders (DATA/versions) and the running marker (DATA/learning.pid) go. */
+  dataDir: string;
   log: JudgeLog;
   /** What one training step's buffers may take (the memory plan's share). */
   activationBudgetBytes: number;
@@ -62,6 +68,9 @@ export async function startLearning(a: {
   let learner: LocalLearner | SupervisedTorchLearner | null = null;
   let unavailable: string | null = null;
   const ppo = ppoConfig(settings);
+  const versionsDir = join(a.dataDir, 'versions');
+  // LoRA adapters are small: all are kept unless told otherwise; full weights are a model each.
+  const keepVersions = settings.learn.keepVersions ?? (settings.training.loraRank === 0 ? 3 : Number.POSITIVE_INFINITY);
   if (a.torch) {
     try {
       learner = await openTorchLearner({
@@ -83,10 +92,10 @@ export async function startLearning(a: {
     learner = await LocalLearner.open(engine, {
       config: { ...learnerConfig(settings), activationBudgetBytes: a.activationBudgetBytes },
       checkpointDir: a.checkpointDir,
-      ...(a.remote ? { versionsDir: a.remote.versionsDir } : {}),
+      versionsDir: a.remote?.versionsDir ?? a.serving?.versionsDir ?? versionsDir,
+      keepVersions,
       maxYieldMs: settings.training.maxYieldMs,
       versionAfter,
-      ...(a.serving ? { versionsDir: a.serving.versionsDir } : {}),
     });
   }
   const serving = a.serving ?? null;
@@ -100,6 +109,17 @@ export async function startLearning(a: {
       const requeued = store.learning.reconcileWithCheckpoint(learner.resumed.steps);
       // Serve the checkpoint's weights from the first request on.
       const p = learner.resumed.steps > 0 ? await publish(learner) : null;
+      if (p)
+        store.versions.record({
+          version: p.version,
+          publishedAt: Date.now(),
+          step: learner.resumed.steps,
+          source: 'restart',
+          rolledBackFrom: null,
+          restores: null,
+          requestedBy: null,
+          weightsPath: p.weightsPath,
+        });
       a.log('resumed', {
         steps: learner.resumed.steps,
         version: servingVersion(),
@@ -144,11 +164,13 @@ export async function startLearning(a: {
           checkpoint: () => learner.save([]),
           servingVersion,
           stopTraining: () => learner.close(),
+          ...(learner instanceof LocalLearner ? { restore: (path: string | null) => learner.restore(path) } : {}),
         }
       : unavailablePolicy(unavailable!, servingVersion),
     log: a.log,
   });
   loop.start();
+  const marker = writeRunningMarker(a.dataDir);
   const t = settings.training;
   const mode = t.loraRank === 0 ? 'full fine-tuning' : `LoRA rank ${t.loraRank}`;
   return {
@@ -162,6 +184,7 @@ export async function startLearning(a: {
     async close() {
       await loop.close();
       await learner?.close();
+      removeRunningMarker(marker);
     },
   };
 }
@@ -208,10 +231,10 @@ async function publishToBoth(
   learner: LocalLearner | SupervisedTorchLearner,
   engine: LocalEngine,
   sampler: Sampler,
-): Promise<{ version: number; snapshotMs: number; swapMs: number }> {
+): Promise<Publication> {
   const started = performance.now();
   const version = await learner.publish();
   const snapshotMs = performance.now() - started;
   const [, remoteMs] = await Promise.all([engine.use(version), sampler.use(version)]);
-  return { version: version.version, snapshotMs, swapMs: remoteMs };
+  return { version: version.version, snapshotMs, swapMs: remoteMs, weightsPath: version.path };
 }

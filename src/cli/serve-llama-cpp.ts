@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { LlamaCppSampler } from '../engine/llama-cpp/sampler.js';
 import type { GpuChoice } from '../engine/llama-cpp/node-llama-cpp.js';
 import type { PolicyVersion } from '../engine/policy-version.js';
+import type { Publication } from '../engine/local/learner.js';
 import type { Learner, Sampler, Scorer } from '../engine/types.js';
 import type { ChatBackend } from '../gateway/backend.js';
 import { CliError } from './args.js';
@@ -104,9 +105,9 @@ export async function openLlamaCppServing(a: {
 export async function publishToServing(
   learner: Pick<Learner, 'publish'>,
   serving: ServingSampler,
-): Promise<{ version: number; snapshotMs: number; swapMs: number }> {
+): Promise<Publication> {
   const t0 = performance.now();
   const version = await learner.publish();
   const snapshotMs = performance.now() - t0;
-  return { version: version.version, snapshotMs, swapMs: await serving.use(version) };
+  return { version: version.version, snapshotMs, swapMs: await serving.use(version), weightsPath: version.path };
 }

@@ -102,6 +102,11 @@ learning:
   --lr X                  learning rate (default 1e-4 LoRA, 1e-5 full)
   --max-stale N           drop samples more than N versions old (default 4)
   --checkpoint-every N    batches between checkpoints (default 1)
+  --keep-versions K       version folders kept for rollback (default: all with LoRA, 3 with full)
+  --rollback-guard        roll a version back when the judge scores it worse (off; docs/learning.md)
+  --guard-window W        judged turns compared per version (default 32)
+  --guard-margin M        mean score drop (-1..1 scale) beyond noise that rolls back (default 0.1)
+  --guard-alpha A         the guard's one-sided significance level (default 0.05)
   --max-train-tokens N    longest sample trained (prompt + completion); longer turns are judged but
                           not trained (too_long). Default: what one training step can hold in the
                           memory left after weights, learner state, prefix cache and runtime (printed)
@@ -146,6 +151,11 @@ const FLAGS = {
   lr: { type: 'string' },
   'max-stale': { type: 'string' },
   'checkpoint-every': { type: 'string' },
+  'keep-versions': { type: 'string' },
+  'rollback-guard': { type: 'boolean' },
+  'guard-window': { type: 'string' },
+  'guard-margin': { type: 'string' },
+  'guard-alpha': { type: 'string' },
   'progress-seconds': { type: 'string' },
   'no-learning': { type: 'boolean' },
   'rl-weight': { type: 'string' },
@@ -242,6 +252,7 @@ export async function runServe(argv: string[]): Promise<number> {
         store,
         settings: learning,
         checkpointDir: join(config.dataDir, 'checkpoints'),
+        dataDir: config.dataDir,
         log: (e, f) => {
           logger.event(e, f);
           metrics.learningEvent(e, f);
@@ -264,7 +275,11 @@ export async function runServe(argv: string[]): Promise<number> {
     memory: plan,
     engine: engineInfo,
   });
-  const gateway = new Gateway({ backend, store, config, logger, status, metrics });
+  const versions = running && {
+    list: () => running!.loop.versions(),
+    rollback: (target: number) => running!.loop.rollback(target, 'admin'),
+  };
+  const gateway = new Gateway({ backend, store, config, logger, status, metrics, ...(versions ? { versions } : {}) });
   let address: { host: string; port: number };
   try {
     address = await gateway.listen();
@@ -367,6 +382,11 @@ export function serveSettings(v: Record<string, string | boolean | undefined>): 
       checkpointEvery: num('checkpoint-every', { integer: true, min: 1 }),
       progressSeconds: num('progress-seconds', { min: 0 }),
       maxTrainTokens: num('max-train-tokens', { integer: true, min: 2 }),
+      keepVersions: num('keep-versions', { integer: true, min: 2 }),
+      rollbackGuard: v['rollback-guard'] ? true : undefined,
+      guardWindow: num('guard-window', { integer: true, min: 2 }),
+      guardMargin: num('guard-margin', { min: 0 }),
+      guardAlpha: num('guard-alpha', { min: 0, max: 1 }),
     },
     // --judge self overrides a judge endpoint from the config file.
     judge: {

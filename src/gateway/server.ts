@@ -10,6 +10,7 @@
 //   DELETE /admin/sessions/:id       admin key; deletes a session and all its data (409 while a batch trains on it)
 //   GET    /admin/sessions/:id/export admin key; everything recorded about a session, as one JSON document
 //   GET    /metrics                  admin or metrics key; Prometheus text format (metrics-route.ts, src/metrics/)
+//   GET    /admin/versions, POST /admin/versions/rollback   admin key; see admin-versions.ts
 //   GET    /dashboard, /admin/steps, /admin/sessions[/:id]   the dashboard and its data (dashboard/routes.ts)
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -21,6 +22,7 @@ import type { ChatBackend } from './backend.js';
 import { chatCompletions } from './chat.js';
 import { CheckQueue } from './check-queue.js';
 import type { GatewayConfig } from './config.js';
+import { listVersions, rollbackVersion, type VersionsAdmin } from './admin-versions.js';
 import { asGatewayError, GatewayError } from './errors.js';
 import { feedbackHandler } from './feedback.js';
 import { dashboardRoutes } from './dashboard/routes.js';
@@ -43,6 +45,8 @@ export interface GatewayOptions {
   status?: () => object;
   /** Prometheus metrics, fed with each request and recorder event and served at GET /metrics. */
   metrics?: GatewayMetrics;
+  /** The versions list and rollback (serve with learning on). */
+  versions?: VersionsAdmin;
 }
 
 export class Gateway {
@@ -156,6 +160,23 @@ export class Gateway {
           inflightRequests: this.inflight,
           sessions: this.recorder.sessionCount,
         })),
+      )
+      .on(
+        'GET',
+        '/admin/versions',
+        route([this.adminEnabled(), admin], (ctx) => listVersions(ctx, opts.versions)),
+      )
+      .on(
+        'POST',
+        '/admin/versions/rollback',
+        route(
+          [
+            this.adminEnabled(),
+            admin,
+            jsonBody({ maxBytes: 4096, timeoutMs: config.bodyTimeoutMs, buffered: this.bufferedBodies }),
+          ],
+          (ctx) => rollbackVersion(ctx, opts.versions),
+        ),
       );
     dashboardRoutes(this.router, {
       store,

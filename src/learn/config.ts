@@ -1,6 +1,7 @@
 // The learning loop's settings: one typed record with named defaults, checked once at startup so
 // a bad value fails with a message instead of on every batch.
 
+import { checkGuardConfig, DEFAULT_GUARD, type GuardConfig } from './guard.js';
 import { METHODS, usesTeacher, type Method } from './methods.js';
 import { STEP_REWARDS, type StepReward } from './steps.js';
 
@@ -43,6 +44,19 @@ export interface LearnConfig {
    * never trained (`too_long`). null: no bound. serve derives it from the learner's memory.
    */
   maxTrainTokens: number | null;
+  /**
+   * Version folders kept for rollback: those within this many numbers of the newest. null: every
+   * one with LoRA (adapters are small), 3 with full fine-tuning (a model's size each).
+   */
+  keepVersions: number | null;
+  /** The automatic rollback guard (learn/guard.ts): off by default. */
+  rollbackGuard: boolean;
+  /** Judged turns it compares on each side. */
+  guardWindow: number;
+  /** How much lower (on the -1..1 score scale) the new version's mean must be, beyond noise. */
+  guardMargin: number;
+  /** The one-sided significance level of that test. */
+  guardAlpha: number;
 }
 
 export const DEFAULT_LEARN: LearnConfig = {
@@ -59,6 +73,11 @@ export const DEFAULT_LEARN: LearnConfig = {
   maxJudgeAttempts: 3,
   pollMs: 250,
   maxTrainTokens: null,
+  keepVersions: null,
+  rollbackGuard: DEFAULT_GUARD.enabled,
+  guardWindow: DEFAULT_GUARD.window,
+  guardMargin: DEFAULT_GUARD.margin,
+  guardAlpha: DEFAULT_GUARD.alpha,
 };
 
 /** Defaults filled in and every value checked; throws RangeError naming the setting. */
@@ -97,7 +116,23 @@ export function resolveLearnConfig(partial: Partial<LearnConfig> = {}): LearnCon
     c.maxTrainTokens === null || int(c.maxTrainTokens, 2),
     `maxTrainTokens must be an integer >= 2 or null, got ${c.maxTrainTokens}`,
   );
+  // 2 at least: a sampler in another process may still be loading the version before the newest.
+  check(
+    c.keepVersions === null || int(c.keepVersions, 2),
+    `keepVersions must be an integer >= 2 or null, got ${c.keepVersions}`,
+  );
+  check(typeof c.rollbackGuard === 'boolean', 'rollbackGuard must be true or false');
+  try {
+    checkGuardConfig(guardConfigOf(c));
+  } catch (e) {
+    check(false, (e as Error).message);
+  }
   return c;
+}
+
+/** The guard's settings out of the flat learning section. */
+export function guardConfigOf(c: LearnConfig): GuardConfig {
+  return { enabled: c.rollbackGuard, window: c.guardWindow, margin: c.guardMargin, alpha: c.guardAlpha };
 }
 
 /** Which judge prompts a method needs: hints feed the teacher, scores feed the RL term. */

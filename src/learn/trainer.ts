@@ -2,7 +2,8 @@
 // truncated importance weights against the sampler's log-probs), publish the result as a new
 // serving version, commit the batch to the store, then checkpoint. The store is written before
 // the checkpoint, and reconciled against it on restart, so a crash anywhere retrains exactly the
-// batches the checkpoint lacks and never one twice.
+// batches the checkpoint lacks and never one twice. Between batches it applies rollbacks and the
+// guard (learn/rollback.ts).
 
 import type { JudgeLog } from '../judge/index.js';
 import type { LearningTables, TrainedStep } from '../store/learning.js';
@@ -10,17 +11,23 @@ import type { StepMetrics } from '../engine/types.js';
 import type { Sample } from '../types.js';
 import type { LearnConfig } from './config.js';
 import type { BatchSample } from './ppo.js';
+import type { Rollbacks } from './rollback.js';
 
 /** The policy side the trainer drives (LocalLearner + LocalEngine in `serve`; doubles in tests). */
 export interface PolicyBackend {
   /** Trains one batch (learn/ppo.ts's trainBatch on the learner); one record per optimizer step. */
   trainBatch(samples: BatchSample[]): Promise<StepMetrics[]>;
-  /** Makes the trained weights the serving version; resolves with it. */
-  publish(): Promise<{ version: number; snapshotMs: number; swapMs: number }>;
+  /** Makes the trained weights the serving version; resolves with it (and its folder, if written). */
+  publish(): Promise<{ version: number; snapshotMs: number; swapMs: number; weightsPath?: string | null }>;
   /** Writes a checkpoint of the trained weights and optimizer (atomically). */
   checkpoint(): Promise<void>;
   /** The version new requests are served with. */
   servingVersion(): number;
+  /**
+   * Replaces the trained weights with a version folder's (null: the start of training) and resets
+   * the optimizer's moments, for a rollback; absent: the learner cannot, and rollbacks are refused.
+   */
+  restore?(weightsPath: string | null): Promise<void>;
   /**
    * Abandons the batch in progress at once (shutdown): its trainBatch, publish or checkpoint
    * rejects, nothing of it is committed, and its samples stay queued for the next start.
@@ -51,6 +58,7 @@ export class Trainer {
     private readonly backend: PolicyBackend,
     private readonly config: LearnConfig,
     private readonly log: JudgeLog,
+    private readonly rollbacks: Rollbacks | null = null,
   ) {}
 
   /** Starts the loop; it runs until close() or a failure (which stops learning, never serving). */
@@ -64,6 +72,7 @@ export class Trainer {
   }
 
   async close(): Promise<void> {
+    this.rollbacks?.abandon('serve is stopping; the request is applied at the next start');
     const busy = this.state === 'training';
     if (this.state !== 'failed') this.state = 'closed';
     this.notify();
@@ -74,6 +83,8 @@ export class Trainer {
 
   /** Trains one batch if one is ready; false when not enough fresh samples are queued. */
   async trainOnce(): Promise<boolean> {
+    // close() may have come while the loop applied a rollback.
+    if (this.closed()) return false;
     const minVersion = this.backend.servingVersion() - this.config.maxStaleVersions;
     const dropped = this.tables.dropStale(minVersion);
     if (dropped > 0) {
@@ -85,6 +96,8 @@ export class Trainer {
       if (tooLong > 0) this.log('samples_too_long', { dropped: tooLong, maxTrainTokens: this.config.maxTrainTokens });
     }
     if (this.tables.queuedCount() < this.config.batchSize) return false;
+    // The guard has yet to judge the serving version: the next batch waits (its samples stay queued).
+    if (this.rollbacks?.holdsTraining()) return false;
     const samples = this.tables.takeBatch(this.config.batchSize);
     try {
       return await this.trainBatch(samples, dropped);
@@ -117,6 +130,16 @@ export class Trainer {
       steps,
       batch,
       published.version,
+      {
+        version: published.version,
+        publishedAt,
+        step: steps[steps.length - 1]!.step,
+        source: 'train',
+        rolledBackFrom: null,
+        restores: null,
+        requestedBy: null,
+        weightsPath: published.weightsPath ?? null,
+      },
     );
     let checkpointMs: number | null = null;
     if (batch % this.config.checkpointEvery === 0) {
@@ -161,6 +184,9 @@ export class Trainer {
     while (this.state !== 'closed') {
       let trained = false;
       try {
+        await this.rollbacks?.applyPending();
+        this.rollbacks?.checkGuard();
+        await this.rollbacks?.applyPending();
         trained = await this.trainOnce();
         if (this.state === 'training') this.state = 'waiting';
       } catch (e) {
@@ -170,6 +196,7 @@ export class Trainer {
         this.state = 'failed';
         this.error = e instanceof Error ? e.message : String(e);
         this.log('trainer_failed', { message: this.error });
+        this.rollbacks?.abandon(`the trainer stopped: ${this.error}; the request is applied at the next start`);
         return;
       }
       if (!trained && !this.closed())

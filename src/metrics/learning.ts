@@ -128,9 +128,11 @@ export class LearningEvents {
     });
     this.publications = new Counter({
       name: 'openclaw_rl_publications_total',
-      help: 'Versions published by training since the process started',
+      help: 'Versions published since the process started, by source (train: a trained batch; rollback: restored weights)',
+      labelNames: ['source'],
       registers,
     });
+    for (const source of ['train', 'rollback']) this.publications.labels(source).inc(0);
     this.lastPublication = new Gauge({
       name: 'openclaw_rl_last_publication_timestamp_seconds',
       help: 'Unix time of the last publication (NaN: none since the process started)',
@@ -140,11 +142,18 @@ export class LearningEvents {
   }
 
   event(name: string, fields: Record<string, unknown>): void {
+    if (name === 'rollback') {
+      // A rollback publishes the restored weights as a new version (src/learn/rollback.ts).
+      if (typeof fields.publishMs === 'number') this.publishSeconds.observe(fields.publishMs / 1000);
+      this.publications.labels('rollback').inc();
+      this.lastPublication.set(Date.now() / 1000);
+      return;
+    }
     if (name !== 'batch_trained') return;
     const steps = Array.isArray(fields.stepSeconds) ? fields.stepSeconds : [];
     for (const s of steps) if (typeof s === 'number') this.stepSeconds.observe(s);
     if (typeof fields.publishMs === 'number') this.publishSeconds.observe(fields.publishMs / 1000);
-    this.publications.inc();
+    this.publications.labels('train').inc();
     if (typeof fields.publishedAt === 'number') this.lastPublication.set(fields.publishedAt / 1000);
   }
 }

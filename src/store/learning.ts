@@ -13,6 +13,7 @@ import type { NoSampleReason, Sample, SampleDraft, SampleSource, SampleStatus } 
 import { holdSamples, releaseSamples } from './batch-holds.js';
 import { decodeFloats, decodeIds, encodeFloats } from './records.js';
 import { stmt, type SqliteDatabase } from './sqlite.js';
+import { insertVersion, type VersionRecord } from './versions.js';
 
 /** One optimizer step of a batch, as the trainer reports it. */
 export interface TrainedStep extends StepMetrics {
@@ -231,9 +232,15 @@ export class LearningTables {
   /**
    * Marks the batch's samples trained and records its steps, with the queues the batch left behind:
    * samples still queued and closed turns not judged yet (returned too, for the log). Releases the
-   * samples' holds in the same transaction.
+   * samples' holds and records the version it was published as, all in the same transaction.
    */
-  recordBatch(sampleIds: readonly number[], steps: readonly TrainedStep[], batch: number, version: number): StepQueues {
+  recordBatch(
+    sampleIds: readonly number[],
+    steps: readonly TrainedStep[],
+    batch: number,
+    version: number,
+    published?: VersionRecord,
+  ): StepQueues {
     if (steps.length === 0) throw new Error('a trained batch has at least one step');
     const lastStep = steps[steps.length - 1]!.step;
     return this.db.transaction(() => {
@@ -286,6 +293,7 @@ export class LearningTables {
           turns_waiting: queues.turnsWaiting,
         });
       }
+      if (published) insertVersion(this.db, published);
       return queues;
     })();
   }
@@ -306,13 +314,19 @@ export class LearningTables {
     })();
   }
 
-  /** The highest policy version any turn or step mentions: a restarted learner numbers above it. */
+  /** The highest policy version any turn, step or version row mentions: a restarted learner numbers above it. */
   maxVersion(): number {
     const r = stmt(
       this.db,
-      'SELECT max(coalesce((SELECT max(policy_version) FROM turns), 0), coalesce((SELECT max(version) FROM train_steps), 0)) AS v',
+      `SELECT max(coalesce((SELECT max(policy_version) FROM turns), 0), coalesce((SELECT max(version) FROM train_steps), 0),
+        coalesce((SELECT max(version) FROM policy_versions), 0)) AS v`,
     ).get() as { v: number };
     return r.v;
+  }
+
+  /** The last optimizer step committed (0: none). */
+  lastStep(): number {
+    return (stmt(this.db, 'SELECT coalesce(max(step), 0) AS s FROM train_steps').get() as { s: number }).s;
   }
 
   lastBatch(): number {

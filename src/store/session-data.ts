@@ -9,8 +9,28 @@ import { stmt, type SqliteDatabase } from './sqlite.js';
 import type { SessionRow } from './tables.js';
 
 export interface SessionExport {
-  session: { id: string; source: string; created_at: number; last_seen_at: number; learning: boolean };
+  session: {
+    id: string;
+    source: string;
+    created_at: number;
+    last_seen_at: number;
+    learning: boolean;
+    task_id: string | null;
+    rollout_index: number | null;
+    rollout_count: number | null;
+  };
   turns: SessionExportTurn[];
+  /** POST /v1/feedback: the session's outcome (turn_id null) and rewards given to its turns. */
+  feedback: ExportedFeedback[];
+}
+
+export interface ExportedFeedback {
+  id: string;
+  idempotency_key: string;
+  turn_id: string | null;
+  reward: number;
+  comment: string | null;
+  created_at: number;
 }
 
 /** A turn as `openclaw-rl export` writes it, with what the learning loop made of it. */
@@ -64,6 +84,9 @@ export interface ExportedSample {
   created_at: number;
   trained_step: number | null;
   trained_at: number | null;
+  /** The steps method: the step's reward and its index in the rollout (null for other methods). */
+  reward: number | null;
+  step_index: number | null;
 }
 
 type JudgmentRow = Omit<ExportedJudgment, 'votes' | 'hint_rejections'> & { hint_rejections: string };
@@ -75,22 +98,36 @@ type SampleRow = Omit<ExportedSample, 'teacher_logprobs' | 'in_batch'> & {
 /** The session's data as of one moment (one read transaction), or null when there is no such session. */
 export function exportSession(db: SqliteDatabase, sessionId: string): SessionExport | null {
   return db.transaction(() => {
-    const session = q.findSession(db, sessionId);
+    const session = q.findSession(db, sessionId) as SessionWithRollout | undefined;
     if (!session) return null;
     const ids = stmt(db, 'SELECT id FROM turns WHERE session_id = ? ORDER BY rowid').all(sessionId) as {
       id: string;
     }[];
-    return { session: exportedSession(session), turns: ids.map(({ id }) => exportTurn(db, id)) };
+    const feedback = stmt(
+      db,
+      'SELECT id, idempotency_key, turn_id, reward, comment, created_at FROM feedback WHERE session_id = ? ORDER BY rowid',
+    ).all(sessionId) as ExportedFeedback[];
+    return { session: exportedSession(session), turns: ids.map(({ id }) => exportTurn(db, id)), feedback };
   })();
 }
 
-function exportedSession(row: SessionRow): SessionExport['session'] {
+/** A sessions row with the rollout grouping its first request gave (schema 7). */
+type SessionWithRollout = SessionRow & {
+  task_id: string | null;
+  rollout_index: number | null;
+  rollout_count: number | null;
+};
+
+function exportedSession(row: SessionWithRollout): SessionExport['session'] {
   return {
     id: row.id,
     source: row.source,
     created_at: row.created_at,
     last_seen_at: row.last_seen_at,
     learning: row.learning === 1,
+    task_id: row.task_id,
+    rollout_index: row.rollout_index,
+    rollout_count: row.rollout_count,
   };
 }
 
@@ -108,7 +145,7 @@ function exportTurn(db: SqliteDatabase, turnId: string): SessionExportTurn {
   const sample = stmt(
     db,
     `SELECT id, status, source, policy_version, score, rl_advantage, opd_weight, teacher_logprobs, teacher_version,
-    created_at, trained_step, trained_at, EXISTS (SELECT 1 FROM batch_holds WHERE sample_id = samples.id) AS in_batch
+    created_at, trained_step, trained_at, reward, step_index, EXISTS (SELECT 1 FROM batch_holds WHERE sample_id = samples.id) AS in_batch
     FROM samples WHERE turn_id = ?`,
   ).get(turnId) as SampleRow | undefined;
   return {

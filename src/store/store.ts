@@ -16,6 +16,7 @@ import { BackgroundCheckpointer } from './checkpointer.js';
 import { FeedbackTables } from './feedback.js';
 import { LearningTables } from './learning.js';
 import { StepGroups } from './step-groups.js';
+import { VersionTables } from './versions.js';
 import { migrateUp } from './migrations/index.js';
 import * as q from './queries.js';
 import {
@@ -61,6 +62,8 @@ export class Store implements TurnStore {
   readonly feedback: FeedbackTables;
   /** The `steps` method's task groups (waiting samples, their release). */
   readonly steps: StepGroups;
+  /** Published versions and rollback requests. */
+  readonly versions: VersionTables;
   private readonly now: () => number;
 
   // The request path's transactions, built once: db.transaction() builds its wrappers anew on every
@@ -84,6 +87,7 @@ export class Store implements TurnStore {
     this.learning = new LearningTables(db, now);
     this.feedback = new FeedbackTables(db);
     this.steps = new StepGroups(db);
+    this.versions = new VersionTables(db, now);
     this.writeTx = db.transaction(this.writeRows.bind(this));
     this.retemplateTx = db.transaction(this.retemplateRows.bind(this));
   }

@@ -27,6 +27,8 @@ export interface LocalLearnerOptions {
    * PyTorch learner's layout), for samplers in other processes; the two newest are kept.
    */
   versionsDir?: string;
+  /** Version folders kept in versionsDir: those within this many numbers of the newest (default 2; Infinity: all). */
+  keepVersions?: number;
   threads?: number;
   /** Wait at each layer boundary while the engine has requests in flight (default true). */
   yieldToServing?: boolean;
@@ -45,6 +47,8 @@ export interface Publication {
   snapshotMs: number;
   /** The sampler switching to it, between two of its steps. */
   swapMs: number;
+  /** Its folder (the version's weights on disk); null: published in memory only. */
+  weightsPath: string | null;
 }
 
 export class LocalLearner implements Learner {
@@ -98,6 +102,7 @@ export class LocalLearner implements Learner {
       activity: (opts.yieldToServing ?? true) ? (engine.activity.buffer as SharedArrayBuffer) : null,
       maxYieldMs,
       versionAfter,
+      keepVersions: opts.keepVersions ?? 2,
     };
     const worker = new Worker(new URL('./runtime/learner-worker.js', import.meta.url), { workerData: workerOptions });
     let onMessage: (m: FromLearner) => void = () => {};
@@ -145,7 +150,15 @@ export class LocalLearner implements Learner {
     const version = await this.publish();
     const snapshotMs = performance.now() - t0;
     const swapMs = await engine.use(version);
-    return { version: version.version, snapshotMs, swapMs };
+    return { version: version.version, snapshotMs, swapMs, weightsPath: version.path };
+  }
+
+  /**
+   * Replaces the trained weights with those of a version folder (a rollback; null: the start of
+   * training, version 0) and resets AdamW's moments. Publish afterwards to serve them.
+   */
+  async restore(path: string | null): Promise<void> {
+    await this.request({ op: 'restore', path });
   }
 
   async save(consumedSampleIds: string[]): Promise<void> {

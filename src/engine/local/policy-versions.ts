@@ -33,7 +33,10 @@ export interface WriteVersionOptions {
   modelDir: string;
   /** The base model's config (the update's shapes). */
   config: ModelConfig;
-  /** Versions kept: the new one and the newest older ones, which a reader may still be loading (default 2). */
+  /**
+   * Versions kept: those numbered within `keep` of the new one, which a reader may still be
+   * loading or a rollback may restore (default 2; Infinity keeps all).
+   */
   keep?: number;
 }
 
@@ -49,7 +52,8 @@ export function writePolicyVersion(
   const keep = opts.keep ?? 2;
   if (!(Number.isInteger(update.version) && update.version > 0))
     throw new RangeError(`a published version must be a positive integer, got ${update.version}`);
-  if (!(Number.isInteger(keep) && keep >= 1)) throw new RangeError(`keep must be a positive integer, got ${keep}`);
+  if (!((Number.isInteger(keep) && keep >= 1) || keep === Number.POSITIVE_INFINITY))
+    throw new RangeError(`keep must be a positive integer or Infinity, got ${keep}`);
   makePrivateDir(versionsDir);
   for (const e of readdirSync(versionsDir))
     if (e.startsWith('.tmp-')) rmSync(join(versionsDir, e), { recursive: true, force: true });

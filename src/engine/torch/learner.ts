@@ -184,7 +184,7 @@ export class TorchLearner {
     const update = readPolicyUpdate(v, engine.folder.config);
     const snapshotMs = performance.now() - t0;
     const swapMs = await engine.use({ ...v, update });
-    return { version: v.version, snapshotMs, swapMs };
+    return { version: v.version, snapshotMs, swapMs, weightsPath: v.path };
   }
 
   async save(consumedSampleIds: string[]): Promise<void> {

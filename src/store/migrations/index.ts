@@ -1,5 +1,6 @@
 // Numbered migrations, applied in order. The database's `PRAGMA user_version` is the number of the
 // last one applied. Add a file NNN-name.ts and list it here; never edit one that has shipped.
+// Numbers increase but need not be contiguous: reverting one leaves the number of the one before.
 
 import type { SqliteDatabase } from '../sqlite.js';
 import { migration001 } from './001-initial.js';
@@ -10,6 +11,7 @@ import { migration005 } from './005-too-long.js';
 import { migration006 } from './006-next-state-raw.js';
 import { migration007 } from './007-feedback-steps.js';
 import { migration008 } from './008-retention.js';
+import { migration009 } from './009-policy-versions.js';
 
 export interface Migration {
   version: number;
@@ -33,6 +35,7 @@ export const MIGRATIONS: readonly Migration[] = [
   migration006,
   migration007,
   migration008,
+  migration009,
 ];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
@@ -67,9 +70,10 @@ export function migrateUp(db: SqliteDatabase, where: string): number[] {
 
 /** Reverts migrations down to `target` (tests and manual rollbacks). */
 export function migrateDown(db: SqliteDatabase, target: number): void {
-  for (const m of [...MIGRATIONS].reverse()) {
+  for (let i = MIGRATIONS.length - 1; i >= 0; i--) {
+    const m = MIGRATIONS[i]!;
     if (m.version <= target || m.version > schemaVersion(db)) continue;
-    apply(db, m, m.down, m.version - 1);
+    apply(db, m, m.down, i === 0 ? 0 : MIGRATIONS[i - 1]!.version);
   }
 }
 

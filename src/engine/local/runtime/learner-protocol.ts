@@ -22,6 +22,8 @@ export interface LearnerWorkerOptions {
   maxYieldMs: number;
   /** The next publication is max(this, the checkpoint's published version) + 1. */
   versionAfter: number;
+  /** Version folders kept in versionsDir: the newest this many numbers (Infinity: all). */
+  keepVersions: number;
 }
 
 export type LearnerRequest =
@@ -29,6 +31,8 @@ export type LearnerRequest =
   | { op: 'forwardBackward'; samples: TrainingSample[]; loss: LossSpec; batchSize: number }
   | { op: 'optimStep' }
   | { op: 'publish' }
+  /** Replace the weights with a version folder's (null: the start of training); resets AdamW's moments. */
+  | { op: 'restore'; path: string | null }
   | { op: 'save'; consumedSampleIds: string[] };
 
 export type LearnerReply = Float32Array[] | ForwardBackwardResult | OptimStepResult | PolicyVersion | null;

@@ -7,7 +7,7 @@ import type { PolicyUpdate } from '../../types.js';
 import { loadKernels } from '../kernels/index.js';
 import { readModelFolder } from '../model/folder.js';
 import { paramStoreOver, tensorSpecs } from '../model/weights.js';
-import { writePolicyVersion } from '../policy-versions.js';
+import { policyVersionAt, readPolicyUpdate, writePolicyVersion } from '../policy-versions.js';
 import { loadCheckpoint, saveCheckpoint } from '../train/checkpoint.js';
 import { LearnerCore } from '../train/learner.js';
 import { Lora } from '../train/lora.js';
@@ -55,7 +55,30 @@ function start(): void {
       case 'publish': {
         const update = snapshot(++version);
         if (!options.versionsDir) return { version, kind: update.kind, path: null, update };
-        return writePolicyVersion(options.versionsDir, update, { modelDir: options.modelDir, config: cfg });
+        return writePolicyVersion(options.versionsDir, update, {
+          modelDir: options.modelDir,
+          config: cfg,
+          keep: options.keepVersions,
+        });
+      }
+      case 'restore': {
+        if (r.path === null) {
+          learner.restore(null);
+          return null;
+        }
+        const update = readPolicyUpdate(policyVersionAt(r.path), cfg);
+        if (update.kind === 'lora') {
+          const spec = learner.lora?.spec;
+          const key = (x: { rank: number; alpha: number; targets: string[] }) =>
+            JSON.stringify([x.rank, x.alpha, [...x.targets].sort()]);
+          if (!spec || key(update.spec) !== key(spec))
+            throw new Error(`${r.path} holds a LoRA adapter of another shape than this learner trains`);
+          learner.restore(update.data);
+        } else {
+          if (learner.lora) throw new Error(`${r.path} holds full weights, this learner trains a LoRA adapter`);
+          learner.restore(new Float32Array(update.params));
+        }
+        return null;
       }
       case 'save':
         consumed = r.consumedSampleIds;
@@ -68,6 +91,7 @@ function start(): void {
           trainable: learner.values,
           m: learner.optimizerState().m,
           v: learner.optimizerState().v,
+          momentsFrom: learner.optimizerState().momentsFrom ?? 0,
         });
         return null;
     }

@@ -234,6 +234,8 @@ export interface TrainingCheckpoint {
   /** AdamW moments, shaped like trainable. */
   m: Float32Array;
   v: Float32Array;
+  /** The step AdamW's moments were last reset at (a rollback); absent: 0. */
+  momentsFrom?: number;
 }
 
 const LATEST = 'latest';
@@ -272,6 +274,7 @@ export function saveCheckpoint(dir: string, ckpt: TrainingCheckpoint): string {
       configHash: ckpt.configHash,
       publishedVersion: ckpt.publishedVersion,
       consumedSampleIds: ckpt.consumedSampleIds,
+      ...(ckpt.momentsFrom ? { momentsFrom: ckpt.momentsFrom } : {}),
     };
     writeFileSynced(join(tmp, META), `${JSON.stringify(meta)}\n`);
     fsyncDir(tmp);
@@ -318,6 +321,9 @@ export function loadCheckpoint(
   if (meta.format !== FORMAT) fail(`format ${JSON.stringify(meta.format)}, expected "${FORMAT}"`);
   const { step, values, lora, configHash, consumedSampleIds } = meta;
   const publishedVersion = meta.publishedVersion ?? 0;
+  const momentsFrom = meta.momentsFrom ?? 0;
+  if (!(Number.isInteger(momentsFrom) && (momentsFrom as number) >= 0))
+    fail(`"momentsFrom" must be a non-negative integer, got ${JSON.stringify(momentsFrom)}`);
   if (!(Number.isInteger(publishedVersion) && (publishedVersion as number) >= 0))
     fail(`"publishedVersion" must be a non-negative integer, got ${JSON.stringify(publishedVersion)}`);
   if (!(Number.isInteger(step) && (step as number) >= 0))
@@ -356,6 +362,7 @@ export function loadCheckpoint(
     trainable: read('trainable'),
     m: read('adam.m'),
     v: read('adam.v'),
+    ...(momentsFrom ? { momentsFrom: momentsFrom as number } : {}),
   };
 }
 

@@ -79,6 +79,8 @@ export class LearnerCore {
   private readonly kernels: Kernels;
   /** bf16 copies of the trained weights (full fine-tuning at bf16), rounded again after every step. */
   private readonly policyBf16: Bf16Params | null = null;
+  /** The frozen base (full fine-tuning starts from, and a rollback to version 0 returns to, its values). */
+  private readonly base: ParamStore;
   /** Total ms the pause hook has waited. */
   private yieldedMs = 0;
   /** yieldedMs at the last optimizer step. */
@@ -98,6 +100,7 @@ export class LearnerCore {
     baseBf16?: Bf16Params,
   ) {
     this.kernels = kernels;
+    this.base = base;
     if (config.mode.kind === 'lora') {
       this.params = base;
       this.grads = null;
@@ -174,6 +177,24 @@ export class LearnerCore {
 
   zeroGrad(): void {
     this.optimizer.zeroGrad();
+  }
+
+  /**
+   * Replaces the trained weights (a rollback): with `values`, a published version's; with null,
+   * the start of training (the seeded LoRA initialisation, or the base). AdamW's moments belong to
+   * the abandoned weights and are reset; the step count goes on.
+   */
+  restore(values: Float32Array | null): void {
+    if (values && values.length !== this.values.length)
+      throw new RangeError(
+        `the restored weights hold ${values.length} values, this learner trains ${this.values.length}`,
+      );
+    if (values) this.values.set(values);
+    else if (this.lora) this.lora.initialise(this.config.seed);
+    else this.params.data.set(this.base.data);
+    if (this.policyBf16) refreshBf16(this.kernels, this.policyBf16, this.params.data);
+    this.optimizer.resetMoments();
+    this.zeroGrad();
   }
 
   /** The bf16 copy of the trained weights (full fine-tuning at bf16), current after each step. */

@@ -48,6 +48,8 @@ export interface OptimizerState {
   v: Float32Array;
   /** Optimizer steps taken; the bias corrections continue from here. */
   step: number;
+  /** The step the moments were last reset at (a rollback); the bias corrections count from it. Default 0. */
+  momentsFrom?: number;
 }
 
 export interface StepResult {
@@ -86,6 +88,7 @@ export class AdamW {
   readonly m: Float32Array;
   readonly v: Float32Array;
   private stepCount: number;
+  private momentsFrom: number;
 
   constructor(
     private readonly params: Float32Array,
@@ -138,10 +141,14 @@ export class AdamW {
       }
       if (!(Number.isInteger(state.step) && state.step >= 0))
         throw new RangeError(`AdamW: saved step must be a non-negative integer, got ${state.step}`);
+      const from = state.momentsFrom ?? 0;
+      if (!(Number.isInteger(from) && from >= 0 && from <= state.step))
+        throw new RangeError(`AdamW: momentsFrom must be an integer in [0, ${state.step}], got ${from}`);
     }
     this.m = state?.m ?? new Float32Array(params.length);
     this.v = state?.v ?? new Float32Array(params.length);
     this.stepCount = state?.step ?? 0;
+    this.momentsFrom = state?.momentsFrom ?? 0;
   }
 
   /** Optimizer steps taken. */
@@ -151,7 +158,17 @@ export class AdamW {
 
   /** The moments and step count, for a checkpoint (live views, not copies). */
   state(): OptimizerState {
-    return { m: this.m, v: this.v, step: this.stepCount };
+    return { m: this.m, v: this.v, step: this.stepCount, momentsFrom: this.momentsFrom };
+  }
+
+  /**
+   * Forgets the moments (the weights were replaced, by a rollback): the next step is like a first
+   * one, bias corrections counted from here, while the step count (and the warmup) go on.
+   */
+  resetMoments(): void {
+    this.m.fill(0);
+    this.v.fill(0);
+    this.momentsFrom = this.stepCount;
   }
 
   /** Learning rate of 1-based step `step`. */
@@ -185,8 +202,8 @@ export class AdamW {
     }
     const step = ++this.stepCount;
     const lr = this.lrAt(step);
-    const bc1 = 1 - cfg.beta1 ** step,
-      bc2 = 1 - cfg.beta2 ** step;
+    const bc1 = 1 - cfg.beta1 ** (step - this.momentsFrom),
+      bc2 = 1 - cfg.beta2 ** (step - this.momentsFrom);
     for (const s of this.segments) {
       if (s.size === 0) continue;
       const end = s.offset + s.size;
