@@ -130,18 +130,15 @@ test('the dashboard signs in with the admin key, fills, updates, and keeps text 
   assert.match(turnsText, /\+1 \+1 -1/, "the first turn's votes");
   assert.match(turnsText, /accepted/, 'the accepted hint');
   assert.match(turnsText, /rl \+1\.00/, 'the advantage');
-  // GET /admin/versions comes with the versions work (issue 19 item 3); until then the page says it
-  // answered 404 and offers no rollback, after it the table lists the route's versions with rollback buttons.
+  // The versions table lists what GET /admin/versions lists, newest first, with the serving one marked.
   const versions = await fetch(`${serve.root}/admin/versions`, { headers: { authorization: `Bearer ${ADMIN}` } });
-  if (versions.status === 404) {
-    assert.match((await page.locator('#versions-note').textContent()) ?? '', /404/);
-    assert.equal(await page.locator('#versions button').count(), 0);
-  } else {
-    assert.equal(versions.status, 200);
-    const listed = ((await versions.json()) as { versions: unknown[] }).versions.length;
-    await waitInPage(page, 'the versions table', { selector: '#versions tbody tr', count: listed });
-    assert.ok((await page.locator('#versions button').count()) >= 1, 'a rollback button');
-  }
+  const listed = ((await versions.json()) as { data: { version: number }[] }).data.map((v) => String(v.version));
+  await waitInPage(page, 'the versions table', { selector: '#versions tbody tr', count: listed.length });
+  assert.deepEqual(
+    await page.locator('#versions tbody tr').evaluateAll((rows) => rows.map((r) => (r as any).dataset.version)),
+    listed,
+  );
+  assert.match((await page.locator('#versions tr[data-version="1"]').textContent()) ?? '', /serving/);
   const cards = (await page.locator('#cards').textContent()) ?? '';
   assert.match(cards, /Serving version\s*1(?!\d)/);
 
@@ -174,6 +171,15 @@ test('the dashboard signs in with the admin key, fills, updates, and keeps text 
   await waitInPage(page, 'the session gone', { selector: `#sessions tr[data-session="${DOOMED}"]`, count: 0 });
   const gone = await fetch(`${serve.root}/admin/sessions/${DOOMED}`, { headers: { authorization: `Bearer ${ADMIN}` } });
   assert.equal(gone.status, 404);
+  // Roll back to version 1 from the page: a new version (3) serves version 1's weights, history kept.
+  await page.click('#versions tr[data-version="1"] button');
+  await waitInPage(page, 'the rollback', { selector: '#versions-note', text: 'now serves the weights of version 1' });
+  await waitInPage(page, 'version 3 serving', { selector: '#cards', text: 'Serving version3' });
+  await waitInPage(page, 'the rollback listed', { selector: '#versions tr[data-version="3"]', text: 'rollback to 1' });
+  assert.equal(await page.locator('#versions tr[data-version="2"]').count(), 1, 'history is kept');
+  await page
+    .locator('section[aria-labelledby="versions-title"]')
+    .screenshot({ path: `${IMAGES}dashboard-versions.png` });
   assert.deepEqual([...origins], [new URL(serve.root).origin], 'the page talks to its server only');
   assert.deepEqual(problems, [], 'no script errors, nothing blocked by the CSP');
   await context.close();

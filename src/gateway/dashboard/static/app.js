@@ -3,7 +3,7 @@
 // draws the charts (uPlot, served by this server), the cards and the versions; sessions.js draws
 // the sessions. Text from the server is only ever put in the page as text, never as HTML.
 
-import { $, adminKey, api, el, errorMessage, setAdminKey, signed, when } from './common.js';
+import { $, adminKey, api, el, errorMessage, scoreCell, setAdminKey, signed, when } from './common.js';
 import { refreshSessions } from './sessions.js';
 
 const POLL_MS = 3000;
@@ -156,71 +156,77 @@ function renderSteps() {
 
 // ---- versions ----
 
-/** Epoch seconds from a publishedAt in ms, s or ISO text. */
-function seconds(t) {
-  if (typeof t === 'string') return Date.parse(t) / 1000;
-  return t > 1e11 ? t / 1000 : t;
-}
-
+/** The versions: GET /admin/versions (newest first); without it (learning off, an older server), the steps'. */
 async function refreshVersions(status) {
   const { status: code, body } = await api('/admin/versions');
+  const listed = code === 200 && Array.isArray(body.data);
   let versions;
-  if (code === 200 && Array.isArray(body.versions)) {
-    versions = body.versions;
+  if (listed) {
+    versions = body.data;
     $('versions-note').textContent = '';
   } else {
-    // Without the route, the timeline still shows each published version from the training steps.
     const first = new Map();
-    for (const s of steps) if (!first.has(s.version)) first.set(s.version, s);
+    for (const s of [...steps].reverse()) first.set(s.version, s);
     versions = [...first.values()].map((s) => ({
       version: s.version,
       publishedAt: s.at,
       step: s.step,
-      source: 'trained',
+      source: 'train',
     }));
     $('versions-note').textContent =
-      code === 404
-        ? 'This server has no versions route (GET /admin/versions answered 404): versions are read from the ' +
-          'training steps, and rollback is not available.'
-        : `GET /admin/versions answered ${code}: ${errorMessage(body)}`;
+      `GET /admin/versions answered ${code} (${errorMessage(body)}): the versions below are read from the ` +
+      'training steps, and rollback is not available.';
   }
-  const sorted = [...versions].sort((a, b) => seconds(a.publishedAt) - seconds(b.publishedAt));
-  chart('chart-versions', ['version'], [sorted.map((v) => seconds(v.publishedAt)), sorted.map((v) => v.version)], {
-    time: true,
-    points: true,
-    stepped: true,
-  });
-  const canRollback = code === 200;
+  // Version 0 (the base) has no publication time: it is in the table, not on the time line.
+  const oldest = [...versions].reverse().filter((v) => v.publishedAt > 0);
+  chart(
+    'chart-versions',
+    ['version', 'weights of version'],
+    [oldest.map((v) => v.publishedAt / 1000), oldest.map((v) => v.version), oldest.map((v) => v.restores ?? v.version)],
+    { time: true, points: true, stepped: true },
+  );
   $('versions')
     .querySelector('tbody')
-    .replaceChildren(
-      ...[...versions].reverse().map((v) => {
-        const row = el('tr');
-        row.dataset.version = String(v.version);
-        row.append(el('td', v.version), el('td', when(seconds(v.publishedAt) * 1000)), el('td', v.step ?? '–'));
-        row.append(el('td', v.source ?? '–'));
-        const cell = el('td');
-        if (v.version === status.version) cell.append(el('span', 'serving', 'muted'));
-        else if (canRollback) {
-          const button = el('button', `Roll back to ${v.version}`);
-          button.type = 'button';
-          button.addEventListener('click', () => rollback(v.version));
-          cell.append(button);
-        }
-        row.append(cell);
-        return row;
-      }),
-    );
+    .replaceChildren(...versions.map((v) => versionRow(v, listed, v.serving ?? v.version === status.version)));
+}
+
+function versionRow(v, canRollback, serving) {
+  const row = el('tr', '', serving ? 'selected' : '');
+  row.dataset.version = String(v.version);
+  const source =
+    v.source === 'rollback' ? `rollback to ${v.restores}${v.requestedBy ? ` (${v.requestedBy})` : ''}` : v.source;
+  const judged = v.judged === undefined ? '–' : `${v.judged} / ${v.turns}`;
+  const guard = el(
+    'td',
+    v.guard ? `${v.guard.decision}${v.guard.p == null ? '' : `, p ${v.guard.p.toFixed(3)}`}` : '–',
+  );
+  if (v.guard) guard.title = v.guard.reason;
+  row.append(el('td', v.version), el('td', when(v.publishedAt)), el('td', v.step ?? '–'), el('td', source));
+  row.append(el('td', judged), scoreCell(v.scoreMean), el('td', v.weightsKept === false ? 'gone' : 'kept'), guard);
+  const action = el('td');
+  if (serving) action.append(el('span', 'serving', 'muted'));
+  else if (canRollback && v.weightsKept !== false) {
+    const button = el('button', `Roll back to ${v.version}`);
+    button.type = 'button';
+    button.addEventListener('click', () => rollback(v.version));
+    action.append(button);
+  }
+  row.append(action);
+  return row;
 }
 
 async function rollback(version) {
   if (!confirm(`Publish version ${version}'s weights as a new version? History is kept.`)) return;
+  $('versions-note').textContent = `Rolling back to version ${version}: the trainer does it between two batches…`;
   const { status, body } = await api('/admin/versions/rollback', {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ version }),
   });
-  $('error').textContent = status === 200 ? '' : `Rollback refused (${status}): ${errorMessage(body)}`;
+  $('versions-note').textContent =
+    status === 200
+      ? `Version ${body.version} now serves the weights of version ${body.restores}.`
+      : `Rollback refused (${status}): ${errorMessage(body)}`;
 }
 
 // ---- sign in / out ----

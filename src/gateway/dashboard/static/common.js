@@ -44,6 +44,11 @@ export function signed(x, digits = 2) {
   return `${x > 0 ? '+' : ''}${Number(x).toFixed(digits)}`;
 }
 
+/** A table cell with a signed score, green above 0 and red below. */
+export function scoreCell(x) {
+  return el('td', signed(x), x > 0 ? 'pos' : x < 0 ? 'neg' : '');
+}
+
 export function when(ms) {
   return ms ? new Date(ms).toLocaleString() : '–';
 }

@@ -2,7 +2,7 @@
 // judge's verdict, its votes, the hint, the sample's advantage and (only when the server shows
 // conversation text, --dashboard-content) what was said. Export and delete act on the selected one.
 
-import { $, api, el, errorMessage, signed, when } from './common.js';
+import { $, api, el, errorMessage, scoreCell, signed, when } from './common.js';
 
 let selected = null;
 
@@ -30,10 +30,6 @@ function sessionRow(s) {
     void refreshTurns();
   });
   return row;
-}
-
-function scoreCell(x) {
-  return el('td', signed(x), x > 0 ? 'pos' : x < 0 ? 'neg' : '');
 }
 
 function select(id) {
