@@ -1,6 +1,6 @@
-// The dashboard's queries (src/store/dashboard-steps.ts, dashboard-sessions.ts) on a real store: steps carry the judge's figures
-// of the turns judged since the step before, paging by step keeps them, sessions come most recent
-// first, and a session's turns carry no conversation text unless asked for.
+// The dashboard's queries (src/store/dashboard-steps.ts, dashboard-sessions.ts) on a real store: steps
+// carry the judge's figures of the turns judged since the step before, paging by step keeps them,
+// sessions come most recent first, and a session's turns carry no conversation text unless asked for.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

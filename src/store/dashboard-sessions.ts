@@ -113,7 +113,10 @@ export interface TurnView {
     opdAdvantageMean: number | null;
     trainedStep: number | null;
   } | null;
-  /** Only with text: what the turn answered (the messages since the model's previous answer, no system prompt), its answer, its next state. */
+  /**
+   * Only with text: what the turn answered (the messages since the model's previous answer, no system
+   * prompt), its answer, its next state.
+   */
   text?: { input: ChatMessage[]; response: ChatMessage; nextState: ChatMessage[] | null };
 }
 

@@ -71,11 +71,13 @@ function turnRow(t, n, withText) {
     ? `rl ${signed(s.rlAdvantage)}${s.opdAdvantageMean === null ? '' : ` · opd ${signed(s.opdAdvantageMean)}/token`}`
     : '–';
   row.append(el('td', advantage));
-  row.append(
-    el('td', s ? `${s.status}${s.trainedStep ? ` (step ${s.trainedStep})` : ''} · ${s.source}` : (v?.noSample ?? '–')),
-  );
+  row.append(el('td', s ? sampleText(s) : (v?.noSample ?? '–')));
   row.append(conversationCell(t, withText));
   return row;
+}
+
+function sampleText(s) {
+  return `${s.status}${s.trainedStep ? ` (step ${s.trainedStep})` : ''} · ${s.source}`;
 }
 
 /** Eval votes as +1 / -1 / 0, a failed vote as ✗; then the hint votes' count. */
