@@ -110,8 +110,9 @@ export async function runEnvironment(o: RunOptions): Promise<RunSummary> {
   };
 
   const sendFeedback = async (e: EpisodeLine) => {
-    if (e.steps === 0) {
-      log.append({ type: 'feedback', key: e.key, duplicate: false, skipped: 'no turn was recorded' });
+    if (e.steps === 0 || !o.client.learns) {
+      const skipped = e.steps === 0 ? 'no turn was recorded' : 'side turns (evaluation): nothing to learn from';
+      log.append({ type: 'feedback', key: e.key, duplicate: false, skipped });
       return;
     }
     const comment = `${o.kind.name} ${e.taskId} rollout ${e.rollout}: ${e.end}; ${e.detail}`;
