@@ -95,6 +95,19 @@ export const PRETRAIN_PRESETS: Record<string, PretrainOptions> = {
     seed: 1,
     generation: { temperature: 1, top_p: 1 },
   },
+  /** For CI (test/bench-agents-smoke.test.ts): a sixth of the traces, one pass; calls the tool, copies less well. */
+  'agents-smoke': {
+    shape: SIM_SHAPE,
+    tokenizerVocab: 1024,
+    corpus: DEFAULT_CORPUS,
+    toolCorpus: { ...DEFAULT_TOOL_CORPUS, traces: 1000 },
+    epochs: 1,
+    batchSize: 8,
+    lr: 3e-3,
+    warmupSteps: 10,
+    seed: 1,
+    generation: { temperature: 1, top_p: 1 },
+  },
 };
 
 /** The conversations a preset pre-trains on, and the tools they are rendered with. */

@@ -25,7 +25,9 @@ export function prmTruth(request: string, reply: string, nextState: string): 1 |
   } catch {
     return -1;
   }
-  if (typeof expression !== 'string' || !/^-?\d+(\.\d+)?$/.test(nextState.trim())) return -1;
+  // The prompt heads each tool output with its tool's name ("[TOOL calculator]").
+  const output = nextState.replace(/^\[TOOL[^\]\n]*\]\n/gm, '').trim();
+  if (typeof expression !== 'string' || !/^-?\d+(\.\d+)?$/.test(output)) return -1;
   const given = new Set(numbersIn(question));
   if (!numbersIn(expression).every((n) => given.has(n))) return -1;
   try {
