@@ -43,7 +43,10 @@ test('bench:agents runs end to end at its smallest and writes a well-formed tabl
     for (const r of results) {
       // Measured at step 0 (the base), then at or after each target step, on the version it reached.
       assert.equal(r.points.length, 3);
-      r.points.forEach((p, i) => assert.ok(p.step >= i, `measurement ${i} at step ${p.step}`));
+      r.points.forEach((p, i) => {
+        assert.equal(p.target, i);
+        assert.ok(p.step >= i, `measurement ${i} at step ${p.step}`);
+      });
       assert.equal(r.points[0]!.step, 0);
       for (const p of r.points) {
         assert.ok(p.successRate >= 0 && p.successRate <= 1);

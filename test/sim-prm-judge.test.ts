@@ -51,7 +51,14 @@ test('PRM judge: +1 only for a well-formed call on the problem numbers that solv
   const call = (expression: string) => `[calls tool calculator] ${JSON.stringify({ expression })}`;
   assert.equal(prmTruth(q, call('12 * 30'), '360'), 1);
   assert.equal(prmTruth(q, call('12 * 30'), '[TOOL calculator]\n360'), 1, 'the prompt heads tool outputs');
-  assert.equal(prmTruth(`${q}\n[The assistant already took 1 step on this request; the reply below is the next one.]`, call('30*12'), '360'), 1);
+  assert.equal(
+    prmTruth(
+      `${q}\n[The assistant already took 1 step on this request; the reply below is the next one.]`,
+      call('30*12'),
+      '360',
+    ),
+    1,
+  );
   assert.equal(prmTruth(q, call('12 + 30'), '42'), -1, 'wrong operation');
   assert.equal(prmTruth(q, call('6 * 60'), '360'), -1, 'numbers not in the problem');
   assert.equal(prmTruth(q, call('12 * (30'), 'error: missing ")" at the end'), -1, 'calculator error');
@@ -68,10 +75,15 @@ test('PRM judge endpoint policy: reads the real eval prompt, and flips votes at 
     response: {
       role: 'assistant' as const,
       content: '',
-      tool_calls: [{ id: 'c', type: 'function' as const, function: { name: 'calculator', arguments: '{"expression":"20 + 15"}' } }],
+      tool_calls: [
+        { id: 'c', type: 'function' as const, function: { name: 'calculator', arguments: '{"expression":"20 + 15"}' } },
+      ],
     },
   };
-  const prompt = buildEvalPrompt(turn as never, { messages: [{ role: 'tool', tool_call_id: 'c', content: '35' }] } as never);
+  const prompt = buildEvalPrompt(
+    turn as never,
+    { messages: [{ role: 'tool', tool_call_id: 'c', content: '35' }] } as never,
+  );
   const r = rng(7);
   let plus = 0,
     wrong = 0;

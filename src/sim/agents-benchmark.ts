@@ -34,7 +34,14 @@ export interface AgentsBenchmarkOptions {
 export interface AgentsSummary {
   /** Step 0 of every run: the base policy (one value per seed and reward: the same greedy probes). */
   base: Spread;
-  byReward: { reward: StepReward; byStep: Record<number, Spread>; trainingSuccess: Spread }[];
+  byReward: {
+    reward: StepReward;
+    /** By target step. */
+    byStep: Record<number, Spread>;
+    /** The learner's step at each measurement, per target (run order). */
+    stepsReached: Record<number, number[]>;
+    trainingSuccess: Spread;
+  }[];
   throughput: Throughput[];
   totalWallSeconds: number;
 }
@@ -42,14 +49,19 @@ export interface AgentsSummary {
 export function summarizeAgents(results: readonly AgentsExperimentResult[]): AgentsSummary {
   const rewards = [...new Set(results.map((r) => r.reward))];
   return {
-    base: spread(results.flatMap((r) => r.points.filter((p) => p.step === 0).map((p) => p.successRate))),
+    base: spread(results.flatMap((r) => r.points.filter((p) => p.target === 0).map((p) => p.successRate))),
     byReward: rewards.map((reward) => {
       const runs = results.filter((r) => r.reward === reward);
-      const steps = [...new Set(runs.flatMap((r) => r.points.map((p) => p.step)))].sort((a, b) => a - b);
+      // By the step each measurement was for; `stepsReached` says where the learner actually was.
+      const targets = [...new Set(runs.flatMap((r) => r.points.map((p) => p.target)))].sort((a, b) => a - b);
       const byStep: Record<number, Spread> = {};
-      for (const step of steps)
-        byStep[step] = spread(runs.flatMap((r) => r.points.filter((p) => p.step === step).map((p) => p.successRate)));
-      return { reward, byStep, trainingSuccess: spread(runs.map((r) => r.trainingSuccessRate)) };
+      const stepsReached: Record<number, number[]> = {};
+      for (const target of targets) {
+        const points = runs.flatMap((r) => r.points.filter((p) => p.target === target));
+        byStep[target] = spread(points.map((p) => p.successRate));
+        stepsReached[target] = points.map((p) => p.step);
+      }
+      return { reward, byStep, stepsReached, trainingSuccess: spread(runs.map((r) => r.trainingSuccessRate)) };
     }),
     throughput: results.flatMap((r) => r.throughput),
     totalWallSeconds: results.reduce((a, r) => a + r.wallSeconds, 0),
@@ -77,6 +89,9 @@ export function agentsMarkdown(s: AgentsSummary, context: string, label: string)
       (r) => `| ${NAMES[r.reward]} | ${steps.map((n) => cell(r.byStep[n])).join(' | ')} | ${cell(r.trainingSuccess)} |`,
     ),
     '',
+    ...overshoots(s),
+    ...verdict(s),
+    '',
     '## Environment throughput (tool-call, base policy, side turns at the serving temperature)',
     '',
     '| --parallel | episodes | steps | steps/s |',
@@ -87,6 +102,36 @@ export function agentsMarkdown(s: AgentsSummary, context: string, label: string)
     '',
   ];
   return lines.join('\n');
+}
+
+/** Measurements taken past their target step (a round of episodes carried the learner further). */
+function overshoots(s: AgentsSummary): string[] {
+  const notes = s.byReward.flatMap((r) =>
+    Object.entries(r.stepsReached)
+      .filter(([target, reached]) => reached.some((n) => n !== Number(target)))
+      .map(([target, reached]) => `${NAMES[r.reward]} at step ${target}: reached ${reached.join(', ')}`),
+  );
+  return notes.length === 0 ? [] : [`Measured past the target step: ${notes.join('; ')}.`, ''];
+}
+
+/** The issue's targets, checked at the last measured step: both above the base, integrated ahead by more than the spread. */
+function verdict(s: AgentsSummary): string[] {
+  const integrated = s.byReward.find((r) => r.reward === 'integrated');
+  const outcome = s.byReward.find((r) => r.reward === 'outcome');
+  if (integrated === undefined || outcome === undefined) return [];
+  const last = Math.max(...Object.keys(integrated.byStep).map(Number));
+  const a = integrated.byStep[last],
+    b = outcome.byStep[last];
+  if (a === undefined || b === undefined || last === 0) return [];
+  const yes = (ok: boolean) => (ok ? 'yes' : 'no');
+  const gap = a.mean - b.mean;
+  const seedSpread = Math.max(a.std, b.std);
+  return [
+    `Targets at step ${last}: integrated above the base ${yes(a.mean > s.base.mean)} ` +
+      `(${a.mean.toFixed(3)} vs ${s.base.mean.toFixed(3)}); outcome-only above the base ${yes(b.mean > s.base.mean)} ` +
+      `(${b.mean.toFixed(3)}); integrated ahead of outcome-only by more than the seed spread ${yes(gap > seedSpread)} ` +
+      `(gap ${gap.toFixed(3)}, larger std ${seedSpread.toFixed(3)}).`,
+  ];
 }
 
 export async function runAgentsBenchmark(o: AgentsBenchmarkOptions) {

@@ -65,6 +65,9 @@ export const DEFAULT_AGENTS_EXPERIMENT: Omit<AgentsExperimentOptions, 'model' | 
 };
 
 export interface SuccessPoint {
+  /** The step the measurement was for (0, evalEvery, ...). */
+  target: number;
+  /** The step the learner had reached: the target, or past it when a round of episodes carried it further. */
   step: number;
   version: number;
   successRate: number;
@@ -130,7 +133,7 @@ export async function runAgentsExperiment(o: AgentsExperimentOptions): Promise<A
       });
 
     const points: SuccessPoint[] = [];
-    const measure = async () => {
+    const measure = async (target: number) => {
       const before = await idle(admin, o.batchSize);
       // Held-out tasks are seed 0 of the held-out split, the same for every run and step.
       const summary = await play('heldout', client('side'), o.evalTasks, o.evalSamples, 0, o.parallel);
@@ -138,6 +141,7 @@ export async function runAgentsExperiment(o: AgentsExperimentOptions): Promise<A
       if (after.version !== before.version)
         throw new Error(`the policy changed from version ${before.version} to ${after.version} while it was measured`);
       const point = {
+        target,
         step: before.steps,
         version: before.version,
         successRate: summary.successRate,
@@ -148,7 +152,7 @@ export async function runAgentsExperiment(o: AgentsExperimentOptions): Promise<A
       return before;
     };
 
-    let status = await measure();
+    let status = await measure(0);
     const throughput: Throughput[] = [];
     for (const parallel of o.throughputAt) {
       const s = await play('heldout', client('side'), o.evalTasks, 2, 0, parallel);
@@ -169,7 +173,7 @@ export async function runAgentsExperiment(o: AgentsExperimentOptions): Promise<A
         training.ms += performance.now() - started;
         o.onRound?.(status);
       }
-      status = await measure();
+      status = await measure(target);
     }
     return {
       reward: o.reward,
