@@ -172,6 +172,6 @@ export async function runAgentsBenchmark(o: AgentsBenchmarkOptions) {
     color: [...colors[r.reward]] as [number, number, number],
     byStep: r.byStep,
   }));
-  writeFileSync(files.png, plotSeries(series, 'HELD-OUT SUCCESS RATE', 'SUCCESS'));
+  writeFileSync(files.png, plotSeries(series, 'HELD-OUT SUCCESS RATE', 'RATE'));
   return { summary, results, markdown, files };
 }

@@ -47,8 +47,8 @@ export interface AgentsExperimentOptions {
 }
 
 export const DEFAULT_AGENTS_EXPERIMENT: Omit<AgentsExperimentOptions, 'model' | 'reward' | 'seed'> = {
-  steps: 16,
-  evalEvery: 8,
+  steps: 32,
+  evalEvery: 16,
   rollouts: 4,
   tasksPerRound: 2,
   evalTasks: 64,
