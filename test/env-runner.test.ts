@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { AgentClient } from '../src/env/agent-client.js';
 import type { EnvironmentKind } from '../src/env/environment.js';
+import { ResultsLog } from '../src/env/results-log.js';
 import { runEnvironment } from '../src/env/runner.js';
 import { DEFAULT_LIMITS, probeSandbox } from '../src/env/sandbox.js';
 import { terminalKind } from '../src/env/terminal.js';
@@ -159,6 +160,15 @@ test('an evaluation pass (side turns): episodes are played and scored, nothing i
   const after = turnCounts();
   assert.equal(after.main, before.main);
   assert.equal(after.side, before.side + 8);
+});
+
+test('a run folder resumes only with the same task source', () => {
+  const out = freshDir('env-source-');
+  const definition = { env: 'tool-call', tasks: 2, rollouts: 1, seed: 1, maxSteps: 4 };
+  ResultsLog.open(out, { ...definition, taskSource: 'arithmetic-train' });
+  assert.doesNotThrow(() => ResultsLog.open(out, { ...definition, taskSource: 'arithmetic-train' }));
+  assert.throws(() => ResultsLog.open(out, definition), /other taskSource \(arithmetic-train, now undefined\)/);
+  assert.throws(() => ResultsLog.open(out, { ...definition, taskSource: 'arithmetic-heldout' }), /other taskSource/);
 });
 
 test('terminal episodes through the gateway: the bash tool runs in the sandbox and the checkers pass', async () => {

@@ -80,6 +80,7 @@ export async function runEnvironment(o: RunOptions): Promise<RunSummary> {
     rollouts: o.rollouts,
     seed: o.seed,
     maxSteps: o.maxSteps,
+    ...(o.kind.taskSource === undefined ? {} : { taskSource: o.kind.taskSource }),
   });
   const runId = log.run.runId;
   const tasks = o.kind.tasks(o.tasks, o.seed);

@@ -139,6 +139,7 @@ export const TOOL_CALL_SOURCES: readonly ToolCallSource[] = ['gsm8k', 'arithmeti
 export function arithmeticKind(split: ArithmeticSplit = 'train'): EnvironmentKind<MathTask> {
   return {
     name: 'tool-call',
+    taskSource: `arithmetic-${split}`,
     tasks(count, seed) {
       if (count > 10_000) throw new Error(`--tasks ${count}: at most 10000 arithmetic tasks per seed`);
       return arithmeticProblems(split, count, seed * 10_000).map((p) => ({
