@@ -54,7 +54,8 @@ const out = await runAgentsBenchmark({
   model: base.dir,
   modelNote:
     `preset "${preset}" (src/sim/pretrain.ts, ${base.record.steps} pre-training steps on ` +
-    `${base.record.options.toolCorpus?.traces ?? 0} calculator traces, held-out NLL ${base.record.heldOutNll.toFixed(3)})`,
+    `${base.record.options.toolCorpus?.traces ?? 0} calculator traces, ` +
+    `held-out NLL ${base.record.heldOutNll.toFixed(3)})`,
   rewards: ['integrated', 'outcome'],
   seeds,
   experiment,

@@ -127,7 +127,7 @@ test('tool-call episodes: calculator, answer, outcome per task, every outcome st
   }
 });
 
-test('an evaluation pass (side turns): episodes are played and scored, nothing is recorded for learning or sent', async () => {
+test('an evaluation pass (side turns): episodes are played and scored, nothing is learned from or sent', async () => {
   const side = new AgentClient({ url: `${gw.url}/v1`, maxTokens: 400, turnType: 'side' });
   assert.equal(side.learns, false);
   const before = turnCounts();

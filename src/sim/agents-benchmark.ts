@@ -114,7 +114,7 @@ function overshoots(s: AgentsSummary): string[] {
   return notes.length === 0 ? [] : [`Measured past the target step: ${notes.join('; ')}.`, ''];
 }
 
-/** The issue's targets, checked at the last measured step: both above the base, integrated ahead by more than the spread. */
+/** The issue's targets at the last measured step: both above the base, integrated ahead by more than the spread. */
 function verdict(s: AgentsSummary): string[] {
   const integrated = s.byReward.find((r) => r.reward === 'integrated');
   const outcome = s.byReward.find((r) => r.reward === 'outcome');
@@ -129,7 +129,8 @@ function verdict(s: AgentsSummary): string[] {
   return [
     `Targets at step ${last}: integrated above the base ${yes(a.mean > s.base.mean)} ` +
       `(${a.mean.toFixed(3)} vs ${s.base.mean.toFixed(3)}); outcome-only above the base ${yes(b.mean > s.base.mean)} ` +
-      `(${b.mean.toFixed(3)}); integrated ahead of outcome-only by more than the seed spread ${yes(gap > seedSpread)} ` +
+      `(${b.mean.toFixed(3)}); integrated ahead of outcome-only by more than the seed spread ` +
+      `${yes(gap > seedSpread)} ` +
       `(gap ${gap.toFixed(3)}, larger std ${seedSpread.toFixed(3)}).`,
   ];
 }
@@ -149,11 +150,17 @@ export async function runAgentsBenchmark(o: AgentsBenchmarkOptions) {
     }
   }
   const summary = summarizeAgents(results);
+  const measuredSteps = Array.from(
+    { length: Math.floor(settings.steps / settings.evalEvery) + 1 },
+    (_, i) => i * settings.evalEvery,
+  );
   const context =
     `Base model: ${o.modelNote}. Seeds: ${o.seeds.join(', ')}. serve --method steps, batch ${settings.batchSize}, ` +
-    `lr ${settings.lr}, full fine-tuning, G = ${settings.rollouts} rollouts per task, ${settings.judgeVotes} PRM votes ` +
+    `lr ${settings.lr}, full fine-tuning, G = ${settings.rollouts} rollouts per task, ` +
+    `${settings.judgeVotes} PRM votes ` +
     `per step, judge error rate ${settings.judgeErrorRate}. Success: the final answer equals the task's; ` +
-    `${settings.evalTasks} held-out tasks x ${settings.evalSamples} episodes at the serving temperature (1), measured at steps ${Array.from({ length: Math.floor(settings.steps / settings.evalEvery) + 1 }, (_, i) => i * settings.evalEvery).join(', ')}.`;
+    `${settings.evalTasks} held-out tasks x ${settings.evalSamples} episodes at the serving temperature (1), ` +
+    `measured at steps ${measuredSteps.join(', ')}.`;
   const markdown = agentsMarkdown(summary, context, o.label);
   mkdirSync(o.outDir, { recursive: true });
   const files = {
@@ -163,7 +170,16 @@ export async function runAgentsBenchmark(o: AgentsBenchmarkOptions) {
   };
   writeFileSync(
     files.json,
-    `${JSON.stringify({ label: o.label, settings: { ...settings, model: o.modelNote, seeds: o.seeds, rewards: o.rewards }, summary, results }, null, 2)}\n`,
+    `${JSON.stringify(
+      {
+        label: o.label,
+        settings: { ...settings, model: o.modelNote, seeds: o.seeds, rewards: o.rewards },
+        summary,
+        results,
+      },
+      null,
+      2,
+    )}\n`,
   );
   writeFileSync(files.markdown, markdown);
   const colors = { integrated: [30, 150, 70], outcome: [220, 120, 30] } as const;

@@ -124,7 +124,7 @@ export interface PretrainProgress {
   tokensPerSecond: number;
 }
 
-/** The cache key: every option and the corpus itself (so any change to the writers, the users or the hint format counts). */
+/** The cache key: every option and the corpus itself (any change to the writers, users, hints or traces counts). */
 export function pretrainKey(o: PretrainOptions): string {
   const h = createHash('sha256').update(JSON.stringify(o));
   for (const conversation of corpusOf(o).conversations) h.update(JSON.stringify(conversation));
