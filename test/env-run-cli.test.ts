@@ -196,6 +196,8 @@ test('env run refuses bad flags, and the terminal environment without a sandbox,
     [['run', '--env', 'tool-call', '--url', 'u', '--model', 'm'], /give either --url/],
     [['run', '--env', 'tool-call', '--url', 'u', '--parallel', '0'], /--parallel must be an integer >= 1/],
     [['run', '--env', 'tool-call', '--url', 'u', '--', '--no-learning'], /options after -- are for a started serve/],
+    [['run', '--env', 'tool-call', '--url', 'u', '--tasks-from', 'mmlu'], /--tasks-from must be gsm8k or arithmetic/],
+    [['run', '--env', 'terminal', '--url', 'u', '--tasks-from', 'arithmetic'], /--tasks-from is for the tool-call/],
     [['walk'], /unknown env command "walk"/],
   ];
   for (const [args, message] of bad) {

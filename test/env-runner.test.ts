@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { AgentClient } from '../src/env/agent-client.js';
 import type { EnvironmentKind } from '../src/env/environment.js';
+import { ResultsLog } from '../src/env/results-log.js';
 import { runEnvironment } from '../src/env/runner.js';
 import { DEFAULT_LIMITS, probeSandbox } from '../src/env/sandbox.js';
 import { terminalKind } from '../src/env/terminal.js';
@@ -69,6 +70,19 @@ function feedbackRows(): { idempotency_key: string; session_id: string; reward: 
   }
 }
 
+function turnCounts(): { main: number; side: number } {
+  const db = new Database(join(gw.dataDir, STORE_FILE), { readonly: true });
+  try {
+    const rows = db.prepare('SELECT kind, COUNT(*) AS n FROM turns GROUP BY kind').all() as {
+      kind: string;
+      n: number;
+    }[];
+    return { main: rows.find((r) => r.kind === 'main')?.n ?? 0, side: rows.find((r) => r.kind === 'side')?.n ?? 0 };
+  } finally {
+    db.close();
+  }
+}
+
 test('tool-call episodes: calculator, answer, outcome per task, every outcome stored once on its session', async () => {
   const before = sampler.calls.length;
   const { out, summary } = await run(toolCallKind(), 4, 3, 11);
@@ -111,6 +125,50 @@ test('tool-call episodes: calculator, answer, outcome per task, every outcome st
   } finally {
     db.close();
   }
+});
+
+test('an evaluation pass (side turns): episodes are played and scored, nothing is learned from or sent', async () => {
+  const side = new AgentClient({ url: `${gw.url}/v1`, maxTokens: 400, turnType: 'side' });
+  assert.equal(side.learns, false);
+  const before = turnCounts();
+  const out = freshDir('env-eval-');
+  const summary = await runEnvironment({
+    kind: toolCallKind(),
+    client: side,
+    out,
+    tasks: 2,
+    rollouts: 2,
+    parallel: 4,
+    maxSteps: 4,
+    seed: 11,
+  });
+  assert.equal(summary.episodes, 4);
+  assert.equal(summary.successRate, 0.5, 'task 0 solved, task 1 answered wrong, as scripted');
+  assert.deepEqual(summary.feedback, { sent: 0, duplicates: 0, pending: 0 });
+  assert.equal(feedbackRows().filter((r) => r.idempotency_key.startsWith(`${summary.runId}:`)).length, 0);
+  const lines = readFileSync(join(out, 'results.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
+  const skipped = lines.filter((l) => l.type === 'feedback').map((l) => l.skipped);
+  assert.equal(skipped.length, 4);
+  assert.ok(
+    skipped.every((why) => /side turns/.test(why)),
+    JSON.stringify(skipped),
+  );
+  // Stored as side turns only (answered, never learned from): 4 episodes of 2 steps.
+  const after = turnCounts();
+  assert.equal(after.main, before.main);
+  assert.equal(after.side, before.side + 8);
+});
+
+test('a run folder resumes only with the same task source', () => {
+  const out = freshDir('env-source-');
+  const definition = { env: 'tool-call', tasks: 2, rollouts: 1, seed: 1, maxSteps: 4 };
+  ResultsLog.open(out, { ...definition, taskSource: 'arithmetic-train' });
+  assert.doesNotThrow(() => ResultsLog.open(out, { ...definition, taskSource: 'arithmetic-train' }));
+  assert.throws(() => ResultsLog.open(out, definition), /other taskSource \(arithmetic-train, now undefined\)/);
+  assert.throws(() => ResultsLog.open(out, { ...definition, taskSource: 'arithmetic-heldout' }), /other taskSource/);
 });
 
 test('terminal episodes through the gateway: the bash tool runs in the sandbox and the checkers pass', async () => {

@@ -12,7 +12,7 @@ import type { EnvironmentKind } from '../env/environment.js';
 import { runEnvironment, type RunProgress } from '../env/runner.js';
 import { DEFAULT_LIMITS, probeSandbox, type SandboxLimits } from '../env/sandbox.js';
 import { terminalKind } from '../env/terminal.js';
-import { toolCallKind } from '../env/tool-call.js';
+import { arithmeticKind, TOOL_CALL_SOURCES, toolCallKind } from '../env/tool-call.js';
 import { startServe, type ServeProcess } from '../sim/serve-process.js';
 import { bar, Console } from '../sim/terminal.js';
 import { CliError, numberFlag, parseFlags } from './args.js';
@@ -31,6 +31,7 @@ server:
 episodes:
   --env E             tool-call (GSM8K and a calculator) or terminal (shell tasks in a sandbox)
   --tasks N           tasks (default 8)
+  --tasks-from S      tool-call only: gsm8k (default) or arithmetic (generated one- and two-step problems)
   --rollouts G        rollouts per task (default 4)
   --parallel P        episodes at once (default 8)
   --max-steps N       chat requests per episode (default 8)
@@ -38,6 +39,7 @@ episodes:
   --temperature X     default: the model's
   --seed N            chooses the tasks (default 1)
   --out DIR           results, resumable (default runs/env-ENV)
+  --evaluate          side turns: answered, never trained on, no outcome sent (a measurement pass)
 
 terminal sandbox (per command):
   --command-seconds N default ${DEFAULT_LIMITS.commandSeconds}
@@ -52,6 +54,7 @@ const FLAGS = {
   data: { type: 'string' },
   env: { type: 'string' },
   tasks: { type: 'string' },
+  'tasks-from': { type: 'string' },
   rollouts: { type: 'string' },
   parallel: { type: 'string' },
   'max-steps': { type: 'string' },
@@ -59,6 +62,7 @@ const FLAGS = {
   temperature: { type: 'string' },
   seed: { type: 'string' },
   out: { type: 'string' },
+  evaluate: { type: 'boolean' },
   'command-seconds': { type: 'string' },
   'memory-mb': { type: 'string' },
   processes: { type: 'string' },
@@ -105,8 +109,18 @@ export async function runEnv(argv: string[]): Promise<number> {
   };
   const out = resolve((v.out as string | undefined) ?? join('runs', `env-${envName}`));
 
+  const source = (v['tasks-from'] as string | undefined) ?? 'gsm8k';
+  if (!(TOOL_CALL_SOURCES as readonly string[]).includes(source))
+    throw new CliError(`--tasks-from must be ${TOOL_CALL_SOURCES.join(' or ')}, got "${source}"`);
+  if (envName === 'terminal' && v['tasks-from'] !== undefined)
+    throw new CliError('--tasks-from is for the tool-call environment');
   // The sandbox is proven before anything starts: no terminal episode runs without one.
-  const kind: EnvironmentKind = envName === 'terminal' ? terminalKind(await probeSandbox(), limits) : toolCallKind();
+  const kind: EnvironmentKind =
+    envName === 'terminal'
+      ? terminalKind(await probeSandbox(), limits)
+      : source === 'arithmetic'
+        ? arithmeticKind()
+        : toolCallKind();
   kind.tasks(options.tasks, options.seed); // a --tasks beyond the task set fails here, before serve starts
 
   const ui = new Console(process.stderr);
@@ -132,6 +146,7 @@ export async function runEnv(argv: string[]): Promise<number> {
       apiKey: (v['api-key'] as string | undefined) ?? process.env.OPENCLAW_RL_API_KEY,
       maxTokens,
       ...(temperature === undefined ? {} : { temperature }),
+      ...(v.evaluate === true ? { turnType: 'side' as const } : {}),
     });
     const summary = await runEnvironment({
       kind,

@@ -21,6 +21,11 @@ export interface AgentClientOptions {
   temperature?: number;
   /** Attempts for a request that failed with 5xx, 503 (busy) or a network error. */
   attempts?: number;
+  /**
+   * `main` (default): turns are recorded and learned from. `side`: answered only, never trained on
+   * (an evaluation pass); such episodes send no outcome.
+   */
+  turnType?: 'main' | 'side';
 }
 
 /** The server refused the request for a reason retrying cannot fix (4xx other than a full context). */
@@ -32,6 +37,11 @@ export class ContextFullError extends Error {}
 export class AgentClient {
   constructor(private readonly o: AgentClientOptions) {}
 
+  /** Whether the server learns from these episodes (main turns), so their outcomes are sent. */
+  get learns(): boolean {
+    return (this.o.turnType ?? 'main') === 'main';
+  }
+
   /** One assistant turn: the message as the server returned it (content and tool calls). */
   async chat(messages: readonly ChatMessage[], tools: readonly ToolSpec[], who: EpisodeIdentity): Promise<ChatMessage> {
     const body = await this.post(
@@ -41,8 +51,8 @@ export class AgentClient {
         'x-task-id': who.taskId,
         'x-rollout-index': String(who.rolloutIndex),
         'x-rollout-count': String(who.rolloutCount),
-        // Environment turns are the agent's main line: recorded and learned from.
-        'x-turn-type': 'main',
+        // Environment turns are the agent's main line (recorded and learned from) unless evaluating.
+        'x-turn-type': this.o.turnType ?? 'main',
       },
       {
         model: this.o.model ?? 'policy',

@@ -44,6 +44,8 @@ export interface Environment<T extends EnvTask = EnvTask> {
 /** An environment kind as the runner sees it: its tasks, and a fresh Environment per episode. */
 export interface EnvironmentKind<T extends EnvTask = EnvTask> {
   readonly name: string;
+  /** Which task set, where an environment has several (e.g. `arithmetic-train`); part of a run's definition. */
+  readonly taskSource?: string;
   /** `count` tasks chosen by `seed`, in a stable order. */
   tasks(count: number, seed: number): T[];
   create(): Environment<T>;

@@ -17,6 +17,8 @@ export interface RunDefinition {
   rollouts: number;
   seed: number;
   maxSteps: number;
+  /** Where the tasks come from, for environments with more than one source (EnvironmentKind.taskSource). */
+  taskSource?: string;
 }
 
 export interface RunRecord extends RunDefinition {
@@ -95,7 +97,9 @@ export class ResultsLog {
     const runPath = join(dir, 'run.json');
     if (existsSync(runPath)) {
       const run = JSON.parse(readFileSync(runPath, 'utf8')) as RunRecord;
-      const differs = (Object.keys(definition) as (keyof RunDefinition)[]).filter((k) => run[k] !== definition[k]);
+      // taskSource counts when either side has one: arithmetic tasks never resume a GSM8K run.
+      const keys = [...new Set([...Object.keys(definition), 'taskSource'])] as (keyof RunDefinition)[];
+      const differs = keys.filter((k) => run[k] !== definition[k]);
       if (differs.length > 0)
         throw new Error(
           `${dir} holds a run with other ${differs.map((k) => `${k} (${run[k]}, now ${definition[k]})`).join(', ')}; ` +

@@ -80,6 +80,7 @@ export async function runEnvironment(o: RunOptions): Promise<RunSummary> {
     rollouts: o.rollouts,
     seed: o.seed,
     maxSteps: o.maxSteps,
+    ...(o.kind.taskSource === undefined ? {} : { taskSource: o.kind.taskSource }),
   });
   const runId = log.run.runId;
   const tasks = o.kind.tasks(o.tasks, o.seed);
@@ -110,8 +111,9 @@ export async function runEnvironment(o: RunOptions): Promise<RunSummary> {
   };
 
   const sendFeedback = async (e: EpisodeLine) => {
-    if (e.steps === 0) {
-      log.append({ type: 'feedback', key: e.key, duplicate: false, skipped: 'no turn was recorded' });
+    if (e.steps === 0 || !o.client.learns) {
+      const skipped = e.steps === 0 ? 'no turn was recorded' : 'side turns (evaluation): nothing to learn from';
+      log.append({ type: 'feedback', key: e.key, duplicate: false, skipped });
       return;
     }
     const comment = `${o.kind.name} ${e.taskId} rollout ${e.rollout}: ${e.end}; ${e.detail}`;

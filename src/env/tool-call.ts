@@ -6,6 +6,7 @@
 import { contentToText, type ChatMessage, type ToolSpec } from '../chat/messages.js';
 import { createRng } from '../engine/local/sampling/random.js';
 import { loadProblems, type Problem } from '../sim/problems.js';
+import { arithmeticProblems, type ArithmeticSplit } from './arithmetic-tasks.js';
 import { CalculatorError, evaluate, formatNumber } from './calculator.js';
 import { toolMessage, type EnvTask, type Environment, type EnvironmentKind, type Outcome } from './environment.js';
 
@@ -28,7 +29,7 @@ export const CALCULATOR_TOOL: ToolSpec = {
   },
 };
 
-const SYSTEM_PROMPT =
+export const TOOL_CALL_SYSTEM_PROMPT =
   'Solve the math word problem. Use the calculator tool for every arithmetic step. ' +
   'When you know the result, reply without a tool call and end with "Answer: <number>".';
 
@@ -72,7 +73,7 @@ export class ToolCallEnvironment implements Environment<MathTask> {
     this.task = task;
     this.finalText = null;
     return [
-      { role: 'system', content: SYSTEM_PROMPT },
+      { role: 'system', content: TOOL_CALL_SYSTEM_PROMPT },
       { role: 'user', content: task.question },
     ];
   }
@@ -121,6 +122,32 @@ export function toolCallKind(problems: () => Problem[] = allProblems): Environme
       return shuffled(all, seed)
         .slice(0, count)
         .map((p) => ({ id: `gsm8k-${p.index}`, family: 'gsm8k', question: p.question, answer: p.answer }));
+    },
+    create: () => new ToolCallEnvironment(),
+  };
+}
+
+/** Where the tool-call environment's tasks come from (`env run --tasks-from`). */
+export type ToolCallSource = 'gsm8k' | 'arithmetic';
+
+export const TOOL_CALL_SOURCES: readonly ToolCallSource[] = ['gsm8k', 'arithmetic'];
+
+/**
+ * Generated arithmetic word problems (arithmetic-tasks.ts) of one split: `tasks(count, seed)` takes
+ * positions seed * 10000 onwards, so each seed has its own tasks and a seed gives the same ones again.
+ */
+export function arithmeticKind(split: ArithmeticSplit = 'train'): EnvironmentKind<MathTask> {
+  return {
+    name: 'tool-call',
+    taskSource: `arithmetic-${split}`,
+    tasks(count, seed) {
+      if (count > 10_000) throw new Error(`--tasks ${count}: at most 10000 arithmetic tasks per seed`);
+      return arithmeticProblems(split, count, seed * 10_000).map((p) => ({
+        id: p.id,
+        family: p.template,
+        question: p.question,
+        answer: p.answer,
+      }));
     },
     create: () => new ToolCallEnvironment(),
   };

@@ -59,7 +59,7 @@ export interface AdminStatus {
   steps: number;
   trainer?: { state: string; error: string | null };
   queues?: { closedTurns: number; judging: number; samples: number };
-  samples?: { queued: number; trained: number; stale: number };
+  samples?: { queued: number; trained: number; stale: number; waiting?: number };
   judge?: { judged: number; recent: { turns: number; scoreMean: number; hints: number } };
   feed?: Record<string, number>;
 }

@@ -15,7 +15,21 @@ export type PromptKind = 'eval' | 'hint';
 export interface ReadPrompt {
   kind: PromptKind;
   nextState: string;
+  /** The prompt's "User request" section (the request the step worked on). */
+  request: string;
+  /** The prompt's "Assistant reply" section: content and `[calls tool NAME] ARGUMENTS` lines. */
+  reply: string;
 }
+
+/** One vote as the simulated judge endpoint sends it, and whether it differs from a faultless judge's. */
+export interface PolicyVote {
+  kind: PromptKind;
+  content: string;
+  wrong: boolean;
+}
+
+/** What a simulated judge answers to one judge prompt; null when it is not a judge prompt. */
+export type JudgePolicy = (messages: readonly ChatMessage[], errorRate: number, r: Rng) => PolicyVote | null;
 
 /** The lessons a next-state message asks for, by the words the users' corrections use. */
 const LESSON_WORDS: [Violation, RegExp][] = [
@@ -37,14 +51,17 @@ export function readPrompt(messages: readonly ChatMessage[]): ReadPrompt | null 
   const system = contentToText(messages.find((m) => m.role === 'system')?.content);
   const user = contentToText(messages.find((m) => m.role === 'user')?.content);
   const kind: PromptKind | null = system.includes('[HINT_START]') ? 'hint' : system.includes('\\boxed') ? 'eval' : null;
+  const requestAt = user.indexOf('## User request\n');
   const replyAt = user.indexOf('## Assistant reply\n');
   const nextAt = user.lastIndexOf('## Next state');
   if (kind === null || replyAt < 0 || nextAt < replyAt) return null;
+  const request = requestAt >= 0 ? user.slice(requestAt + '## User request\n'.length, replyAt).trim() : '';
+  const reply = user.slice(replyAt + '## Assistant reply\n'.length, nextAt).trim();
   // The next state runs to the closing question, the prompt's last paragraph.
   const body = user.slice(user.indexOf('\n', nextAt) + 1);
   const end = body.lastIndexOf('\n\n');
   const nextState = (end >= 0 ? body.slice(0, end) : body).replace(/^\[[A-Z ]+\]\n/gm, '').trim();
-  return { kind, nextState };
+  return { kind, nextState, request, reply };
 }
 
 export interface Reading {
@@ -57,6 +74,17 @@ export function readNextState(nextState: string): Reading {
   if (lessons.length > 0 || COMPLAINT.test(nextState)) return { score: -1, lessons };
   return { score: APPROVAL.test(nextState) ? 1 : 0, lessons: [] };
 }
+
+/** The personalization benchmark's judge: reads the users' next states (corrections, approvals). */
+export const personalizationPolicy: JudgePolicy = (messages, errorRate, r) => {
+  const prompt = readPrompt(messages);
+  if (prompt === null) return null;
+  const content = answer(prompt, errorRate, r);
+  const said = Number(/\\boxed\{(-?\d)\}/.exec(content)![1]);
+  const reading = readNextState(prompt.nextState);
+  const truth = prompt.kind === 'eval' ? reading.score : reading.lessons.length > 0 ? 1 : -1;
+  return { kind: prompt.kind, content, wrong: said !== truth };
+};
 
 /** One vote's answer text in the format the judge module parses. */
 export function answer(prompt: ReadPrompt, errorRate: number, r: Rng): string {

@@ -6,7 +6,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { ChatMessage } from '../chat/messages.js';
-import { answer, readNextState, readPrompt, type PromptKind } from './judge-policy.js';
+import { personalizationPolicy, type JudgePolicy, type PromptKind } from './judge-policy.js';
 import { hash32, rng } from './random.js';
 
 export interface SimJudgeOptions {
@@ -15,6 +15,8 @@ export interface SimJudgeOptions {
   seed?: number;
   /** Listen here; 0 picks a free port. */
   port?: number;
+  /** What it answers; default: the personalization benchmark's judge. */
+  policy?: JudgePolicy;
   /** Told about every answered vote (the demo shows them). */
   onVote?: (v: VoteEvent) => void;
 }
@@ -39,6 +41,7 @@ export const SIM_JUDGE_MODEL = 'sim-judge';
 export async function startSimJudge(o: SimJudgeOptions = {}): Promise<SimJudge> {
   const errorRate = o.errorRate ?? 0.2;
   const seed = o.seed ?? 0;
+  const policy = o.policy ?? personalizationPolicy;
   const arrivals = new Map<number, number>();
   const votes = { eval: 0, hint: 0, wrong: 0, unreadable: 0 };
 
@@ -67,25 +70,22 @@ export async function startSimJudge(o: SimJudgeOptions = {}): Promise<SimJudge> 
     if (req.method !== 'POST' || path !== '/v1/chat/completions')
       return send(res, 404, { error: { message: `no route ${req.method} ${path}`, type: 'invalid_request_error' } });
     const body = JSON.parse(data) as { messages?: ChatMessage[]; seed?: number };
-    const prompt = readPrompt(body.messages ?? []);
+    const key = hash32(JSON.stringify(body.messages));
+    const count = arrivals.get(key) ?? 0;
+    const r = rng(hash32(`${seed}:${key}:${body.seed ?? `n${count}`}`));
+    const vote = policy(body.messages ?? [], errorRate, r);
     let content: string;
-    if (prompt === null) {
+    if (vote === null) {
       votes.unreadable++;
       content = 'This is not a judge prompt I can read.';
     } else {
-      const key = hash32(JSON.stringify(body.messages));
-      const count = arrivals.get(key) ?? 0;
       arrivals.set(key, count + 1);
-      const r = rng(hash32(`${seed}:${key}:${body.seed ?? `n${count}`}`));
-      content = answer(prompt, errorRate, r);
-      votes[prompt.kind]++;
-      const said = Number(/\\boxed\{(-?\d)\}/.exec(content)![1]);
-      const reading = readNextState(prompt.nextState);
-      const truth = prompt.kind === 'eval' ? reading.score : reading.lessons.length > 0 ? 1 : -1;
-      if (said !== truth) votes.wrong++;
+      content = vote.content;
+      votes[vote.kind]++;
+      if (vote.wrong) votes.wrong++;
       o.onVote?.({
-        kind: prompt.kind,
-        wrong: said !== truth,
+        kind: vote.kind,
+        wrong: vote.wrong,
         hint: /\[HINT_START\](.*)\[HINT_END\]/s.exec(content)?.[1] ?? null,
       });
     }

@@ -1,8 +1,15 @@
-// The benchmark's figure: personalization score against training step, one line per method
-// (mean across seeds, with the min-max range as a bar at each measured step).
+// The benchmarks' figure: a score in [0, 1] against training step, one line per method (mean
+// across seeds, with the min-max range as a bar at each measured step).
 
 import { Raster, type Rgb } from './png.js';
-import type { BenchmarkSummary, MethodSummary } from './report.js';
+import type { BenchmarkSummary, MethodSummary, Spread } from './report.js';
+
+/** One line of the figure. */
+export interface PlotSeries {
+  name: string;
+  color: Rgb;
+  byStep: Record<number, Spread>;
+}
 
 const COLORS: Record<MethodSummary['method'], Rgb> = {
   base: [120, 120, 120],
@@ -18,6 +25,13 @@ const NAMES: Record<MethodSummary['method'], string> = {
 };
 
 export function plotScores(summary: BenchmarkSummary, title: string): Buffer {
+  const series = summary.methods
+    .filter((m) => m.method !== 'base')
+    .map((m) => ({ name: NAMES[m.method], color: COLORS[m.method], byStep: m.byStep }));
+  return plotSeries(series, title, 'SCORE');
+}
+
+export function plotSeries(methods: readonly PlotSeries[], title: string, yLabel: string): Buffer {
   const W = 760,
     H = 480,
     left = 80,
@@ -25,7 +39,6 @@ export function plotScores(summary: BenchmarkSummary, title: string): Buffer {
     top = 50,
     bottom = 60;
   const img = new Raster(W, H);
-  const methods = summary.methods.filter((m) => m.method !== 'base');
   const maxStep = Math.max(1, ...methods.flatMap((m) => Object.keys(m.byStep).map(Number)));
   const x = (step: number) => left + ((W - left - right) * step) / maxStep;
   const y = (score: number) => H - bottom - (H - top - bottom) * score;
@@ -43,11 +56,11 @@ export function plotScores(summary: BenchmarkSummary, title: string): Buffer {
   img.line(left, y(0), W - right, y(0), ink, 2);
   img.line(left, y(0), left, y(1), ink, 2);
   img.text((left + W - right) / 2 - Raster.textWidth('STEP') / 2, H - 26, 'STEP', ink, 2);
-  img.text(8, top - 28, 'SCORE', ink, 2);
+  img.text(8, top - 28, yLabel, ink, 2);
 
   let legendY = top + 10;
   for (const m of methods) {
-    const color = COLORS[m.method];
+    const color = m.color;
     const points = Object.entries(m.byStep)
       .map(([s, v]) => ({ step: Number(s), ...v }))
       .sort((a, b) => a.step - b.step);
@@ -58,7 +71,7 @@ export function plotScores(summary: BenchmarkSummary, title: string): Buffer {
       if (q) img.line(x(p.step), y(p.mean), x(q.step), y(q.mean), color, 3);
     });
     img.rect(W - right + 20, legendY + 4, 20, 6, color);
-    img.text(W - right + 48, legendY, NAMES[m.method], ink, 2);
+    img.text(W - right + 48, legendY, m.name, ink, 2);
     legendY += 26;
   }
   return img.png();

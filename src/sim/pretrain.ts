@@ -6,7 +6,8 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import type { ChatMessage } from '../chat/messages.js';
+import type { ChatMessage, ToolSpec } from '../chat/messages.js';
+import { CALCULATOR_TOOL } from '../env/tool-call.js';
 import type { TrainingSample } from '../engine/types.js';
 import { loadKernels } from '../engine/local/kernels/index.js';
 import { writeModelFolder, type ModelShape } from '../engine/local/model/init.js';
@@ -21,12 +22,15 @@ import { loadProblems } from './problems.js';
 import { rng } from './random.js';
 import { RUBRIC_VERSION } from './rubrics.js';
 import { conversationSample } from './samples.js';
+import { buildToolCorpus, DEFAULT_TOOL_CORPUS, type ToolCorpusOptions } from './tool-corpus.js';
 import { DEFAULT_PPO } from '../learn/ppo.js';
 
 export interface PretrainOptions {
   shape: ModelShape;
   tokenizerVocab: number;
   corpus: CorpusOptions;
+  /** Pre-train on tool-call traces (tool-corpus.ts) instead of the personalization conversations. */
+  toolCorpus?: ToolCorpusOptions;
   epochs: number;
   batchSize: number;
   lr: number;
@@ -78,7 +82,39 @@ export const PRETRAIN_PRESETS: Record<string, PretrainOptions> = {
     seed: 1,
     generation: { temperature: 1, top_p: 1 },
   },
+  /** The agents benchmark's base (bench/agents.ts): calls the calculator on arithmetic word problems. */
+  agents: {
+    shape: SIM_SHAPE,
+    tokenizerVocab: 1024,
+    corpus: DEFAULT_CORPUS,
+    toolCorpus: DEFAULT_TOOL_CORPUS,
+    epochs: 2,
+    batchSize: 16,
+    lr: 3e-3,
+    warmupSteps: 10,
+    seed: 1,
+    generation: { temperature: 1, top_p: 1 },
+  },
+  /** For CI (test/bench-agents-smoke.test.ts): a sixth of the traces, one pass; calls the tool, copies less well. */
+  'agents-smoke': {
+    shape: SIM_SHAPE,
+    tokenizerVocab: 1024,
+    corpus: DEFAULT_CORPUS,
+    toolCorpus: { ...DEFAULT_TOOL_CORPUS, traces: 1000 },
+    epochs: 1,
+    batchSize: 8,
+    lr: 3e-3,
+    warmupSteps: 10,
+    seed: 1,
+    generation: { temperature: 1, top_p: 1 },
+  },
 };
+
+/** The conversations a preset pre-trains on, and the tools they are rendered with. */
+function corpusOf(o: PretrainOptions): { conversations: ChatMessage[][]; tools?: ToolSpec[] } {
+  if (o.toolCorpus) return { conversations: buildToolCorpus(o.toolCorpus), tools: [CALCULATOR_TOOL] };
+  return { conversations: buildCorpus(loadProblems().train, o.corpus) };
+}
 
 export interface PretrainProgress {
   step: number;
@@ -88,10 +124,10 @@ export interface PretrainProgress {
   tokensPerSecond: number;
 }
 
-/** The cache key: every option and the corpus itself (so any change to the writers, the users or the hint format counts). */
+/** The cache key: every option and the corpus itself (any change to the writers, users, hints or traces counts). */
 export function pretrainKey(o: PretrainOptions): string {
   const h = createHash('sha256').update(JSON.stringify(o));
-  for (const conversation of buildCorpus(loadProblems().train, o.corpus)) h.update(JSON.stringify(conversation));
+  for (const conversation of corpusOf(o).conversations) h.update(JSON.stringify(conversation));
   return h.digest('hex').slice(0, 12);
 }
 
@@ -126,14 +162,14 @@ export function pretrain(
   onProgress: (p: PretrainProgress) => void = () => {},
 ): { heldOutNll: number } {
   const started = performance.now();
-  const conversations = buildCorpus(loadProblems().train, o.corpus);
+  const { conversations, tools } = corpusOf(o);
   const tmp = `${out}.tmp-${process.pid}`;
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(dirname(out), { recursive: true });
   try {
     const init = join(tmp, 'init');
-    initialFolder(init, conversations, o);
-    const { params, steps, heldOutNll } = trainOnCorpus(init, conversations, o, onProgress);
+    initialFolder(init, conversations, o, tools);
+    const { params, steps, heldOutNll } = trainOnCorpus(init, conversations, o, onProgress, tools);
     saveModelFolder(join(tmp, 'model'), init, params);
     const record: PretrainRecord = {
       options: o,
@@ -153,9 +189,22 @@ export function pretrain(
 }
 
 /** A randomly initialised folder whose tokenizer is trained on the corpus, with the sim's sampling defaults. */
-function initialFolder(dir: string, conversations: readonly ChatMessage[][], o: PretrainOptions): void {
-  // A slice of the corpus is enough for the tokenizer's merges, and quick.
-  const texts = conversations.slice(0, 1000).map((c) => c.map((m) => m.content).join('\n'));
+function initialFolder(
+  dir: string,
+  conversations: readonly ChatMessage[][],
+  o: PretrainOptions,
+  tools?: readonly ToolSpec[],
+): void {
+  // A slice of the corpus is enough for the tokenizer's merges, and quick. With tools, the tool
+  // calls' JSON and the tool listing are text the model reads and writes too.
+  const texts = conversations
+    .slice(0, 1000)
+    .map((c) =>
+      [
+        ...(tools ? [JSON.stringify(tools)] : []),
+        ...c.map((m) => `${m.content}${(m.tool_calls ?? []).map((t) => JSON.stringify(t.function)).join('')}`),
+      ].join('\n'),
+    );
   writeModelFolder({
     out: dir,
     shape: o.shape,
@@ -179,6 +228,7 @@ function trainOnCorpus(
   conversations: readonly ChatMessage[][],
   o: PretrainOptions,
   onProgress: (p: PretrainProgress) => void,
+  tools?: readonly ToolSpec[],
 ) {
   const folder = readModelFolder(dir);
   const tokenizerConfig = JSON.parse(readFileSync(join(dir, 'tokenizer_config.json'), 'utf8')) as object;
@@ -189,7 +239,7 @@ function trainOnCorpus(
     ),
     template: ChatTemplate.fromTokenizerConfig(tokenizerConfig, join(dir, 'tokenizer_config.json')),
   };
-  const samples = conversations.map((c) => conversationSample(c, codec));
+  const samples = conversations.map((c) => conversationSample(c, codec, tools));
   const heldOut = samples.splice(0, 64);
   // The learner reads the learning rate from this record at every step: it decays linearly to a
   // tenth after the warm-up (checked against what each step reports).

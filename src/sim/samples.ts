@@ -4,13 +4,17 @@
 // template and tokenizer, and special tokens cut the text into pieces that encode alone.
 
 import type { ChatCodec } from '../chat/codec.js';
-import type { ChatMessage } from '../chat/messages.js';
+import type { ChatMessage, ToolSpec } from '../chat/messages.js';
 import { renderPrompt } from '../chat/prompt.js';
 import type { TrainingSample } from '../engine/types.js';
 
-export function conversationSample(messages: readonly ChatMessage[], codec: ChatCodec): TrainingSample {
+export function conversationSample(
+  messages: readonly ChatMessage[],
+  codec: ChatCodec,
+  tools?: readonly ToolSpec[],
+): TrainingSample {
   const { tokenizer, template } = codec;
-  const ids = renderPrompt(template, tokenizer, messages).ids;
+  const ids = renderPrompt(template, tokenizer, messages, tools ? { tools } : {}).ids;
   const start = tokenizer.tokenToId('<|im_start|>'),
     end = tokenizer.tokenToId('<|im_end|>');
   const header = tokenizer.encode('assistant\n');

@@ -1,0 +1,133 @@
+// Simple arithmetic word problems for the tool-call environment: one or two operations on
+// two-digit numbers, from a few sentence templates, so that a tiny model can partly solve them,
+// and only by calling the calculator (it cannot multiply 47 by 23 in its head). Each task is a
+// pure function of (split, position): the `train` and `heldout` splits draw from different seed
+// spaces, so a benchmark trains on one and measures on the other.
+
+import { hash32, pick, rng, type Rng } from '../sim/random.js';
+import { evaluate, formatNumber } from './calculator.js';
+
+export type ArithmeticSplit = 'train' | 'heldout';
+
+export interface ArithmeticProblem {
+  /** `arith-<split>-<position>`. */
+  id: string;
+  /** The template's name: the task family. */
+  template: string;
+  question: string;
+  /** The expression that solves it, with the question's numbers in the order they appear. */
+  expression: string;
+  answer: string;
+}
+
+interface Template {
+  name: string;
+  /** How many numbers it takes, each drawn from [lo, hi]. */
+  ranges: [number, number][];
+  text: (n: number[], r: Rng) => string;
+  /** Words only this template's sentence has: how a reader (the simulated judge) tells which it is. */
+  cue: RegExp;
+  expression: (n: number[]) => string;
+}
+
+const NAMES = ['Ada', 'Ben', 'Cleo', 'Dev', 'Eli', 'Fay', 'Gus', 'Hana', 'Ivo', 'Jun'];
+const ITEMS = ['apples', 'stamps', 'marbles', 'books', 'coins', 'cards', 'shells', 'pencils'];
+
+// The operators a template uses, one per template: the base model is taught a mix of them and
+// learning has to find which one each sentence asks for.
+const TEMPLATES: Template[] = [
+  {
+    name: 'add',
+    cue: / and gets \d+ more\./,
+    ranges: [
+      [11, 60],
+      [11, 60],
+    ],
+    text: ([a, b], r) => `${pick(r, NAMES)} has ${a} ${pick(r, ITEMS)} and gets ${b} more. How many are there now?`,
+    expression: ([a, b]) => `${a} + ${b}`,
+  },
+  {
+    name: 'sub',
+    cue: / and gave away \d+\./,
+    ranges: [
+      [61, 99],
+      [11, 59],
+    ],
+    text: ([a, b], r) => `${pick(r, NAMES)} had ${a} ${pick(r, ITEMS)} and gave away ${b}. How many are left?`,
+    expression: ([a, b]) => `${a} - ${b}`,
+  },
+  {
+    name: 'mul',
+    cue: / boxes with \d+ /,
+    ranges: [
+      [11, 40],
+      [11, 40],
+    ],
+    text: ([a, b], r) => `There are ${a} boxes with ${b} ${pick(r, ITEMS)} in each box. How many in total?`,
+    expression: ([a, b]) => `${a} * ${b}`,
+  },
+  {
+    name: 'mul-add',
+    cue: / fills \d+ bags /,
+    ranges: [
+      [11, 30],
+      [11, 30],
+      [11, 60],
+    ],
+    text: ([a, b, c], r) =>
+      `${pick(r, NAMES)} fills ${a} bags with ${b} ${pick(r, ITEMS)} each and has ${c} loose ones. How many in all?`,
+    expression: ([a, b, c]) => `${a} * ${b} + ${c}`,
+  },
+  {
+    name: 'add-sub',
+    cue: /^A shop had /,
+    ranges: [
+      [40, 99],
+      [11, 60],
+      [11, 39],
+    ],
+    text: ([a, b, c], r) =>
+      `A shop had ${a} ${pick(r, ITEMS)}, got ${b} more, then sold ${c}. How many does it have now?`,
+    expression: ([a, b, c]) => `${a} + ${b} - ${c}`,
+  },
+];
+
+export const ARITHMETIC_FAMILIES: readonly string[] = TEMPLATES.map((t) => t.name);
+
+/** The task at `position` of `split`: the same every time. */
+export function arithmeticProblem(split: ArithmeticSplit, position: number): ArithmeticProblem {
+  const r = rng(hash32(`arithmetic:${split}:${position}`));
+  const template = pick(r, TEMPLATES);
+  const numbers = template.ranges.map(([lo, hi]) => lo + Math.floor(r.next() * (hi - lo + 1)));
+  const expression = template.expression(numbers);
+  return {
+    id: `arith-${split}-${position}`,
+    template: template.name,
+    question: template.text(numbers, r),
+    expression,
+    answer: formatNumber(evaluate(expression)),
+  };
+}
+
+/** `count` tasks of `split` starting at position `from`. */
+export function arithmeticProblems(split: ArithmeticSplit, count: number, from = 0): ArithmeticProblem[] {
+  return Array.from({ length: count }, (_, i) => arithmeticProblem(split, from + i));
+}
+
+/**
+ * The solution of a question written by one of the templates, read from the text alone (its cue
+ * words and its numbers): what a judge that works the problem out itself would get. Null for any
+ * other text.
+ */
+export function solveArithmetic(question: string): { expression: string; answer: number } | null {
+  const template = TEMPLATES.find((t) => t.cue.test(question));
+  const numbers = numbersIn(question);
+  if (template === undefined || numbers.length !== template.ranges.length) return null;
+  const expression = template.expression(numbers);
+  return { expression, answer: evaluate(expression) };
+}
+
+/** The whole numbers a text mentions, in order (what a judge can check a tool call against). */
+export function numbersIn(text: string): number[] {
+  return [...text.matchAll(/\d+(?:\.\d+)?/g)].map((m) => Number(m[0]));
+}

@@ -1,0 +1,49 @@
+// The agents benchmark's simulated process judge (PRM): it reads the real judge prompt of one
+// tool-call step (the word problem, the assistant's calculator call, and the calculator's output,
+// the next state) and votes as a judge model that works the problem out itself would:
+//   +1  the step made progress: one well-formed calculator call whose numbers all come from the
+//       problem and whose result is the problem's solution
+//   -1  anything else: a calculator error, a number not in the problem, a wrong operation
+// With probability errorRate a vote is flipped. A step without a tool call has no next state (it
+// is the episode's last, closed by the outcome), so the judge never sees one. Hint prompts get
+// "nothing to learn" (the benchmark runs with --opd-weight 0, which sends none).
+
+import { numbersIn, solveArithmetic } from '../env/arithmetic-tasks.js';
+import { evaluate } from '../env/calculator.js';
+import { sameNumber } from '../env/tool-call.js';
+import { readPrompt, type JudgePolicy } from './judge-policy.js';
+
+/** The faultless vote on a step: +1 or -1, from the prompt's sections alone. */
+export function prmTruth(request: string, reply: string, nextState: string): 1 | -1 {
+  const question = request.replace(/\n\[The assistant already took[^\]]*\]$/, '').trim();
+  const solution = solveArithmetic(question);
+  const calls = [...reply.matchAll(/^\[calls tool calculator\] (.*)$/gm)];
+  if (solution === null || calls.length !== 1) return -1;
+  let expression: unknown;
+  try {
+    expression = (JSON.parse(calls[0]![1]!) as { expression?: unknown }).expression;
+  } catch {
+    return -1;
+  }
+  // The prompt heads each tool output with its tool's name ("[TOOL calculator]").
+  const output = nextState.replace(/^\[TOOL[^\]\n]*\]\n/gm, '').trim();
+  if (typeof expression !== 'string' || !/^-?\d+(\.\d+)?$/.test(output)) return -1;
+  const given = new Set(numbersIn(question));
+  if (!numbersIn(expression).every((n) => given.has(n))) return -1;
+  try {
+    return sameNumber(evaluate(expression), solution.answer) ? 1 : -1;
+  } catch {
+    return -1;
+  }
+}
+
+export const prmPolicy: JudgePolicy = (messages, errorRate, r) => {
+  const prompt = readPrompt(messages);
+  if (prompt === null) return null;
+  if (prompt.kind === 'hint') return { kind: 'hint', content: 'Nothing to learn here.\n\\boxed{-1}', wrong: false };
+  const truth = prmTruth(prompt.request, prompt.reply, prompt.nextState);
+  const wrong = r.next() < errorRate;
+  const score = wrong ? -truth : truth;
+  const why = score === 1 ? 'the calculator call solves the problem' : 'the calculator call does not solve it';
+  return { kind: 'eval', content: `The next state shows ${why}.\n\\boxed{${score}}`, wrong };
+};
