@@ -10,7 +10,8 @@
 //   npm run bench:samplers                   # both shapes, then the added time
 //   npm run bench:samplers -- tiny           # the quick run
 //
-// Knobs: BENCH_THREADS (2), BENCH_ROUNDS (5 tiny, 3 otherwise), BENCH_OVERHEAD_ROUNDS (5).
+// Knobs: BENCH_THREADS (2), BENCH_LLAMA_THREADS (llama.cpp's, default BENCH_THREADS), BENCH_ROUNDS (5 tiny,
+// 3 otherwise), BENCH_OVERHEAD_ROUNDS (5).
 
 import { availableParallelism, loadavg } from 'node:os';
 import { loadChatBackend } from '../src/cli/chat-model.js';
@@ -25,6 +26,8 @@ import { measureThroughput, type Throughput, type ThroughputShape } from './samp
 import { inProcessDirect, measureOverhead, type Overhead, remoteDirect, startDoubleProcess } from './serve-overhead.js';
 
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
+// ggml's threads spin at barriers: on a small machine llama.cpp can be fastest on fewer threads than cores.
+const LLAMA_THREADS = Number(process.env.BENCH_LLAMA_THREADS ?? THREADS);
 const OVERHEAD_ROUNDS = Number(process.env.BENCH_OVERHEAD_ROUNDS ?? 5);
 const OVERHEAD_TOKENS = 16;
 const TARGET_MS = 1;
@@ -40,7 +43,7 @@ async function llamaCpp(dir: string, type: 'F16' | 'Q8_0', sequences: number): P
     modelDir: dir,
     ggufType: type,
     gpu: 'off',
-    threads: THREADS,
+    threads: LLAMA_THREADS,
     contextSize: 2048,
     sequences,
     nodeLlamaCppFallback: LLAMA_PREFIX,
@@ -139,7 +142,9 @@ async function overhead(): Promise<Overhead[]> {
 async function main(): Promise<void> {
   const which = process.argv.slice(2) as BenchPreset[];
   printMachine(THREADS);
-  console.log(`llama.cpp: node-llama-cpp ${NODE_LLAMA_CPP_VERSION}, CPU (gpu off), through LlamaCppSampler`);
+  console.log(
+    `llama.cpp: node-llama-cpp ${NODE_LLAMA_CPP_VERSION}, CPU (gpu off), ${LLAMA_THREADS} threads, through LlamaCppSampler`,
+  );
   for (const preset of which.length ? which : (['tiny', 'qwen3-0.6b'] as BenchPreset[])) await throughput(preset);
 
   console.log(
