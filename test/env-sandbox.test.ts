@@ -60,6 +60,8 @@ test('without bubblewrap the sandbox refuses to start and names the package', as
 
 test('files persist in the folder between commands, and nothing outside it is reachable', async () => {
   const outside = mkdtempSync(join(tmpdir(), 'ocrl-outside-'));
+  // The checkout this test runs from: a host folder the agent must not write either.
+  const inCheckout = join(process.cwd(), 'escaped-from-sandbox');
   writeFileSync(join(outside, 'secret'), 'host secret\n');
   const passwd = createHash('sha256').update(readFileSync('/etc/passwd')).digest('hex');
   await withSandbox(async (s) => {
@@ -74,7 +76,7 @@ test('files persist in the folder between commands, and nothing outside it is re
       `echo planted > ${outside}/planted`,
       'cat /etc/passwd',
       'echo "evil:x:0:0::/:/bin/sh" >> /etc/passwd',
-      'touch /work/escaped',
+      `touch ${inCheckout}`,
       'touch /escaped',
       'touch /usr/escaped',
       `ls ${s.root}`,
@@ -95,7 +97,7 @@ test('files persist in the folder between commands, and nothing outside it is re
     assert.ok(Number(pids.output.trim()) <= 4, `sees ${pids.output.trim()} processes`);
   });
   assert.deepEqual(readdirSync(outside), ['secret']);
-  assert.equal(existsSync('/work/escaped'), false);
+  assert.equal(existsSync(inCheckout), false);
   assert.equal(existsSync('/escaped'), false);
   assert.equal(createHash('sha256').update(readFileSync('/etc/passwd')).digest('hex'), passwd);
 });
