@@ -73,7 +73,14 @@ async function throughput(preset: BenchPreset): Promise<void> {
   const results = candidates.map(() => [] as Throughput[]);
   for (const c of candidates) await measureThroughput(c.sampler, shape, 0); // warm-up
   for (let round = 1; round <= rounds; round++)
-    for (const [i, c] of candidates.entries()) results[i]!.push(await measureThroughput(c.sampler, shape, round));
+    for (const [i, c] of candidates.entries()) {
+      const r = await measureThroughput(c.sampler, shape, round);
+      results[i]!.push(r);
+      // As it comes, so a long run that is stopped still shows what it measured.
+      console.log(
+        `  round ${round} ${c.name}: prefill ${r.prefill.toFixed(1)}, 1 stream ${r.decode1.toFixed(1)}, ${shape.streams} streams ${r.decodeN.toFixed(1)} tok/s`,
+      );
+    }
   for (const c of candidates) await c.close();
 
   const keys: (keyof Throughput)[] = ['prefill', 'decode1', 'decodeN'];
