@@ -2,20 +2,20 @@
 // test-double judge, batches trained by the PyTorch learner (LoRA and full fine-tuning) and
 // published as versions that later turns are served by; a SIGKILL of the learner is reported
 // while serving goes on and the next batch relaunches it from its checkpoint; a SIGKILL of serve
-// loses nothing, and a restart resumes from the checkpoint and trains on. A Python without
-// PyTorch is reported and serving goes on.
+// loses nothing, and a restart resumes from the checkpoint and trains on. A rollback through the
+// admin route serves the restored adapter as a new version. A Python without PyTorch is reported
+// and serving goes on.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ChatMessage } from '../src/chat/messages.js';
 import { freshDir, tinyModel } from './helpers/gateway.js';
 import { startJudgeDouble } from './helpers/judge-double.js';
 import { chatAsMain, startServe, stopServe, type ServeProcess } from './helpers/serve-process.js';
+import { ADMIN, admin, probe } from './helpers/serve-probe.js';
 import { TORCH_PYTHON } from './helpers/torch-learner.js';
-
-const ADMIN = 'admin-secret';
 
 /** One session of `turns` judged +1 turns (each next state thanks), then a closing message. */
 async function session(url: string, name: string, turns: number): Promise<void> {
@@ -116,6 +116,42 @@ for (const mode of ['lora', 'full'] as const) {
     assert.equal(await stopServe(serve), 0);
   });
 }
+
+test('serve --learner torch: a rollback through the admin route serves the restored adapter as a new version', async (t) => {
+  const judge = await startJudgeDouble({});
+  const data = freshDir('torch-rollback-');
+  const serve = await startServe(serveArgs(data, judge.url, ['--lr', '0.01']));
+  t.after(async () => {
+    await stopServe(serve);
+    await judge.close();
+  });
+  await serve.waitForLog((l) => l.event === 'learner_started');
+  await session(serve.url, 's1', 2);
+  const first = await trained(serve, 1);
+  const p1 = await probe(serve.url);
+  await session(serve.url, 's2', 2);
+  const second = await trained(serve, (first.step as number) + 1);
+  const p2 = await probe(serve.url);
+  assert.notDeepEqual(p2.logprobs, p1.logprobs, 'training changed what the model says');
+
+  const rolled = await admin(serve.root, 'POST', '/admin/versions/rollback', { version: first.version });
+  assert.equal(rolled.status, 200, JSON.stringify(rolled.json));
+  const version = (second.version as number) + 1;
+  assert.deepEqual([rolled.json.restores, rolled.json.version], [first.version, version]);
+  assert.deepEqual(await probe(serve.url), p1, 'the new version serves the weights of the first');
+  const adapter = (v: unknown) =>
+    readFileSync(join(data, 'torch-learner', 'versions', `v-${v}`, 'adapter_model.safetensors'));
+  assert.ok(adapter(version).equals(adapter(first.version)), 'the same adapter, byte for byte');
+  const listed = (await admin(serve.root, 'GET', '/admin/versions')).json.data as Record<string, unknown>[];
+  assert.deepEqual(
+    listed.slice(0, 3).map((v) => [v.version, v.source, v.restores, v.weightsKept]),
+    [
+      [version, 'rollback', first.version, true],
+      [second.version, 'train', null, true],
+      [first.version, 'train', null, true],
+    ],
+  );
+});
 
 test('serve --learner torch with a Python that lacks PyTorch says so and serves on', async (t) => {
   // TEST DOUBLE: a real Python whose `import torch` fails, as on a machine without PyTorch.

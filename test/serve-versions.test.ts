@@ -19,8 +19,8 @@ import { freshDir, tinyModel } from './helpers/gateway.js';
 import { startJudgeDouble } from './helpers/judge-double.js';
 import { parseExposition, sampleValue } from './helpers/prometheus-text.js';
 import { chatAsMain, CLI, startServe, stopServe, type ServeProcess } from './helpers/serve-process.js';
+import { ADMIN, admin, probe, servingVersion } from './helpers/serve-probe.js';
 
-const ADMIN = 'admin-secret';
 const run = promisify(execFile);
 
 const serveArgs = (data: string, judgeUrl: string, extra: string[] = []) => [
@@ -53,20 +53,6 @@ const serveArgs = (data: string, judgeUrl: string, extra: string[] = []) => [
   ...extra,
 ];
 
-async function admin(
-  root: string,
-  method: string,
-  path: string,
-  body?: unknown,
-): Promise<{ status: number; json: any }> {
-  const res = await fetch(`${root}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return { status: res.status, json: await res.json() };
-}
-
 /** Plays one session: each user text after the first is the next state of the previous turn. */
 async function conversation(url: string, session: string, userTexts: string[]): Promise<void> {
   const messages: ChatMessage[] = [];
@@ -74,36 +60,6 @@ async function conversation(url: string, session: string, userTexts: string[]): 
     messages.push({ role: 'user', content: text });
     messages.push(await chatAsMain(url, session, messages));
   }
-}
-
-let probes = 0;
-/** A greedy request with log-probs in a session of its own: what the serving weights say about a fixed prompt. */
-async function probe(url: string): Promise<{ tokens: string[]; logprobs: number[] }> {
-  const res = await fetch(`${url}/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-session-id': `probe-${++probes}` },
-    body: JSON.stringify({
-      model: 'main-model',
-      messages: [{ role: 'user', content: 'Name three colours of the rainbow.' }],
-      max_tokens: 6,
-      temperature: 0,
-      logprobs: true,
-      top_logprobs: 5,
-    }),
-  });
-  assert.equal(res.status, 200, await res.clone().text());
-  const body = (await res.json()) as {
-    choices: { logprobs: { content: { token: string; logprob: number; top_logprobs: { logprob: number }[] }[] } }[];
-  };
-  const content = body.choices[0]!.logprobs.content;
-  return {
-    tokens: content.map((c) => c.token),
-    logprobs: content.flatMap((c) => [c.logprob, ...c.top_logprobs.map((t) => t.logprob)]),
-  };
-}
-
-async function servingVersion(root: string): Promise<number> {
-  return (await admin(root, 'GET', '/admin/status')).json.version as number;
 }
 
 const batchTrained = (serve: ServeProcess, version: number) =>

@@ -9,11 +9,13 @@ drives it: the anchor, epochs and mini-batches are its.
   mini-batch's sample count, so the reduced gradient is the one-rank gradient."""
 
 import contextlib
+import json
+import os
 
 import torch
 import torch.distributed as dist
 
-from . import losses, model as mdl
+from . import losses, model as mdl, st_io
 from .optim import AdamW
 from .shard import ShardedAdamW
 
@@ -125,6 +127,61 @@ class Learner:
         n = float(acc[1])
         means = {k: float(v) / n if n > 0 else 0.0 for k, v in zip(MEANS, acc[2:])}
         return {"loss": float(acc[0]), "tokens": n, **means}
+
+    @torch.no_grad()
+    def restore(self, path):
+        """A rollback: the trained weights become a published version's (path: its folder) or, with
+        None, the start of training; AdamW's moments belong to the abandoned weights and are reset
+        (the step count goes on). Rank 0 reads, the others receive by broadcast. A folder that does
+        not fit this learner changes nothing."""
+        values, error = None, None
+        if self.rank == 0:
+            try:
+                values = self._version_values(path)
+            except Exception as e:  # noqa: BLE001 - every rank must learn of it
+                error = f"{type(e).__name__}: {e}"
+        if self.world > 1:
+            box = [error]
+            dist.broadcast_object_list(box, src=0)
+            error = box[0]
+        if error is not None:
+            raise ValueError(error)
+        for k, p in self.trainable.items():
+            if self.rank == 0:
+                p.copy_(values[k])
+            if self.world > 1:
+                dist.broadcast(p, src=0)
+        self.optimizer.reset_moments()
+        self.optimizer.zero_grad()
+
+    def _version_values(self, path):
+        """{trainable name: CPU tensor} of a version folder (None: the start), checked against this learner."""
+        cfg, spec = self.cfg, self.lora_spec
+        lora_folder = path is not None and os.path.exists(os.path.join(path, "adapter_config.json"))
+        if path is not None and not os.path.isdir(path):
+            raise FileNotFoundError(f"{path} is not a folder")
+        if spec is not None:
+            if path is not None:
+                if not lora_folder:
+                    raise ValueError(f"{path} holds full weights, this learner trains a LoRA adapter")
+                with open(os.path.join(path, "adapter_config.json")) as f:
+                    a = json.load(f)
+                theirs = (a.get("r"), a.get("lora_alpha"), sorted(a.get("target_modules") or []))
+                ours = (spec["rank"], spec["alpha"],
+                        sorted(mdl.MODULES[t].split(".")[-1] for t in spec["targets"]))
+                if theirs != ours:
+                    raise ValueError(f"{path} holds a LoRA adapter of another shape than this learner trains")
+            # None: the adapter training started from (the initial adapter, or the seeded init).
+            return mdl.lora_tensors(self.model.cfg, spec, path if path is not None else cfg.get("initAdapter"),
+                                    cfg.get("seed", 0), "cpu")
+        if lora_folder:
+            raise ValueError(f"{path} holds a LoRA adapter, this learner trains full weights")
+        source = path if path is not None else cfg["modelDir"]
+        loaded = st_io.load_folder(source)
+        for k, p in self.trainable.items():
+            if k not in loaded or tuple(loaded[k].shape) != tuple(p.shape):
+                raise ValueError(f"{source}: needs {k} of shape {list(p.shape)}")
+        return loaded
 
     def optimizer_elements(self):
         """The elements of AdamW's state this rank holds."""

@@ -1,6 +1,7 @@
 """AdamW as src/engine/local/train/optimizer.ts does it: global-norm clipping with the same
 coefficient as torch.nn.utils.clip_grad_norm_, linear warm-up, bias-corrected moments and
-decoupled weight decay p -= lr * wd * p on matrices and embeddings only (dims >= 2)."""
+decoupled weight decay p -= lr * wd * p on matrices and embeddings only (dims >= 2). After a
+rollback the moments restart from zero at `moments_from` and the bias correction counts from there."""
 
 import math
 
@@ -14,11 +15,24 @@ class AdamW:
         self.m = {k: torch.zeros_like(p) for k, p in params.items()}
         self.v = {k: torch.zeros_like(p) for k, p in params.items()}
         self.step_count = 0
+        self.moments_from = 0
         if state is not None:
             for k in params:
                 self.m[k].copy_(state["m"][k])
                 self.v[k].copy_(state["v"][k])
             self.step_count = int(state["step"])
+            self.moments_from = int(state.get("momentsFrom", 0))
+
+    @torch.no_grad()
+    def reset_moments(self):
+        """Zeroes the moments (they belong to weights a rollback abandoned); the step count goes on."""
+        for t in list(self.m.values()) + list(self.v.values()):
+            t.zero_()
+        self.moments_from = self.step_count
+
+    def bias_corrections(self, step):
+        c, n = self.cfg, step - self.moments_from
+        return 1 - c["beta1"] ** n, 1 - c["beta2"] ** n
 
     def lr_at(self, step):
         lr, warm = self.cfg["lr"], self.cfg["warmupSteps"]
@@ -39,7 +53,7 @@ class AdamW:
         self.step_count += 1
         step = self.step_count
         lr = self.lr_at(step)
-        bc1, bc2 = 1 - c["beta1"] ** step, 1 - c["beta2"] ** step
+        bc1, bc2 = self.bias_corrections(step)
         for k, p in self.params.items():
             g = grads[k] * clip
             m, v = self.m[k], self.v[k]

@@ -26,6 +26,7 @@ class ShardedAdamW(AdamW):
         self.m = torch.zeros(self.chunk, dtype=first.dtype, device=first.device)
         self.v = torch.zeros_like(self.m)
         self.step_count = 0
+        self.moments_from = 0
         self.reduce_scatter = dist.get_backend() == "nccl"
         # (start, end) within this rank's slice of each tensor it overlaps, and its weight decay.
         lo, hi = rank * self.chunk, min(self.total, (rank + 1) * self.chunk)
@@ -35,6 +36,12 @@ class ShardedAdamW(AdamW):
             if a < b:
                 self.segments.append((a - lo, b - lo, cfg["weightDecay"] if p.dim() >= 2 else 0.0))
             o += p.numel()
+
+    @torch.no_grad()
+    def reset_moments(self):
+        self.m.zero_()
+        self.v.zero_()
+        self.moments_from = self.step_count
 
     def state_elements(self):
         return self.m.numel() + self.v.numel()
@@ -74,7 +81,7 @@ class ShardedAdamW(AdamW):
         self.step_count += 1
         step = self.step_count
         lr = self.lr_at(step)
-        bc1, bc2 = 1 - c["beta1"] ** step, 1 - c["beta2"] ** step
+        bc1, bc2 = self.bias_corrections(step)
         g = g * clip
         self.m.mul_(c["beta1"]).add_(g, alpha=1 - c["beta1"])
         self.v.mul_(c["beta2"]).addcmul_(g, g, value=1 - c["beta2"])

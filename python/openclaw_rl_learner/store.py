@@ -86,9 +86,10 @@ def load_checkpoint(dir_, names, config_hash):
             "optimizer": {"m": pick("adam.m."), "v": pick("adam.v."), "step": meta["step"]}}
 
 
-def publish_version(dir_, version, lora_spec, trainable, model_dir, base_model):
-    """Writes v-<version> atomically and removes older versions but the previous one (which a
-    reader may still be loading). Returns the folder."""
+def publish_version(dir_, version, lora_spec, trainable, model_dir, base_model, keep=2):
+    """Writes v-<version> atomically and removes the versions numbered `keep` or more below it
+    (keep >= 2: the previous one, which a reader may still be loading, stays; None keeps all, for
+    rollbacks). Returns the folder."""
     _private_dir(dir_)
     _clear_leftovers(dir_, (".tmp-",))
     final = os.path.join(dir_, f"v-{version}")
@@ -115,6 +116,6 @@ def publish_version(dir_, version, lora_spec, trainable, model_dir, base_model):
     os.rename(tmp, final)
     _fsync_dir(dir_)
     for e in os.listdir(dir_):
-        if e.startswith("v-") and e[2:].isdigit() and int(e[2:]) < version - 1:
+        if keep is not None and e.startswith("v-") and e[2:].isdigit() and int(e[2:]) <= version - keep:
             shutil.rmtree(os.path.join(dir_, e), ignore_errors=True)
     return final

@@ -113,6 +113,7 @@ def run(device_kind):
                         p.copy_(restored["trainable"][k])
         meta = broadcast(meta)
         learner.optimizer.step_count = int(meta["step"])
+        learner.optimizer.moments_from = int(meta.get("momentsFrom", 0))
         if world > 1:
             with torch.no_grad():
                 for t in learner.trainable.values():
@@ -156,15 +157,19 @@ def run(device_kind):
                     t0 = time.perf_counter()
                     result["path"] = store.publish_version(
                         cfg["versionsDir"], version, learner.lora_spec, learner.trainable, cfg["modelDir"],
-                        cfg.get("baseModel", cfg["modelDir"]))
+                        cfg.get("baseModel", cfg["modelDir"]), cfg.get("keepVersions", 2))
                     result["writeMs"] = (time.perf_counter() - t0) * 1000
+            elif op == "restore":
+                learner.restore(req["path"])
+                result = None
             elif op == "save":
                 result = None
                 moments = learner.optimizer_state()
                 if rank == 0:
                     store.save_checkpoint(
                         cfg["checkpointDir"],
-                        {"step": learner.steps, "configHash": config_hash, "publishedVersion": version,
+                        {"step": learner.steps, "momentsFrom": learner.optimizer.moments_from,
+                         "configHash": config_hash, "publishedVersion": version,
                          "consumedSampleIds": req.get("consumedSampleIds", []), "mode": cfg["mode"]},
                         learner.trainable, *moments)
             else:

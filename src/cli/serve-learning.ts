@@ -79,6 +79,7 @@ export async function startLearning(a: {
         config: learnerConfig(settings),
         keepReference: ppo.loss.kind === 'policy' && ppo.loss.klCoef > 0,
         dir: a.torch.dir,
+        keepVersions,
         log: a.log,
         versionAfter: () => Math.max(engine.version, store.learning.maxVersion()),
         reconcile: (steps) => store.learning.reconcileWithCheckpoint(steps),
@@ -164,7 +165,7 @@ export async function startLearning(a: {
           checkpoint: () => learner.save([]),
           servingVersion,
           stopTraining: () => learner.close(),
-          ...(learner instanceof LocalLearner ? { restore: (path: string | null) => learner.restore(path) } : {}),
+          restore: (path: string | null) => learner.restore(path),
         }
       : unavailablePolicy(unavailable!, servingVersion),
     log: a.log,

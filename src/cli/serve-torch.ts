@@ -81,6 +81,8 @@ export async function openTorchLearner(a: {
   /** Keep a copy of the frozen base for a KL term (full fine-tuning). */
   keepReference: boolean;
   dir: string;
+  /** Version folders kept for rollbacks (Infinity: all). */
+  keepVersions: number;
   /** The number the next publication must exceed (asked again at each relaunch). */
   versionAfter: () => number;
   /** Requeues the samples trained after a relaunched learner's checkpoint. */
@@ -108,6 +110,7 @@ export async function openTorchLearner(a: {
       modelDir: a.engine.folder.dir,
       checkpointDir: join(a.dir, 'checkpoints'),
       versionsDir: join(a.dir, 'versions'),
+      keepVersions: a.keepVersions,
       initAdapter,
       versionAfter: a.versionAfter(),
       onExit: (message) =>

@@ -52,7 +52,7 @@ export class Rollbacks {
   check(target: number): string | null {
     if (!this.backend.restore)
       throw new RollbackRefused(
-        'this learner cannot restore a version (rollback needs the embedded learner, not --learner torch)',
+        'no learner is running to restore a version (see learner_unavailable in the log)',
         'rollback_unavailable',
       );
     const serving = this.backend.servingVersion();

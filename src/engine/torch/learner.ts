@@ -24,6 +24,8 @@ export interface TorchLearnerOptions {
   versionsDir: string;
   /** A PEFT adapter folder to start a LoRA from (so both learners start alike); default: a seeded init. */
   initAdapter?: string | null;
+  /** Version folders kept, the newest included (default 2; Infinity keeps all, for rollbacks). */
+  keepVersions?: number;
   /** The next publication is max(versionAfter, the checkpoint's published version) + 1. */
   versionAfter: number;
   /** Longest wait for the learner to load and say ready (default 10 minutes). */
@@ -83,6 +85,8 @@ export class TorchLearner {
       versionsDir: opts.versionsDir,
       initAdapter: opts.initAdapter ?? null,
       versionAfter: opts.versionAfter,
+      // JSON has no Infinity: null keeps every version.
+      keepVersions: Number.isFinite(opts.keepVersions ?? 2) ? (opts.keepVersions ?? 2) : null,
       shard: opts.launch.shard ?? 'none',
     };
     child.stdin!.on('error', () => {}); // a dead learner is reported by 'exit'
@@ -185,6 +189,14 @@ export class TorchLearner {
     const snapshotMs = performance.now() - t0;
     const swapMs = await engine.use({ ...v, update });
     return { version: v.version, snapshotMs, swapMs, weightsPath: v.path };
+  }
+
+  /**
+   * A rollback: the trained weights become those of a published version's folder (null: the start
+   * of training), and AdamW's moments are reset; a folder that does not fit changes nothing.
+   */
+  async restore(path: string | null): Promise<void> {
+    await this.request({ op: 'restore', path });
   }
 
   async save(consumedSampleIds: string[]): Promise<void> {

@@ -51,6 +51,11 @@ export class SupervisedTorchLearner {
     return this.learner.publishTo(engine);
   }
 
+  /** Restores a version's weights (a rollback), on a fresh learner if this one died. */
+  restore(path: string | null): Promise<void> {
+    return this.train((learner) => learner.restore(path));
+  }
+
   save(consumedSampleIds: string[]): Promise<void> {
     return this.learner.save(consumedSampleIds);
   }
