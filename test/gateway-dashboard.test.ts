@@ -80,6 +80,7 @@ test('the admin routes need the admin key, check their parameters, and leave tex
       ['/admin/steps?limit=0', 'limit'],
       ['/admin/steps?limit=1e3', 'limit'],
       ['/admin/sessions?limit=abc', 'limit'],
+      ['/admin/sessions?after=yesterday', 'after'],
     ]) {
       const res = await fetch(`${gw.url}${path}`, { headers: admin });
       assert.equal(res.status, 400, path);
@@ -89,9 +90,16 @@ test('the admin routes need the admin key, check their parameters, and leave tex
     assert.deepEqual(await steps.json(), { steps: [] });
     const list = (await (await fetch(`${gw.url}/admin/sessions`, { headers: admin })).json()) as {
       text: boolean;
-      sessions: { id: string; turns: number }[];
+      sessions: { id: string; turns: number; lastSeenAt: number }[];
+      next: string | null;
     };
     assert.equal(list.text, false);
+    assert.equal(list.next, null);
+    const after = `${list.sessions[0]!.lastSeenAt}:${SESSION}`;
+    const page2 = await fetch(`${gw.url}/admin/sessions?limit=1&after=${encodeURIComponent(after)}`, {
+      headers: admin,
+    });
+    assert.deepEqual(((await page2.json()) as { sessions: unknown[] }).sessions, [], 'nothing after the only session');
     assert.deepEqual(
       list.sessions.map((s) => [s.id, s.turns]),
       [[SESSION, 2]],

@@ -38,8 +38,8 @@ async function say(serve: ServeProcess, session: string, messages: ChatMessage[]
   }
 }
 
-async function signIn(page: Page, root: string, key: string): Promise<void> {
-  await page.goto(`${root}/dashboard`);
+async function signIn(page: Page, root: string, key: string, query = ''): Promise<void> {
+  await page.goto(`${root}/dashboard${query}`);
   await page.fill('#key', key);
   await page.click('#login button[type=submit]');
 }
@@ -194,4 +194,28 @@ test('the dashboard signs in with the admin key, fills, updates, and keeps text 
   await waitInPage(withText, 'the first user message', { selector: '#turns', text: FIRST[0]! });
   assert.ok(((await withText.locator('#turns').textContent()) ?? '').includes(HINT), 'the accepted hint text');
   await withText.locator('#session').screenshot({ path: `${IMAGES}dashboard-session.png` });
+
+  // One session a page (?sessions=1): Older walks every session, newest first, then Newer goes back.
+  await say(serve, 'sess-dashboard-later', [], ['Hello again.']);
+  const everySession = await fetch(`${serve.root}/admin/sessions?limit=1000`, {
+    headers: { authorization: `Bearer ${ADMIN}` },
+  });
+  const all = ((await everySession.json()) as { sessions: { id: string }[] }).sessions.map((x) => x.id);
+  assert.ok(all.length >= 2 && all[0] === 'sess-dashboard-later', JSON.stringify(all));
+  const paged = await browser.newPage();
+  await signIn(paged, serve.root, ADMIN, '?sessions=1');
+  const walked: string[] = [];
+  for (let n = 1; ; n++) {
+    await waitInPage(paged, `page ${n}`, { selector: '#sessions-page', text: `page ${n}` });
+    const ids = await paged
+      .locator('#sessions tbody tr')
+      .evaluateAll((rows) => rows.map((r) => (r as any).dataset.session));
+    walked.push(...ids);
+    if (await paged.isDisabled('#older')) break;
+    await paged.click('#older');
+  }
+  assert.deepEqual(walked, all);
+  await paged.click('#newer');
+  await waitInPage(paged, 'back a page', { selector: '#sessions-page', text: `page ${all.length - 1}` });
+  assert.equal(await paged.isDisabled('#older'), false);
 });

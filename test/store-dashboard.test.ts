@@ -53,13 +53,13 @@ test("a session's turns: verdicts, votes, samples; conversation text only when a
   store.recordTurn({ ...sessionOf('newer'), seenAt: 9000 }, newer);
 
   assert.deepEqual(
-    recentSessions(store.db, 10).map((s) => [s.id, s.turns, s.judged, s.samples, s.scoreMean]),
+    recentSessions(store.db, 10).sessions.map((s) => [s.id, s.turns, s.judged, s.samples, s.scoreMean]),
     [
       ['newer', 1, 0, 0, null],
       ['older', 1, 1, 1, 1],
     ],
   );
-  assert.equal(recentSessions(store.db, 1).length, 1);
+  assert.equal(recentSessions(store.db, 1).sessions.length, 1);
 
   const bare = sessionView(store.db, 'older', false)!;
   const turn = bare.turns[0]!;
@@ -92,5 +92,26 @@ test("a session's turns: verdicts, votes, samples; conversation text only when a
   assert.equal(full.turns[0]!.verdict!.hint, 'Say the unit first.');
   assert.ok(JSON.stringify(full).includes('looks right'));
   assert.equal(sessionView(store.db, 'missing', false), null);
+  store.close();
+});
+
+test('sessions page by keyset: ties on the activity time by id, every session once, the last page says so', () => {
+  const store = tempStore();
+  const times = [5000, 3000, 3000, 3000, 1000];
+  times.forEach((seenAt, i) => store.recordTurn({ ...sessionOf(`s${i}`), seenAt }, learnTurn({ sessionId: `s${i}` })));
+  const seen: string[] = [];
+  let after = null;
+  for (let pages = 0; ; pages++) {
+    const page: ReturnType<typeof recentSessions> = recentSessions(store.db, 2, after);
+    assert.ok(page.sessions.length <= 2);
+    seen.push(...page.sessions.map((s) => s.id));
+    if (!page.next) break;
+    after = page.next;
+    assert.ok(pages < 5, 'paging ends');
+  }
+  assert.deepEqual(seen, ['s0', 's1', 's2', 's3', 's4']);
+  // A page that ends exactly at the last session has no next page.
+  assert.equal(recentSessions(store.db, 5).next, null);
+  assert.deepEqual(recentSessions(store.db, 4).next, { lastSeenAt: 3000, id: 's3' });
   store.close();
 });

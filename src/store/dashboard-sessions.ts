@@ -45,14 +45,32 @@ interface SessionSummaryRow {
   samples: number;
 }
 
-/** The `limit` most recently active sessions, most recent first. */
-export function recentSessions(db: SqliteDatabase, limit: number): SessionSummary[] {
+/** Where a page of sessions ends: the next page starts after it (most recent first, ties by id). */
+export interface SessionCursor {
+  lastSeenAt: number;
+  id: string;
+}
+
+/**
+ * The `limit` most recently active sessions after `after` (none: from the most recent), most recent
+ * first, and the cursor of the next page (null on the last one). Keyset paging: a session that
+ * becomes active meanwhile moves to the first page instead of shifting every later one.
+ */
+export function recentSessions(
+  db: SqliteDatabase,
+  limit: number,
+  after: SessionCursor | null = null,
+): { sessions: SessionSummary[]; next: SessionCursor | null } {
   // The slice first: the figures' subqueries then run for `limit` sessions, not for all of them.
-  const slice = '(SELECT * FROM sessions ORDER BY last_seen_at DESC, id LIMIT ?)';
+  const where = after ? 'WHERE last_seen_at < ? OR (last_seen_at = ? AND id > ?)' : '';
+  const slice = `(SELECT * FROM sessions ${where} ORDER BY last_seen_at DESC, id LIMIT ?)`;
+  const params = after ? [after.lastSeenAt, after.lastSeenAt, after.id, limit + 1] : [limit + 1];
   const rows = stmt(db, `${sessionSummary(slice)} ORDER BY s.last_seen_at DESC, s.id`).all(
-    limit,
+    ...params,
   ) as SessionSummaryRow[];
-  return rows.map(toSummary);
+  const sessions = rows.slice(0, limit).map(toSummary);
+  const last = sessions[sessions.length - 1];
+  return { sessions, next: rows.length > limit && last ? { lastSeenAt: last.lastSeenAt, id: last.id } : null };
 }
 
 function toSummary(r: SessionSummaryRow): SessionSummary {

@@ -6,11 +6,12 @@
 //
 //   GET /dashboard, /dashboard/:file   the page, app.js, app.css, uPlot (admin routes enabled)
 //   GET /admin/steps?after=N&limit=M   training steps after step N, with the judge's figures between steps
-//   GET /admin/sessions?limit=N        the most recently active sessions
+//   GET /admin/sessions?limit=N&after=C the most recently active sessions, a page at a time: `next`
+//                                      is the cursor of the page after (null on the last)
 //   GET /admin/sessions/:id            one session's turns: verdicts, votes, hints, samples; text only
 //                                      when the server runs with dashboardContent (--dashboard-content)
 
-import { recentSessions, sessionView } from '../../store/dashboard-sessions.js';
+import { recentSessions, sessionView, type SessionCursor } from '../../store/dashboard-sessions.js';
 import { stepHistory } from '../../store/dashboard-steps.js';
 import type { Store } from '../../store/store.js';
 import { GatewayError, invalid } from '../errors.js';
@@ -53,8 +54,11 @@ export function dashboardRoutes(router: Router, deps: DashboardDeps): void {
       'GET',
       '/admin/sessions',
       compose([adminEnabled, admin], (ctx) => {
-        const limit = intParam(query(ctx), 'limit', 50, 1, 1000);
-        sendJson(ctx, 200, { text: showText, sessions: recentSessions(store.db, limit) }, NO_STORE);
+        const q = query(ctx);
+        const limit = intParam(q, 'limit', 50, 1, 1000);
+        const page = recentSessions(store.db, limit, cursorParam(q));
+        const next = page.next && `${page.next.lastSeenAt}:${page.next.id}`;
+        sendJson(ctx, 200, { text: showText, sessions: page.sessions, next }, NO_STORE);
       }),
     )
     .on(
@@ -80,6 +84,16 @@ function sendAsset(ctx: Context, name: string): void {
 
 function query(ctx: Context): URLSearchParams {
   return new URL(ctx.req.url ?? '/', 'http://localhost').searchParams;
+}
+
+/** `after` as the routes write it: the last session's activity time (ms), a colon, its id. */
+function cursorParam(q: URLSearchParams): SessionCursor | null {
+  const raw = q.get('after');
+  if (raw === null) return null;
+  const m = /^(\d{1,16}):(.+)$/s.exec(raw);
+  if (!m)
+    throw invalid('after', `query parameter after must be the "next" of a previous page, got ${JSON.stringify(raw)}`);
+  return { lastSeenAt: Number(m[1]), id: m[2]! };
 }
 
 function intParam(q: URLSearchParams, name: string, fallback: number, min: number, max: number): number {

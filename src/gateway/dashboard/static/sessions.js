@@ -1,14 +1,26 @@
-// The sessions panel: the most recently active sessions, and the selected one's turns with the
-// judge's verdict, its votes, the hint, the sample's advantage and (only when the server shows
+// The sessions panel: the most recently active sessions, a page at a time (Older / Newer; the page
+// size is the URL's ?sessions=N, default 50), and the selected one's turns with the judge's
+// verdict, its votes, the hint, the sample's advantage and (only when the server shows
 // conversation text, --dashboard-content) what was said. Export and delete act on the selected one.
 
 import { $, api, el, errorMessage, scoreCell, signed, when } from './common.js';
 
 let selected = null;
+const pageSize = Number(new URLSearchParams(location.search).get('sessions')) || 50;
+/** The cursor each page starts after: [null] is the first page; Older pushes, Newer pops. */
+const pages = [null];
+let next = null;
 
 export async function refreshSessions() {
-  const { status, body } = await api('/admin/sessions?limit=50');
+  const after = pages[pages.length - 1];
+  const path = `/admin/sessions?limit=${pageSize}${after ? `&after=${encodeURIComponent(after)}` : ''}`;
+  const { status, body } = await api(path);
   if (status !== 200) throw new Error(`GET /admin/sessions answered ${status}: ${errorMessage(body)}`);
+  if (after !== pages[pages.length - 1]) return; // the page changed meanwhile
+  next = body.next;
+  $('older').disabled = next === null;
+  $('newer').disabled = pages.length === 1;
+  $('sessions-page').textContent = `page ${pages.length}`;
   $('text-note').textContent = body.text
     ? 'Conversation text is shown (the server runs with --dashboard-content).'
     : 'Conversation text is not shown: the server leaves it out unless started with --dashboard-content.';
@@ -116,6 +128,17 @@ function message(label, m) {
   p.append(el('b', `${label}: `), document.createTextNode(parts + calls));
   return p;
 }
+
+$('older').addEventListener('click', () => {
+  if (next === null) return;
+  pages.push(next);
+  void refreshSessions();
+});
+
+$('newer').addEventListener('click', () => {
+  if (pages.length > 1) pages.pop();
+  void refreshSessions();
+});
 
 $('export').addEventListener('click', async () => {
   const id = selected;
