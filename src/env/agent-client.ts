@@ -3,6 +3,7 @@
 // and rollout so the learner can group rollouts of one task, and the outcome posted to
 // /v1/feedback with an idempotency key, so sending it again after a crash is safe.
 
+import { createHash } from 'node:crypto';
 import type { ChatMessage, ToolSpec } from '../chat/messages.js';
 
 export interface EpisodeIdentity {
@@ -19,6 +20,12 @@ export interface AgentClientOptions {
   model?: string;
   maxTokens: number;
   temperature?: number;
+  /**
+   * Seeds every request from this number, the task, the rollout index and the step, so two passes
+   * over the same tasks draw the same random numbers (an evaluation's common random numbers: two
+   * policies' success rates then differ by what the policies do, not by the draws). Default: unseeded.
+   */
+  seed?: number;
   /** Attempts for a request that failed with 5xx, 503 (busy) or a network error. */
   attempts?: number;
   /**
@@ -26,6 +33,14 @@ export interface AgentClientOptions {
    * (an evaluation pass); such episodes send no outcome.
    */
   turnType?: 'main' | 'side';
+}
+
+/** A request's seed: the first 6 bytes of a hash of (seed, task, rollout, step), a safe integer. */
+function requestSeed(seed: number, who: EpisodeIdentity, step: number): number {
+  const digest = createHash('sha256')
+    .update(`${seed}\u0000${who.taskId}\u0000${who.rolloutIndex}\u0000${step}`)
+    .digest();
+  return digest.readUIntBE(0, 6);
 }
 
 /** The server refused the request for a reason retrying cannot fix (4xx other than a full context). */
@@ -61,6 +76,7 @@ export class AgentClient {
         max_tokens: this.o.maxTokens,
         stream: false,
         ...(this.o.temperature === undefined ? {} : { temperature: this.o.temperature }),
+        ...(this.o.seed === undefined ? {} : { seed: requestSeed(this.o.seed, who, messages.length) }),
       },
     );
     const message = (body as { choices?: { message?: ChatMessage }[] }).choices?.[0]?.message;

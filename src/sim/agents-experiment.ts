@@ -110,8 +110,15 @@ export async function runAgentsExperiment(o: AgentsExperimentOptions): Promise<A
       ...['--judge-url', judge.url, '--judge-model', judge.model, '--judge-votes', String(o.judgeVotes)],
     ]);
     const admin = new ServeClient(serve.url, serve.root, adminKey);
+    // Held-out passes are seeded alike (common random numbers): every measurement of every run
+    // draws the same numbers for the same task, rollout and step.
     const client = (turnType: 'main' | 'side') =>
-      new AgentClient({ url: serve!.url, maxTokens: o.maxTokens, turnType });
+      new AgentClient({
+        url: serve!.url,
+        maxTokens: o.maxTokens,
+        turnType,
+        ...(turnType === 'side' ? { seed: 1 } : {}),
+      });
     let passes = 0;
     const play = (
       split: 'train' | 'heldout',
