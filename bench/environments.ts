@@ -1,0 +1,80 @@
+// Environment throughput: steps per second of the tool-call and terminal environments at
+// --parallel 8 and 32, through the real gateway (recording, tool-call parsing, the feedback route)
+// and, for the terminal, the bubblewrap sandbox of each step. The policy is scripted (the test
+// double of test/helpers, answering instantly with a right solution), so the figure is the
+// environments' and the serving path's own rate, the ceiling a model's generation time adds to.
+//
+//   npm run bench:environments                  # 64 tasks x 2 rollouts per environment and width
+//   BENCH_TASKS=32 npm run bench:environments
+
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AgentClient } from '../src/env/agent-client.js';
+import type { EnvironmentKind } from '../src/env/environment.js';
+import { runEnvironment } from '../src/env/runner.js';
+import { DEFAULT_LIMITS, probeSandbox } from '../src/env/sandbox.js';
+import { terminalKind } from '../src/env/terminal.js';
+import { toolCallKind } from '../src/env/tool-call.js';
+import { scriptedBackend, startGateway } from '../test/helpers/gateway.js';
+import { replyIds } from '../test/helpers/scripted-sampler.js';
+import { terminalSolution } from '../test/helpers/terminal-solutions.js';
+
+const TASKS = Number(process.env.BENCH_TASKS ?? 64);
+const ROLLOUTS = 2;
+const WIDTHS = [8, 32];
+const SEED = 5;
+
+const toolCall = toolCallKind();
+const terminal = terminalKind(await probeSandbox(), DEFAULT_LIMITS);
+const mathTasks = toolCall.tasks(TASKS, SEED);
+const shellTasks = terminal.tasks(TASKS, SEED);
+
+// The scripted policy: a tool call with the right solution, then a final answer from its result.
+const { backend } = await scriptedBackend(undefined, {
+  fallback: (promptIds) => {
+    const prompt = backend.tokenizer.decode(promptIds);
+    const result = [...prompt.matchAll(/<tool_response>\n([\s\S]*?)\n<\/tool_response>/g)].pop()?.[1];
+    const math = mathTasks.find((t) => prompt.includes(t.question));
+    if (result !== undefined)
+      return { ids: replyIds(backend.tokenizer, { content: math ? `Answer: ${result}` : 'Done.' }) };
+    const call = math
+      ? { name: 'calculator', arguments: JSON.stringify({ expression: `${math.answer.replace(/,/g, '')} * 1` }) }
+      : {
+          name: 'bash',
+          arguments: JSON.stringify({
+            command: terminalSolution(shellTasks.find((t) => prompt.includes(t.instruction))!),
+          }),
+        };
+    return { ids: replyIds(backend.tokenizer, { toolCalls: [{ function: call }] }) };
+  },
+});
+const gw = await startGateway(backend, { maxConcurrentRequests: 1024 });
+const client = new AgentClient({ url: `${gw.url}/v1`, maxTokens: 400 });
+const work = mkdtempSync(join(tmpdir(), 'ocrl-bench-env-'));
+
+console.log(`environment throughput: ${TASKS} tasks x ${ROLLOUTS} rollouts, scripted instant policy, real gateway`);
+console.log('environment   --parallel   episodes   steps   solved   steps/s');
+let runs = 0;
+for (const kind of [toolCall, terminal] as EnvironmentKind[]) {
+  for (const parallel of WIDTHS) {
+    const s = await runEnvironment({
+      kind,
+      client,
+      out: join(work, `run-${runs++}`),
+      tasks: TASKS,
+      rollouts: ROLLOUTS,
+      parallel,
+      maxSteps: 4,
+      seed: SEED,
+    });
+    if (s.failed > 0)
+      throw new Error(`${kind.name}: ${s.failed} episodes failed: ${s.failures.slice(0, 3).join('; ')}`);
+    console.log(
+      `${kind.name.padEnd(13)} ${String(parallel).padStart(10)} ${String(s.episodes).padStart(10)} ${String(s.steps).padStart(7)}` +
+        ` ${s.successRate.toFixed(2).padStart(8)} ${s.stepsPerSecond.toFixed(1).padStart(9)}`,
+    );
+  }
+}
+await gw.close();
+rmSync(work, { recursive: true, force: true });
