@@ -1,11 +1,12 @@
 // The Sampler and Scorer contracts (../types.ts) over llama.cpp in-process (node-llama-cpp).
 //
-// Token-exact: prompt ids go in as ids; for every step llama.cpp returns the full row of logits
-// and we sample from it ourselves with the local engine's sampler (../local/sampling/sample.ts),
-// so each token's log-prob at temperature 1 and under the sampled distribution (temperature,
-// top-k, top-p) are exact for the logits llama.cpp computed, seeds reproduce, and the scorer's
-// log-probs come from the same rows. What differs from the learner's fp32 log-probs is llama.cpp's
-// arithmetic and the GGUF's F16/Q8_0 weights: the mismatch truncated importance sampling corrects.
+// Token-exact: prompt ids go in as ids; each token's log-prob at temperature 1 and under the
+// sampled distribution (temperature, top-k, top-p, as the embedded engine samples) are exact for
+// the logits llama.cpp computed, seeds reproduce, and the scorer's log-probs come from the same
+// arithmetic. Greedy and temperature-1 requests are sampled by llama.cpp, which returns the few
+// numbers the log-probs need; other settings take the whole row and sample it here (./next-token.ts).
+// What differs from the learner's fp32 log-probs is llama.cpp's arithmetic and the GGUF's F16/Q8_0
+// weights: the mismatch truncated importance sampling corrects.
 //
 // Versions: the base model (version 0) stays loaded for the judge and teacher. A LoRA version is
 // written as a GGUF adapter and served by a new context over the base weights; a full version is
@@ -19,7 +20,6 @@ import type { ModelConfig } from '../local/model/config.js';
 import { readModelFolder } from '../local/model/folder.js';
 import { readPolicyUpdate } from '../local/policy-versions.js';
 import { createRng, randomSeed } from '../local/sampling/random.js';
-import { logSumExp, sampleToken, topLogprobs } from '../local/sampling/sample.js';
 import { Lora } from '../local/train/lora.js';
 import type { PolicyVersion } from '../policy-version.js';
 import type {
@@ -43,6 +43,8 @@ import {
   type LlamaContextSequence,
   openLlama,
 } from './node-llama-cpp.js';
+import type { TokenLogprob } from '../types.js';
+import { nextToken, nextTokenRequest, scoredToken, scoreRequest, stepKind } from './next-token.js';
 import { ModelRef, ServedVersion } from './served-version.js';
 
 export interface LlamaCppSamplerOptions {
@@ -168,16 +170,19 @@ export class LlamaCppSampler implements Sampler, Scorer {
     let n = 0;
     let reason: FinishReason = 'cancelled';
     let stopSequence: string | undefined;
+    const vocab = this.config.vocabSize;
+    const kind = stepKind(s, vocab);
+    const ask = (t: number): ControlledEvaluateInput => [t, { generateNext: nextTokenRequest(kind, s, rng) }];
     try {
       const last = promptIds.length - 1;
-      let logits = await this.nextLogits(
+      let next = await this.evaluate(
         seq,
-        promptIds.map((t, i): ControlledEvaluateInput => (i === last ? withLogits(t) : t)),
+        promptIds.map((t, i) => (i === last ? ask(t) : t)),
         last,
       );
       for (;;) {
         if (signal?.aborted) break;
-        const r = sampleToken(logits, s, rng);
+        const r = nextToken(kind, next, s, rng, vocab);
         n++;
         yield { type: 'token', token: r };
         if (signal?.aborted) break;
@@ -202,7 +207,7 @@ export class LlamaCppSampler implements Sampler, Scorer {
           reason = 'context';
           break;
         }
-        logits = await this.nextLogits(seq, [withLogits(r.id)], 0);
+        next = await this.evaluate(seq, [ask(r.id)], 0);
       }
       yield {
         type: 'finish',
@@ -241,15 +246,17 @@ export class LlamaCppSampler implements Sampler, Scorer {
     try {
       const first = promptIds.length - 1;
       const out = await seq.controlledEvaluate(
-        ids.map((t, i) => (i >= first && i < ids.length - 1 ? withLogits(t) : t)),
+        ids.map(
+          (t, i): ControlledEvaluateInput =>
+            i >= first && i < ids.length - 1 ? [t, { generateNext: scoreRequest(ids[i + 1]!, topK) }] : t,
+        ),
       );
       const logprobs: number[] = [];
-      const top: ReturnType<typeof topLogprobs>[] = [];
+      const top: TokenLogprob[][] = [];
       completionIds.forEach((id, j) => {
-        const row = this.logitsRow(out[first + j]?.next.logits);
-        const lse = logSumExp(row);
-        logprobs.push(row[id]! - lse);
-        if (topK > 0) top.push(topLogprobs(row, topK, lse));
+        const scored = scoredToken(out[first + j]?.next, id, topK);
+        logprobs.push(scored.logprob);
+        if (scored.top) top.push(scored.top);
       });
       return { logprobs, ...(topK > 0 ? { top } : {}) };
     } finally {
@@ -358,21 +365,10 @@ export class LlamaCppSampler implements Sampler, Scorer {
     return v;
   }
 
-  private async nextLogits(
-    seq: LlamaContextSequence,
-    input: ControlledEvaluateInput[],
-    at: number,
-  ): Promise<Float32Array> {
+  /** Evaluates `input`; llama.cpp's answer for the position `at`. */
+  private async evaluate(seq: LlamaContextSequence, input: ControlledEvaluateInput[], at: number) {
     const out = await seq.controlledEvaluate(input);
-    return this.logitsRow(out[at]?.next.logits);
-  }
-
-  /** llama.cpp's logits of every token id as one row (ids it left out, if any, at -Infinity). */
-  private logitsRow(map: Map<number, number> | undefined): Float32Array {
-    if (!map) throw new Error('llama.cpp returned no logits for a position that asked for them');
-    const row = new Float32Array(this.config.vocabSize).fill(Number.NEGATIVE_INFINITY);
-    for (const [id, logit] of map) if (id < row.length) row[id] = logit;
-    return row;
+    return out[at]?.next;
   }
 
   private checkIds(ids: readonly number[]): void {
@@ -415,8 +411,4 @@ export class LlamaCppSampler implements Sampler, Scorer {
  */
 function contextOptionsOf(o: { contextSize: number; sequences: number }): LlamaContextOptions {
   return { contextSize: o.contextSize, sequences: o.sequences, flashAttention: false };
-}
-
-function withLogits(token: number): ControlledEvaluateInput {
-  return [token, { generateNext: { logits: true } }];
 }
