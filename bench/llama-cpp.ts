@@ -14,8 +14,17 @@ export const NODE_LLAMA_CPP_VERSION = '3.22.1';
 export const LLAMA_PREFIX = join(ROOT, '.cache', 'llama-cpp');
 
 // The few node-llama-cpp calls we use, typed here so the package is not needed to compile.
+/** node-llama-cpp's sampling options (its defaults at temperature > 0: topK 40, topP 0.95; topK 0 is the whole vocabulary). */
+export interface LlamaSampling {
+  temperature: number;
+  topK?: number;
+  topP?: number;
+  seed?: number;
+  /** Go on past an end-of-text token (as our sampler does with no stop tokens). */
+  yieldEogToken?: boolean;
+}
 interface LlamaSequence {
-  evaluate(tokens: number[], options?: { temperature?: number }): AsyncGenerator<number, void, unknown>;
+  evaluate(tokens: number[], options?: LlamaSampling): AsyncGenerator<number, void, unknown>;
   clearHistory(): Promise<void>;
 }
 interface LlamaContext {
@@ -94,13 +103,16 @@ export class LlamaRunner {
     return new LlamaRunner(model, ctx, ctx.getSequence());
   }
 
-  /** Greedy decode of `n` tokens after `prompt`, timed as our engine's runs are: prefill to the first token, decode after it. */
-  async run(prompt: number[], n: number): Promise<DecodeRun> {
+  /**
+   * `n` tokens after `prompt` (greedy unless `sampling` says otherwise), timed as our engine's runs
+   * are: prefill to the first token, decode after it.
+   */
+  async run(prompt: number[], n: number, sampling: LlamaSampling = { temperature: 0 }): Promise<DecodeRun> {
     await this.seq.clearHistory();
     const tokens: number[] = [];
     const t0 = performance.now();
     let first = 0;
-    for await (const t of this.seq.evaluate(prompt, { temperature: 0 })) {
+    for await (const t of this.seq.evaluate(prompt, sampling)) {
       if (tokens.length === 0) first = performance.now();
       tokens.push(t);
       if (tokens.length >= n) break;
