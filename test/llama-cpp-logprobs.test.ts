@@ -3,9 +3,11 @@
 // exp(logit - max) over the vocabulary (src/engine/llama-cpp/next-token.ts); here the same
 // positions are evaluated again through node-llama-cpp directly, their whole rows taken, and the
 // log-probs, top alternatives and greedy tokens computed from them in float64 by the embedded
-// engine's sampling code. Other settings sample the whole row as before: a seed gives exactly the
-// tokens the embedded sampling code draws from the replayed rows. A 32k vocabulary, so the float32
-// sum runs over many terms.
+// engine's sampling code. Top-p at temperatures up to 1 samples the largest logits here, or, where
+// they do not decide, the row of the last token evaluated again: either way a seed gives exactly
+// the tokens the embedded sampling code draws from the replayed rows (one-token prompts, so the
+// row evaluated again is the very row replayed). A 32k vocabulary, so the float32 sum runs over
+// many terms.
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -19,13 +21,20 @@ import {
 } from '../src/engine/llama-cpp/node-llama-cpp.js';
 import type { LlamaCppSampler } from '../src/engine/llama-cpp/sampler.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
-import { argmax, logSumExp, sampleToken, topLogprobs } from '../src/engine/local/sampling/sample.js';
+import {
+  argmax,
+  logSumExp,
+  type SampleSettings,
+  sampleToken,
+  topLogprobs,
+} from '../src/engine/local/sampling/sample.js';
+import { sampleFromWindow } from '../src/engine/llama-cpp/window-sample.js';
 import type { GenerationEvent, SampledToken, SamplingParams } from '../src/engine/types.js';
 import { openTestLlamaCpp } from './helpers/llama-cpp.js';
 import { makeTinyModel } from './helpers/models.js';
 
 const VOCAB = 32768;
-const model = makeTinyModel({ family: 'qwen3', seed: 83, shape: { vocabSize: VOCAB } });
+const model = makeTinyModel({ family: 'qwen3', seed: 83, shape: { vocabSize: VOCAB }, initStd: 1 });
 const prompt = Array.from({ length: 10 }, (_, i) => (i * 977 + 13) % VOCAB);
 /** float32 sums of 32k exponentials against float64 ones: a few 1e-6 in the log. */
 const TOLERANCE = 1e-4;
@@ -39,9 +48,13 @@ function rowOf(map: Map<number, number> | undefined): Float32Array {
   return row;
 }
 
-async function generated(sampler: LlamaCppSampler, params: SamplingParams): Promise<SampledToken[]> {
+async function generated(
+  sampler: LlamaCppSampler,
+  params: SamplingParams,
+  promptIds: number[] = prompt,
+): Promise<SampledToken[]> {
   const events: GenerationEvent[] = [];
-  for await (const e of sampler.generate(prompt, { maxTokens: 16, stopTokenIds: [], topLogprobs: 3, ...params }))
+  for await (const e of sampler.generate(promptIds, { maxTokens: 16, stopTokenIds: [], topLogprobs: 3, ...params }))
     events.push(e);
   return events.flatMap((e) => (e.type === 'token' ? [e.token] : []));
 }
@@ -62,11 +75,11 @@ describe('llama-cpp sampler log-probs against whole rows', () => {
   });
 
   /** The rows a generation of `ids` saw, evaluated one token at a time as generation does. */
-  async function generationRows(ids: number[]): Promise<Float32Array[]> {
+  async function generationRows(ids: number[], promptIds: number[] = prompt): Promise<Float32Array[]> {
     const seq = context.getSequence();
     try {
-      const last = prompt.length - 1;
-      const first = await seq.controlledEvaluate(prompt.map((t, i) => (i === last ? logitsAt(t) : t)));
+      const last = promptIds.length - 1;
+      const first = await seq.controlledEvaluate(promptIds.map((t, i) => (i === last ? logitsAt(t) : t)));
       const rows = [rowOf(first[last]?.next.logits)];
       for (const id of ids.slice(0, -1))
         rows.push(rowOf((await seq.controlledEvaluate([logitsAt(id)]))[0]?.next.logits));
@@ -109,18 +122,43 @@ describe('llama-cpp sampler log-probs against whole rows', () => {
     });
   }
 
-  test('temperature 0.7 with top-p 0.9 samples the whole row here: the embedded sampling code, draw for draw', async () => {
-    const params = { temperature: 0.7, topP: 0.9, topK: 0, topLogprobs: 3 };
-    const tokens = await generated(sampler, { ...params, seed: 9 });
-    const rows = await generationRows(tokens.map((t) => t.id));
-    const rng = createRng(9);
-    tokens.forEach((t, i) => {
-      const expected = sampleToken(rows[i]!, params, rng);
-      assert.equal(t.id, expected.id, `step ${i}`);
-      assert.equal(t.logprob, expected.logprob);
-      assert.equal(t.sampledLogprob, expected.sampledLogprob);
+  /** Whether the 256 largest logits of `row` decide a draw under `s` (the float32 normalizer emulated). */
+  function windowDecides(row: Float32Array, s: SampleSettings): boolean {
+    const ids = Array.from(row.keys()).sort((a, b) => row[b]! - row[a]! || a - b);
+    let weight = 0;
+    for (const l of row) weight = Math.fround(weight + Math.fround(Math.exp(l - row[ids[0]!]!)));
+    const window = new Map(ids.slice(0, 256).map((id) => [id, row[id]!]));
+    return sampleFromWindow(window, weight, VOCAB, s, createRng(0)) !== null;
+  }
+
+  for (const [topP, windows] of [
+    [0.9, 'some decided'],
+    [0.9999, 'some not decided'],
+  ] as const) {
+    test(`temperature 0.7, top-p ${topP}: the embedded sampling code's draws (${windows} by the window)`, async () => {
+      const params: SampleSettings = { temperature: 0.7, topP, topK: 0, topLogprobs: 3 };
+      const oneToken = [prompt[0]!];
+      const tokens = await generated(sampler, { ...params, seed: 9 }, oneToken);
+      const rows = await generationRows(
+        tokens.map((t) => t.id),
+        oneToken,
+      );
+      const decided = rows.filter((r) => windowDecides(r, params)).length;
+      if (windows === 'some decided') assert.ok(decided > 0, 'no step was decided by the window');
+      else assert.ok(decided < rows.length, 'the window decided every step: nothing was evaluated again');
+      const rng = createRng(9);
+      tokens.forEach((t, i) => {
+        const expected = sampleToken(rows[i]!, params, rng);
+        assert.equal(t.id, expected.id, `step ${i}`);
+        assert.equal(t.sampledLogprob, expected.sampledLogprob);
+        assert.ok(Math.abs(t.logprob - expected.logprob) <= TOLERANCE);
+        assert.deepEqual(
+          t.top?.map((a) => a.id),
+          expected.top?.map((a) => a.id),
+        );
+      });
     });
-  });
+  }
 
   test("the scorer's log-probs and top ids are the whole rows' of one batch", async () => {
     const completion = [5, 31000, 77, 2048, 9];

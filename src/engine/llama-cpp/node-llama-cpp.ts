@@ -41,6 +41,10 @@ export type ControlledEvaluateInput = Token | [Token, { generateNext?: GenerateN
 
 export interface LlamaContextSequence {
   controlledEvaluate(input: ControlledEvaluateInput[]): Promise<(ControlledEvaluateOutput | undefined)[]>;
+  /** Drops the tokens at [start, end) from the sequence (and the KV cache). */
+  eraseContextTokenRanges(ranges: { start: number; end: number }[]): Promise<void>;
+  /** Tokens the sequence holds. */
+  readonly nextTokenIndex: number;
   clearHistory(): Promise<void>;
   dispose(): void;
   readonly contextSize: number;

@@ -44,7 +44,7 @@ import {
   openLlama,
 } from './node-llama-cpp.js';
 import type { TokenLogprob } from '../types.js';
-import { nextToken, nextTokenRequest, scoredToken, scoreRequest, stepKind } from './next-token.js';
+import { GenerationSteps, scoredToken, scoreRequest } from './next-token.js';
 import { ModelRef, ServedVersion } from './served-version.js';
 
 export interface LlamaCppSamplerOptions {
@@ -170,19 +170,11 @@ export class LlamaCppSampler implements Sampler, Scorer {
     let n = 0;
     let reason: FinishReason = 'cancelled';
     let stopSequence: string | undefined;
-    const vocab = this.config.vocabSize;
-    const kind = stepKind(s, vocab);
-    const ask = (t: number): ControlledEvaluateInput => [t, { generateNext: nextTokenRequest(kind, s, rng) }];
+    const steps = new GenerationSteps(seq, s, rng, this.config.vocabSize);
     try {
-      const last = promptIds.length - 1;
-      let next = await this.evaluate(
-        seq,
-        promptIds.map((t, i) => (i === last ? ask(t) : t)),
-        last,
-      );
+      let r = await steps.next(promptIds);
       for (;;) {
         if (signal?.aborted) break;
-        const r = nextToken(kind, next, s, rng, vocab);
         n++;
         yield { type: 'token', token: r };
         if (signal?.aborted) break;
@@ -207,7 +199,7 @@ export class LlamaCppSampler implements Sampler, Scorer {
           reason = 'context';
           break;
         }
-        next = await this.evaluate(seq, [ask(r.id)], 0);
+        r = await steps.next([r.id]);
       }
       yield {
         type: 'finish',
@@ -363,12 +355,6 @@ export class LlamaCppSampler implements Sampler, Scorer {
     if (!v)
       throw new Error(`policy version ${version} is not loaded (live versions: ${[...this.live.keys()].join(', ')})`);
     return v;
-  }
-
-  /** Evaluates `input`; llama.cpp's answer for the position `at`. */
-  private async evaluate(seq: LlamaContextSequence, input: ControlledEvaluateInput[], at: number) {
-    const out = await seq.controlledEvaluate(input);
-    return out[at]?.next;
   }
 
   private checkIds(ids: readonly number[]): void {
