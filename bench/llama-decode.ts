@@ -1,10 +1,12 @@
 // Decode through our LlamaCppSampler against node-llama-cpp's own generation loop, in one process,
 // on the same GGUF and thread count, rounds alternating the two so the machine's noise falls on
 // both (issue 17: `serve --sampler llama-cpp` decoded about 4x slower than node-llama-cpp's loop).
-// Each sampling setting runs with the same settings on both sides: greedy; temperature 1 over the
-// whole vocabulary (llama.cpp samples and our sampler reads back a few logits); temperature 0.7
-// with top-p 0.9 (serve's default for the bench models: our sampler takes the whole row and samples
-// it in JS; llama.cpp's own loop applies top-p before the temperature, so it samples otherwise).
+// Each sampling setting runs with the same settings on both sides: greedy and temperature 1 over
+// the whole vocabulary (llama.cpp samples, our sampler reads back a few logits); Qwen3's default,
+// temperature 0.6, top-p 0.95, top-k 20 (our sampler samples the 256 largest logits in JS); the
+// bench models' default, temperature 0.7, top-p 0.9 (random weights give flat distributions whose
+// nucleus lies beyond those 256, so our sampler mostly takes the whole row). node-llama-cpp's own
+// loop applies top-k and top-p before the temperature, ours after: the same work, other samples.
 //
 //   npm run bench:llama-decode                      # tiny, then qwen3-0.6b
 //   npm run bench:llama-decode -- tiny              # the quick check
@@ -36,14 +38,19 @@ const CONTEXT = 512;
 
 interface Setting {
   name: string;
-  ours: Pick<SamplingParams, 'temperature' | 'topP'>;
+  ours: Pick<SamplingParams, 'temperature' | 'topP' | 'topK'>;
   own: LlamaSampling;
 }
 
 const SETTINGS: Setting[] = [
   { name: 'greedy', ours: { temperature: 0 }, own: { temperature: 0 } },
   { name: 'temperature 1', ours: { temperature: 1 }, own: { temperature: 1, topK: 0, topP: 1 } },
-  { name: 'temp 0.7, top-p 0.9', ours: { temperature: 0.7, topP: 0.9 }, own: { temperature: 0.7, topK: 0, topP: 0.9 } },
+  {
+    name: 'T 0.6, p 0.95, k 20',
+    ours: { temperature: 0.6, topP: 0.95, topK: 20 },
+    own: { temperature: 0.6, topK: 20, topP: 0.95 },
+  },
+  { name: 'T 0.7, p 0.9', ours: { temperature: 0.7, topP: 0.9 }, own: { temperature: 0.7, topK: 0, topP: 0.9 } },
 ];
 
 /** Decode tokens/s after the first token of one request through our sampler. */

@@ -1,10 +1,11 @@
 // The Sampler and Scorer contracts (../types.ts) over llama.cpp in-process (node-llama-cpp).
 //
 // Token-exact: prompt ids go in as ids; each token's log-prob at temperature 1 and under the
-// sampled distribution (temperature, top-k, top-p, as the embedded engine samples) are exact for
-// the logits llama.cpp computed, seeds reproduce, and the scorer's log-probs come from the same
-// arithmetic. Greedy and temperature-1 requests are sampled by llama.cpp, which returns the few
-// numbers the log-probs need; other settings take the whole row and sample it here (./next-token.ts).
+// sampled distribution (temperature, top-k, top-p, as the embedded engine samples) are those of
+// the logits llama.cpp computed (the normalizer summed in float32 where llama.cpp sums it), seeds
+// reproduce, and the scorer's log-probs come from the same arithmetic. Greedy and temperature-1
+// requests are sampled by llama.cpp, which returns the few numbers the log-probs need; top-p and
+// top-k sample its largest logits here; other settings the whole row (./next-token.ts).
 // What differs from the learner's fp32 log-probs is llama.cpp's arithmetic and the GGUF's F16/Q8_0
 // weights: the mismatch truncated importance sampling corrects.
 //
