@@ -37,6 +37,7 @@ interface LlamaModel {
     batchSize: number;
     threads: { ideal: number; min: number };
     sequences: number;
+    flashAttention?: boolean;
   }): Promise<LlamaContext>;
   dispose(): Promise<void>;
 }
@@ -92,13 +93,21 @@ export class LlamaRunner {
     private readonly seq: LlamaSequence,
   ) {}
 
-  static async open(llama: Llama, path: string, threads: number, contextSize: number): Promise<LlamaRunner> {
+  /** `flashAttention` unset: node-llama-cpp's default (on where llama.cpp supports it, the CPU included). */
+  static async open(
+    llama: Llama,
+    path: string,
+    threads: number,
+    contextSize: number,
+    flashAttention?: boolean,
+  ): Promise<LlamaRunner> {
     const model = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
     const ctx = await model.createContext({
       contextSize,
       batchSize: 512,
       threads: { ideal: threads, min: threads },
       sequences: 1,
+      ...(flashAttention === undefined ? {} : { flashAttention }),
     });
     return new LlamaRunner(model, ctx, ctx.getSequence());
   }

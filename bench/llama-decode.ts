@@ -12,7 +12,8 @@
 //   npm run bench:llama-decode -- tiny              # the quick check
 //   BENCH_ROUNDS=3 npm run bench:llama-decode -- qwen3-0.6b
 //
-// Knobs: BENCH_LLAMA_THREADS (1), BENCH_GGUF (Q8_0), BENCH_ROUNDS (5 tiny, 2 otherwise), BENCH_DECODE
+// Knobs: BENCH_LLAMA_THREADS (1), BENCH_GGUF (Q8_0), BENCH_OWN_FLASH_ATTENTION (1: the own loop with
+// node-llama-cpp's default, flash attention on), BENCH_ROUNDS (5 tiny, 2 otherwise), BENCH_DECODE
 // (128 tiny, 16 otherwise: at the 0.6B shape on two cores a step takes 50-250 ms).
 
 import { availableParallelism, loadavg } from 'node:os';
@@ -35,6 +36,8 @@ const THREADS = Number(process.env.BENCH_LLAMA_THREADS ?? 1);
 const GGUF = (process.env.BENCH_GGUF ?? 'Q8_0') as GgufWeightType;
 const PROMPT = 64;
 const CONTEXT = 512;
+/** BENCH_OWN_FLASH_ATTENTION=1: node-llama-cpp's own loop with its default flash attention (on). */
+const FLASH_ATTENTION = process.env.BENCH_OWN_FLASH_ATTENTION === '1' ? undefined : false;
 
 interface Setting {
   name: string;
@@ -79,13 +82,15 @@ async function bench(preset: BenchPreset): Promise<void> {
   const mod = await importNodeLlamaCpp();
   if (typeof mod === 'string') throw new Error(mod);
   const llama = await openLlama(mod, THREADS);
-  const own = await LlamaRunner.open(llama, cachedModelGguf(dir, GGUF), THREADS, CONTEXT);
+  // Flash attention off on both sides: our sampler keeps it off (scores and generation agree
+  // without it, docs/engine.md); node-llama-cpp's default turns it on, 15-25% faster decode here.
+  const own = await LlamaRunner.open(llama, cachedModelGguf(dir, GGUF), THREADS, CONTEXT, FLASH_ATTENTION);
   const vocab = Math.min(sampler.config.vocabSize, 4096);
   const load = loadavg()
     .map((x) => x.toFixed(2))
     .join(' ');
   console.log(
-    `\n== ${preset} ${GGUF}: ${n} tokens after ${PROMPT}, 1 stream, ${THREADS} llama.cpp threads, ${rounds} rounds (load ${load} on ${availableParallelism()} cores) ==`,
+    `\n== ${preset} ${GGUF}: ${n} tokens after ${PROMPT}, 1 stream, ${THREADS} llama.cpp threads, own loop's flash attention ${FLASH_ATTENTION === false ? 'off' : 'default'}, ${rounds} rounds (load ${load} on ${availableParallelism()} cores) ==`,
   );
   console.log(`${'setting'.padEnd(22)} ${'own loop'.padStart(9)} ${'ours'.padStart(9)}   ours / own loop per round`);
   try {
