@@ -16,8 +16,7 @@
 // logits and sample them here, draw for draw as the embedded engine samples the whole row
 // (../local/sampling/sample.ts), where they provably suffice (./window-sample.ts); where they do
 // not (a flat distribution), the last token is evaluated again for the whole row. Otherwise
-// (temperature above 1, or below 1 without truncation, or a vocabulary of at most 4096 ids, whose
-// row is cheap) every step takes the whole row.
+// (temperature above 1, or below 1 without truncation) every step takes the whole row.
 
 import type { Rng } from '../local/sampling/random.js';
 import { type SampleResult, type SampleSettings, sampleToken } from '../local/sampling/sample.js';
@@ -39,8 +38,6 @@ export type StepKind = 'greedy' | 'model' | 'window' | 'row';
 
 /** Logits the window asks for (more when topK or topLogprobs need them). */
 const WINDOW = 256;
-/** Below this the whole row costs less than a window that cannot decide (a second decode). */
-const WINDOW_MIN_VOCAB = 16 * WINDOW;
 /** Steps a generation takes the whole row straight away, at most, after the window could not decide. */
 const MAX_ROW_STEPS = 64;
 
@@ -48,7 +45,7 @@ export function stepKind(s: SampleSettings, vocabSize: number): StepKind {
   if (s.temperature <= 0) return 'greedy';
   const truncated = (s.topP > 0 && s.topP < 1) || (s.topK > 0 && s.topK < vocabSize);
   if (s.temperature === 1 && !truncated) return 'model';
-  return s.temperature <= 1 && truncated && vocabSize > WINDOW_MIN_VOCAB ? 'window' : 'row';
+  return s.temperature <= 1 && truncated ? 'window' : 'row';
 }
 
 /** What to ask with the token whose successor is sampled; `model` draws its seed from `rng` here. */
