@@ -103,7 +103,7 @@ export function logitsRow(map: Map<number, number> | undefined, vocabSize: numbe
 
 /**
  * The logits of `tokens`, of the sampled token and of the `top` largest, and the normalizer. With
- * temperature 0 the sampled token is the argmax; otherwise the `top` include it (top >= 1).
+ * temperature 0 the sampled token is the largest; otherwise `top` >= 1 brings the largest.
  */
 function fewLogits(tokens: number[], top: number, options: GenerateNext['options']): GenerateNext {
   return {
