@@ -14,9 +14,13 @@
 import type { Rng } from '../local/sampling/random.js';
 import type { SampleResult, SampleSettings } from '../local/sampling/sample.js';
 
-/** Relative error bound of a float32 sum of `n` terms, each exp computed to within 1e-6. */
+/**
+ * A bound on the relative error of llama.cpp's float32 sum of `n` terms exp(logit - max): n rounded
+ * additions, and each term's own error (the float32 difference, then expf) weighted by the term,
+ * which sums to at most n/e units of 2^-24 (d * exp(-d) <= 1/e); doubled for margin.
+ */
 function float32SumError(n: number): number {
-  const nu = n * 2 ** -24;
+  const nu = 2 * n * 2 ** -24;
   return nu / (1 - nu) + 1e-6;
 }
 
