@@ -14,8 +14,17 @@ export const NODE_LLAMA_CPP_VERSION = '3.22.1';
 export const LLAMA_PREFIX = join(ROOT, '.cache', 'llama-cpp');
 
 // The few node-llama-cpp calls we use, typed here so the package is not needed to compile.
+/** node-llama-cpp's sampling options (its defaults at temperature > 0: topK 40, topP 0.95; topK 0 is the whole vocabulary). */
+export interface LlamaSampling {
+  temperature: number;
+  topK?: number;
+  topP?: number;
+  seed?: number;
+  /** Go on past an end-of-text token (as our sampler does with no stop tokens). */
+  yieldEogToken?: boolean;
+}
 interface LlamaSequence {
-  evaluate(tokens: number[], options?: { temperature?: number }): AsyncGenerator<number, void, unknown>;
+  evaluate(tokens: number[], options?: LlamaSampling): AsyncGenerator<number, void, unknown>;
   clearHistory(): Promise<void>;
 }
 interface LlamaContext {
@@ -28,6 +37,7 @@ interface LlamaModel {
     batchSize: number;
     threads: { ideal: number; min: number };
     sequences: number;
+    flashAttention?: boolean;
   }): Promise<LlamaContext>;
   dispose(): Promise<void>;
 }
@@ -83,24 +93,35 @@ export class LlamaRunner {
     private readonly seq: LlamaSequence,
   ) {}
 
-  static async open(llama: Llama, path: string, threads: number, contextSize: number): Promise<LlamaRunner> {
+  /** `flashAttention` unset: node-llama-cpp's default (on where llama.cpp supports it, the CPU included). */
+  static async open(
+    llama: Llama,
+    path: string,
+    threads: number,
+    contextSize: number,
+    flashAttention?: boolean,
+  ): Promise<LlamaRunner> {
     const model = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
     const ctx = await model.createContext({
       contextSize,
       batchSize: 512,
       threads: { ideal: threads, min: threads },
       sequences: 1,
+      ...(flashAttention === undefined ? {} : { flashAttention }),
     });
     return new LlamaRunner(model, ctx, ctx.getSequence());
   }
 
-  /** Greedy decode of `n` tokens after `prompt`, timed as our engine's runs are: prefill to the first token, decode after it. */
-  async run(prompt: number[], n: number): Promise<DecodeRun> {
+  /**
+   * `n` tokens after `prompt` (greedy unless `sampling` says otherwise), timed as our engine's runs
+   * are: prefill to the first token, decode after it.
+   */
+  async run(prompt: number[], n: number, sampling: LlamaSampling = { temperature: 0 }): Promise<DecodeRun> {
     await this.seq.clearHistory();
     const tokens: number[] = [];
     const t0 = performance.now();
     let first = 0;
-    for await (const t of this.seq.evaluate(prompt, { temperature: 0 })) {
+    for await (const t of this.seq.evaluate(prompt, sampling)) {
       if (tokens.length === 0) first = performance.now();
       tokens.push(t);
       if (tokens.length >= n) break;

@@ -11,13 +11,40 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 export type Token = number;
 
 export interface ControlledEvaluateOutput {
-  next: { logits?: Map<Token, number> };
+  next: { token?: Token | null; logits?: Map<Token, number>; totalLogitWeight?: number };
 }
 
-export type ControlledEvaluateInput = Token | [Token, { generateNext?: { logits?: boolean } }];
+/** llama.cpp's sampler chain for one position: top-k, top-p, min-p, then temperature (0: argmax), then a seeded draw. */
+export interface SamplerChainOptions {
+  temperature: number;
+  /** 0: the whole vocabulary (kept sorted by logit). */
+  topK?: number;
+  topP?: number;
+  minP?: number;
+  seed?: number;
+}
+
+/**
+ * What to return for the next token: the sampled `token`; `logits` of every id (true; a Map of the
+ * whole vocabulary) or of a few (the `filter`: given ids, the sampled one, the `includeTop` largest);
+ * `totalLogitWeight`: sum(exp(logit - max logit)) over the candidates the chain left. Logits are
+ * the chain's (after temperature).
+ */
+export interface GenerateNext {
+  token?: boolean;
+  logits?: true | { filter: { tokens: Token[]; includeSelected?: boolean; includeTop?: number } };
+  totalLogitWeight?: boolean;
+  options?: SamplerChainOptions;
+}
+
+export type ControlledEvaluateInput = Token | [Token, { generateNext?: GenerateNext }];
 
 export interface LlamaContextSequence {
   controlledEvaluate(input: ControlledEvaluateInput[]): Promise<(ControlledEvaluateOutput | undefined)[]>;
+  /** Drops the tokens at [start, end) from the sequence (and the KV cache). */
+  eraseContextTokenRanges(ranges: { start: number; end: number }[]): Promise<void>;
+  /** Tokens the sequence holds. */
+  readonly nextTokenIndex: number;
   clearHistory(): Promise<void>;
   dispose(): void;
   readonly contextSize: number;

@@ -1,11 +1,13 @@
 // The Sampler and Scorer contracts (../types.ts) over llama.cpp in-process (node-llama-cpp).
 //
-// Token-exact: prompt ids go in as ids; for every step llama.cpp returns the full row of logits
-// and we sample from it ourselves with the local engine's sampler (../local/sampling/sample.ts),
-// so each token's log-prob at temperature 1 and under the sampled distribution (temperature,
-// top-k, top-p) are exact for the logits llama.cpp computed, seeds reproduce, and the scorer's
-// log-probs come from the same rows. What differs from the learner's fp32 log-probs is llama.cpp's
-// arithmetic and the GGUF's F16/Q8_0 weights: the mismatch truncated importance sampling corrects.
+// Token-exact: prompt ids go in as ids; each token's log-prob at temperature 1 and under the
+// sampled distribution (temperature, top-k, top-p, as the embedded engine samples) are those of
+// the logits llama.cpp computed (the normalizer summed in float32 where llama.cpp sums it), seeds
+// reproduce, and the scorer's log-probs come from the same arithmetic. Greedy and temperature-1
+// requests are sampled by llama.cpp, which returns the few numbers the log-probs need; top-p and
+// top-k sample its largest logits here; other settings the whole row (./next-token.ts).
+// What differs from the learner's fp32 log-probs is llama.cpp's arithmetic and the GGUF's F16/Q8_0
+// weights: the mismatch truncated importance sampling corrects.
 //
 // Versions: the base model (version 0) stays loaded for the judge and teacher. A LoRA version is
 // written as a GGUF adapter and served by a new context over the base weights; a full version is
@@ -19,7 +21,6 @@ import type { ModelConfig } from '../local/model/config.js';
 import { readModelFolder } from '../local/model/folder.js';
 import { readPolicyUpdate } from '../local/policy-versions.js';
 import { createRng, randomSeed } from '../local/sampling/random.js';
-import { logSumExp, sampleToken, topLogprobs } from '../local/sampling/sample.js';
 import { Lora } from '../local/train/lora.js';
 import type { PolicyVersion } from '../policy-version.js';
 import type {
@@ -43,6 +44,8 @@ import {
   type LlamaContextSequence,
   openLlama,
 } from './node-llama-cpp.js';
+import type { TokenLogprob } from '../types.js';
+import { GenerationSteps, scoredToken, scoreRequest } from './next-token.js';
 import { ModelRef, ServedVersion } from './served-version.js';
 
 export interface LlamaCppSamplerOptions {
@@ -168,16 +171,11 @@ export class LlamaCppSampler implements Sampler, Scorer {
     let n = 0;
     let reason: FinishReason = 'cancelled';
     let stopSequence: string | undefined;
+    const steps = new GenerationSteps(seq, s, rng, this.config.vocabSize);
     try {
-      const last = promptIds.length - 1;
-      let logits = await this.nextLogits(
-        seq,
-        promptIds.map((t, i): ControlledEvaluateInput => (i === last ? withLogits(t) : t)),
-        last,
-      );
+      let r = await steps.next(promptIds);
       for (;;) {
         if (signal?.aborted) break;
-        const r = sampleToken(logits, s, rng);
         n++;
         yield { type: 'token', token: r };
         if (signal?.aborted) break;
@@ -202,7 +200,7 @@ export class LlamaCppSampler implements Sampler, Scorer {
           reason = 'context';
           break;
         }
-        logits = await this.nextLogits(seq, [withLogits(r.id)], 0);
+        r = await steps.next([r.id]);
       }
       yield {
         type: 'finish',
@@ -241,15 +239,17 @@ export class LlamaCppSampler implements Sampler, Scorer {
     try {
       const first = promptIds.length - 1;
       const out = await seq.controlledEvaluate(
-        ids.map((t, i) => (i >= first && i < ids.length - 1 ? withLogits(t) : t)),
+        ids.map(
+          (t, i): ControlledEvaluateInput =>
+            i >= first && i < ids.length - 1 ? [t, { generateNext: scoreRequest(ids[i + 1]!, topK) }] : t,
+        ),
       );
       const logprobs: number[] = [];
-      const top: ReturnType<typeof topLogprobs>[] = [];
+      const top: TokenLogprob[][] = [];
       completionIds.forEach((id, j) => {
-        const row = this.logitsRow(out[first + j]?.next.logits);
-        const lse = logSumExp(row);
-        logprobs.push(row[id]! - lse);
-        if (topK > 0) top.push(topLogprobs(row, topK, lse));
+        const scored = scoredToken(out[first + j]?.next, id, topK);
+        logprobs.push(scored.logprob);
+        if (scored.top) top.push(scored.top);
       });
       return { logprobs, ...(topK > 0 ? { top } : {}) };
     } finally {
@@ -358,23 +358,6 @@ export class LlamaCppSampler implements Sampler, Scorer {
     return v;
   }
 
-  private async nextLogits(
-    seq: LlamaContextSequence,
-    input: ControlledEvaluateInput[],
-    at: number,
-  ): Promise<Float32Array> {
-    const out = await seq.controlledEvaluate(input);
-    return this.logitsRow(out[at]?.next.logits);
-  }
-
-  /** llama.cpp's logits of every token id as one row (ids it left out, if any, at -Infinity). */
-  private logitsRow(map: Map<number, number> | undefined): Float32Array {
-    if (!map) throw new Error('llama.cpp returned no logits for a position that asked for them');
-    const row = new Float32Array(this.config.vocabSize).fill(Number.NEGATIVE_INFINITY);
-    for (const [id, logit] of map) if (id < row.length) row[id] = logit;
-    return row;
-  }
-
   private checkIds(ids: readonly number[]): void {
     for (const id of ids)
       if (!(Number.isInteger(id) && id >= 0 && id < this.config.vocabSize))
@@ -415,8 +398,4 @@ export class LlamaCppSampler implements Sampler, Scorer {
  */
 function contextOptionsOf(o: { contextSize: number; sequences: number }): LlamaContextOptions {
   return { contextSize: o.contextSize, sequences: o.sequences, flashAttention: false };
-}
-
-function withLogits(token: number): ControlledEvaluateInput {
-  return [token, { generateNext: { logits: true } }];
 }
