@@ -20,7 +20,14 @@ test('arithmetic tasks: every template is solvable from its text, and the splits
     assert.equal(solveArithmetic(p.question)?.answer, Number(p.answer), p.question);
     assert.equal(evaluate(p.expression), Number(p.answer));
     assert.deepEqual(numbersIn(p.expression), numbersIn(p.question));
+    // Step by step: one step per operation, each on the last one's result, ending at the answer.
+    assert.equal(p.steps.length, numbersIn(p.question).length - 1);
+    assert.equal(evaluate(p.steps.at(-1)!), Number(p.answer));
+    assert.deepEqual(solveArithmetic(p.question)!.values, p.steps.map(evaluate));
   }
+  const twoStep = train.find((p) => p.template === 'mul-add')!;
+  const [a, b, c] = numbersIn(twoStep.question);
+  assert.deepEqual(twoStep.steps, [`${a} * ${b}`, `${a! * b!} + ${c}`]);
   const seen = new Set(train.map((p) => p.question));
   assert.ok(heldout.filter((p) => seen.has(p.question)).length <= 3, 'held-out questions are (almost all) new');
   assert.equal(solveArithmetic('What is the weather like?'), null);
@@ -30,20 +37,30 @@ test('arithmetic tasks: every template is solvable from its text, and the splits
   assert.notEqual(kind.tasks(1, 0)[0]!.id, kind.tasks(1, 1)[0]!.id);
 });
 
-test('tool traces: one calculator call whose result the tool returns, with the stated error mix', () => {
-  const traces = buildToolCorpus({ ...DEFAULT_TOOL_CORPUS, traces: 2000 });
-  let wrongCall = 0,
+test('tool traces: one calculator call per operation, on the last result, with the stated error mix', () => {
+  const traces = buildToolCorpus({ ...DEFAULT_TOOL_CORPUS, traces: 3000 });
+  let wrong = 0,
+    expectedWrong = 0,
     miscopied = 0;
+  const { wrongOperator, wrongNumber } = DEFAULT_TOOL_CORPUS;
   for (const t of traces) {
     const question = t[1]!.content as string;
-    const call = JSON.parse(t[2]!.tool_calls![0]!.function.arguments) as { expression: string };
-    assert.equal(t[3]!.content, String(evaluate(call.expression)));
-    if (evaluate(call.expression) !== solveArithmetic(question)!.answer) wrongCall++;
-    if (t[4]!.content !== `Answer: ${t[3]!.content as string}`) miscopied++;
+    const solution = solveArithmetic(question)!;
+    const calls = t.filter((m) => m.role === 'assistant' && m.tool_calls);
+    const results = t.filter((m) => m.role === 'tool').map((m) => m.content as string);
+    assert.equal(calls.length, solution.values.length, 'a call per operation');
+    calls.forEach((m, i) => {
+      const { expression } = JSON.parse(m.tool_calls![0]!.function.arguments) as { expression: string };
+      assert.equal(results[i], String(evaluate(expression)), 'the tool returns the call result');
+      if (i > 0) assert.ok(expression.startsWith(`${results[i - 1]} `), 'a later call starts from the last result');
+    });
+    if (Number(results.at(-1)) !== solution.answer) wrong++;
+    // Every call right: (1 - wrong operator)(1 - wrong number) each (a wrong one rarely lands right).
+    expectedWrong += 1 - ((1 - wrongOperator) * (1 - wrongNumber)) ** calls.length;
+    if (t.at(-1)!.content !== `Answer: ${results.at(-1)}`) miscopied++;
   }
-  // A wrong operator or a mistyped number: 1 - (1 - 0.35)(1 - 0.15) = 0.45 (a few wrong operators give the same value).
-  assert.ok(Math.abs(wrongCall / 2000 - 0.45) < 0.05, `wrong calls ${wrongCall / 2000}`);
-  assert.ok(Math.abs(miscopied / 2000 - 0.2) < 0.04, `miscopied answers ${miscopied / 2000}`);
+  assert.ok(Math.abs(wrong - expectedWrong) / 3000 < 0.04, `wrong results ${wrong / 3000} vs ${expectedWrong / 3000}`);
+  assert.ok(Math.abs(miscopied / 3000 - 0.2) < 0.03, `miscopied answers ${miscopied / 3000}`);
 });
 
 test('PRM judge: +1 only for a well-formed call on the problem numbers that solves it', () => {
@@ -64,6 +81,16 @@ test('PRM judge: +1 only for a well-formed call on the problem numbers that solv
   assert.equal(prmTruth(q, call('12 * (30'), 'error: missing ")" at the end'), -1, 'calculator error');
   assert.equal(prmTruth(q, 'The answer is 360.', '(nothing)'), -1, 'no call');
   assert.equal(prmTruth(q, `${call('12 * 30')}\n${call('1 + 1')}`, '360'), -1, 'two calls');
+
+  // Two operations, a step each: the first step's value, then the answer from it.
+  const two = 'Ada fills 12 bags with 7 stamps each and has 15 loose ones. How many in all?';
+  const later = `${two}\n[The assistant already took 1 step on this request; the reply below is the next one.]`;
+  assert.equal(prmTruth(two, call('12 * 7'), '84'), 1, 'the first step');
+  assert.equal(prmTruth(later, call('84 + 15'), '99'), 1, "the second step, on the first one's value");
+  assert.equal(prmTruth(two, call('12 * 7 + 15'), '99'), 1, 'both at once');
+  assert.equal(prmTruth(later, call('84 - 15'), '69'), -1, 'wrong operation in the second step');
+  assert.equal(prmTruth(later, call('85 + 15'), '100'), -1, 'a wrong first value carried on');
+  assert.equal(prmTruth(two, call('12 + 7'), '19'), -1, 'wrong operation in the first step');
 });
 
 test('PRM judge endpoint policy: reads the real eval prompt, and flips votes at the error rate', () => {

@@ -1,8 +1,10 @@
 // Simple arithmetic word problems for the tool-call environment: one or two operations on
 // two-digit numbers, from a few sentence templates, so that a tiny model can partly solve them,
-// and only by calling the calculator (it cannot multiply 47 by 23 in its head). Each task is a
-// pure function of (split, position): the `train` and `heldout` splits draw from different seed
-// spaces, so a benchmark trains on one and measures on the other.
+// and only by calling the calculator (it cannot multiply 47 by 23 in its head). A problem with two
+// operations is solved in two steps, one calculator call each, the second on the first's result:
+// the steps a process judge rewards one by one. Each task is a pure function of (split, position):
+// the `train` and `heldout` splits draw from different seed spaces, so a benchmark trains on one
+// and measures on the other.
 
 import { hash32, pick, rng, type Rng } from '../sim/random.js';
 import { evaluate, formatNumber } from './calculator.js';
@@ -17,8 +19,12 @@ export interface ArithmeticProblem {
   question: string;
   /** The expression that solves it, with the question's numbers in the order they appear. */
   expression: string;
+  /** The same solution one operation a step, each on the previous step's result: "12 * 7", "84 + 15". */
+  steps: string[];
   answer: string;
 }
+
+type Operator = '+' | '-' | '*';
 
 interface Template {
   name: string;
@@ -27,7 +33,8 @@ interface Template {
   text: (n: number[], r: Rng) => string;
   /** Words only this template's sentence has: how a reader (the simulated judge) tells which it is. */
   cue: RegExp;
-  expression: (n: number[]) => string;
+  /** Applied left to right: numbers[0] ops[0] numbers[1] ops[1] numbers[2]. */
+  ops: Operator[];
 }
 
 const NAMES = ['Ada', 'Ben', 'Cleo', 'Dev', 'Eli', 'Fay', 'Gus', 'Hana', 'Ivo', 'Jun'];
@@ -44,7 +51,7 @@ const TEMPLATES: Template[] = [
       [11, 60],
     ],
     text: ([a, b], r) => `${pick(r, NAMES)} has ${a} ${pick(r, ITEMS)} and gets ${b} more. How many are there now?`,
-    expression: ([a, b]) => `${a} + ${b}`,
+    ops: ['+'],
   },
   {
     name: 'sub',
@@ -54,7 +61,7 @@ const TEMPLATES: Template[] = [
       [11, 59],
     ],
     text: ([a, b], r) => `${pick(r, NAMES)} had ${a} ${pick(r, ITEMS)} and gave away ${b}. How many are left?`,
-    expression: ([a, b]) => `${a} - ${b}`,
+    ops: ['-'],
   },
   {
     name: 'mul',
@@ -64,7 +71,7 @@ const TEMPLATES: Template[] = [
       [11, 40],
     ],
     text: ([a, b], r) => `There are ${a} boxes with ${b} ${pick(r, ITEMS)} in each box. How many in total?`,
-    expression: ([a, b]) => `${a} * ${b}`,
+    ops: ['*'],
   },
   {
     name: 'mul-add',
@@ -76,7 +83,7 @@ const TEMPLATES: Template[] = [
     ],
     text: ([a, b, c], r) =>
       `${pick(r, NAMES)} fills ${a} bags with ${b} ${pick(r, ITEMS)} each and has ${c} loose ones. How many in all?`,
-    expression: ([a, b, c]) => `${a} * ${b} + ${c}`,
+    ops: ['*', '+'],
   },
   {
     name: 'add-sub',
@@ -88,23 +95,42 @@ const TEMPLATES: Template[] = [
     ],
     text: ([a, b, c], r) =>
       `A shop had ${a} ${pick(r, ITEMS)}, got ${b} more, then sold ${c}. How many does it have now?`,
-    expression: ([a, b, c]) => `${a} + ${b} - ${c}`,
+    ops: ['+', '-'],
   },
 ];
 
 export const ARITHMETIC_FAMILIES: readonly string[] = TEMPLATES.map((t) => t.name);
+
+/** The whole solution in one expression (left to right is also the precedence of every template). */
+function expressionOf(numbers: number[], ops: Operator[]): string {
+  return ops.reduce((e, op, i) => `${e} ${op} ${numbers[i + 1]}`, String(numbers[0]));
+}
+
+/** The solution a step at a time: each step's expression and its result. */
+export function stepwise(numbers: number[], ops: readonly Operator[]): { expression: string; value: number }[] {
+  const out: { expression: string; value: number }[] = [];
+  let prev = String(numbers[0]);
+  ops.forEach((op, i) => {
+    const expression = `${prev} ${op} ${numbers[i + 1]}`;
+    const value = evaluate(expression);
+    out.push({ expression, value });
+    prev = formatNumber(value);
+  });
+  return out;
+}
 
 /** The task at `position` of `split`: the same every time. */
 export function arithmeticProblem(split: ArithmeticSplit, position: number): ArithmeticProblem {
   const r = rng(hash32(`arithmetic:${split}:${position}`));
   const template = pick(r, TEMPLATES);
   const numbers = template.ranges.map(([lo, hi]) => lo + Math.floor(r.next() * (hi - lo + 1)));
-  const expression = template.expression(numbers);
+  const expression = expressionOf(numbers, template.ops);
   return {
     id: `arith-${split}-${position}`,
     template: template.name,
     question: template.text(numbers, r),
     expression,
+    steps: stepwise(numbers, template.ops).map((x) => x.expression),
     answer: formatNumber(evaluate(expression)),
   };
 }
@@ -116,15 +142,15 @@ export function arithmeticProblems(split: ArithmeticSplit, count: number, from =
 
 /**
  * The solution of a question written by one of the templates, read from the text alone (its cue
- * words and its numbers): what a judge that works the problem out itself would get. Null for any
- * other text.
+ * words and its numbers): what a judge that works the problem out itself would get, with the
+ * value each step reaches (the last is the answer). Null for any other text.
  */
-export function solveArithmetic(question: string): { expression: string; answer: number } | null {
+export function solveArithmetic(question: string): { expression: string; answer: number; values: number[] } | null {
   const template = TEMPLATES.find((t) => t.cue.test(question));
   const numbers = numbersIn(question);
   if (template === undefined || numbers.length !== template.ranges.length) return null;
-  const expression = template.expression(numbers);
-  return { expression, answer: evaluate(expression) };
+  const expression = expressionOf(numbers, template.ops);
+  return { expression, answer: evaluate(expression), values: stepwise(numbers, template.ops).map((x) => x.value) };
 }
 
 /** The whole numbers a text mentions, in order (what a judge can check a tool call against). */

@@ -47,14 +47,14 @@ export interface AgentsExperimentOptions {
 }
 
 export const DEFAULT_AGENTS_EXPERIMENT: Omit<AgentsExperimentOptions, 'model' | 'reward' | 'seed'> = {
-  steps: 32,
-  evalEvery: 16,
+  steps: 64,
+  evalEvery: 32,
   rollouts: 4,
   tasksPerRound: 2,
-  evalTasks: 64,
+  evalTasks: 128,
   evalSamples: 4,
   batchSize: 16,
-  lr: 3e-4,
+  lr: 1e-4,
   judgeVotes: 3,
   judgeErrorRate: 0.2,
   parallel: 8,

@@ -2,8 +2,9 @@
 // tool-call step (the word problem, the assistant's calculator call, and the calculator's output,
 // the next state) and votes as a judge model that works the problem out itself would:
 //   +1  the step made progress: one well-formed calculator call whose numbers all come from the
-//       problem and whose result is the problem's solution
-//   -1  anything else: a calculator error, a number not in the problem, a wrong operation
+//       problem or from the solution's earlier steps, and whose result is one the solution reaches
+//       (a two-operation problem's first step, or the answer)
+//   -1  anything else: a calculator error, a number from nowhere, a wrong operation
 // With probability errorRate a vote is flipped. A step without a tool call has no next state (it
 // is the episode's last, closed by the outcome), so the judge never sees one. Hint prompts get
 // "nothing to learn" (the benchmark runs with --opd-weight 0, which sends none).
@@ -28,10 +29,11 @@ export function prmTruth(request: string, reply: string, nextState: string): 1 |
   // The prompt heads each tool output with its tool's name ("[TOOL calculator]").
   const output = nextState.replace(/^\[TOOL[^\]\n]*\]\n/gm, '').trim();
   if (typeof expression !== 'string' || !/^-?\d+(\.\d+)?$/.test(output)) return -1;
-  const given = new Set(numbersIn(question));
+  const given = new Set([...numbersIn(question), ...solution.values.slice(0, -1)]);
   if (!numbersIn(expression).every((n) => given.has(n))) return -1;
   try {
-    return sameNumber(evaluate(expression), solution.answer) ? 1 : -1;
+    const value = evaluate(expression);
+    return solution.values.some((v) => sameNumber(value, v)) ? 1 : -1;
   } catch {
     return -1;
   }

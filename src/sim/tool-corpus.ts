@@ -1,14 +1,15 @@
 // The pre-training corpus of the agents benchmark's base policy: tool-call traces on generated
 // arithmetic word problems (src/env/arithmetic-tasks.ts), in exactly the messages the tool-call
 // environment and the gateway exchange: the environment's system prompt and calculator tool, the
-// question, one calculator call, the tool's result, and "Answer: N". The traces carry the base
-// model's mistakes at stated rates, so the base solves some tasks and learning has room:
-//   wrong operator   the call applies another operator to the right numbers (the judge can see it)
-//   wrong number     one of the question's numbers is mistyped in the call
-//   miscopied answer the call is right but the final answer is not its result
+// question, one calculator call per operation (a two-operation problem takes two, the second on
+// the first's result), the tool's results, and "Answer: N". The traces carry the base model's
+// mistakes at stated rates, so the base solves some tasks and learning has room:
+//   wrong operator   a call applies another operator (the judge can see it), per call
+//   wrong number     a call mistypes the question's number it uses, per call
+//   miscopied answer the last call is right but the final answer is not its result
 
 import type { ChatMessage } from '../chat/messages.js';
-import { arithmeticProblem, type ArithmeticProblem } from '../env/arithmetic-tasks.js';
+import { arithmeticProblem, numbersIn, type ArithmeticProblem } from '../env/arithmetic-tasks.js';
 import { evaluate, formatNumber } from '../env/calculator.js';
 import { TOOL_CALL_SYSTEM_PROMPT } from '../env/tool-call.js';
 import { pick, rng, type Rng } from './random.js';
@@ -18,7 +19,7 @@ export interface ToolCorpusOptions {
   traces: number;
   /** Chance that a call uses a wrong operator. */
   wrongOperator: number;
-  /** Chance that a call mistypes one of the question's numbers. */
+  /** Chance that a call mistypes the question's number it uses. */
   wrongNumber: number;
   /** Chance that the final answer is not the call's result. */
   miscopiedAnswer: number;
@@ -27,45 +28,56 @@ export interface ToolCorpusOptions {
 export const DEFAULT_TOOL_CORPUS: ToolCorpusOptions = {
   seed: 1,
   traces: 6000,
-  wrongOperator: 0.35,
-  wrongNumber: 0.15,
+  wrongOperator: 0.3,
+  wrongNumber: 0.1,
   miscopiedAnswer: 0.2,
 };
 
 /** One trace: the episode's messages as the environment would send them after it ended. */
 export function toolTrace(problem: ArithmeticProblem, r: Rng, o: ToolCorpusOptions): ChatMessage[] {
-  let expression = problem.expression;
-  if (r.next() < o.wrongOperator) {
-    const ops = [...expression.matchAll(/ [-+*] /g)];
-    const at = pick(r, ops);
-    const other = pick(
-      r,
-      [' + ', ' - ', ' * '].filter((x) => x !== at[0]),
-    );
-    expression = expression.slice(0, at.index) + other + expression.slice(at.index + 3);
-  }
-  if (r.next() < o.wrongNumber) {
-    const numbers = [...expression.matchAll(/\d+/g)];
-    const at = pick(r, numbers);
-    const changed = String(Number(at[0]) + 1 + Math.floor(r.next() * 9));
-    expression = expression.slice(0, at.index) + changed + expression.slice(at.index + at[0].length);
-  }
-  const result = formatNumber(evaluate(expression));
-  const answer = r.next() < o.miscopiedAnswer ? String(Number(result) + pick(r, [-10, -1, 1, 10, 100])) : result;
-  return [
+  const numbers = numbersIn(problem.question);
+  const ops = [...problem.expression.matchAll(/ ([-+*]) /g)].map((m) => m[1]!);
+  const messages: ChatMessage[] = [
     { role: 'system', content: TOOL_CALL_SYSTEM_PROMPT },
     { role: 'user', content: problem.question },
-    {
-      role: 'assistant',
-      content: '',
-      tool_calls: [
-        { id: 'call_0', type: 'function', function: { name: 'calculator', arguments: JSON.stringify({ expression }) } },
-      ],
-    },
-    { role: 'tool', tool_call_id: 'call_0', name: 'calculator', content: result },
-    { role: 'assistant', content: `Answer: ${answer}` },
   ];
+  let result = String(numbers[0]);
+  ops.forEach((correct, i) => {
+    const op =
+      r.next() < o.wrongOperator
+        ? pick(
+            r,
+            OPERATORS.filter((x) => x !== correct),
+          )
+        : correct;
+    // A mistyped number: one the question gave (the first call uses two of them, later ones one).
+    let left = result;
+    let right = String(numbers[i + 1]);
+    if (r.next() < o.wrongNumber) {
+      const mistyped = (x: string) => String(Number(x) + 1 + Math.floor(r.next() * 9));
+      if (i === 0 && r.next() < 0.5) left = mistyped(left);
+      else right = mistyped(right);
+    }
+    const expression = `${left} ${op} ${right}`;
+    result = formatNumber(evaluate(expression));
+    const id = `call_${i}`;
+    messages.push(
+      {
+        role: 'assistant',
+        content: '',
+        tool_calls: [
+          { id, type: 'function', function: { name: 'calculator', arguments: JSON.stringify({ expression }) } },
+        ],
+      },
+      { role: 'tool', tool_call_id: id, name: 'calculator', content: result },
+    );
+  });
+  const answer = r.next() < o.miscopiedAnswer ? String(Number(result) + pick(r, [-10, -1, 1, 10, 100])) : result;
+  messages.push({ role: 'assistant', content: `Answer: ${answer}` });
+  return messages;
 }
+
+const OPERATORS = ['+', '-', '*'];
 
 /**
  * The corpus: traces on positions of a split of their own (`train`, from position 1,000,000 on),
