@@ -9,9 +9,11 @@
 //
 //   npm run bench:samplers                   # both shapes, then the added time
 //   npm run bench:samplers -- tiny           # the quick run
+//   npm run bench:samplers -- overhead       # the added time only
 //
 // Knobs: BENCH_THREADS (2), BENCH_LLAMA_THREADS (llama.cpp's, default BENCH_THREADS), BENCH_ROUNDS (5 tiny,
-// 3 otherwise), BENCH_OVERHEAD_ROUNDS (5).
+// 3 otherwise), BENCH_OVERHEAD_ROUNDS (5), BENCH_OVERHEAD_THREADS (the backends' threads in the added
+// time, default one less than the cores: a GPU server or a spare core does that work in deployment).
 
 import { availableParallelism, loadavg } from 'node:os';
 import { loadChatBackend } from '../src/cli/chat-model.js';
@@ -29,6 +31,9 @@ const THREADS = Number(process.env.BENCH_THREADS ?? 2);
 // ggml's threads spin at barriers: on a small machine llama.cpp can be fastest on fewer threads than cores.
 const LLAMA_THREADS = Number(process.env.BENCH_LLAMA_THREADS ?? THREADS);
 const OVERHEAD_ROUNDS = Number(process.env.BENCH_OVERHEAD_ROUNDS ?? 5);
+// The backend's threads in the added-time measurement: a GPU server or a spare core does the
+// backend's work in deployment, so by default one core is left to serve and the client.
+const OVERHEAD_THREADS = Number(process.env.BENCH_OVERHEAD_THREADS ?? Math.max(1, availableParallelism() - 1));
 const OVERHEAD_TOKENS = 16;
 const TARGET_MS = 1;
 
@@ -38,12 +43,17 @@ interface Candidate {
   close(): Promise<void>;
 }
 
-async function llamaCpp(dir: string, type: 'F16' | 'Q8_0', sequences: number): Promise<Candidate> {
+async function llamaCpp(
+  dir: string,
+  type: 'F16' | 'Q8_0',
+  sequences: number,
+  threads = LLAMA_THREADS,
+): Promise<Candidate> {
   const sampler = await LlamaCppSampler.open({
     modelDir: dir,
     ggufType: type,
     gpu: 'off',
-    threads: LLAMA_THREADS,
+    threads,
     contextSize: 2048,
     sequences,
     nodeLlamaCppFallback: LLAMA_PREFIX,
@@ -104,7 +114,7 @@ async function overhead(): Promise<Overhead[]> {
   const dir = benchModel('tiny');
   const out: Overhead[] = [];
   const common = { tokens: OVERHEAD_TOKENS, rounds: OVERHEAD_ROUNDS, perRound: 20 };
-  const embedded = await loadChatBackend(dir, 'bench', { threads: THREADS, precision: 'auto' });
+  const embedded = await loadChatBackend(dir, 'bench', { threads: OVERHEAD_THREADS, precision: 'auto' });
   try {
     out.push(
       await measureOverhead({
@@ -114,7 +124,7 @@ async function overhead(): Promise<Overhead[]> {
         ...common,
       }),
     );
-    const llama = await llamaCpp(dir, 'Q8_0', 4);
+    const llama = await llamaCpp(dir, 'Q8_0', 4, OVERHEAD_THREADS);
     try {
       out.push(
         await measureOverhead({
@@ -128,7 +138,7 @@ async function overhead(): Promise<Overhead[]> {
       await llama.close();
     }
     for (const kind of ['vllm', 'sglang'] as const) {
-      const double = await startDoubleProcess(kind, dir);
+      const double = await startDoubleProcess(kind, dir, OVERHEAD_THREADS);
       try {
         const model = 'double-base';
         const router = openRemoteSampler({ kind, urls: [double.url], model }, { name: model, contextLength: 2048 });
@@ -151,15 +161,17 @@ async function overhead(): Promise<Overhead[]> {
 }
 
 async function main(): Promise<void> {
-  const which = process.argv.slice(2) as BenchPreset[];
+  const args = process.argv.slice(2);
+  const which = args.filter((a) => a !== 'overhead') as BenchPreset[];
   printMachine(THREADS);
   console.log(
     `llama.cpp: node-llama-cpp ${NODE_LLAMA_CPP_VERSION}, CPU (gpu off), ${LLAMA_THREADS} threads, through LlamaCppSampler`,
   );
-  for (const preset of which.length ? which : (['tiny', 'qwen3-0.6b'] as BenchPreset[])) await throughput(preset);
+  const presets = which.length || args.includes('overhead') ? which : (['tiny', 'qwen3-0.6b'] as BenchPreset[]);
+  for (const preset of presets) await throughput(preset);
 
   console.log(
-    `\n== added time through serve: tiny model, ${OVERHEAD_TOKENS} tokens per request, streamed, ${OVERHEAD_ROUNDS} alternating rounds of 20 ==`,
+    `\n== added time through serve: tiny model, ${OVERHEAD_TOKENS} tokens per request, streamed, ${OVERHEAD_ROUNDS} alternating rounds of 20; backends on ${OVERHEAD_THREADS} thread(s) ==`,
   );
   const rows = await overhead();
   console.log(

@@ -90,8 +90,11 @@ function runClient(requests: ClientRequest[]): Promise<number[]> {
 export async function startDoubleProcess(
   kind: 'vllm' | 'sglang',
   modelDir: string,
+  threads: number,
 ): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, [SELF, '--double', kind, modelDir], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [SELF, '--double', kind, modelDir, String(threads)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const line = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout! }).once('line', resolve);
     child.once('exit', (code) => reject(new Error(`the ${kind} double exited ${code} before listening`)));
@@ -99,10 +102,11 @@ export async function startDoubleProcess(
   return { url: line.trim(), child };
 }
 
-async function doubleMain(kind: string, modelDir: string): Promise<void> {
+async function doubleMain(kind: string, modelDir: string, threads: number): Promise<void> {
   const { startVllmDouble } = await import('../test/helpers/vllm-double.js');
   const { startSglangDouble } = await import('../test/helpers/sglang-double.js');
-  const double = kind === 'vllm' ? await startVllmDouble(modelDir) : await startSglangDouble(modelDir);
+  const start = kind === 'vllm' ? startVllmDouble : startSglangDouble;
+  const double = await start(modelDir, { threads });
   process.stdout.write(`${double.url}\n`);
   process.on('SIGTERM', () => void double.close().then(() => process.exit(0)));
 }
@@ -251,7 +255,7 @@ if (process.argv[2] === '--client') {
     });
   });
 } else if (process.argv[2] === '--double') {
-  doubleMain(process.argv[3]!, process.argv[4]!).catch((e) => {
+  doubleMain(process.argv[3]!, process.argv[4]!, Number(process.argv[5])).catch((e) => {
     console.error(e);
     process.exit(1);
   });

@@ -91,13 +91,22 @@ function folderVersion(path: string) {
   }
 }
 
+export interface DoubleOptions {
+  apiKey?: string;
+  /** The engine's threads (default: the engine's own choice). */
+  threads?: number;
+}
+
 export async function startDouble(
   modelDir: string,
   handler: HandlerOf,
-  opts: { apiKey?: string } = {},
+  opts: DoubleOptions = {},
 ): Promise<InferenceDouble> {
   // No prefix cache: a request computes the same sums whichever came before, so tests compare exactly.
-  const engine = await LocalEngine.open(modelDir, { kvCacheBytes: 0 });
+  const engine = await LocalEngine.open(modelDir, {
+    kvCacheBytes: 0,
+    ...(opts.threads ? { threads: opts.threads } : {}),
+  });
   const versions = new DoubleVersions(engine);
   const served: ServedGeneration[] = [];
   const handle = handler(engine, versions, served);

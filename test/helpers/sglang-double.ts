@@ -8,11 +8,11 @@
 // Not SGLang: it holds an adapter only while the engine keeps its version; text fields are empty.
 
 import type { GenerationEvent, SamplingParams, TokenLogprob } from '../../src/engine/types.js';
-import { DoubleError, eventStream, type InferenceDouble, startDouble } from './inference-double.js';
+import { DoubleError, type DoubleOptions, eventStream, type InferenceDouble, startDouble } from './inference-double.js';
 
 type Triple = [number | null, number, null];
 
-export function startSglangDouble(modelDir: string, opts: { apiKey?: string } = {}): Promise<InferenceDouble> {
+export function startSglangDouble(modelDir: string, opts: DoubleOptions = {}): Promise<InferenceDouble> {
   return startDouble(
     modelDir,
     (engine, versions) => async (route, body, res, aborted) => {

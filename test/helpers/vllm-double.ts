@@ -10,6 +10,7 @@
 import type { GenerationEvent, SamplingParams } from '../../src/engine/types.js';
 import {
   DoubleError,
+  type DoubleOptions,
   eventStream,
   type InferenceDouble,
   type ServedGeneration,
@@ -18,7 +19,7 @@ import {
 
 export const VLLM_DOUBLE_MODEL = 'double-base';
 
-export function startVllmDouble(modelDir: string, opts: { apiKey?: string } = {}): Promise<InferenceDouble> {
+export function startVllmDouble(modelDir: string, opts: DoubleOptions = {}): Promise<InferenceDouble> {
   return startDouble(
     modelDir,
     (engine, versions, served) => async (route, body, res, aborted) => {
