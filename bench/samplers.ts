@@ -8,7 +8,8 @@
 //      1 ms p50.
 //
 //   npm run bench:samplers                   # both shapes, then the added time
-//   npm run bench:samplers -- tiny           # the quick run
+//   npm run bench:samplers -- tiny overhead  # the quick run
+//   npm run bench:samplers -- qwen3-0.6b     # one shape's throughput only
 //   npm run bench:samplers -- overhead       # the added time only
 //
 // Knobs: BENCH_THREADS (2), BENCH_LLAMA_THREADS (llama.cpp's, default BENCH_THREADS), BENCH_ROUNDS (5 tiny,
@@ -169,18 +170,19 @@ async function main(): Promise<void> {
   );
   const presets = which.length || args.includes('overhead') ? which : (['tiny', 'qwen3-0.6b'] as BenchPreset[]);
   for (const preset of presets) await throughput(preset);
+  if (args.length > 0 && !args.includes('overhead')) return;
 
   console.log(
     `\n== added time through serve: tiny model, ${OVERHEAD_TOKENS} tokens per request, streamed, ${OVERHEAD_ROUNDS} alternating rounds of 20; backends on ${OVERHEAD_THREADS} thread(s) ==`,
   );
   const rows = await overhead();
   console.log(
-    `${'backend'.padEnd(22)} ${'direct'.padStart(8)} ${'via serve'.padStart(9)} ${'added'.padStart(7)} ${'gateway'.padStart(8)}   added per round (ms, p50s)`,
+    `${'backend'.padEnd(22)} ${'direct'.padStart(8)} ${'via serve'.padStart(9)} ${'added'.padStart(7)} ${'gateway'.padStart(8)} ${'serve CPU'.padStart(9)}   added per round (ms, p50s)`,
   );
   for (const r of rows) {
     const added = r.viaServe - r.direct;
     console.log(
-      `${r.backend.padEnd(22)} ${r.direct.toFixed(2).padStart(8)} ${r.viaServe.toFixed(2).padStart(9)} ${added.toFixed(2).padStart(7)} ${r.gateway.toFixed(2).padStart(8)}   ${r.perRound.map((x) => x.toFixed(2)).join(' ')}`,
+      `${r.backend.padEnd(22)} ${r.direct.toFixed(2).padStart(8)} ${r.viaServe.toFixed(2).padStart(9)} ${added.toFixed(2).padStart(7)} ${r.gateway.toFixed(2).padStart(8)} ${r.serveCpuMs.toFixed(2).padStart(9)}   ${r.perRound.map((x) => x.toFixed(2)).join(' ')}`,
     );
   }
   console.log(

@@ -152,6 +152,11 @@ export interface Overhead {
   gateway: number;
   /** viaServe - direct per round, ms: the spread. */
   perRound: number[];
+  /**
+   * CPU ms per request this process spent through serve beyond what it spent asking directly: what
+   * serve's work costs a machine whose cores are all busy (the client runs in another process).
+   */
+  serveCpuMs: number;
   requests: number;
 }
 
@@ -198,6 +203,8 @@ export async function measureOverhead(a: {
   const direct: number[] = [];
   const via: number[] = [];
   const perRound: number[] = [];
+  const cpu = { direct: 0, via: 0 };
+  const cpuMs = (u: NodeJS.CpuUsage) => (u.user + u.system) / 1000;
   const seedsOf = (round: number) => Array.from({ length: a.perRound }, (_, i) => 1000 * round + i);
   try {
     // Warm-up: both ways once, so compilation and first-use allocations are not timed.
@@ -205,8 +212,12 @@ export async function measureOverhead(a: {
     await runClient(seedsOf(0).map(chat));
     gatewayMs();
     for (let round = 1; round <= a.rounds; round++) {
+      let c0 = process.cpuUsage();
       const d = await a.direct(ids, seedsOf(round));
+      cpu.direct += cpuMs(process.cpuUsage(c0));
+      c0 = process.cpuUsage();
       const v = await runClient(seedsOf(round).map(chat));
+      cpu.via += cpuMs(process.cpuUsage(c0));
       direct.push(...d);
       via.push(...v);
       perRound.push(p50(v) - p50(d));
@@ -218,6 +229,7 @@ export async function measureOverhead(a: {
       gateway: p50(gatewayMs()),
       perRound,
       requests: via.length,
+      serveCpuMs: (cpu.via - cpu.direct) / via.length,
     };
   } finally {
     await gateway.close(1000);

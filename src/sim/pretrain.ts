@@ -88,7 +88,7 @@ export const PRETRAIN_PRESETS: Record<string, PretrainOptions> = {
     tokenizerVocab: 1024,
     corpus: DEFAULT_CORPUS,
     toolCorpus: DEFAULT_TOOL_CORPUS,
-    epochs: 2,
+    epochs: 4,
     batchSize: 16,
     lr: 3e-3,
     warmupSteps: 10,
