@@ -10,9 +10,9 @@ import assert from 'node:assert/strict';
 import type { ChatMessage } from '../src/chat/messages.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import { openStore } from '../src/store/store.js';
-import { freshDir, tinyModel } from './helpers/gateway.js';
+import { freshDir } from './helpers/gateway.js';
 import { startJudgeDouble } from './helpers/judge-double.js';
-import { startServe, stopServe, type ServeProcess } from './helpers/serve-process.js';
+import { judgedServeArgs, startServe, stopServe, type ServeProcess } from './helpers/serve-process.js';
 
 interface Snapshot {
   turns: Set<string>;
@@ -84,30 +84,7 @@ test('SIGKILL at random moments under load loses no committed turn, vote or samp
   judge.force = '1'; // every eval vote +1 (hint votes then carry no hint): every closed turn is an RL sample
   t.after(() => judge.close());
   const data = freshDir('crash-');
-  const args = [
-    '--model',
-    tinyModel(),
-    '--data',
-    data,
-    '--threads',
-    '1',
-    '--main-model',
-    'main-model',
-    '--method',
-    'rl',
-    '--batch-size',
-    '2',
-    '--judge-url',
-    judge.url,
-    '--judge-model',
-    'judge-double',
-    '--judge-votes',
-    '1',
-    '--session-idle',
-    '3600',
-    '--progress-seconds',
-    '0',
-  ];
+  const args = judgedServeArgs({ data, judgeUrl: judge.url, votes: 1 }, ['--session-idle', '3600']);
   const rng = createRng(20261130);
   let previous = null as Snapshot | null;
   let previousCheckpoint = 0;

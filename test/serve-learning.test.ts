@@ -17,7 +17,7 @@ import { openStore } from '../src/store/store.js';
 import { freshDir, tinyModel } from './helpers/gateway.js';
 import { startJudgeDouble } from './helpers/judge-double.js';
 import { maxAbsDiff, referenceLogprobs } from './helpers/models.js';
-import { chatAsMain, CLI, startServe, stopServe } from './helpers/serve-process.js';
+import { chatAsMain, CLI, judgedServeArgs, startServe, stopServe } from './helpers/serve-process.js';
 
 const ADMIN = 'admin-secret';
 
@@ -42,32 +42,12 @@ test('serve judges closed turns, builds samples per the combine table, trains a 
   const judge = await startJudgeDouble({ hints: [hintA, hintB] });
   const data = freshDir('learn-e2e-');
   // fp32: the teacher's log-probs are compared below with the exact fp32 reference.
-  const serve = await startServe([
-    '--model',
-    tinyModel(),
-    '--data',
-    data,
-    '--threads',
-    '1',
-    '--precision',
-    'fp32',
-    '--main-model',
-    'main-model',
-    '--method',
-    'combine',
-    '--batch-size',
-    '3',
-    '--judge-url',
-    judge.url,
-    '--judge-model',
-    'judge-double',
-    '--judge-votes',
-    '3',
-    '--admin-key',
-    ADMIN,
-    '--progress-seconds',
-    '0',
-  ]);
+  const serve = await startServe(
+    judgedServeArgs({ data, judgeUrl: judge.url, method: 'combine', batchSize: 3, adminKey: ADMIN }, [
+      '--precision',
+      'fp32',
+    ]),
+  );
   t.after(async () => {
     await stopServe(serve);
     await judge.close();
@@ -200,32 +180,9 @@ test('a judge that never answers does not hold up serving: its votes time out, a
   // 1 s, not less: on a loaded machine a shorter timeout can fire before the request reaches the
   // double, which then counts fewer than the 24 attempts the store records.
   writeFileSync(config, JSON.stringify({ judge: { timeoutMs: 1000, retries: 1 } }));
-  const serve = await startServe([
-    '--model',
-    tinyModel(),
-    '--data',
-    data,
-    '--threads',
-    '1',
-    '--main-model',
-    'main-model',
-    '--method',
-    'rl',
-    '--batch-size',
-    '2',
-    '--judge-url',
-    judge.url,
-    '--judge-model',
-    'judge-double',
-    '--judge-votes',
-    '2',
-    '--admin-key',
-    ADMIN,
-    '--progress-seconds',
-    '0',
-    '--config',
-    config,
-  ]);
+  const serve = await startServe(
+    judgedServeArgs({ data, judgeUrl: judge.url, votes: 2, adminKey: ADMIN }, ['--config', config]),
+  );
   t.after(async () => {
     await stopServe(serve);
     await judge.close();
@@ -288,32 +245,12 @@ test('--max-train-tokens: turns longer than the bound are judged, never trained,
   const judge = await startJudgeDouble();
   judge.force = '1';
   const data = freshDir('learn-too-long-');
-  const serve = await startServe([
-    '--model',
-    tinyModel(),
-    '--data',
-    data,
-    '--threads',
-    '1',
-    '--main-model',
-    'main-model',
-    '--method',
-    'rl',
-    '--batch-size',
-    '1',
-    '--judge-url',
-    judge.url,
-    '--judge-model',
-    'judge-double',
-    '--judge-votes',
-    '1',
-    '--admin-key',
-    ADMIN,
-    '--progress-seconds',
-    '0',
-    '--max-train-tokens',
-    '8',
-  ]);
+  const serve = await startServe(
+    judgedServeArgs({ data, judgeUrl: judge.url, batchSize: 1, votes: 1, adminKey: ADMIN }, [
+      '--max-train-tokens',
+      '8',
+    ]),
+  );
   t.after(async () => {
     await stopServe(serve);
     await judge.close();

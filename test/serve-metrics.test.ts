@@ -6,11 +6,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ChatMessage } from '../src/chat/messages.js';
-import { freshDir, tinyModel } from './helpers/gateway.js';
+import { freshDir } from './helpers/gateway.js';
 import { startJudgeDouble } from './helpers/judge-double.js';
 import { histogramProblems, parseExposition, sumOf, sampleValue, type Family } from './helpers/prometheus-text.js';
 import { sseEvents } from './helpers/gateway.js';
-import { startServe, stopServe, type ServeProcess } from './helpers/serve-process.js';
+import { judgedServeArgs, startServe, stopServe, type ServeProcess } from './helpers/serve-process.js';
 
 const ADMIN = 'admin-secret';
 const METRICS_FLAG = 'metrics-flag-secret';
@@ -81,32 +81,10 @@ async function waitFor(serve: ServeProcess, done: (f: Map<string, Family>) => bo
 test('serve exposes Prometheus metrics that parse strictly and count what happened', async (t) => {
   const judge = await startJudgeDouble({ hints: [HINT] });
   const serve = await startServe(
-    [
-      '--model',
-      tinyModel(),
-      '--data',
-      freshDir('metrics-'),
-      '--threads',
-      '1',
-      '--main-model',
-      'main-model',
-      '--method',
-      'combine',
-      '--batch-size',
-      '2',
-      '--judge-url',
-      judge.url,
-      '--judge-model',
-      'judge-double',
-      '--judge-votes',
-      '3',
-      '--admin-key',
-      ADMIN,
+    judgedServeArgs({ data: freshDir('metrics-'), judgeUrl: judge.url, method: 'combine', adminKey: ADMIN }, [
       '--metrics-key',
       METRICS_FLAG,
-      '--progress-seconds',
-      '0',
-    ],
+    ]),
     { ...process.env, OPENCLAW_RL_METRICS_KEYS: METRICS_ENV },
   );
   t.after(async () => {

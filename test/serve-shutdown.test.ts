@@ -8,9 +8,9 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ChatMessage } from '../src/chat/messages.js';
 import { openStore } from '../src/store/store.js';
-import { freshDir, tinyModel } from './helpers/gateway.js';
+import { freshDir } from './helpers/gateway.js';
 import { startJudgeDouble } from './helpers/judge-double.js';
-import { startServe } from './helpers/serve-process.js';
+import { judgedServeArgs, startServe } from './helpers/serve-process.js';
 
 test("SIGTERM during a long training batch ends serve within seconds; the batch's samples stay queued", async (t) => {
   const judge = await startJudgeDouble();
@@ -20,30 +20,7 @@ test("SIGTERM during a long training batch ends serve within seconds; the batch'
   // 100000 passes over a batch of two samples: far longer than any test may wait.
   const config = join(data, 'serve.json');
   writeFileSync(config, JSON.stringify({ training: { epochs: 100_000 } }));
-  const serve = await startServe([
-    '--model',
-    tinyModel(),
-    '--data',
-    data,
-    '--config',
-    config,
-    '--threads',
-    '1',
-    '--main-model',
-    'main-model',
-    '--method',
-    'rl',
-    '--batch-size',
-    '2',
-    '--judge-url',
-    judge.url,
-    '--judge-model',
-    'judge-double',
-    '--judge-votes',
-    '1',
-    '--progress-seconds',
-    '0',
-  ]);
+  const serve = await startServe(judgedServeArgs({ data, judgeUrl: judge.url, votes: 1 }, ['--config', config]));
   t.after(() => {
     serve.child.kill('SIGKILL');
   });

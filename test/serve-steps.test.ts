@@ -9,9 +9,9 @@ import assert from 'node:assert/strict';
 import type { ChatMessage } from '../src/chat/messages.js';
 import { STEP_EPS } from '../src/learn/steps.js';
 import { openStore } from '../src/store/store.js';
-import { freshDir, tinyModel } from './helpers/gateway.js';
+import { freshDir } from './helpers/gateway.js';
 import { startJudgeDouble } from './helpers/judge-double.js';
-import { chatAsMain, startServe, stopServe, type ServeProcess } from './helpers/serve-process.js';
+import { chatAsMain, judgedServeArgs, startServe, stopServe, type ServeProcess } from './helpers/serve-process.js';
 
 const ADMIN = 'admin-secret';
 const TASK = 'arith/2+3';
@@ -60,34 +60,14 @@ async function outcome(serve: ServeProcess, session: string, reward: number) {
 test('serve --method steps: rollouts grouped by task and step index, released on the last outcome, trained', async (t) => {
   const judge = await startJudgeDouble();
   const data = freshDir('steps-e2e-');
-  const serve = await startServe([
-    '--model',
-    tinyModel(),
-    '--data',
-    data,
-    '--threads',
-    '1',
-    '--main-model',
-    'main-model',
-    '--method',
-    'steps',
-    '--reward',
-    'integrated',
-    '--opd-weight',
-    '0',
-    '--batch-size',
-    '7',
-    '--judge-url',
-    judge.url,
-    '--judge-model',
-    'judge-double',
-    '--judge-votes',
-    '3',
-    '--admin-key',
-    ADMIN,
-    '--progress-seconds',
-    '0',
-  ]);
+  const serve = await startServe(
+    judgedServeArgs({ data, judgeUrl: judge.url, method: 'steps', batchSize: 7, adminKey: ADMIN }, [
+      '--reward',
+      'integrated',
+      '--opd-weight',
+      '0',
+    ]),
+  );
   t.after(async () => {
     await stopServe(serve);
     await judge.close();

@@ -11,9 +11,9 @@ import assert from 'node:assert/strict';
 import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ChatMessage } from '../src/chat/messages.js';
-import { freshDir, tinyModel } from './helpers/gateway.js';
+import { freshDir } from './helpers/gateway.js';
 import { startJudgeDouble } from './helpers/judge-double.js';
-import { chatAsMain, startServe, stopServe, type ServeProcess } from './helpers/serve-process.js';
+import { chatAsMain, judgedServeArgs, startServe, stopServe, type ServeProcess } from './helpers/serve-process.js';
 import { ADMIN, admin, probe } from './helpers/serve-probe.js';
 import { TORCH_PYTHON } from './helpers/torch-learner.js';
 
@@ -33,35 +33,13 @@ async function status(root: string): Promise<Record<string, any>> {
 }
 
 function serveArgs(data: string, judgeUrl: string, extra: string[]): string[] {
-  return [
-    '--model',
-    tinyModel(),
-    '--data',
-    data,
-    '--threads',
-    '1',
-    '--main-model',
-    'main-model',
-    '--method',
-    'rl',
-    '--batch-size',
-    '2',
-    '--judge-url',
-    judgeUrl,
-    '--judge-model',
-    'judge-double',
-    '--judge-votes',
-    '3',
-    '--admin-key',
-    ADMIN,
-    '--progress-seconds',
-    '0',
+  return judgedServeArgs({ data, judgeUrl, adminKey: ADMIN }, [
     '--learner',
     'torch',
     '--learner-python',
     TORCH_PYTHON,
     ...extra,
-  ];
+  ]);
 }
 
 const trained = (serve: ServeProcess, step: number) =>

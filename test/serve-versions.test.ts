@@ -15,43 +15,16 @@ import { promisify } from 'node:util';
 import type { ChatMessage } from '../src/chat/messages.js';
 import { openStore, type Store } from '../src/store/store.js';
 import type { VersionSummary } from '../src/store/versions.js';
-import { freshDir, tinyModel } from './helpers/gateway.js';
+import { freshDir } from './helpers/gateway.js';
 import { startJudgeDouble } from './helpers/judge-double.js';
 import { parseExposition, sampleValue } from './helpers/prometheus-text.js';
-import { chatAsMain, CLI, startServe, stopServe, type ServeProcess } from './helpers/serve-process.js';
+import { chatAsMain, CLI, judgedServeArgs, startServe, stopServe, type ServeProcess } from './helpers/serve-process.js';
 import { ADMIN, admin, probe, servingVersion } from './helpers/serve-probe.js';
 
 const run = promisify(execFile);
 
-const serveArgs = (data: string, judgeUrl: string, extra: string[] = []) => [
-  '--model',
-  tinyModel(),
-  '--data',
-  data,
-  '--threads',
-  '1',
-  '--main-model',
-  'main-model',
-  '--method',
-  'rl',
-  '--batch-size',
-  '2',
-  '--lr',
-  '0.01',
-  '--kv-cache-mb',
-  '0',
-  '--judge-url',
-  judgeUrl,
-  '--judge-model',
-  'judge-double',
-  '--judge-votes',
-  '1',
-  '--admin-key',
-  ADMIN,
-  '--progress-seconds',
-  '0',
-  ...extra,
-];
+const serveArgs = (data: string, judgeUrl: string, extra: string[] = []) =>
+  judgedServeArgs({ data, judgeUrl, votes: 1, adminKey: ADMIN }, ['--lr', '0.01', '--kv-cache-mb', '0', ...extra]);
 
 /** Plays one session: each user text after the first is the next state of the previous turn. */
 async function conversation(url: string, session: string, userTexts: string[]): Promise<void> {

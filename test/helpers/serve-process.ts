@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { ChatMessage } from '../../src/chat/messages.js';
+import { tinyModel } from './gateway.js';
 
 export const CLI = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
 
@@ -103,4 +104,29 @@ export async function chatAsMain(
   assert.equal(res.status, 200, await res.clone().text());
   const body = (await res.json()) as { choices: { message: ChatMessage }[] };
   return { role: 'assistant', content: body.choices[0]!.message.content ?? '' };
+}
+
+/** What a learning serve on the tiny model, judged by the judge double, varies by. */
+export interface JudgedServe {
+  data: string;
+  judgeUrl: string;
+  method?: string;
+  batchSize?: string | number;
+  votes?: string | number;
+  adminKey?: string;
+}
+
+/**
+ * serve's flags for learning on the tiny model (one thread, main model `main-model`) judged by the
+ * judge double at `judgeUrl`, with no progress line; `extra` flags come last.
+ */
+export function judgedServeArgs(o: JudgedServe, extra: string[] = []): string[] {
+  return [
+    ...['--model', tinyModel(), '--data', o.data, '--threads', '1', '--main-model', 'main-model'],
+    ...['--method', o.method ?? 'rl', '--batch-size', String(o.batchSize ?? 2)],
+    ...['--judge-url', o.judgeUrl, '--judge-model', 'judge-double', '--judge-votes', String(o.votes ?? 3)],
+    ...(o.adminKey === undefined ? [] : ['--admin-key', o.adminKey]),
+    ...['--progress-seconds', '0'],
+    ...extra,
+  ];
 }
