@@ -16,9 +16,8 @@ import { runEnvironment } from '../src/env/runner.js';
 import { DEFAULT_LIMITS, probeSandbox } from '../src/env/sandbox.js';
 import { terminalKind } from '../src/env/terminal.js';
 import { toolCallKind } from '../src/env/tool-call.js';
-import { scriptedBackend, startGateway } from '../test/helpers/gateway.js';
-import { replyIds } from '../test/helpers/scripted-sampler.js';
-import { terminalSolution } from '../test/helpers/terminal-solutions.js';
+import { startGateway } from '../test/helpers/gateway.js';
+import { solvingBackend } from '../test/helpers/solving-policy.js';
 
 const TASKS = Number(process.env.BENCH_TASKS ?? 64);
 const ROLLOUTS = 2;
@@ -30,25 +29,7 @@ const terminal = terminalKind(await probeSandbox(), DEFAULT_LIMITS);
 const mathTasks = toolCall.tasks(TASKS, SEED);
 const shellTasks = terminal.tasks(TASKS, SEED);
 
-// The scripted policy: a tool call with the right solution, then a final answer from its result.
-const { backend } = await scriptedBackend(undefined, {
-  fallback: (promptIds) => {
-    const prompt = backend.tokenizer.decode(promptIds);
-    const result = [...prompt.matchAll(/<tool_response>\n([\s\S]*?)\n<\/tool_response>/g)].pop()?.[1];
-    const math = mathTasks.find((t) => prompt.includes(t.question));
-    if (result !== undefined)
-      return { ids: replyIds(backend.tokenizer, { content: math ? `Answer: ${result}` : 'Done.' }) };
-    const call = math
-      ? { name: 'calculator', arguments: JSON.stringify({ expression: `${math.answer.replace(/,/g, '')} * 1` }) }
-      : {
-          name: 'bash',
-          arguments: JSON.stringify({
-            command: terminalSolution(shellTasks.find((t) => prompt.includes(t.instruction))!),
-          }),
-        };
-    return { ids: replyIds(backend.tokenizer, { toolCalls: [{ function: call }] }) };
-  },
-});
+const { backend } = await solvingBackend(mathTasks, shellTasks);
 const gw = await startGateway(backend, { maxConcurrentRequests: 1024 });
 const client = new AgentClient({ url: `${gw.url}/v1`, maxTokens: 400 });
 const work = mkdtempSync(join(tmpdir(), 'ocrl-bench-env-'));

@@ -16,40 +16,15 @@ import { DEFAULT_LIMITS, probeSandbox } from '../src/env/sandbox.js';
 import { terminalKind } from '../src/env/terminal.js';
 import { toolCallKind } from '../src/env/tool-call.js';
 import { STORE_FILE } from '../src/store/store.js';
-import { freshDir, scriptedBackend, startGateway } from './helpers/gateway.js';
-import { replyIds } from './helpers/scripted-sampler.js';
-import { terminalSolution } from './helpers/terminal-solutions.js';
+import { freshDir, startGateway } from './helpers/gateway.js';
+import { solvingBackend } from './helpers/solving-policy.js';
 
 const tasks = toolCallKind().tasks(4, 11);
 const terminal = terminalKind(await probeSandbox(), DEFAULT_LIMITS);
 const terminalTasks = terminal.tasks(6, 2);
 
-/**
- * The scripted policy. Tool-call: first a calculator call computing the answer, then "Answer: <the
- * tool's result>", except on the task at index 1, where it adds 1 (a wrong answer). Terminal: the
- * family's shell solution, then "Done.".
- */
-const { backend, sampler } = await scriptedBackend(undefined, {
-  fallback: (promptIds) => {
-    const prompt = backend.tokenizer.decode(promptIds);
-    const answered = [...prompt.matchAll(/<tool_response>\n([\s\S]*?)\n<\/tool_response>/g)].pop()?.[1];
-    if (answered !== undefined) {
-      const math = tasks.findIndex((t) => prompt.includes(t.question));
-      const answer = math === 1 ? Number(answered) + 1 : answered;
-      return { ids: replyIds(backend.tokenizer, { content: math >= 0 ? `Answer: ${answer}` : 'Done.' }) };
-    }
-    const math = tasks.find((t) => prompt.includes(t.question));
-    const call = math
-      ? { name: 'calculator', arguments: JSON.stringify({ expression: `${math.answer.replace(/,/g, '')} * 1` }) }
-      : {
-          name: 'bash',
-          arguments: JSON.stringify({
-            command: terminalSolution(terminalTasks.find((t) => prompt.includes(t.instruction))!),
-          }),
-        };
-    return { ids: replyIds(backend.tokenizer, { toolCalls: [{ function: call }] }) };
-  },
-});
+// The scripted policy: it solves every task, except the math task at index 1, whose answer is off by 1.
+const { backend, sampler } = await solvingBackend(tasks, terminalTasks, { wrongAnswerAt: 1 });
 const gw = await startGateway(backend);
 test.after(() => gw.close());
 

@@ -12,24 +12,21 @@ import { join } from 'node:path';
 import { readModelFolder } from '../src/engine/local/model/folder.js';
 import { loadWeights } from '../src/engine/local/model/weights.js';
 import { policyVersionAt, readPolicyUpdate } from '../src/engine/local/policy-versions.js';
-import { DEFAULT_LAUNCH, type TorchLaunch } from '../src/engine/torch/launcher.js';
-import { TorchLearner } from '../src/engine/torch/learner.js';
+import type { TorchLaunch } from '../src/engine/torch/launcher.js';
+import type { TorchLearner } from '../src/engine/torch/learner.js';
 import { trainBatch } from '../src/learn/ppo.js';
 import { scratchDir } from './helpers/models.js';
-import { assertSame, maxAbsDiff, publishedValues, setup, TORCH_PYTHON, type Setup } from './helpers/torch-learner.js';
+import {
+  assertSame,
+  maxAbsDiff,
+  openTorchLearner,
+  publishedValues,
+  setup,
+  type Setup,
+} from './helpers/torch-learner.js';
 
 function open(s: Setup, work: string, keepVersions: number, launch: Partial<TorchLaunch> = {}): Promise<TorchLearner> {
-  return TorchLearner.open({
-    launch: { ...DEFAULT_LAUNCH, python: TORCH_PYTHON, ...launch },
-    config: s.config,
-    keepReference: true,
-    modelDir: s.dir,
-    checkpointDir: join(work, 'checkpoints'),
-    versionsDir: join(work, 'versions'),
-    initAdapter: s.initAdapter,
-    keepVersions,
-    versionAfter: 0,
-  });
+  return openTorchLearner(s, work, launch, { keepReference: true, keepVersions });
 }
 
 /** A version folder's trainable values (the adapter's, or the model's). */

@@ -6,11 +6,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ModelFamily } from '../src/engine/local/model/config.js';
-import { join } from 'node:path';
-import { DEFAULT_LAUNCH } from '../src/engine/torch/launcher.js';
-import { TorchLearner } from '../src/engine/torch/learner.js';
 import { scratchDir } from './helpers/models.js';
-import { assertSame, maxAbsDiff, setup, TORCH_PYTHON, trainTorch, trainTs } from './helpers/torch-learner.js';
+import { assertSame, maxAbsDiff, openTorchLearner, setup, trainTorch, trainTs } from './helpers/torch-learner.js';
 
 const cases: [ModelFamily, boolean, 'policy' | 'topk'][] = [
   ['qwen3', true, 'policy'],
@@ -37,16 +34,7 @@ test('forwardBackward over 2 ranks, then optimStep: the same loss, metrics and s
   const ours = s.ts.forwardBackward(samples, s.ppo.loss, 4);
   const ourStep = s.ts.optimStep();
   const work = scratchDir('ocrl-torch-fb-');
-  const learner = await TorchLearner.open({
-    launch: { ...DEFAULT_LAUNCH, python: TORCH_PYTHON, nproc: 2 },
-    config: s.config,
-    keepReference: true,
-    modelDir: s.dir,
-    checkpointDir: join(work, 'checkpoints'),
-    versionsDir: join(work, 'versions'),
-    initAdapter: s.initAdapter,
-    versionAfter: 0,
-  });
+  const learner = await openTorchLearner(s, work, { nproc: 2 }, { keepReference: true });
   try {
     const theirs = await learner.forwardBackward(samples, s.ppo.loss, 4);
     const step = await learner.optimStep();

@@ -125,18 +125,28 @@ export async function trainTs(s: Setup): Promise<Trained> {
   return { metrics, values: s.ts.values.slice() };
 }
 
-export async function trainTorch(s: Setup, launch: Partial<TorchLaunch> = {}): Promise<Trained> {
-  const work = scratchDir('ocrl-torch-run-');
-  const learner = await TorchLearner.open({
+/** The PyTorch learner for a setup, with its checkpoints and versions under `work`. */
+export function openTorchLearner(
+  s: Setup,
+  work: string,
+  launch: Partial<TorchLaunch> = {},
+  opts: { keepReference?: boolean; keepVersions?: number } = {},
+): Promise<TorchLearner> {
+  return TorchLearner.open({
     launch: { ...DEFAULT_LAUNCH, python: TORCH_PYTHON, ...launch },
     config: s.config,
-    keepReference: s.ppo.loss.kind === 'policy' && s.ppo.loss.klCoef > 0,
+    keepReference: opts.keepReference ?? (s.ppo.loss.kind === 'policy' && s.ppo.loss.klCoef > 0),
     modelDir: s.dir,
     checkpointDir: join(work, 'checkpoints'),
     versionsDir: join(work, 'versions'),
     initAdapter: s.initAdapter,
+    ...(opts.keepVersions === undefined ? {} : { keepVersions: opts.keepVersions }),
     versionAfter: 0,
   });
+}
+
+export async function trainTorch(s: Setup, launch: Partial<TorchLaunch> = {}): Promise<Trained> {
+  const learner = await openTorchLearner(s, scratchDir('ocrl-torch-run-'), launch);
   try {
     const metrics = await trainBatch(learner, s.samples, s.ppo);
     return { metrics, values: await publishedValues(learner, s.dir), status: learner.resumed };
