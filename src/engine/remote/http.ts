@@ -3,6 +3,9 @@
 // connection or does not answer in time is a ServerUnavailableError, which the router fails over
 // on; any other failure (an error status, a body that breaks the protocol) is a RemoteServerError.
 
+import { Agent as HttpAgent, type IncomingMessage, request as httpRequest } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+
 /** The environment variable holding the inference servers' bearer key (never a flag: `ps` shows flags). */
 export const SAMPLER_KEY_ENV = 'OPENCLAW_RL_SAMPLER_API_KEY';
 
@@ -31,27 +34,39 @@ export interface ServerClientOptions {
   timeoutMs?: number;
 }
 
+/** An answer whose status line and headers came; its body is still to be read. */
+interface Answer {
+  status: number;
+  body: IncomingMessage;
+}
+
 export class ServerClient {
   readonly baseUrl: string;
   private readonly headers: Record<string, string>;
   private readonly timeoutMs: number;
+  // node:http with kept-alive sockets rather than fetch: undici's web streams and Response objects
+  // cost serve more CPU per streamed request than the protocol work itself (bench:samplers overhead).
+  private readonly agent: HttpAgent;
+  private readonly request: typeof httpRequest;
 
   constructor(baseUrl: string, opts: ServerClientOptions = {}) {
     this.baseUrl = baseUrl.replace(/\/+$/, '');
     this.headers = { 'content-type': 'application/json' };
     if (opts.apiKey) this.headers.authorization = `Bearer ${opts.apiKey}`;
     this.timeoutMs = opts.timeoutMs ?? 30_000;
+    const secure = new URL(this.baseUrl).protocol === 'https:';
+    this.agent = secure ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
+    this.request = secure ? httpsRequest : httpRequest;
   }
 
   /** POSTs `body` and returns the answer's text (some admin routes answer plain text). */
   async postText(path: string, body: unknown, timeoutMs = this.timeoutMs): Promise<string> {
-    return (await this.send(path, body, undefined, timeoutMs)).text();
+    return textOf((await this.send(path, body, undefined, timeoutMs)).body);
   }
 
   /** POSTs `body` and returns the parsed JSON answer (null for an empty 200). */
   async postJson(path: string, body: unknown, signal?: AbortSignal, timeoutMs = this.timeoutMs): Promise<unknown> {
-    const res = await this.send(path, body, signal, timeoutMs);
-    const text = await res.text();
+    const text = await textOf((await this.send(path, body, signal, timeoutMs)).body);
     if (text === '') return null;
     try {
       return JSON.parse(text);
@@ -60,63 +75,108 @@ export class ServerClient {
     }
   }
 
-  /** POSTs `body` and yields each `data:` event's JSON until `[DONE]` or the end of the stream. */
+  /**
+   * POSTs `body` and yields each `data:` event's JSON until `[DONE]`; returns at the end of the
+   * body, read whole so that the connection goes back to the pool.
+   */
   async *postStream(path: string, body: unknown, signal: AbortSignal): AsyncGenerator<unknown> {
     const res = await this.send(path, body, signal, this.timeoutMs);
-    if (!res.body) throw new RemoteServerError(`${this.baseUrl}${path} answered without a body`);
-    const decoder = new TextDecoder();
-    let buffered = '';
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-      buffered += decoder.decode(chunk, { stream: true });
-      let end = buffered.indexOf('\n');
-      while (end >= 0) {
-        const line = buffered.slice(0, end).replace(/\r$/, '');
-        buffered = buffered.slice(end + 1);
-        end = buffered.indexOf('\n');
-        if (!line.startsWith('data:')) continue;
-        const data = line.slice(5).trim();
-        if (data === '[DONE]') return;
-        try {
-          yield JSON.parse(data);
-        } catch {
-          throw new RemoteServerError(`${this.baseUrl}${path} streamed an event that is not JSON: ${clip(data)}`);
+    const onAbort = () => res.body.destroy(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+    let done = false;
+    try {
+      res.body.setEncoding('utf8');
+      let buffered = '';
+      for await (const chunk of res.body as AsyncIterable<string>) {
+        buffered += chunk;
+        let end = buffered.indexOf('\n');
+        while (end >= 0) {
+          const line = buffered.slice(0, end).replace(/\r$/, '');
+          buffered = buffered.slice(end + 1);
+          end = buffered.indexOf('\n');
+          if (done || !line.startsWith('data:')) continue;
+          const data = line.slice(5).trim();
+          if (data === '[DONE]') {
+            done = true;
+            continue;
+          }
+          try {
+            yield JSON.parse(data);
+          } catch {
+            throw new RemoteServerError(`${this.baseUrl}${path} streamed an event that is not JSON: ${clip(data)}`);
+          }
         }
       }
+    } catch (e) {
+      if (signal.aborted) throw signal.reason;
+      if (e instanceof RemoteServerError) throw e;
+      throw new RemoteServerError(`${this.baseUrl}${path}: the stream broke off: ${(e as Error).message}`);
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      // A caller that stopped early or a broken stream: the connection is closed, not reused.
+      if (!res.body.complete) res.body.destroy();
     }
   }
 
-  private async send(path: string, body: unknown, signal: AbortSignal | undefined, timeoutMs: number) {
+  /** The answer once its status line came; an error status is thrown with the server's message. */
+  private async send(path: string, body: unknown, signal: AbortSignal | undefined, timeoutMs: number): Promise<Answer> {
     const url = `${this.baseUrl}${path}`;
-    const timeout = new AbortController();
-    const timer = setTimeout(() => timeout.abort(), timeoutMs);
-    const onAbort = () => timeout.abort();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    let res: Response;
+    if (signal?.aborted) throw signal.reason;
+    const payload = JSON.stringify(body);
+    let res: IncomingMessage;
     try {
-      res = await fetch(url, {
-        method: 'POST',
-        headers: this.headers,
-        body: JSON.stringify(body),
-        signal: timeout.signal,
-      });
+      res = await this.exchange(url, payload, signal, timeoutMs);
     } catch (e) {
-      if (signal?.aborted) throw e;
-      if (timeout.signal.aborted) throw new ServerUnavailableError(`${url}: no answer within ${timeoutMs} ms`);
-      const cause = (e as { cause?: { code?: string; message?: string } }).cause;
-      throw new ServerUnavailableError(`${url}: ${cause?.code ?? cause?.message ?? (e as Error).message}`);
-    } finally {
-      clearTimeout(timer);
+      if (signal?.aborted) throw signal.reason;
+      if (e instanceof ServerUnavailableError) throw e;
+      const code = (e as NodeJS.ErrnoException).code;
+      throw new ServerUnavailableError(`${url}: ${code ?? (e as Error).message}`);
     }
-    // The caller's signal keeps aborting the body after the headers came.
-    if (!res.ok) {
-      signal?.removeEventListener('abort', onAbort);
-      const text = await res.text().catch(() => '');
-      const error = new RemoteServerError(`${url} answered ${res.status}: ${clip(errorMessage(text))}`);
-      if (res.status === 503) throw new ServerUnavailableError(error.message);
-      throw error;
+    const status = res.statusCode ?? 0;
+    if (status < 200 || status > 299) {
+      const text = await textOf(res).catch(() => '');
+      const message = `${url} answered ${status}: ${clip(errorMessage(text))}`;
+      throw status === 503 ? new ServerUnavailableError(message) : new RemoteServerError(message);
     }
-    return res;
+    return { status, body: res };
   }
+
+  /**
+   * One request, once more if a kept-alive socket turned out closed by the server (it may close an
+   * idle connection just as a request goes out on it; nothing of the request was read then).
+   */
+  private exchange(url: string, payload: string, signal: AbortSignal | undefined, timeoutMs: number, retry = true) {
+    return new Promise<IncomingMessage>((resolve, reject) => {
+      const req = this.request(url, {
+        method: 'POST',
+        agent: this.agent,
+        headers: { ...this.headers, 'content-length': Buffer.byteLength(payload) },
+        ...(signal ? { signal } : {}),
+      });
+      const timer = setTimeout(
+        () => req.destroy(new ServerUnavailableError(`${url}: no answer within ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+      req.on('response', (res) => {
+        clearTimeout(timer);
+        resolve(res);
+      });
+      req.on('error', (e: NodeJS.ErrnoException) => {
+        clearTimeout(timer);
+        if (retry && req.reusedSocket && e.code === 'ECONNRESET' && !signal?.aborted) {
+          resolve(this.exchange(url, payload, signal, timeoutMs, false));
+        } else reject(e);
+      });
+      req.end(payload);
+    });
+  }
+}
+
+async function textOf(res: IncomingMessage): Promise<string> {
+  res.setEncoding('utf8');
+  let text = '';
+  for await (const chunk of res as AsyncIterable<string>) text += chunk;
+  return text;
 }
 
 /** The message of an OpenAI-style or FastAPI error body, else the body. */
