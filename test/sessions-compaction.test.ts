@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import type { ChatMessage } from '../src/chat/messages.js';
 import { attribute, responseHash, type LiveTurn } from '../src/sessions/attribution.js';
 import { canonicalize, extendChain, messageKey } from '../src/sessions/canonical.js';
-import { TurnRecorder, type TurnStore, type TurnClosure } from '../src/sessions/recorder.js';
+import type { TurnClosure, TurnStore } from '../src/sessions/recorder-contract.js';
+import { TurnRecorder } from '../src/sessions/recorder.js';
 import type { Turn } from '../src/types.js';
 
 const sys: ChatMessage = { role: 'system', content: '<!-- openclaw:attempt:STABLE -->\nYou are a personal assistant.' };

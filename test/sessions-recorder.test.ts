@@ -5,15 +5,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ChatMessage } from '../src/chat/messages.js';
-import {
-  TurnRecorder,
-  type IncomingRequest,
-  type SessionUpsert,
-  type TurnClosure,
-  type TurnPlan,
-  type TurnStore,
-  type TurnWrite,
-} from '../src/sessions/recorder.js';
+import type {
+  IncomingRequest,
+  SessionUpsert,
+  TurnClosure,
+  TurnPlan,
+  TurnStore,
+  TurnWrite,
+} from '../src/sessions/recorder-contract.js';
+import { TurnRecorder } from '../src/sessions/recorder.js';
 import type { ClosureReason, Turn } from '../src/types.js';
 
 class MemoryStore implements TurnStore {

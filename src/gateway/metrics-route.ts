@@ -3,7 +3,7 @@
 // the text exposition. Readable with an admin key or a metrics key (a scraper need not hold the
 // admin key); with neither configured, or without a metrics object, the route is disabled.
 
-import type { RecorderEvent } from '../sessions/recorder.js';
+import type { RecorderEvent } from '../sessions/recorder-contract.js';
 import type { GatewayConfig } from './config.js';
 import { GatewayError } from './errors.js';
 import { compose, type Context, type Handler } from './http.js';

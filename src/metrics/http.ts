@@ -4,7 +4,7 @@
 
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { GatewayLive, RequestRecord } from '../gateway/metrics-route.js';
-import type { RecorderEvent } from '../sessions/recorder.js';
+import type { RecorderEvent } from '../sessions/recorder-contract.js';
 import { CLOSURE_REASONS } from '../types.js';
 
 /** Request latencies: from milliseconds (health checks) to minutes (long generations). */

@@ -6,7 +6,7 @@ import { collectDefaultMetrics, Registry } from 'prom-client';
 import type { PrefixCacheStats } from '../engine/local/engine.js';
 import type { GatewayLive, GatewayMetrics, RequestRecord } from '../gateway/metrics-route.js';
 import type { LearningStatus } from '../learn/status.js';
-import type { RecorderEvent } from '../sessions/recorder.js';
+import type { RecorderEvent } from '../sessions/recorder-contract.js';
 import { HttpMetrics } from './http.js';
 import { registerJudgeMetrics } from './judge.js';
 import { LearningEvents, registerLearningMetrics } from './learning.js';

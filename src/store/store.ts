@@ -9,7 +9,7 @@
 import { closeSync, existsSync } from 'node:fs';
 import { makeFilesPrivate, makePrivateDir, openPrivateFile } from '../private-files.js';
 import { join } from 'node:path';
-import type { SessionUpsert, TurnClosure, TurnStore, TurnWrite } from '../sessions/recorder.js';
+import type { SessionUpsert, TurnClosure, TurnStore, TurnWrite } from '../sessions/recorder-contract.js';
 import type { ClosedTurn, ClosureReason, RetemplateCheck, Rollout, Turn } from '../types.js';
 import { heldSamplesOfSession, releaseAllHolds } from './batch-holds.js';
 import { BackgroundCheckpointer } from './checkpointer.js';
