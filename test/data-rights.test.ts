@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { CliError } from '../src/cli/args.js';
-import { serveSettings } from '../src/cli/serve.js';
+import { serveSettings } from '../src/cli/serve-options.js';
 import type { SessionExport } from '../src/store/session-data.js';
 import type { Store } from '../src/store/store.js';
 import { freshDir, post, scriptedBackend, startGateway, type TestGateway } from './helpers/gateway.js';

@@ -4,7 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { CliError } from '../src/cli/args.js';
-import { serveSettings } from '../src/cli/serve.js';
+import { serveSettings } from '../src/cli/serve-options.js';
 import { freshDir } from './helpers/gateway.js';
 
 function configFile(config: unknown): string {
