@@ -7,7 +7,7 @@
 //   POST   /v1/chat/completions      API key; the recorded route (chat.ts)
 //   POST   /v1/feedback              API key; an outcome for a session or a reward for a turn (feedback.ts)
 //   GET    /admin/status             admin key; serving version, training steps, queues (GatewayOptions.status)
-//   DELETE /admin/sessions/:id       admin key; deletes a session and all its data (409 while a batch trains on it)
+//   DELETE /admin/sessions/:id       admin key; deletes a session and all its data (admin-sessions.ts)
 //   GET    /admin/sessions/:id/export admin key; everything recorded about a session, as one JSON document
 //   GET    /metrics                  admin or metrics key; Prometheus text format (metrics-route.ts, src/metrics/)
 //   GET    /admin/versions, POST /admin/versions/rollback   admin key; see admin-versions.ts
@@ -16,12 +16,12 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { TurnRecorder } from '../sessions/recorder.js';
-import { SessionInTrainingError } from '../store/session-data.js';
 import type { Store } from '../store/store.js';
 import type { ChatBackend } from './backend.js';
 import { chatCompletions } from './chat.js';
 import { CheckQueue } from './check-queue.js';
 import type { GatewayConfig } from './config.js';
+import { deleteSession, exportSession } from './admin-sessions.js';
 import { listVersions, rollbackVersion, type VersionsAdmin } from './admin-versions.js';
 import { asGatewayError, GatewayError } from './errors.js';
 import { feedbackHandler } from './feedback.js';
@@ -109,6 +109,7 @@ export class Gateway {
       checkLater: (id, compute) => this.checks.push(id, compute),
       ...(opts.newToolCallId ? { newToolCallId: opts.newToolCallId } : {}),
     });
+    const sessions = { store, recorder: this.recorder, logger: this.logger };
     const feedback = feedbackHandler({ store, recorder: this.recorder, logger: this.logger, now: this.now });
     const body = () =>
       jsonBody({ maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs, buffered: this.bufferedBodies });
@@ -146,12 +147,12 @@ export class Gateway {
       .on(
         'DELETE',
         '/admin/sessions/:id',
-        route([this.adminEnabled(), admin], (ctx) => this.deleteSession(ctx)),
+        route([this.adminEnabled(), admin], (ctx) => deleteSession(ctx, sessions)),
       )
       .on(
         'GET',
         '/admin/sessions/:id/export',
-        route([this.adminEnabled(), admin], (ctx) => this.exportSession(ctx)),
+        route([this.adminEnabled(), admin], (ctx) => exportSession(ctx, sessions)),
       )
       .on(
         'GET',
@@ -407,37 +408,6 @@ export class Gateway {
       await next();
     };
   }
-
-  private deleteSession(ctx: Context): void {
-    const id = ctx.params.id!;
-    ctx.log.sessionId = id;
-    // Refused before the recorder lets go of the session, so a refusal changes nothing.
-    const held = this.opts.store.heldSamplesOfSession(id);
-    if (held > 0) throw sessionInTraining(new SessionInTrainingError(id, held));
-    this.recorder.forget(id);
-    let turns: number | null;
-    try {
-      turns = this.opts.store.deleteSession(id);
-    } catch (e) {
-      throw e instanceof SessionInTrainingError ? sessionInTraining(e) : e;
-    }
-    if (turns === null) throw new GatewayError(404, `no session "${id}" in the store`, { code: 'session_not_found' });
-    this.logger.event('session_deleted', { sessionId: id, turns });
-    sendJson(ctx, 200, { deleted: true, session_id: id, turns });
-  }
-
-  private exportSession(ctx: Context): void {
-    const id = ctx.params.id!;
-    ctx.log.sessionId = id;
-    const data = this.opts.store.exportSession(id);
-    if (data === null) throw new GatewayError(404, `no session "${id}" in the store`, { code: 'session_not_found' });
-    this.logger.event('session_exported', { sessionId: id, turns: data.turns.length });
-    sendJson(ctx, 200, data);
-  }
-}
-
-function sessionInTraining(e: SessionInTrainingError): GatewayError {
-  return new GatewayError(409, e.message, { code: 'session_in_training', headers: { 'retry-after': '30' } });
 }
 
 /** Reads and drops the rest of a request body; resolves at its end, when the socket closes, or after ms. */
