@@ -16,7 +16,8 @@
 //   npm run bench:train-vs-torch -- tiny               # quick run
 //   BENCH_MODES=lora BENCH_TORCH=fp32-own,bf16-own npm run bench:train-vs-torch -- qwen3-0.6b
 //
-// Knobs: BENCH_THREADS (2), BENCH_STEPS (timed steps after one warm-up; 3), BENCH_SEQ (512),
+// Rounds (BENCH_ROUNDS, 3) alternate ours and PyTorch; ratios are the median of the rounds' ratios.
+// Knobs: BENCH_THREADS (2), BENCH_STEPS (timed steps after one warm-up; 3), BENCH_ROUNDS (3), BENCH_SEQ (512),
 // BENCH_MODES (lora,full), BENCH_TORCH (fp32,fp32-own,bf16,bf16-own), BENCH_OURS (fp32,bf16).
 
 import { spawnSync } from 'node:child_process';
@@ -36,6 +37,7 @@ import { benchModel, PYTHON, ROOT, type BenchPreset } from './models.js';
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
 const SEQ = Number(process.env.BENCH_SEQ ?? 512);
 const STEPS = Number(process.env.BENCH_STEPS ?? 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const LORA = { rank: 16, alpha: 32 };
 const TORCH_CONFIGS = (process.env.BENCH_TORCH ?? 'fp32,fp32-own,bf16,bf16-own').split(',');
 const OURS = (process.env.BENCH_OURS ?? 'fp32,bf16').split(',') as Precision[];
@@ -174,44 +176,73 @@ async function main() {
     for (const mode of modes) {
       const lora = mode === 'lora';
       console.log(
-        `\n== ${preset}, ${lora ? `LoRA r${LORA.rank} (all projections)` : 'full fine-tuning'}, one ${SEQ}-token sequence (${SEQ / 2} completion), ${THREADS} threads, median of ${STEPS} steps after a warm-up; load ${loadavg()[0]!.toFixed(2)} ==`,
+        `\n== ${preset}, ${lora ? `LoRA r${LORA.rank} (all projections)` : 'full fine-tuning'}, one ${SEQ}-token sequence (${SEQ / 2} completion), ${THREADS} threads, median of ${STEPS} steps after a warm-up, ${ROUNDS} alternating rounds; load ${loadavg()[0]!.toFixed(2)} ==`,
       );
-      const rows: { name: string; r: StepResult | string; note?: string }[] = [];
-      for (const p of OURS) rows.push({ name: `ours ${p}`, r: await measureOurs(dir, lora, p) });
-      for (const c of TORCH_CONFIGS) {
-        // torch's matmul peaks once per OpenBLAS setting (as configured, own core choice)
-        const blas = c.endsWith('-own') ? 'own' : 'env';
-        const t = measureTorch(dir, lora, c, !peaksFrom.has(blas));
-        if (typeof t === 'string') {
-          rows.push({ name: `torch ${c}`, r: t });
-          continue;
+      // Rounds alternate ours and PyTorch, so that each round's ratio compares runs made side by
+      // side: on a shared machine one run of each can differ by 1.5x either way.
+      const runs = new Map<string, { r: StepResult | string; note?: string }[]>();
+      const record = (name: string, r: StepResult | string, note?: string) =>
+        runs.set(name, [...(runs.get(name) ?? []), { r, ...(note ? { note } : {}) }]);
+      for (let round = 0; round < ROUNDS; round++) {
+        for (const p of OURS) record(`ours ${p}`, await measureOurs(dir, lora, p));
+        for (const c of TORCH_CONFIGS) {
+          // torch's matmul peaks once per OpenBLAS setting (as configured, own core choice)
+          const blas = c.endsWith('-own') ? 'own' : 'env';
+          const t = measureTorch(dir, lora, c, !peaksFrom.has(blas));
+          if (typeof t === 'string') {
+            record(`torch ${c}`, t);
+            continue;
+          }
+          if (t.gemmPeakGflops) {
+            peaksFrom.add(blas);
+            for (const [k, v] of Object.entries(t.gemmPeakGflops))
+              peaks[
+                `torch matmul ${k} (${k.startsWith('bf16') ? 'oneDNN' : 'OpenBLAS'}, OpenBLAS core ${t.openblasCore})`
+              ] = v;
+          }
+          record(
+            `torch ${c}`,
+            { seconds: t.stepSeconds, cpuSeconds: t.stepCpuUser + t.stepCpuSys },
+            `OpenBLAS core ${t.openblasCore ?? '?'}${t.autocast ? ', autocast bf16' : ''}`,
+          );
         }
-        if (t.gemmPeakGflops) {
-          peaksFrom.add(blas);
-          for (const [k, v] of Object.entries(t.gemmPeakGflops))
-            peaks[
-              `torch matmul ${k} (${k.startsWith('bf16') ? 'oneDNN' : 'OpenBLAS'}, OpenBLAS core ${t.openblasCore})`
-            ] = v;
-        }
-        rows.push({
-          name: `torch ${c}`,
-          r: { seconds: t.stepSeconds, cpuSeconds: t.stepCpuUser + t.stepCpuSys },
-          note: `OpenBLAS core ${t.openblasCore ?? '?'}${t.autocast ? ', autocast bf16' : ''}`,
-        });
       }
-      const ours = rows.find((x) => x.name === 'ours fp32')!.r;
-      const cfg = typeof ours === 'string' ? undefined : ours.cfg;
+      const measured = (name: string) =>
+        (runs.get(name) ?? []).map((x) => x.r).filter((r): r is StepResult => typeof r !== 'string');
+      const rows = [...runs].map(([name, rs]) => {
+        const ok = measured(name);
+        const failure = rs.find((x) => typeof x.r === 'string')?.r as string | undefined;
+        const r: StepResult | string =
+          ok.length === 0
+            ? (failure ?? 'no run')
+            : { seconds: median(ok.map((x) => x.seconds)), cpuSeconds: median(ok.map((x) => x.cpuSeconds)) };
+        return { name, r, note: rs.find((x) => x.note)?.note };
+      });
+      /** Per round, ref's time over `of`'s (rounds where both ran). */
+      const roundRatios = (of: string, ref: string, key: 'seconds' | 'cpuSeconds') => {
+        const [a, b] = [runs.get(of) ?? [], runs.get(ref) ?? []];
+        return a.flatMap((x, i) => {
+          const y = b[i]?.r;
+          return typeof x.r === 'string' || y === undefined || typeof y === 'string' ? [] : [y[key] / x.r[key]];
+        });
+      };
+      const ours = rows.find((x) => x.name === `ours ${OURS[0]}`)!.r;
+      const cfg = [...runs.values()]
+        .flat()
+        .map((x) => (typeof x.r === 'string' ? undefined : x.r.cfg))
+        .find((c) => c !== undefined);
       console.log(
-        `${'run'.padEnd(16)} ${'s/step'.padStart(8)} ${'CPU s/step'.padStart(10)} ${'tok/s'.padStart(8)}  ${'ours fp32 speedup'.padStart(17)}  notes`,
+        `${'run'.padEnd(16)} ${'s/step'.padStart(8)} ${'CPU s/step'.padStart(10)} ${'tok/s'.padStart(8)}  ${`ours ${OURS[0]} speedup`.padStart(17)}  notes (medians over ${ROUNDS} rounds)`,
       );
       for (const row of rows) {
         if (typeof row.r === 'string') {
           console.log(`${row.name.padEnd(16)} not measured: ${row.r}`);
           continue;
         }
-        const speed = typeof ours === 'string' ? NaN : row.r.seconds / ours.seconds;
+        const speed = typeof ours === 'string' ? NaN : median(roundRatios(`ours ${OURS[0]}`, row.name, 'seconds'));
+        const each = measured(row.name).map((x) => x.seconds.toFixed(2));
         console.log(
-          `${row.name.padEnd(16)} ${fmt(row.r.seconds).padStart(8)} ${fmt(row.r.cpuSeconds).padStart(10)} ${fmt(SEQ / row.r.seconds, 1).padStart(8)}  ${(`${fmt(speed, 2)}x`).padStart(17)}  ${row.note ?? ''}`,
+          `${row.name.padEnd(16)} ${fmt(row.r.seconds).padStart(8)} ${fmt(row.r.cpuSeconds).padStart(10)} ${fmt(SEQ / row.r.seconds, 1).padStart(8)}  ${(`${fmt(speed, 2)}x`).padStart(17)}  ${row.note ? `${row.note}; ` : ''}s/step per round ${each.join(' ')}`,
         );
       }
       const best = (prefix: string) =>
@@ -228,10 +259,11 @@ async function main() {
           [1.0, bestBf16],
         ] as const) {
           if (!ref) continue;
-          const ratio = (ref.r as StepResult).seconds / o.seconds;
-          const cpuRatio = (ref.r as StepResult).cpuSeconds / o.cpuSeconds;
+          const wall = roundRatios(`ours ${p}`, ref.name, 'seconds');
+          const ratio = median(wall);
+          const cpuRatio = median(roundRatios(`ours ${p}`, ref.name, 'cpuSeconds'));
           console.log(
-            `target: ours ${p} >= ${target.toFixed(1)}x PyTorch's best ${ref.name.slice(6, 10)} (${ref.name}): ${ratio.toFixed(2)}x wall, ${cpuRatio.toFixed(2)}x CPU time -> ${ratio >= target ? 'MET' : 'NOT MET'}`,
+            `target: ours ${p} >= ${target.toFixed(1)}x PyTorch's best ${ref.name.slice(6, 10)} (${ref.name}): ${ratio.toFixed(2)}x wall (rounds ${wall.map((x) => x.toFixed(2)).join(' ')}), ${cpuRatio.toFixed(2)}x CPU time -> ${ratio >= target ? 'MET' : 'NOT MET'}`,
           );
         }
         if (cfg) {
