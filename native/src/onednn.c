@@ -112,8 +112,10 @@ const char* onednn_sgemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t 
 }
 
 // Creating a matmul primitive costs far more than a small GEMM (and oneDNN's own primitive
-// cache still needs a primitive descriptor per call), so each thread keeps its last few
-// primitives, keyed by everything that is baked into them.
+// cache still needs a primitive descriptor per call), so each thread keeps its last primitives,
+// keyed by everything that is baked into them. A training step cycles through some 30 shapes
+// per layer (attention's blocks, the projections and their LoRA factors): with 16 entries every
+// call missed (about 40 us more per call, measured cycling 32 shapes of 256 x ~400 x 128).
 typedef struct {
   bool trans_a, trans_b;
   size_t m, n, k, lda, ldb, ldc;
@@ -127,7 +129,7 @@ typedef struct {
   dnnl_memory_t src, weights, dst;
 } MatmulEntry;
 
-#define MATMUL_CACHE_SIZE 16
+#define MATMUL_CACHE_SIZE 64
 
 static dnnl_engine_t engine;
 static dnnl_status_t engine_status = dnnl_runtime_error;
