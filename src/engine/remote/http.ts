@@ -157,12 +157,16 @@ export class ServerClient {
         () => req.destroy(new ServerUnavailableError(`${url}: no answer within ${timeoutMs} ms`)),
         timeoutMs,
       );
+      let answered = false;
       req.on('response', (res) => {
+        answered = true;
         clearTimeout(timer);
         resolve(res);
       });
       req.on('error', (e: NodeJS.ErrnoException) => {
         clearTimeout(timer);
+        // After the status line, the answer's body reports the failure to its reader.
+        if (answered) return;
         if (retry && req.reusedSocket && e.code === 'ECONNRESET' && !signal?.aborted) {
           resolve(this.exchange(url, payload, signal, timeoutMs, false));
         } else reject(e);
