@@ -7,10 +7,12 @@
 //   npm run bench:agents
 //   AGENTS_SEEDS=1 AGENTS_STEPS=4 AGENTS_EVAL_EVERY=2 npm run bench:agents     # a reduced run
 //
-// Knobs (environment): AGENTS_SEEDS (how many, default 3), AGENTS_STEPS (64), AGENTS_EVAL_EVERY (32),
+// Knobs (environment): AGENTS_SEEDS (how many, default 3), AGENTS_FIRST_SEED (1), AGENTS_STEPS (64),
+// AGENTS_EVAL_EVERY (32),
 // AGENTS_ROLLOUTS (G, 4), AGENTS_EVAL_TASKS (128),
 // AGENTS_EVAL_SAMPLES (episodes per held-out task, 4), AGENTS_BATCH (16), AGENTS_LR (1e-4),
-// AGENTS_JUDGE_ERROR (0.2), AGENTS_JUDGE_VOTES (3), AGENTS_PRESET (agents), AGENTS_OUT (bench/results),
+// AGENTS_JUDGE_ERROR (0.2), AGENTS_JUDGE_VOTES (3), AGENTS_MIN_OPERATIONS (tasks of at least that many
+// calculator steps, 3), AGENTS_PRESET (agents), AGENTS_OUT (bench/results),
 // AGENTS_LABEL (a line at the top of the report, e.g. that the run is reduced).
 
 import { runAgentsBenchmark } from '../src/sim/agents-benchmark.js';
@@ -27,7 +29,8 @@ function knob(name: string, fallback: number): number {
 
 const d = DEFAULT_AGENTS_EXPERIMENT;
 const preset = process.env.AGENTS_PRESET ?? 'agents';
-const seeds = Array.from({ length: knob('AGENTS_SEEDS', 3) }, (_, i) => i + 1);
+const firstSeed = knob('AGENTS_FIRST_SEED', 1);
+const seeds = Array.from({ length: knob('AGENTS_SEEDS', 3) }, (_, i) => firstSeed + i);
 const experiment = {
   steps: knob('AGENTS_STEPS', d.steps),
   evalEvery: knob('AGENTS_EVAL_EVERY', d.evalEvery),
@@ -38,6 +41,7 @@ const experiment = {
   lr: knob('AGENTS_LR', d.lr),
   judgeErrorRate: knob('AGENTS_JUDGE_ERROR', d.judgeErrorRate),
   judgeVotes: knob('AGENTS_JUDGE_VOTES', d.judgeVotes),
+  minOperations: knob('AGENTS_MIN_OPERATIONS', d.minOperations),
   throughputAt: [8, 32],
 };
 const started = performance.now();

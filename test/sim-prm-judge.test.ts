@@ -15,7 +15,7 @@ import { buildToolCorpus, DEFAULT_TOOL_CORPUS } from '../src/sim/tool-corpus.js'
 test('arithmetic tasks: every template is solvable from its text, and the splits never share a question', () => {
   const train = arithmeticProblems('train', 300);
   const heldout = arithmeticProblems('heldout', 300);
-  assert.equal(new Set(train.map((p) => p.template)).size, 5);
+  assert.equal(new Set(train.map((p) => p.template)).size, 7);
   for (const p of [...train, ...heldout]) {
     assert.equal(solveArithmetic(p.question)?.answer, Number(p.answer), p.question);
     assert.equal(evaluate(p.expression), Number(p.answer));
@@ -28,6 +28,15 @@ test('arithmetic tasks: every template is solvable from its text, and the splits
   const twoStep = train.find((p) => p.template === 'mul-add')!;
   const [a, b, c] = numbersIn(twoStep.question);
   assert.deepEqual(twoStep.steps, [`${a} * ${b}`, `${a! * b!} + ${c}`]);
+  const threeStep = train.find((p) => p.template === 'mul-sub-add')!;
+  const [w, x, y, z] = numbersIn(threeStep.question);
+  assert.deepEqual(threeStep.steps, [`${w} * ${x}`, `${w! * x!} - ${y}`, `${w! * x! - y!} + ${z}`]);
+  // Multi-step tasks only: every template of two or more operations, and nothing shorter.
+  const multi = arithmeticProblems('train', 200, 0, 2);
+  assert.ok(multi.every((p) => p.steps.length >= 2));
+  assert.deepEqual(new Set(multi.map((p) => p.steps.length)), new Set([2, 3]));
+  assert.deepEqual(arithmeticProblems('train', 5, 7, 2), arithmeticProblems('train', 5, 7, 2));
+  assert.throws(() => arithmeticProblems('train', 1, 0, 4), /no arithmetic template has 4 or more operations/);
   const seen = new Set(train.map((p) => p.question));
   assert.ok(heldout.filter((p) => seen.has(p.question)).length <= 3, 'held-out questions are (almost all) new');
   assert.equal(solveArithmetic('What is the weather like?'), null);
@@ -91,6 +100,13 @@ test('PRM judge: +1 only for a well-formed call on the problem numbers that solv
   assert.equal(prmTruth(later, call('84 - 15'), '69'), -1, 'wrong operation in the second step');
   assert.equal(prmTruth(later, call('85 + 15'), '100'), -1, 'a wrong first value carried on');
   assert.equal(prmTruth(two, call('12 + 7'), '19'), -1, 'wrong operation in the first step');
+
+  // Three operations: the third step starts from the second step's value.
+  const three = 'Ben packs 12 crates of 7 coins, adds 15 more and then ships 20. How many are left?';
+  assert.equal(prmTruth(three, call('12 * 7'), '84'), 1, 'the first of three');
+  assert.equal(prmTruth(three, call('84 + 15'), '99'), 1, 'the second of three');
+  assert.equal(prmTruth(three, call('99 - 20'), '79'), 1, "the third, on the second one's value");
+  assert.equal(prmTruth(three, call('99 + 20'), '119'), -1, 'wrong operation in the third step');
 });
 
 test('PRM judge endpoint policy: reads the real eval prompt, and flips votes at the error rate', () => {

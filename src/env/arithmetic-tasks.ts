@@ -1,8 +1,8 @@
-// Simple arithmetic word problems for the tool-call environment: one or two operations on
+// Simple arithmetic word problems for the tool-call environment: one to three operations on
 // two-digit numbers, from a few sentence templates, so that a tiny model can partly solve them,
-// and only by calling the calculator (it cannot multiply 47 by 23 in its head). A problem with two
-// operations is solved in two steps, one calculator call each, the second on the first's result:
-// the steps a process judge rewards one by one. Each task is a pure function of (split, position):
+// and only by calling the calculator (it cannot multiply 47 by 23 in its head). A problem with
+// several operations is solved a step at a time, one calculator call each, every call after the
+// first on the previous call's result: the steps a process judge rewards one by one. Each task is a pure function of (split, position):
 // the `train` and `heldout` splits draw from different seed spaces, so a benchmark trains on one
 // and measures on the other.
 
@@ -97,6 +97,34 @@ const TEMPLATES: Template[] = [
       `A shop had ${a} ${pick(r, ITEMS)}, got ${b} more, then sold ${c}. How many does it have now?`,
     ops: ['+', '-'],
   },
+  {
+    name: 'mul-add-sub',
+    cue: / packs \d+ crates /,
+    ranges: [
+      [11, 30],
+      [11, 30],
+      [11, 60],
+      [11, 99],
+    ],
+    text: ([a, b, c, d], r) =>
+      `${pick(r, NAMES)} packs ${a} crates of ${b} ${pick(r, ITEMS)}, adds ${c} more and then ships ${d}. ` +
+      'How many are left?',
+    ops: ['*', '+', '-'],
+  },
+  {
+    name: 'mul-sub-add',
+    cue: /^A hall has /,
+    ranges: [
+      [11, 30],
+      [11, 30],
+      [11, 99],
+      [11, 60],
+    ],
+    text: ([a, b, c, d], r) =>
+      `A hall has ${a} rows of ${b} chairs. ${c} chairs break and ${pick(r, NAMES)} brings ${d} new ones. ` +
+      'How many chairs are there now?',
+    ops: ['*', '-', '+'],
+  },
 ];
 
 export const ARITHMETIC_FAMILIES: readonly string[] = TEMPLATES.map((t) => t.name);
@@ -119,10 +147,16 @@ export function stepwise(numbers: number[], ops: readonly Operator[]): { express
   return out;
 }
 
-/** The task at `position` of `split`: the same every time. */
-export function arithmeticProblem(split: ArithmeticSplit, position: number): ArithmeticProblem {
+/**
+ * The task at `position` of `split`: the same every time. `minOperations` keeps to the templates
+ * with at least that many operations (the multi-step tasks where a process judge has steps to
+ * reward); a position then holds one of those.
+ */
+export function arithmeticProblem(split: ArithmeticSplit, position: number, minOperations = 1): ArithmeticProblem {
   const r = rng(hash32(`arithmetic:${split}:${position}`));
-  const template = pick(r, TEMPLATES);
+  const templates = TEMPLATES.filter((t) => t.ops.length >= minOperations);
+  if (templates.length === 0) throw new RangeError(`no arithmetic template has ${minOperations} or more operations`);
+  const template = pick(r, templates);
   const numbers = template.ranges.map(([lo, hi]) => lo + Math.floor(r.next() * (hi - lo + 1)));
   const expression = expressionOf(numbers, template.ops);
   return {
@@ -136,8 +170,13 @@ export function arithmeticProblem(split: ArithmeticSplit, position: number): Ari
 }
 
 /** `count` tasks of `split` starting at position `from`. */
-export function arithmeticProblems(split: ArithmeticSplit, count: number, from = 0): ArithmeticProblem[] {
-  return Array.from({ length: count }, (_, i) => arithmeticProblem(split, from + i));
+export function arithmeticProblems(
+  split: ArithmeticSplit,
+  count: number,
+  from = 0,
+  minOperations = 1,
+): ArithmeticProblem[] {
+  return Array.from({ length: count }, (_, i) => arithmeticProblem(split, from + i, minOperations));
 }
 
 /**

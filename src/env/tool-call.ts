@@ -136,13 +136,13 @@ export const TOOL_CALL_SOURCES: readonly ToolCallSource[] = ['gsm8k', 'arithmeti
  * Generated arithmetic word problems (arithmetic-tasks.ts) of one split: `tasks(count, seed)` takes
  * positions seed * 10000 onwards, so each seed has its own tasks and a seed gives the same ones again.
  */
-export function arithmeticKind(split: ArithmeticSplit = 'train'): EnvironmentKind<MathTask> {
+export function arithmeticKind(split: ArithmeticSplit = 'train', minOperations = 1): EnvironmentKind<MathTask> {
   return {
     name: 'tool-call',
-    taskSource: `arithmetic-${split}`,
+    taskSource: minOperations > 1 ? `arithmetic-${split}-${minOperations}op` : `arithmetic-${split}`,
     tasks(count, seed) {
       if (count > 10_000) throw new Error(`--tasks ${count}: at most 10000 arithmetic tasks per seed`);
-      return arithmeticProblems(split, count, seed * 10_000).map((p) => ({
+      return arithmeticProblems(split, count, seed * 10_000, minOperations).map((p) => ({
         id: p.id,
         family: p.template,
         question: p.question,

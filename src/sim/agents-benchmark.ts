@@ -158,7 +158,11 @@ export async function runAgentsBenchmark(o: AgentsBenchmarkOptions) {
     `Base model: ${o.modelNote}. Seeds: ${o.seeds.join(', ')}. serve --method steps, batch ${settings.batchSize}, ` +
     `lr ${settings.lr}, full fine-tuning, G = ${settings.rollouts} rollouts per task, ` +
     `${settings.judgeVotes} PRM votes ` +
-    `per step, judge error rate ${settings.judgeErrorRate}. Success: the final answer equals the task's; ` +
+    `per step, judge error rate ${settings.judgeErrorRate}. Tasks: ${
+      settings.minOperations > 1
+        ? `the templates of ${settings.minOperations} or more operations (one calculator call each)`
+        : 'every template (1 to 3 operations, one calculator call each)'
+    }. Success: the final answer equals the task's; ` +
     `${settings.evalTasks} held-out tasks x ${settings.evalSamples} episodes at the serving temperature (1), ` +
     `measured at steps ${measuredSteps.join(', ')}.`;
   const markdown = agentsMarkdown(summary, context, o.label);

@@ -3,7 +3,7 @@
 // the next state) and votes as a judge model that works the problem out itself would:
 //   +1  the step made progress: one well-formed calculator call whose numbers all come from the
 //       problem or from the solution's earlier steps, and whose result is one the solution reaches
-//       (a two-operation problem's first step, or the answer)
+//       (an intermediate value of the solution, or the answer)
 //   -1  anything else: a calculator error, a number from nowhere, a wrong operation
 // With probability errorRate a vote is flipped. A step without a tool call has no next state (it
 // is the episode's last, closed by the outcome), so the judge never sees one. Hint prompts get

@@ -1,8 +1,8 @@
 // The pre-training corpus of the agents benchmark's base policy: tool-call traces on generated
 // arithmetic word problems (src/env/arithmetic-tasks.ts), in exactly the messages the tool-call
 // environment and the gateway exchange: the environment's system prompt and calculator tool, the
-// question, one calculator call per operation (a two-operation problem takes two, the second on
-// the first's result), the tool's results, and "Answer: N". The traces carry the base model's
+// question, one calculator call per operation (a three-operation problem takes three, each after
+// the first on the previous call's result), the tool's results, and "Answer: N". The traces carry the base model's
 // mistakes at stated rates, so the base solves some tasks and learning has room:
 //   wrong operator   a call applies another operator (the judge can see it), per call
 //   wrong number     a call mistypes the question's number it uses, per call
