@@ -34,12 +34,6 @@ export interface ServerClientOptions {
   timeoutMs?: number;
 }
 
-/** An answer whose status line and headers came; its body is still to be read. */
-interface Answer {
-  status: number;
-  body: IncomingMessage;
-}
-
 export class ServerClient {
   readonly baseUrl: string;
   private readonly headers: Record<string, string>;
@@ -61,12 +55,12 @@ export class ServerClient {
 
   /** POSTs `body` and returns the answer's text (some admin routes answer plain text). */
   async postText(path: string, body: unknown, timeoutMs = this.timeoutMs): Promise<string> {
-    return textOf((await this.send(path, body, undefined, timeoutMs)).body);
+    return textOf(await this.send(path, body, undefined, timeoutMs));
   }
 
   /** POSTs `body` and returns the parsed JSON answer (null for an empty 200). */
   async postJson(path: string, body: unknown, signal?: AbortSignal, timeoutMs = this.timeoutMs): Promise<unknown> {
-    const text = await textOf((await this.send(path, body, signal, timeoutMs)).body);
+    const text = await textOf(await this.send(path, body, signal, timeoutMs));
     if (text === '') return null;
     try {
       return JSON.parse(text);
@@ -81,13 +75,13 @@ export class ServerClient {
    */
   async *postStream(path: string, body: unknown, signal: AbortSignal): AsyncGenerator<unknown> {
     const res = await this.send(path, body, signal, this.timeoutMs);
-    const onAbort = () => res.body.destroy(signal.reason as Error);
+    const onAbort = () => res.destroy(signal.reason as Error);
     signal.addEventListener('abort', onAbort, { once: true });
     let done = false;
     try {
-      res.body.setEncoding('utf8');
+      res.setEncoding('utf8');
       let buffered = '';
-      for await (const chunk of res.body as AsyncIterable<string>) {
+      for await (const chunk of res as AsyncIterable<string>) {
         buffered += chunk;
         let end = buffered.indexOf('\n');
         while (end >= 0) {
@@ -114,12 +108,20 @@ export class ServerClient {
     } finally {
       signal.removeEventListener('abort', onAbort);
       // A caller that stopped early or a broken stream: the connection is closed, not reused.
-      if (!res.body.complete) res.body.destroy();
+      if (!res.complete) res.destroy();
     }
   }
 
-  /** The answer once its status line came; an error status is thrown with the server's message. */
-  private async send(path: string, body: unknown, signal: AbortSignal | undefined, timeoutMs: number): Promise<Answer> {
+  /**
+   * The answer once its status line came (its body still to be read); an error status is thrown
+   * with the server's message.
+   */
+  private async send(
+    path: string,
+    body: unknown,
+    signal: AbortSignal | undefined,
+    timeoutMs: number,
+  ): Promise<IncomingMessage> {
     const url = `${this.baseUrl}${path}`;
     if (signal?.aborted) throw signal.reason;
     const payload = JSON.stringify(body);
@@ -138,7 +140,7 @@ export class ServerClient {
       const message = `${url} answered ${status}: ${clip(errorMessage(text))}`;
       throw status === 503 ? new ServerUnavailableError(message) : new RemoteServerError(message);
     }
-    return { status, body: res };
+    return res;
   }
 
   /**
