@@ -25,7 +25,9 @@
         "src/layer_kernels.c",
         "src/attention.c",
         "src/train_kernels.c",
-        "src/train_ops.c"
+        "src/train_ops.c",
+        "src/train_attention.c",
+        "src/train_attention_ops.c"
       ],
       # Pin the Node-API level so the addon loads on every Node >= 20 it was not built with.
       "defines": ["NAPI_VERSION=8"],

@@ -104,16 +104,116 @@ describe('training attention over several query blocks', () => {
       const out = new Float32Array(T * qDim).fill(NaN),
         lse = new Float32Array(T * H).fill(NaN);
       const scratch = new Float32Array(attentionScratchSize(300)).fill(NaN);
-      attentionForward(kk, gemmFor(kk, 'fp32'), out, lse, q, k, v, seqs, shape, scratch);
+      attentionForward(kk, { gemm: gemmFor(kk, 'fp32'), bf16: false }, out, lse, q, k, v, seqs, shape, scratch);
       assertClose(out, expected.out, `${name} out`);
       assertClose(lse, expected.lse, `${name} lse`);
       const dq = new Float32Array(T * qDim).fill(NaN),
         dk = new Float32Array(T * kvDim).fill(NaN),
         dv = new Float32Array(T * kvDim).fill(NaN);
-      attentionBackward(kk, gemmFor(kk, 'fp32'), dq, dk, dv, dOut, out, lse, q, k, v, seqs, shape, scratch.fill(NaN));
+      attentionBackward(
+        kk,
+        { gemm: gemmFor(kk, 'fp32'), bf16: false },
+        dq,
+        dk,
+        dv,
+        dOut,
+        out,
+        lse,
+        q,
+        k,
+        v,
+        seqs,
+        shape,
+        scratch.fill(NaN),
+      );
       assertClose(dq, expected.dq, `${name} dq`);
       assertClose(dk, expected.dk, `${name} dk`);
       assertClose(dv, expected.dv, `${name} dv`);
     });
   }
+});
+
+// The fused bf16 kernels (native/src/train_attention.c) against the blockwise bf16 code they
+// replace. Both round the same float32 values to bf16 (Q, K, V, dO, then P and dS); they differ
+// only in the order of fp32 sums, so a value can land on the other side of a bf16 rounding
+// boundary and one operand moves by one bf16 ulp (2^-8 relative). Each output is a sum of terms
+// bounded by its largest value, so we allow 2^-8 of the largest |value| per output.
+describe('training attention: fused bf16 kernels', () => {
+  const q = randomArrayFrom(random, T * qDim, 2),
+    k = randomArrayFrom(random, T * kvDim, 2);
+  const v = randomArrayFrom(random, T * kvDim),
+    dOut = randomArrayFrom(random, T * qDim);
+  const shape = { nHeads: H, nKvHeads: KV, headDim: hd };
+  const pairs = new Int32Array(seqs.flatMap((s) => [s.start, s.length]));
+
+  function run(kk: Kernels) {
+    const compute = { gemm: gemmFor(kk, 'bf16'), bf16: true };
+    const out = new Float32Array(T * qDim).fill(NaN),
+      lse = new Float32Array(T * H).fill(NaN);
+    const scratch = new Float32Array(attentionScratchSize(300)).fill(NaN);
+    attentionForward(kk, compute, out, lse, q, k, v, seqs, shape, scratch);
+    const dq = new Float32Array(T * qDim).fill(NaN),
+      dk = new Float32Array(T * kvDim).fill(NaN),
+      dv = new Float32Array(T * kvDim).fill(NaN);
+    attentionBackward(kk, compute, dq, dk, dv, dOut, out, lse, q, k, v, seqs, shape, scratch);
+    return { out, lse, dq, dk, dv };
+  }
+
+  function assertWithinUlp(actual: Float32Array, expected: Float32Array, what: string): void {
+    const max = expected.reduce((m, x) => Math.max(m, Math.abs(x)), 0);
+    for (let i = 0; i < expected.length; i++) {
+      const error = Math.abs(actual[i]! - expected[i]!);
+      assert.ok(error <= 2 ** -8 * max, `${what}: element ${i} is ${actual[i]}, blockwise ${expected[i]} (max ${max})`);
+    }
+  }
+
+  test('run on oneDNN builds, and match the blockwise bf16 code', { skip: skipNative }, () => {
+    const kk = native();
+    const fused = kk.attentionForwardBf16?.(
+      new Float32Array(T * qDim),
+      new Float32Array(T * H),
+      q,
+      k,
+      v,
+      pairs,
+      H,
+      KV,
+      hd,
+    );
+    // A oneDNN build must take the fused path; elsewhere it declines and the blockwise code runs.
+    assert.equal(fused, kk.info.gemm === 'onednn', `fused forward ran: ${fused}, GEMM backend ${kk.info.gemm}`);
+    const blockwise: Kernels = { ...kk, attentionForwardBf16: undefined, attentionBackwardBf16: undefined };
+    const a = run(kk),
+      b = run(blockwise);
+    for (const name of ['out', 'lse', 'dq', 'dk', 'dv'] as const) assertWithinUlp(a[name], b[name], name);
+  });
+
+  test('a GEMM on all threads after the fused kernels gives the same bits as before them', { skip: skipNative }, () => {
+    // The fused kernels run one-thread matmuls inside a parallel region; the primitives cached
+    // for the calling thread's own team must stay apart from those.
+    const kk = native();
+    const n = 256,
+      A = randomArrayFrom(random, n * n),
+      B = randomArrayFrom(random, n * n);
+    const product = () => {
+      const C = new Float32Array(n * n);
+      kk.gemmBf16(false, false, n, n, n, 1, A, n, B, n, 0, C, n);
+      return C;
+    };
+    const before = product();
+    run(kk);
+    assert.deepEqual(product(), before);
+  });
+
+  test('refuse sequences out of order and arrays too short', { skip: skipNative }, () => {
+    const kk = native();
+    if (!kk.attentionForwardBf16) return assert.fail('the native kernels have no attentionForwardBf16');
+    const out = new Float32Array(T * qDim),
+      lse = new Float32Array(T * H);
+    const call = (p: Int32Array, l = lse) => kk.attentionForwardBf16!(out, l, q, k, v, p, H, KV, hd);
+    assert.throws(() => call(new Int32Array([0, 300, 200, 5])), /sequence 1 .* must start at or after 300/);
+    assert.throws(() => call(new Int32Array([0, 300, 300])), /pairs/);
+    assert.throws(() => call(pairs, new Float32Array(T * H - 1)), /lse/);
+    assert.throws(() => kk.attentionForwardBf16!(out, lse, q, k, v, pairs, H, 3, hd), /multiple of nKvHeads/);
+  });
 });

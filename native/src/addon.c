@@ -9,7 +9,7 @@
 
 // Bumped whenever an export changes meaning, so that a stale build is refused with a
 // "rebuild" message instead of being called with the wrong arguments.
-#define ADDON_API_VERSION 7
+#define ADDON_API_VERSION 8
 
 NAPI_MODULE_INIT() {
   napi_value version, gemm;
@@ -41,6 +41,8 @@ NAPI_MODULE_INIT() {
       {"logitsBackward", NULL, op_logits_backward, NULL, NULL, NULL, napi_enumerable, NULL},
       {"causalSoftmaxRows", NULL, op_causal_softmax_rows, NULL, NULL, NULL, napi_enumerable, NULL},
       {"causalSoftmaxBackwardRows", NULL, op_causal_softmax_backward_rows, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"attentionForwardBf16", NULL, op_attention_forward_bf16, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"attentionBackwardBf16", NULL, op_attention_backward_bf16, NULL, NULL, NULL, napi_enumerable, NULL},
       {"setThreads", NULL, op_set_threads, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   if (napi_define_properties(env, exports, sizeof properties / sizeof properties[0], properties) != napi_ok)

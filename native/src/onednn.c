@@ -114,22 +114,27 @@ const char* onednn_sgemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t 
 // Creating a matmul primitive costs far more than a small GEMM (and oneDNN's own primitive
 // cache still needs a primitive descriptor per call), so each thread keeps its last primitives,
 // keyed by everything that is baked into them. A training step cycles through some 30 shapes
-// per layer (attention's blocks, the projections and their LoRA factors): with 16 entries every
-// call missed (about 40 us more per call, measured cycling 32 shapes of 256 x ~400 x 128).
+// per layer (the projections and their LoRA factors, attention's tiles on one thread and the
+// rest on all): with 16 entries every call missed (about 40 us more per call, measured cycling
+// 32 shapes of 256 x ~400 x 128); 128 leave room for both kinds.
 typedef struct {
   bool trans_a, trans_b;
   size_t m, n, k, lda, ldb, ldc;
   float alpha, beta;
+  // A primitive splits its work for the threads there were when it was created and must run
+  // with as many (oneDNN reads omp_get_max_threads(); train_attention.c sets it to 1 in its region).
+  int threads;
 } MatmulKey;
 
 typedef struct {
   bool used, supported;
+  uint64_t hash; // of key, compared first
   MatmulKey key;
   dnnl_primitive_t primitive;
   dnnl_memory_t src, weights, dst;
 } MatmulEntry;
 
-#define MATMUL_CACHE_SIZE 64
+#define MATMUL_CACHE_SIZE 128
 
 static dnnl_engine_t engine;
 static dnnl_status_t engine_status = dnnl_runtime_error;
@@ -188,18 +193,29 @@ static bool create_matmul(MatmulEntry* e) {
   return ok;
 }
 
+// FNV-1a over the key's bytes (padding zeroed by the caller).
+static uint64_t key_hash(const MatmulKey* key) {
+  const unsigned char* p = (const unsigned char*)key;
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < sizeof *key; i++) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
 static MatmulEntry* find_or_create(const MatmulKey* key) {
+  const uint64_t hash = key_hash(key);
   for (size_t i = 0; i < MATMUL_CACHE_SIZE; i++)
-    if (cache[i].used && memcmp(&cache[i].key, key, sizeof *key) == 0) return &cache[i];
+    if (cache[i].used && cache[i].hash == hash && memcmp(&cache[i].key, key, sizeof *key) == 0) return &cache[i];
   MatmulEntry* e = &cache[next_slot];
   next_slot = (next_slot + 1) % MATMUL_CACHE_SIZE;
   release(e);
   e->used = true;
+  e->hash = hash;
   e->key = *key;
   e->supported = create_matmul(e);
   if (!e->supported) {
     release(e);
     e->used = true; // remembered as unsupported, so the refusal is not recomputed every call
+    e->hash = hash;
     e->key = *key;
   }
   return e;
@@ -219,6 +235,7 @@ Bf16Status onednn_gemm_bf16(bool trans_a, bool trans_b, size_t m, size_t n, size
   memset(&key, 0, sizeof key); // the padding too, since keys are compared with memcmp
   key.trans_a = trans_a, key.trans_b = trans_b, key.m = m, key.n = n, key.k = k;
   key.lda = lda, key.ldb = ldb, key.ldc = ldc, key.alpha = alpha, key.beta = beta;
+  key.threads = omp_get_max_threads();
   MatmulEntry* e = find_or_create(&key);
   if (!e->supported) return BF16_UNSUPPORTED;
   dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->src}, {DNNL_ARG_WEIGHTS, e->weights}, {DNNL_ARG_DST, e->dst}};

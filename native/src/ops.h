@@ -25,5 +25,7 @@ napi_value op_logits_stats(napi_env env, napi_callback_info info);
 napi_value op_logits_backward(napi_env env, napi_callback_info info);
 napi_value op_causal_softmax_rows(napi_env env, napi_callback_info info);
 napi_value op_causal_softmax_backward_rows(napi_env env, napi_callback_info info);
+napi_value op_attention_forward_bf16(napi_env env, napi_callback_info info);
+napi_value op_attention_backward_bf16(napi_env env, napi_callback_info info);
 
 #endif

@@ -240,8 +240,47 @@ export interface Kernels {
   ): void;
 
   /**
+   * The training attention's forward at bf16 in one call (train/attention.ts, the same blockwise
+   * scheme and roundings), parallel over (sequence, KV head): out and lse as attentionForward
+   * writes them; seqs holds (start, length) pairs in order. Optional: the native addon over oneDNN
+   * has it, and it returns false (writing nothing the blockwise code does not overwrite) where
+   * oneDNN is not in use; the caller then runs the blockwise code.
+   */
+  attentionForwardBf16?(
+    out: Float32Array,
+    lse: Float32Array,
+    q: Float32Array,
+    k: Float32Array,
+    v: Float32Array,
+    seqs: Int32Array,
+    nHeads: number,
+    nKvHeads: number,
+    headDim: number,
+  ): boolean;
+
+  /** The backward to attentionForwardBf16: dq, dk, dv overwritten, as attentionBackward. */
+  attentionBackwardBf16?(
+    dq: Float32Array,
+    dk: Float32Array,
+    dv: Float32Array,
+    dOut: Float32Array,
+    out: Float32Array,
+    lse: Float32Array,
+    q: Float32Array,
+    k: Float32Array,
+    v: Float32Array,
+    seqs: Int32Array,
+    nHeads: number,
+    nKvHeads: number,
+    headDim: number,
+  ): boolean;
+
+  /**
    * Number of GEMM threads (no-op for portable): OpenBLAS's are process-wide; oneDNN's (OpenMP)
    * are those of the teams the calling thread starts.
    */
   setThreads(n: number): void;
+
+  /** The GEMM threads: what setThreads last set; before that, native: the processors this process may use; portable: 1. */
+  threads(): number;
 }

@@ -5,6 +5,7 @@
 // op, so its functions are exposed as they are, with this file supplying the types.
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { KernelInfo, Kernels } from './kernels.js';
@@ -19,9 +20,12 @@ export const NATIVE_BUILD_HINT =
   'apt-get install libopenblas-dev libdnnl-dev (macOS: Xcode command line tools), then npm rebuild openclaw-rl';
 
 // Must equal ADDON_API_VERSION in native/src/addon.c.
-const ADDON_API_VERSION = 7;
+const ADDON_API_VERSION = 8;
 
-type NativeAddon = Omit<Kernels, 'name' | 'info'> & { readonly apiVersion: number; readonly info: KernelInfo };
+type NativeAddon = Omit<Kernels, 'name' | 'info' | 'threads'> & {
+  readonly apiVersion: number;
+  readonly info: KernelInfo;
+};
 
 /** Loads the addon (once per thread, by Node's module cache) or throws an Error saying why and how to fix it. */
 export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernels {
@@ -48,6 +52,8 @@ export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernel
         `expected ${ADDON_API_VERSION}). Rebuild it: npm rebuild openclaw-rl`,
     );
   }
+  // OpenMP's default team: one thread per processor this process may use.
+  let threads = availableParallelism();
   return {
     name: 'native',
     info: addon.info,
@@ -70,7 +76,16 @@ export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernel
     logitsBackward: addon.logitsBackward,
     causalSoftmaxRows: addon.causalSoftmaxRows,
     causalSoftmaxBackwardRows: addon.causalSoftmaxBackwardRows,
-    setThreads: addon.setThreads,
+    // OPENCLAW_RL_TRAIN_ATTENTION=blockwise: the training attention one GEMM call at a time, as
+    // without oneDNN (to compare, or to rule the fused kernels out).
+    ...(process.env.OPENCLAW_RL_TRAIN_ATTENTION === 'blockwise'
+      ? {}
+      : { attentionForwardBf16: addon.attentionForwardBf16, attentionBackwardBf16: addon.attentionBackwardBf16 }),
+    setThreads: (n: number) => {
+      addon.setThreads(n);
+      threads = n;
+    },
+    threads: () => threads,
   };
 }
 

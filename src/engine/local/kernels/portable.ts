@@ -410,4 +410,5 @@ export const portableKernels: Kernels = {
   causalSoftmaxRows,
   causalSoftmaxBackwardRows,
   setThreads: () => {},
+  threads: () => 1,
 };

@@ -8,6 +8,10 @@
 // log-sum-exp (lse); the backward recomputes the block's probabilities from Q, K and lse, and
 // takes rowsum(P * dP) as dO . O, so no n x n matrix is ever stored.
 //
+// At bf16, kernels that have attentionForwardBf16/attentionBackwardBf16 (the native addon over
+// oneDNN) run the same scheme in one call per layer, parallel over (sequence, KV head) instead of
+// one GEMM call at a time (native/src/train_attention.c); the code below is the fallback and fp32.
+//
 // Shapes: q [T, H*hd], k/v [T, KV*hd], out [T, H*hd]; sequence s owns rows start..start+len-1;
 // lse [T*H] holds sequence s's values at H*start + h*len + i (head h, its row i).
 
@@ -41,13 +45,29 @@ function* queryBlocks(n: number): Generator<{ r0: number; rows: number; cols: nu
   }
 }
 
+/** (start, length) pairs, as the fused kernels take them. */
+function seqPairs(seqs: readonly PackedSequence[]): Int32Array {
+  const pairs = new Int32Array(2 * seqs.length);
+  seqs.forEach((s, i) => {
+    pairs[2 * i] = s.start;
+    pairs[2 * i + 1] = s.length;
+  });
+  return pairs;
+}
+
+/** How the products are computed: `gemm`, and whether it is bf16 (then the fused kernels may run). */
+export interface AttentionCompute {
+  gemm: Gemm;
+  bf16: boolean;
+}
+
 /**
  * out and lse are overwritten; scratch holds attentionScratchSize(longest sequence) floats. The
  * products go through `gemm` (bf16: scores and values from bf16-rounded inputs), softmax in fp32.
  */
 export function attentionForward(
   k: Kernels,
-  gemm: Gemm,
+  { gemm, bf16 }: AttentionCompute,
   out: Float32Array,
   lse: Float32Array,
   q: Float32Array,
@@ -62,6 +82,7 @@ export function attentionForward(
     kvDim = KV * hd,
     group = H / KV,
     scale = 1 / Math.sqrt(hd);
+  if (bf16 && k.attentionForwardBf16?.(out, lse, q, kk, v, seqPairs(seqs), H, KV, hd)) return;
   for (const s of seqs) {
     const n = s.length;
     for (let h = 0; h < H; h++) {
@@ -89,7 +110,7 @@ export function attentionForward(
  */
 export function attentionBackward(
   k: Kernels,
-  gemm: Gemm,
+  { gemm, bf16 }: AttentionCompute,
   dq: Float32Array,
   dk: Float32Array,
   dv: Float32Array,
@@ -108,6 +129,7 @@ export function attentionBackward(
     kvDim = KV * hd,
     group = H / KV,
     scale = 1 / Math.sqrt(hd);
+  if (bf16 && k.attentionBackwardBf16?.(dq, dk, dv, dOut, out, lse, q, kk, v, seqPairs(seqs), H, KV, hd)) return;
   dk.fill(0);
   dv.fill(0);
   for (const s of seqs) {

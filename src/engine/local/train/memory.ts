@@ -23,6 +23,8 @@ export interface StepSize {
   checkpoint: boolean;
   /** Longest packed sequence, which sizes the attention scratch; default `tokens` (one sequence). */
   longestSequence?: number;
+  /** Threads running the fused bf16 attention, each with its own buffers (fusedAttentionBytes); default 0. */
+  attentionThreads?: number;
   /**
    * With the LM head chunked: the rows of logits computed at a time, recomputed in the backward
    * (see TrainModel). Undefined: every completion row's logits are kept from forward to backward.
@@ -74,8 +76,21 @@ export function trainStepBytes(cfg: ModelConfig, step: StepSize): number {
   const logitRows = Math.min(R, step.headChunkRows ?? R);
   const head = R * 4 * D + logitRows * cfg.vocabSize;
   const backward = T * backwardFloatsPerToken(cfg, step.loraRank);
-  const attention = attentionScratchSize(step.longestSequence ?? T);
-  return 4 * (tape + head + backward + attention);
+  const longest = step.longestSequence ?? T;
+  const attention = attentionScratchSize(longest);
+  const fused = (step.attentionThreads ?? 0) * fusedAttentionBytes(cfg, longest);
+  return 4 * (tape + head + backward + attention) + fused;
+}
+
+/**
+ * Bytes one thread of the fused bf16 attention keeps for sequences of up to `longest` tokens
+ * (native/src/train_attention.c; padded to its 128-row tiles): bf16 copies of K, V, Q and dO and
+ * the fp32 sums of dK and dV (16 bytes per row and head dimension), two fp32 and two bf16 blocks
+ * of 128 score rows, and one 128-row block of dQ.
+ */
+export function fusedAttentionBytes(cfg: ModelConfig, longest: number): number {
+  const rows = Math.ceil(longest / 128) * 128;
+  return rows * (16 * cfg.headDim + 12 * 128) + 512 * cfg.headDim;
 }
 
 /**

@@ -24,7 +24,13 @@ import type { Kernels } from '../kernels/kernels.js';
 import { type ModelConfig, ropeInvFreq } from '../model/config.js';
 import type { ParamStore } from '../model/weights.js';
 import { type Bf16Params, type Gemm, gemmFor } from '../precision.js';
-import { attentionBackward, attentionForward, attentionScratchSize, type PackedSequence } from './attention.js';
+import {
+  type AttentionCompute,
+  attentionBackward,
+  attentionForward,
+  attentionScratchSize,
+  type PackedSequence,
+} from './attention.js';
 import { linearBackward, linearForward, loraInput, type TrainLinear } from './linear.js';
 import { type LogitGrads, logitsBackward, rowStats, type RowStats } from './logits.js';
 import type { Lora } from './lora.js';
@@ -180,6 +186,7 @@ export class TrainModel {
   private readonly forceChunkedHead: boolean | undefined;
   private readonly headChunkRows: number;
   private readonly gemm: Gemm;
+  private readonly attentionCompute: AttentionCompute;
 
   /** grads: a buffer shaped like params for full fine-tuning; null with LoRA (base frozen). */
   constructor(
@@ -200,6 +207,7 @@ export class TrainModel {
       throw new RangeError(`the bf16 copy holds ${bf16.data.length} values, the parameters ${params.data.length}`);
     }
     this.gemm = gemmFor(k, bf16 ? 'bf16' : 'fp32');
+    this.attentionCompute = { gemm: this.gemm, bf16: bf16 !== null };
     const w16 = (name: string) => bf16?.get(name) ?? null;
     if (!(Number.isInteger(this.headChunkRows) && this.headChunkRows >= 1)) {
       throw new RangeError(`headChunkRows must be a positive integer, got ${this.headChunkRows}`);
@@ -403,9 +411,12 @@ export class TrainModel {
       ([checkpoint, chunked]) =>
         (this.forceCheckpoint ?? checkpoint) === checkpoint && (this.forceChunkedHead ?? chunked) === chunked,
     );
+    // The fused bf16 attention's buffers are the kernels' own, one set per thread.
+    const fused = this.attentionCompute.bf16 && this.k.attentionForwardBf16 ? this.k.threads() : 0;
     const sizes = allowed.map(
       ([checkpoint, chunked]): StepSize => ({
         ...base,
+        attentionThreads: fused,
         checkpoint,
         ...(chunked ? { headChunkRows: this.headChunkRows } : {}),
       }),
@@ -511,7 +522,7 @@ export class TrainModel {
     const shape = { nHeads: H, nKvHeads: KV, headDim: hd };
     attentionForward(
       k,
-      gemm,
+      this.attentionCompute,
       lt.att,
       lt.lse,
       lt.q,
@@ -609,7 +620,22 @@ export class TrainModel {
       // Attention: dx is now d loss / d xMid.
       linearBackward(gemm, dAtt, dx, lt.att, lt.u.o ?? null, T, lin.o, 0, scratch);
       const attScratch = this.buf('att.scratch', ctx.scratchSize);
-      attentionBackward(k, gemm, dq, dk, dv, dAtt, lt.att, lt.lse, lt.q, lt.k, lt.v, ctx.seqs, shape, attScratch);
+      attentionBackward(
+        k,
+        this.attentionCompute,
+        dq,
+        dk,
+        dv,
+        dAtt,
+        lt.att,
+        lt.lse,
+        lt.q,
+        lt.k,
+        lt.v,
+        ctx.seqs,
+        shape,
+        attScratch,
+      );
       k.rope(dq, T, H, hd, tape.negPositions, this.invFreq);
       k.rope(dk, T, KV, hd, tape.negPositions, this.invFreq);
       let dqIn = dq,

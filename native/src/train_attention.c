@@ -1,0 +1,258 @@
+// The training attention in bf16, forward and backward, one call per layer: the same blockwise
+// scheme as src/engine/local/train/attention.ts (blocks of 128 query rows that see key columns
+// 0 .. the block's end, softmax in fp32, the backward recomputing P from Q, K and the forward's
+// lse), but parallel over (sequence, KV head) with OpenMP, each thread running single-threaded
+// oneDNN matmuls on its own bf16 copies of K, V, Q and dO.
+//
+// Why: a layer's attention is hundreds of small GEMMs (tiles of 128 x 128 x head_dim). Called one by one
+// from TypeScript, each forked both threads, rounded its operands to bf16 again and waited for
+// both: attention ran at a fraction of the GEMM peak. Here each tensor is rounded once and the
+// threads never meet inside a layer.
+//
+// Every GEMM is a tile of 128 rows by 128 or head_dim (sequences are padded to a multiple of 128 rows with zeros),
+// with the score blocks' row stride fixed for the call, so a thread's cached primitives cover all
+// of them whatever the sequences' lengths. Padded rows get P = dS = 0, so they add nothing.
+#include <stdlib.h>
+#include <string.h>
+
+#include "bf16.h"
+#include "gemm.h"
+#include "kernels.h"
+#include "train_attention.h"
+
+#ifndef OPENCLAW_ONEDNN
+
+AttentionStatus train_attention_forward_bf16(const TrainAttention* a) {
+  (void)a;
+  return ATTENTION_UNSUPPORTED;
+}
+
+AttentionStatus train_attention_backward_bf16(const TrainAttention* a) {
+  (void)a;
+  return ATTENTION_UNSUPPORTED;
+}
+
+#else
+
+#include <omp.h>
+
+#define TILE 128
+
+// A thread's buffers, kept between calls (OpenMP's threads live as long as the process).
+typedef struct {
+  void* data;
+  size_t bytes;
+} Buffer;
+
+static __thread Buffer buffers[8];
+
+// Buffers above this size are freed after the call rather than kept.
+#define KEEP_BYTES ((size_t)64 << 20)
+
+static void* buffer(int slot, size_t bytes) {
+  Buffer* b = &buffers[slot];
+  if (bytes > b->bytes) {
+    void* grown = realloc(b->data, bytes);
+    if (!grown) return NULL;
+    b->data = grown;
+    b->bytes = bytes;
+  }
+  return b->data;
+}
+
+static void trim_buffers(void) {
+  for (int slot = 0; slot < 8; slot++)
+    if (buffers[slot].bytes > KEEP_BYTES) {
+      free(buffers[slot].data);
+      buffers[slot].data = NULL;
+      buffers[slot].bytes = 0;
+    }
+}
+
+static size_t padded(size_t n) { return (n + TILE - 1) / TILE * TILE; }
+
+// out (n_pad x hd, contiguous) = bf16 of n rows of hd floats `stride` apart, then zero rows.
+static void rows_to_bf16(uint16_t* out, const float* x, size_t n, size_t n_pad, size_t hd, size_t stride) {
+  for (size_t i = 0; i < n; i++) bf16_from_f32(out + i * hd, x + i * stride, hd);
+  memset(out + n * hd, 0, (n_pad - n) * hd * sizeof(uint16_t));
+}
+
+typedef struct {
+  const TrainAttention* a;
+  size_t ld;     // row stride of the score blocks: the longest sequence, padded
+  float scale;
+} Call;
+
+// The longest sequence of the call, padded to whole tiles.
+static size_t longest_padded(const TrainAttention* a) {
+  size_t longest = 0;
+  for (size_t s = 0; s < a->n_seqs; s++)
+    if ((size_t)a->seqs[2 * s + 1] > longest) longest = (size_t)a->seqs[2 * s + 1];
+  return padded(longest);
+}
+
+// One tile product on this thread: C[m,n] = alpha * op(A) op(B) + beta * C, each of m, n, k TILE or hd.
+static AttentionStatus tile(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const uint16_t* x, size_t ldx,
+                       const uint16_t* y, size_t ldy, float beta, float* c, size_t ldc) {
+  switch (onednn_gemm_bf16(ta, tb, m, n, k, alpha, x, ldx, y, ldy, beta, c, ldc)) {
+  case BF16_DONE:
+    return ATTENTION_DONE;
+  case BF16_UNSUPPORTED:
+    return ATTENTION_UNSUPPORTED;
+  default:
+    return ATTENTION_FAILED;
+  }
+}
+
+// out[0..cols) = bf16 of x[0..visible), then zeros.
+static void row_to_bf16(uint16_t* out, const float* x, size_t visible, size_t cols) {
+  bf16_from_f32(out, x, visible);
+  memset(out + visible, 0, (cols - visible) * sizeof(uint16_t));
+}
+
+// Forward of one (sequence, KV head): its query heads one after another.
+static AttentionStatus forward_item(const Call* c, size_t seq, size_t g) {
+  const TrainAttention* a = c->a;
+  const size_t hd = a->head_dim, q_dim = a->n_heads * hd, kv_dim = a->n_kv_heads * hd;
+  const size_t group = a->n_heads / a->n_kv_heads, start = (size_t)a->seqs[2 * seq];
+  const size_t n = (size_t)a->seqs[2 * seq + 1], n_pad = padded(n), ld = c->ld;
+  if (n == 0) return ATTENTION_DONE;
+  uint16_t* kb = buffer(0, n_pad * hd * sizeof(uint16_t));
+  uint16_t* vb = buffer(1, n_pad * hd * sizeof(uint16_t));
+  uint16_t* qb = buffer(2, n_pad * hd * sizeof(uint16_t));
+  float* s = buffer(3, TILE * ld * sizeof(float));
+  uint16_t* pb = buffer(4, TILE * ld * sizeof(uint16_t));
+  float* o = buffer(5, TILE * hd * sizeof(float));
+  if (!kb || !vb || !qb || !s || !pb || !o) return ATTENTION_NO_MEMORY;
+  rows_to_bf16(kb, a->k + start * kv_dim + g * hd, n, n_pad, hd, kv_dim);
+  rows_to_bf16(vb, a->v + start * kv_dim + g * hd, n, n_pad, hd, kv_dim);
+  for (size_t h = g * group; h < (g + 1) * group; h++) {
+    rows_to_bf16(qb, a->q + start * q_dim + h * hd, n, n_pad, hd, q_dim);
+    float* lse = a->lse + a->n_heads * start + h * n;
+    for (size_t r0 = 0; r0 < n; r0 += TILE) {
+      const size_t rows = n - r0 < TILE ? n - r0 : TILE, cols = r0 + TILE;
+      for (size_t j0 = 0; j0 < cols; j0 += TILE) {
+        AttentionStatus st =
+            tile(false, true, TILE, TILE, hd, c->scale, qb + r0 * hd, hd, kb + j0 * hd, hd, 0.f, s + j0, ld);
+        if (st != ATTENTION_DONE) return st;
+      }
+      for (size_t i = 0; i < TILE; i++) {
+        // Each row's visible columns are rounded while they are in L1; the rest, and padded rows, are 0.
+        const size_t visible = i < rows ? r0 + i + 1 : 0;
+        if (visible > 0) causal_softmax_rows_f32(s + i * ld, lse + r0 + i, 1, visible, r0 + i);
+        row_to_bf16(pb + i * ld, s + i * ld, visible, cols);
+      }
+      for (size_t j0 = 0; j0 < cols; j0 += TILE) {
+        AttentionStatus st =
+            tile(false, false, TILE, hd, TILE, 1.f, pb + j0, ld, vb + j0 * hd, hd, j0 == 0 ? 0.f : 1.f, o, hd);
+        if (st != ATTENTION_DONE) return st;
+      }
+      float* out = a->out + (start + r0) * q_dim + h * hd;
+      for (size_t i = 0; i < rows; i++) memcpy(out + i * q_dim, o + i * hd, hd * sizeof(float));
+    }
+  }
+  return ATTENTION_DONE;
+}
+
+// Backward of one (sequence, KV head): dK and dV of the KV head sum over its query heads.
+static AttentionStatus backward_item(const Call* c, size_t seq, size_t g) {
+  const TrainAttention* a = c->a;
+  const size_t hd = a->head_dim, q_dim = a->n_heads * hd, kv_dim = a->n_kv_heads * hd;
+  const size_t group = a->n_heads / a->n_kv_heads, start = (size_t)a->seqs[2 * seq];
+  const size_t n = (size_t)a->seqs[2 * seq + 1], n_pad = padded(n), ld = c->ld;
+  if (n == 0) return ATTENTION_DONE;
+  uint16_t* kb = buffer(0, n_pad * hd * sizeof(uint16_t));
+  uint16_t* vb = buffer(1, n_pad * hd * sizeof(uint16_t));
+  uint16_t* qb = buffer(2, 2 * n_pad * hd * sizeof(uint16_t)); // Q, then dO
+  float* s = buffer(3, 2 * TILE * ld * sizeof(float));         // S (P), then dP (dS)
+  uint16_t* pb = buffer(4, 2 * TILE * ld * sizeof(uint16_t));  // P, then dS
+  float* dq = buffer(5, TILE * hd * sizeof(float));
+  float* dkv = buffer(6, 2 * n_pad * hd * sizeof(float)); // dK, then dV
+  if (!kb || !vb || !qb || !s || !pb || !dq || !dkv) return ATTENTION_NO_MEMORY;
+  uint16_t *dob = qb + n_pad * hd, *dsb = pb + TILE * ld;
+  float *dp = s + TILE * ld, *dk = dkv, *dv = dkv + n_pad * hd;
+  rows_to_bf16(kb, a->k + start * kv_dim + g * hd, n, n_pad, hd, kv_dim);
+  rows_to_bf16(vb, a->v + start * kv_dim + g * hd, n, n_pad, hd, kv_dim);
+  memset(dkv, 0, 2 * n_pad * hd * sizeof(float));
+  for (size_t h = g * group; h < (g + 1) * group; h++) {
+    const size_t q_off = start * q_dim + h * hd;
+    rows_to_bf16(qb, a->q + q_off, n, n_pad, hd, q_dim);
+    rows_to_bf16(dob, a->d_out + q_off, n, n_pad, hd, q_dim);
+    const float* lse = a->lse + a->n_heads * start + h * n;
+    for (size_t r0 = 0; r0 < n; r0 += TILE) {
+      const size_t rows = n - r0 < TILE ? n - r0 : TILE, cols = r0 + TILE;
+      // Scores and dP = dO V^T, then one pass turns them into P and dS.
+      for (size_t j0 = 0; j0 < cols; j0 += TILE) {
+        AttentionStatus st =
+            tile(false, true, TILE, TILE, hd, c->scale, qb + r0 * hd, hd, kb + j0 * hd, hd, 0.f, s + j0, ld);
+        if (st == ATTENTION_DONE)
+          st = tile(false, true, TILE, TILE, hd, 1.f, dob + r0 * hd, hd, vb + j0 * hd, hd, 0.f, dp + j0, ld);
+        if (st != ATTENTION_DONE) return st;
+      }
+      for (size_t i = 0; i < TILE; i++) {
+        const size_t visible = i < rows ? r0 + i + 1 : 0, row = r0 + i;
+        if (visible > 0)
+          causal_softmax_backward_rows_f32(dp + i * ld, s + i * ld, lse + row, a->d_out + q_off + row * q_dim,
+                                           a->out + q_off + row * q_dim, 1, visible, row, hd, q_dim);
+        row_to_bf16(pb + i * ld, s + i * ld, visible, cols);
+        row_to_bf16(dsb + i * ld, dp + i * ld, visible, cols);
+      }
+      for (size_t j0 = 0; j0 < cols; j0 += TILE) {
+        // dV_j += P_j^T dO, dQ += scale dS_j K_j, dK_j += scale dS_j^T Q.
+        const float dq_beta = j0 == 0 ? 0.f : 1.f;
+        AttentionStatus st = tile(true, false, TILE, hd, TILE, 1.f, pb + j0, ld, dob + r0 * hd, hd, 1.f, dv + j0 * hd, hd);
+        if (st == ATTENTION_DONE)
+          st = tile(false, false, TILE, hd, TILE, c->scale, dsb + j0, ld, kb + j0 * hd, hd, dq_beta, dq, hd);
+        if (st == ATTENTION_DONE)
+          st = tile(true, false, TILE, hd, TILE, c->scale, dsb + j0, ld, qb + r0 * hd, hd, 1.f, dk + j0 * hd, hd);
+        if (st != ATTENTION_DONE) return st;
+      }
+      float* dq_out = a->dq + q_off + r0 * q_dim;
+      for (size_t i = 0; i < rows; i++) memcpy(dq_out + i * q_dim, dq + i * hd, hd * sizeof(float));
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    memcpy(a->dk + (start + i) * kv_dim + g * hd, dk + i * hd, hd * sizeof(float));
+    memcpy(a->dv + (start + i) * kv_dim + g * hd, dv + i * hd, hd * sizeof(float));
+  }
+  return ATTENTION_DONE;
+}
+
+// Runs item(seq, kv head) over every pair on the calling thread's OpenMP team. Each member runs
+// its matmuls on one thread (oneDNN's primitives then plan for one: see onednn_gemm_bf16). The
+// first status that is not ATTENTION_DONE wins and the rest of the items are skipped.
+static AttentionStatus run_items(const TrainAttention* a, AttentionStatus (*item)(const Call*, size_t, size_t)) {
+  const Call c = {.a = a, .ld = longest_padded(a), .scale = a->scale};
+  const long items = (long)(a->n_seqs * a->n_kv_heads);
+  int status = ATTENTION_DONE;
+#pragma omp parallel
+  {
+    omp_set_num_threads(1);
+#pragma omp for schedule(dynamic, 1)
+    for (long it = 0; it < items; it++) {
+      int seen;
+#pragma omp atomic read
+      seen = status;
+      if (seen != ATTENTION_DONE) continue;
+      AttentionStatus st = item(&c, (size_t)it / a->n_kv_heads, (size_t)it % a->n_kv_heads);
+      if (st != ATTENTION_DONE) {
+#pragma omp critical(train_attention_status)
+        if (status == ATTENTION_DONE) status = st;
+      }
+    }
+    trim_buffers();
+  }
+  return (AttentionStatus)status;
+}
+
+AttentionStatus train_attention_forward_bf16(const TrainAttention* a) {
+  if (!gemm_uses_onednn()) return ATTENTION_UNSUPPORTED;
+  return run_items(a, forward_item);
+}
+
+AttentionStatus train_attention_backward_bf16(const TrainAttention* a) {
+  if (!gemm_uses_onednn()) return ATTENTION_UNSUPPORTED;
+  return run_items(a, backward_item);
+}
+
+#endif

@@ -1,0 +1,32 @@
+// The training attention's fused bf16 forward and backward (train_attention.c). They trust their
+// arguments: the N-API layer (train_ops.c) has checked every size.
+#ifndef OPENCLAW_TRAIN_ATTENTION_H
+#define OPENCLAW_TRAIN_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { ATTENTION_DONE, ATTENTION_UNSUPPORTED, ATTENTION_FAILED, ATTENTION_NO_MEMORY } AttentionStatus;
+
+// Shapes as in src/engine/local/train/attention.ts: q, out, d_out, dq [T, n_heads * head_dim];
+// k, v, dk, dv [T, n_kv_heads * head_dim]; seqs holds (start, length) pairs; lse [T * n_heads]
+// holds sequence s's values at n_heads * start + h * length + i.
+typedef struct {
+  const float *q, *k, *v;
+  float* out; // written by the forward, read by the backward
+  float* lse; // likewise
+  const float* d_out;
+  float *dq, *dk, *dv;
+  const int32_t* seqs;
+  size_t n_seqs, n_heads, n_kv_heads, head_dim;
+  float scale;
+} TrainAttention;
+
+// out and lse from q, k, v. ATTENTION_UNSUPPORTED (nothing written that the caller's fallback
+// does not overwrite) when oneDNN is not in use or has no fast bf16 matmul here.
+AttentionStatus train_attention_forward_bf16(const TrainAttention* a);
+
+// dq, dk, dv (overwritten) from d_out and the forward's q, k, v, out and lse.
+AttentionStatus train_attention_backward_bf16(const TrainAttention* a);
+
+#endif
