@@ -83,7 +83,8 @@ test('PRM judge: +1 only for a well-formed call on the problem numbers that solv
       call('30*12'),
       '360',
     ),
-    1,
+    -1,
+    'the one call this problem needs, made again after a first step: wasted',
   );
   assert.equal(prmTruth(q, call('12 + 30'), '42'), -1, 'wrong operation');
   assert.equal(prmTruth(q, call('6 * 60'), '360'), -1, 'numbers not in the problem');
@@ -107,6 +108,14 @@ test('PRM judge: +1 only for a well-formed call on the problem numbers that solv
   assert.equal(prmTruth(three, call('84 + 15'), '99'), 1, 'the second of three');
   assert.equal(prmTruth(three, call('99 - 20'), '79'), 1, "the third, on the second one's value");
   assert.equal(prmTruth(three, call('99 + 20'), '119'), -1, 'wrong operation in the third step');
+
+  // A call after as many steps as the solution has operations is a loop or a wasted step.
+  const after = (n: number) =>
+    `${three}\n[The assistant already took ${n} step${n === 1 ? '' : 's'} on this request; the reply below is the next one.]`;
+  assert.equal(prmTruth(after(2), call('99 - 20'), '79'), 1, 'the third call, after two steps');
+  assert.equal(prmTruth(after(3), call('99 - 20'), '79'), -1, 'the answer computed again after three steps');
+  assert.equal(prmTruth(after(4), call('12 * 7'), '84'), -1, 'a first value computed again');
+  assert.equal(prmTruth(`${two}\n[The assistant already took 1 step on this request; x]`, call('84 + 15'), '99'), 1);
 });
 
 test('PRM judge endpoint policy: reads the real eval prompt, and flips votes at the error rate', () => {

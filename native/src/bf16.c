@@ -32,6 +32,15 @@ void bf16_from_f32(uint16_t* out, const float* x, size_t n) {
   for (size_t i = 0; i < n; i++) out[i] = bf16_bits(x[i]);
 }
 
+void bf16_from_f32_parallel(uint16_t* out, const float* x, size_t n) {
+#pragma omp parallel if (n >= PARALLEL_MIN_ELEMENTS)
+  {
+    size_t first, count;
+    thread_share(n, &first, &count);
+    bf16_from_f32(out + first, x + first, count);
+  }
+}
+
 SIMD_CLONES
 static void pack_rows(void* out, bool out_bf16, const void* x, bool is_bf16, size_t rows, size_t cols,
                       size_t ld) {

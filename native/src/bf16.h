@@ -9,6 +9,8 @@
 
 // out[i] = the bf16 bits nearest to x[i] (ties to even; NaN stays a quiet NaN of the same sign).
 void bf16_from_f32(uint16_t* out, const float* x, size_t n);
+// The same on the calling thread's OpenMP team (large n only).
+void bf16_from_f32_parallel(uint16_t* out, const float* x, size_t n);
 
 // Copies op(X) (stored rows x cols with row stride ld, or cols x rows when transposed; float32
 // when !is_bf16, else bf16 bits) into a contiguous rows x cols matrix: bf16 bits (pack_bf16) or

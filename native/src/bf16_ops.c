@@ -55,7 +55,7 @@ napi_value op_to_bf16(napi_env env, napi_callback_info info) {
       !op_f32_array(&call, 1, "x", &x) || !op_size(&call, 2, "n", 0, &n) ||
       !op_check_length(&call, "out", out.length, n, 1, 1, "n") || !op_check_length(&call, "x", x.length, n, 1, 1, "n"))
     return NULL;
-  bf16_from_f32(out.data, x.data, n);
+  bf16_from_f32_parallel(out.data, x.data, n);
   return NULL;
 }
 

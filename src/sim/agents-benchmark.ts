@@ -40,6 +40,8 @@ export interface AgentsSummary {
     byStep: Record<number, Spread>;
     /** The learner's step at each measurement, per target (run order). */
     stepsReached: Record<number, number[]>;
+    /** Steps per held-out episode, per target. */
+    stepsPerEpisode: Record<number, Spread>;
     trainingSuccess: Spread;
   }[];
   throughput: Throughput[];
@@ -56,12 +58,15 @@ export function summarizeAgents(results: readonly AgentsExperimentResult[]): Age
       const targets = [...new Set(runs.flatMap((r) => r.points.map((p) => p.target)))].sort((a, b) => a - b);
       const byStep: Record<number, Spread> = {};
       const stepsReached: Record<number, number[]> = {};
+      const stepsPerEpisode: Record<number, Spread> = {};
       for (const target of targets) {
         const points = runs.flatMap((r) => r.points.filter((p) => p.target === target));
         byStep[target] = spread(points.map((p) => p.successRate));
         stepsReached[target] = points.map((p) => p.step);
+        stepsPerEpisode[target] = spread(points.map((p) => p.stepsPerEpisode));
       }
-      return { reward, byStep, stepsReached, trainingSuccess: spread(runs.map((r) => r.trainingSuccessRate)) };
+      const trainingSuccess = spread(runs.map((r) => r.trainingSuccessRate));
+      return { reward, byStep, stepsReached, stepsPerEpisode, trainingSuccess };
     }),
     throughput: results.flatMap((r) => r.throughput),
     totalWallSeconds: results.reduce((a, r) => a + r.wallSeconds, 0),
@@ -87,6 +92,15 @@ export function agentsMarkdown(s: AgentsSummary, context: string, label: string)
     `| --- | ${steps.map(() => '---').join(' | ')} | --- |`,
     ...s.byReward.map(
       (r) => `| ${NAMES[r.reward]} | ${steps.map((n) => cell(r.byStep[n])).join(' | ')} | ${cell(r.trainingSuccess)} |`,
+    ),
+    '',
+    'Steps (assistant turns) per held-out episode, mean ± std over seeds:',
+    '',
+    `| reward | ${steps.map((n) => `step ${n}`).join(' | ')} |`,
+    `| --- | ${steps.map(() => '---').join(' | ')} |`,
+    ...s.byReward.map(
+      (r) =>
+        `| ${NAMES[r.reward]} | ${steps.map((n) => `${r.stepsPerEpisode[n]?.mean.toFixed(2)} ± ${r.stepsPerEpisode[n]?.std.toFixed(2)}`).join(' | ')} |`,
     ),
     '',
     ...overshoots(s),

@@ -76,6 +76,8 @@ export interface SuccessPoint {
   step: number;
   version: number;
   successRate: number;
+  /** Mean steps (assistant turns) of a held-out episode: a policy that stalls or loops takes more. */
+  stepsPerEpisode: number;
   /** One digit per held-out task, in task order: how many of its episodes solved it. */
   outcomes: string;
 }
@@ -157,6 +159,7 @@ export async function runAgentsExperiment(o: AgentsExperimentOptions): Promise<A
         step: before.steps,
         version: before.version,
         successRate: summary.successRate,
+        stepsPerEpisode: summary.episodes === 0 ? 0 : summary.steps / summary.episodes,
         outcomes: summary.byTask.map((t) => String(Math.min(9, t.successes))).join(''),
       };
       points.push(point);

@@ -3,8 +3,12 @@
 // the next state) and votes as a judge model that works the problem out itself would:
 //   +1  the step made progress: one well-formed calculator call whose numbers all come from the
 //       problem or from the solution's earlier steps, and whose result is one the solution reaches
-//       (an intermediate value of the solution, or the answer)
-//   -1  anything else: a calculator error, a number from nowhere, a wrong operation
+//       (an intermediate value of the solution, or the answer), taken while the solution still
+//       needs calls (fewer earlier steps than it has operations)
+//   -1  anything else: a calculator error, a number from nowhere, a wrong operation, or a call
+//       after as many steps as the solution has operations: a loop or a wasted step, as the
+//       reference's PRM rubric says. The prompt states how many steps came before, not which, so
+//       a late call that corrects an earlier wrong one counts as wasted too.
 // With probability errorRate a vote is flipped. A step without a tool call has no next state (it
 // is the episode's last, closed by the outcome), so the judge never sees one. Hint prompts get
 // "nothing to learn" (the benchmark runs with --opd-weight 0, which sends none).
@@ -16,10 +20,12 @@ import { readPrompt, type JudgePolicy } from './judge-policy.js';
 
 /** The faultless vote on a step: +1 or -1, from the prompt's sections alone. */
 export function prmTruth(request: string, reply: string, nextState: string): 1 | -1 {
-  const question = request.replace(/\n\[The assistant already took[^\]]*\]$/, '').trim();
+  const earlier = /\n\[The assistant already took (\d+) steps?[^\]]*\]$/.exec(request);
+  const question = (earlier ? request.slice(0, earlier.index) : request).trim();
   const solution = solveArithmetic(question);
   const calls = [...reply.matchAll(/^\[calls tool calculator\] (.*)$/gm)];
   if (solution === null || calls.length !== 1) return -1;
+  if (Number(earlier?.[1] ?? 0) >= solution.values.length) return -1;
   let expression: unknown;
   try {
     expression = (JSON.parse(calls[0]![1]!) as { expression?: unknown }).expression;

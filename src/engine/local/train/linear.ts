@@ -2,9 +2,19 @@
 // Face layout), optional bias, optional LoRA adapter (A [r, in], B [out, r], scale alpha / r):
 //   y = x W^T + b + scale * (x A^T) B^T
 // Every product goes through `gemm` (precision.ts): sgemm at fp32; at bf16 gemmBf16, reading the
-// base weight's bf16 copy W16 where there is one.
+// base weight's bf16 copy W16 where there is one. Inputs may come already rounded to bf16
+// (Operand), so that products sharing an input round it once (see TrainModel's `round`).
 
 import type { Gemm } from '../precision.js';
+
+/** A GEMM input: float32, or bf16 bits rounded from it once for several products (bf16 only). */
+export type Operand = Float32Array | Uint16Array;
+
+/** An input as the GEMMs read it: at bf16 rounded once into the buffer `slot`, at fp32 itself. */
+export type Round = (x: Float32Array, slot: 'x' | 'dy') => Operand;
+
+/** No rounding ahead: each product rounds its own inputs. */
+export const ROUND_IN_GEMM: Round = (x) => x;
 
 export interface LoraPair {
   A: Float32Array;
@@ -35,7 +45,7 @@ export interface TrainLinear {
 export function linearForward(
   gemm: Gemm,
   y: Float32Array,
-  x: Float32Array,
+  x: Operand,
   T: number,
   L: TrainLinear,
   u: Float32Array | null,
@@ -51,7 +61,7 @@ export function linearForward(
 }
 
 /** u[T, r] = x A^T alone: what the backward needs of a LoRA layer whose output is already known. */
-export function loraInput(gemm: Gemm, u: Float32Array, x: Float32Array, T: number, L: TrainLinear): void {
+export function loraInput(gemm: Gemm, u: Float32Array, x: Operand, T: number, L: TrainLinear): void {
   if (!L.lora) return;
   const { A, rank } = L.lora;
   gemm(false, true, T, rank, L.inDim, 1, x, L.inDim, A, L.inDim, 0, u, rank);
@@ -60,21 +70,25 @@ export function loraInput(gemm: Gemm, u: Float32Array, x: Float32Array, T: numbe
 /**
  * Accumulates parameter gradients and writes (beta 0) or adds (beta 1) dx[T, in].
  * dx = dy W (+ scale (dy B) A); dW += dy^T x; dB += scale dy^T u; dA += scale (dy B)^T x.
+ * dy goes into up to three products, so `round` rounds it once (slot 'dy').
  */
 export function linearBackward(
   gemm: Gemm,
   dx: Float32Array | null,
-  dy: Float32Array,
-  x: Float32Array,
+  dyIn: Float32Array,
+  x: Operand,
   u: Float32Array | null,
   T: number,
   L: TrainLinear,
   beta: 0 | 1,
   scratch: Float32Array,
+  round: Round = ROUND_IN_GEMM,
 ): void {
+  const uses = (L.dW ? 1 : 0) + (dx ? 1 : 0) + (L.lora && u ? 2 : 0);
+  const dy = uses > 1 ? round(dyIn, 'dy') : dyIn;
   if (L.dW) gemm(true, false, L.outDim, L.inDim, T, 1, dy, L.outDim, x, L.inDim, 1, L.dW, L.inDim);
   if (L.dBias) {
-    for (let t = 0; t < T; t++) for (let o = 0; o < L.outDim; o++) L.dBias[o] = L.dBias[o]! + dy[t * L.outDim + o]!;
+    for (let t = 0; t < T; t++) for (let o = 0; o < L.outDim; o++) L.dBias[o] = L.dBias[o]! + dyIn[t * L.outDim + o]!;
   }
   if (dx) gemm(false, false, T, L.inDim, L.outDim, 1, dy, L.outDim, L.W16 ?? L.W, L.inDim, beta, dx, L.inDim);
   if (L.lora && u) {

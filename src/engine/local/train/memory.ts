@@ -25,6 +25,8 @@ export interface StepSize {
   longestSequence?: number;
   /** Threads running the fused bf16 attention, each with its own buffers (fusedAttentionBytes); default 0. */
   attentionThreads?: number;
+  /** Products at bf16: two more buffers hold inputs rounded once for several products (TrainModel). */
+  bf16?: boolean;
   /**
    * With the LM head chunked: the rows of logits computed at a time, recomputed in the backward
    * (see TrainModel). Undefined: every completion row's logits are kept from forward to backward.
@@ -79,7 +81,9 @@ export function trainStepBytes(cfg: ModelConfig, step: StepSize): number {
   const longest = step.longestSequence ?? T;
   const attention = attentionScratchSize(longest);
   const fused = (step.attentionThreads ?? 0) * fusedAttentionBytes(cfg, longest);
-  return 4 * (tape + head + backward + attention) + fused;
+  // Two slots of 2-byte values, as wide as the widest layer input or output: one float per element.
+  const rounded = step.bf16 ? T * Math.max(D, cfg.numHeads * cfg.headDim, cfg.intermediateSize) : 0;
+  return 4 * (tape + head + backward + attention + rounded) + fused;
 }
 
 /**

@@ -31,7 +31,15 @@ import {
   attentionScratchSize,
   type PackedSequence,
 } from './attention.js';
-import { linearBackward, linearForward, loraInput, type TrainLinear } from './linear.js';
+import {
+  linearBackward,
+  linearForward,
+  loraInput,
+  type Operand,
+  ROUND_IN_GEMM,
+  type Round,
+  type TrainLinear,
+} from './linear.js';
 import { type LogitGrads, logitsBackward, rowStats, type RowStats } from './logits.js';
 import type { Lora } from './lora.js';
 import { HEAD_CHUNK_ROWS, type StepSize, trainStepBytes } from './memory.js';
@@ -187,6 +195,8 @@ export class TrainModel {
   private readonly headChunkRows: number;
   private readonly gemm: Gemm;
   private readonly attentionCompute: AttentionCompute;
+  /** At bf16, rounds an input shared by several products once (linear.ts, Round); at fp32 the identity. */
+  private readonly round: Round;
 
   /** grads: a buffer shaped like params for full fine-tuning; null with LoRA (base frozen). */
   constructor(
@@ -208,6 +218,14 @@ export class TrainModel {
     }
     this.gemm = gemmFor(k, bf16 ? 'bf16' : 'fp32');
     this.attentionCompute = { gemm: this.gemm, bf16: bf16 !== null };
+    this.round = bf16
+      ? (x, slot) => {
+          const floats = this.buf(`round.${slot}`, Math.ceil(x.length / 2));
+          const bits = new Uint16Array(floats.buffer, floats.byteOffset, x.length);
+          k.toBf16(bits, x, x.length);
+          return bits;
+        }
+      : ROUND_IN_GEMM;
     const w16 = (name: string) => bf16?.get(name) ?? null;
     if (!(Number.isInteger(this.headChunkRows) && this.headChunkRows >= 1)) {
       throw new RangeError(`headChunkRows must be a positive integer, got ${this.headChunkRows}`);
@@ -417,6 +435,7 @@ export class TrainModel {
       ([checkpoint, chunked]): StepSize => ({
         ...base,
         attentionThreads: fused,
+        bf16: this.attentionCompute.bf16,
         checkpoint,
         ...(chunked ? { headChunkRows: this.headChunkRows } : {}),
       }),
@@ -505,12 +524,15 @@ export class TrainModel {
       hd = cfg.headDim,
       eps = cfg.rmsNormEps;
     const w = this.layers[l]!;
-    const lin = (name: LinearName, y: Float32Array, input: Float32Array, beta: 0 | 1 = 0) =>
+    const lin = (name: LinearName, y: Float32Array, input: Operand, beta: 0 | 1 = 0) =>
       linearForward(gemm, y, input, T, w.lin[name], lt.u[name] ?? null, beta);
+    // Each input is rounded once for all its products (q, k, v share h1; gate and up share h2).
+    const round = (x: Float32Array) => this.round(x, 'x');
     k.rmsnorm(lt.h1, lt.x, w.norm1, T, cfg.hiddenSize, eps);
-    lin('q', lt.q, lt.h1);
-    lin('k', lt.k, lt.h1);
-    lin('v', lt.v, lt.h1);
+    const h1 = round(lt.h1);
+    lin('q', lt.q, h1);
+    lin('k', lt.k, h1);
+    lin('v', lt.v, h1);
     if (w.qNorm && w.kNorm && lt.q0 && lt.k0) {
       lt.q0.set(lt.q);
       lt.k0.set(lt.k);
@@ -534,16 +556,17 @@ export class TrainModel {
     );
     // The residual connections: the block's input copied in, the projection added onto it.
     lt.xMid.set(lt.x);
-    lin('o', lt.xMid, lt.att, 1);
+    lin('o', lt.xMid, round(lt.att), 1);
     k.rmsnorm(lt.h2, lt.xMid, w.norm2, T, cfg.hiddenSize, eps);
-    lin('gate', lt.gate, lt.h2);
-    lin('up', lt.up, lt.h2);
+    const h2 = round(lt.h2);
+    lin('gate', lt.gate, h2);
+    lin('up', lt.up, h2);
     k.siluMul(lt.act, lt.gate, lt.up, T * cfg.intermediateSize);
     if (out) {
       out.set(lt.xMid);
-      lin('down', out, lt.act, 1);
+      lin('down', out, round(lt.act), 1);
     } else if (lt.u.down) {
-      loraInput(gemm, lt.u.down, lt.act, T, w.lin.down);
+      loraInput(gemm, lt.u.down, round(lt.act), T, w.lin.down);
     }
   }
 
@@ -611,14 +634,21 @@ export class TrainModel {
       const w = this.layers[l]!,
         lt = tape.layers[l] ?? this.recompute(l, tape);
       const lin = w.lin;
+      // A layer input goes into the weight gradients' products (dW, or LoRA's dA) only: rounded
+      // once for those, and not at all when none of its projections has one.
+      const inputOf = (x: Float32Array, ...of: TrainLinear[]) =>
+        of.some((L) => L.dW || L.lora) ? this.round(x, 'x') : x;
+      const back = (dxOut: Float32Array | null, dy: Float32Array, x: Operand, name: LinearName, beta: 0 | 1) =>
+        linearBackward(gemm, dxOut, dy, x, lt.u[name] ?? null, T, lin[name], beta, scratch, this.round);
       // MLP: dx is d loss / d (layer output) = d / d xMid through the residual, plus the MLP path.
-      linearBackward(gemm, dAct, dx, lt.act, lt.u.down ?? null, T, lin.down, 0, scratch);
+      back(dAct, dx, inputOf(lt.act, lin.down), 'down', 0);
       k.siluMulBackward(dGate, dUp, dAct, lt.gate, lt.up, T * F);
-      linearBackward(gemm, dh, dGate, lt.h2, lt.u.gate ?? null, T, lin.gate, 0, scratch);
-      linearBackward(gemm, dh, dUp, lt.h2, lt.u.up ?? null, T, lin.up, 1, scratch);
+      const h2 = inputOf(lt.h2, lin.gate, lin.up);
+      back(dh, dGate, h2, 'gate', 0);
+      back(dh, dUp, h2, 'up', 1);
       k.rmsnormBackward(dx, w.dNorm2, dh, lt.xMid, w.norm2, T, D, eps, true);
       // Attention: dx is now d loss / d xMid.
-      linearBackward(gemm, dAtt, dx, lt.att, lt.u.o ?? null, T, lin.o, 0, scratch);
+      back(dAtt, dx, inputOf(lt.att, lin.o), 'o', 0);
       const attScratch = this.buf('att.scratch', ctx.scratchSize);
       attentionBackward(
         k,
@@ -651,9 +681,10 @@ export class TrainModel {
       // Below layer 0's q/k/v inputs only the embedding is left: with it frozen (LoRA) and no
       // norm weight to train, nothing needs d loss / d h1 there, so those GEMMs are skipped.
       const dh1 = l > 0 || this.dEmbed || w.dNorm1 ? dh : null;
-      linearBackward(gemm, dh1, dqIn, lt.h1, lt.u.q ?? null, T, lin.q, 0, scratch);
-      linearBackward(gemm, dh1, dkIn, lt.h1, lt.u.k ?? null, T, lin.k, 1, scratch);
-      linearBackward(gemm, dh1, dv, lt.h1, lt.u.v ?? null, T, lin.v, 1, scratch);
+      const h1 = inputOf(lt.h1, lin.q, lin.k, lin.v);
+      back(dh1, dqIn, h1, 'q', 0);
+      back(dh1, dkIn, h1, 'k', 1);
+      back(dh1, dv, h1, 'v', 1);
       if (dh1) k.rmsnormBackward(dx, w.dNorm1, dh1, lt.x, w.norm1, T, D, eps, true);
     }
     if (this.dEmbed) {
