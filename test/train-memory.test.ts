@@ -11,9 +11,16 @@ import { loadKernels } from '../src/engine/local/kernels/index.js';
 import type { ModelFamily } from '../src/engine/local/model/config.js';
 import { modelConfigOf, PRESETS, randomParams } from '../src/engine/local/model/init.js';
 import { allocateParams } from '../src/engine/local/model/weights.js';
+import { bf16ParamsOf } from '../src/engine/local/precision.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import { Lora } from '../src/engine/local/train/lora.js';
-import { HEAD_CHUNK_ROWS, maxTrainTokens, type StepSize, trainStepBytes } from '../src/engine/local/train/memory.js';
+import {
+  fusedAttentionBytes,
+  HEAD_CHUNK_ROWS,
+  maxTrainTokens,
+  type StepSize,
+  trainStepBytes,
+} from '../src/engine/local/train/memory.js';
 import { type TrainModelOptions, TrainModel, type TrainSequence } from '../src/engine/local/train/model.js';
 
 const kernels = loadKernels();
@@ -191,6 +198,30 @@ describe('memory of a training step', () => {
     assert.equal(perCompletionToken, 4 * 4 * cfg.hiddenSize);
     assert.equal(bytes(4096) - bytes(4096, 512), 4 * (4096 - 512) * cfg.vocabSize, 'the logits rows not held');
     assert.equal(bytes(300, 512), bytes(300), 'fewer rows than a chunk: the same as unchunked');
+  });
+
+  test('at bf16: the rounded inputs are counted, and the fused attention per thread', () => {
+    const cfg = tinyConfig('qwen3', 2);
+    const params = randomParams(cfg, 7, 0.25);
+    const adapter = new Lora(cfg, { rank: 4, alpha: 8, targets: [...TARGETS] });
+    adapter.initialise(8);
+    const bf16 = bf16ParamsOf(kernels, params.specs, params.data);
+    const model = new TrainModel(cfg, params, null, adapter, kernels, { checkpoint: true, bf16 });
+    step(model, [sequence(createRng(5), 600, 300, cfg.vocabSize)], cfg.vocabSize);
+    const size = { tokens: 600, completionTokens: 300, loraRank: 4, checkpoint: true };
+    // The JS buffers: the fp32 step's and two slots of rounded inputs; the fused kernels' own
+    // buffers are outside them, one set per thread.
+    assert.equal(model.bufferBytes, trainStepBytes(cfg, { ...size, bf16: true }));
+    assert.equal(
+      trainStepBytes(cfg, { ...size, bf16: true }) - trainStepBytes(cfg, size),
+      4 * 600 * Math.max(cfg.hiddenSize, cfg.numHeads * cfg.headDim, cfg.intermediateSize),
+    );
+    assert.equal(
+      trainStepBytes(cfg, { ...size, bf16: true, attentionThreads: 2 }) - trainStepBytes(cfg, { ...size, bf16: true }),
+      2 * fusedAttentionBytes(cfg, 600),
+    );
+    // 600 rows pad to 640: 16 bytes per row and head dimension, 1536 per row, one block of dQ.
+    assert.equal(fusedAttentionBytes(cfg, 600), 640 * (16 * cfg.headDim + 1536) + 512 * cfg.headDim);
   });
 
   test('packed sequences size the attention scratch by the longest one', () => {
