@@ -110,22 +110,42 @@ static void row_to_bf16(uint16_t* out, const float* x, size_t visible, size_t co
   memset(out + visible, 0, (cols - visible) * sizeof(uint16_t));
 }
 
+// One (sequence, KV head): its sizes, and its K and V rounded to bf16 (buffers 0 and 1).
+typedef struct {
+  size_t hd, q_dim, kv_dim, group, start, n, n_pad, ld;
+  uint16_t *kb, *vb;
+} Item;
+
+// Fills *it; ATTENTION_DONE with it->n == 0 for an empty sequence (nothing to do).
+static AttentionStatus item_begin(const Call* c, size_t seq, size_t g, Item* it) {
+  const TrainAttention* a = c->a;
+  it->hd = a->head_dim, it->q_dim = a->n_heads * it->hd, it->kv_dim = a->n_kv_heads * it->hd;
+  it->group = a->n_heads / a->n_kv_heads, it->start = (size_t)a->seqs[2 * seq];
+  it->n = (size_t)a->seqs[2 * seq + 1], it->n_pad = padded(it->n), it->ld = c->ld;
+  if (it->n == 0) return ATTENTION_DONE;
+  it->kb = buffer(0, it->n_pad * it->hd * sizeof(uint16_t));
+  it->vb = buffer(1, it->n_pad * it->hd * sizeof(uint16_t));
+  if (!it->kb || !it->vb) return ATTENTION_NO_MEMORY;
+  const size_t at = it->start * it->kv_dim + g * it->hd;
+  rows_to_bf16(it->kb, a->k + at, it->n, it->n_pad, it->hd, it->kv_dim);
+  rows_to_bf16(it->vb, a->v + at, it->n, it->n_pad, it->hd, it->kv_dim);
+  return ATTENTION_DONE;
+}
+
 // Forward of one (sequence, KV head): its query heads one after another.
 static AttentionStatus forward_item(const Call* c, size_t seq, size_t g) {
   const TrainAttention* a = c->a;
-  const size_t hd = a->head_dim, q_dim = a->n_heads * hd, kv_dim = a->n_kv_heads * hd;
-  const size_t group = a->n_heads / a->n_kv_heads, start = (size_t)a->seqs[2 * seq];
-  const size_t n = (size_t)a->seqs[2 * seq + 1], n_pad = padded(n), ld = c->ld;
-  if (n == 0) return ATTENTION_DONE;
-  uint16_t* kb = buffer(0, n_pad * hd * sizeof(uint16_t));
-  uint16_t* vb = buffer(1, n_pad * hd * sizeof(uint16_t));
+  Item it;
+  AttentionStatus begun = item_begin(c, seq, g, &it);
+  if (begun != ATTENTION_DONE || it.n == 0) return begun;
+  const size_t hd = it.hd, q_dim = it.q_dim, group = it.group, start = it.start, n = it.n, n_pad = it.n_pad;
+  const size_t ld = it.ld;
+  const uint16_t *kb = it.kb, *vb = it.vb;
   uint16_t* qb = buffer(2, n_pad * hd * sizeof(uint16_t));
   float* s = buffer(3, TILE * ld * sizeof(float));
   uint16_t* pb = buffer(4, TILE * ld * sizeof(uint16_t));
   float* o = buffer(5, TILE * hd * sizeof(float));
-  if (!kb || !vb || !qb || !s || !pb || !o) return ATTENTION_NO_MEMORY;
-  rows_to_bf16(kb, a->k + start * kv_dim + g * hd, n, n_pad, hd, kv_dim);
-  rows_to_bf16(vb, a->v + start * kv_dim + g * hd, n, n_pad, hd, kv_dim);
+  if (!qb || !s || !pb || !o) return ATTENTION_NO_MEMORY;
   for (size_t h = g * group; h < (g + 1) * group; h++) {
     rows_to_bf16(qb, a->q + start * q_dim + h * hd, n, n_pad, hd, q_dim);
     float* lse = a->lse + a->n_heads * start + h * n;
@@ -157,22 +177,20 @@ static AttentionStatus forward_item(const Call* c, size_t seq, size_t g) {
 // Backward of one (sequence, KV head): dK and dV of the KV head sum over its query heads.
 static AttentionStatus backward_item(const Call* c, size_t seq, size_t g) {
   const TrainAttention* a = c->a;
-  const size_t hd = a->head_dim, q_dim = a->n_heads * hd, kv_dim = a->n_kv_heads * hd;
-  const size_t group = a->n_heads / a->n_kv_heads, start = (size_t)a->seqs[2 * seq];
-  const size_t n = (size_t)a->seqs[2 * seq + 1], n_pad = padded(n), ld = c->ld;
-  if (n == 0) return ATTENTION_DONE;
-  uint16_t* kb = buffer(0, n_pad * hd * sizeof(uint16_t));
-  uint16_t* vb = buffer(1, n_pad * hd * sizeof(uint16_t));
+  Item it;
+  AttentionStatus begun = item_begin(c, seq, g, &it);
+  if (begun != ATTENTION_DONE || it.n == 0) return begun;
+  const size_t hd = it.hd, q_dim = it.q_dim, kv_dim = it.kv_dim, group = it.group, start = it.start, n = it.n;
+  const size_t n_pad = it.n_pad, ld = it.ld;
+  const uint16_t *kb = it.kb, *vb = it.vb;
   uint16_t* qb = buffer(2, 2 * n_pad * hd * sizeof(uint16_t)); // Q, then dO
   float* s = buffer(3, 2 * TILE * ld * sizeof(float));         // S (P), then dP (dS)
   uint16_t* pb = buffer(4, 2 * TILE * ld * sizeof(uint16_t));  // P, then dS
   float* dq = buffer(5, TILE * hd * sizeof(float));
   float* dkv = buffer(6, 2 * n_pad * hd * sizeof(float)); // dK, then dV
-  if (!kb || !vb || !qb || !s || !pb || !dq || !dkv) return ATTENTION_NO_MEMORY;
+  if (!qb || !s || !pb || !dq || !dkv) return ATTENTION_NO_MEMORY;
   uint16_t *dob = qb + n_pad * hd, *dsb = pb + TILE * ld;
   float *dp = s + TILE * ld, *dk = dkv, *dv = dkv + n_pad * hd;
-  rows_to_bf16(kb, a->k + start * kv_dim + g * hd, n, n_pad, hd, kv_dim);
-  rows_to_bf16(vb, a->v + start * kv_dim + g * hd, n, n_pad, hd, kv_dim);
   memset(dkv, 0, 2 * n_pad * hd * sizeof(float));
   for (size_t h = g * group; h < (g + 1) * group; h++) {
     const size_t q_off = start * q_dim + h * hd;

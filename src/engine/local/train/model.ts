@@ -542,18 +542,8 @@ export class TrainModel {
     k.rope(lt.q, T, H, hd, ctx.positions, this.invFreq);
     k.rope(lt.k, T, KV, hd, ctx.positions, this.invFreq);
     const shape = { nHeads: H, nKvHeads: KV, headDim: hd };
-    attentionForward(
-      k,
-      this.attentionCompute,
-      lt.att,
-      lt.lse,
-      lt.q,
-      lt.k,
-      lt.v,
-      ctx.seqs,
-      shape,
-      this.buf('att.scratch', ctx.scratchSize),
-    );
+    const scratch = this.buf('att.scratch', ctx.scratchSize);
+    attentionForward(k, this.attentionCompute, lt.att, lt.lse, lt.q, lt.k, lt.v, ctx.seqs, shape, scratch);
     // The residual connections: the block's input copied in, the projection added onto it.
     lt.xMid.set(lt.x);
     lin('o', lt.xMid, round(lt.att), 1);
@@ -650,22 +640,8 @@ export class TrainModel {
       // Attention: dx is now d loss / d xMid.
       back(dAtt, dx, inputOf(lt.att, lin.o), 'o', 0);
       const attScratch = this.buf('att.scratch', ctx.scratchSize);
-      attentionBackward(
-        k,
-        this.attentionCompute,
-        dq,
-        dk,
-        dv,
-        dAtt,
-        lt.att,
-        lt.lse,
-        lt.q,
-        lt.k,
-        lt.v,
-        ctx.seqs,
-        shape,
-        attScratch,
-      );
+      const att = this.attentionCompute;
+      attentionBackward(k, att, dq, dk, dv, dAtt, lt.att, lt.lse, lt.q, lt.k, lt.v, ctx.seqs, shape, attScratch);
       k.rope(dq, T, H, hd, tape.negPositions, this.invFreq);
       k.rope(dk, T, KV, hd, tape.negPositions, this.invFreq);
       let dqIn = dq,
