@@ -4,9 +4,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmodSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { torchLaunchOf } from '../src/cli/serve-torch.js';
-import { DEFAULT_LAUNCH, launchCommand, preflight } from '../src/engine/torch/launcher.js';
+import { DEFAULT_LAUNCH, freeLoopbackPort, launchCommand, preflight } from '../src/engine/torch/launcher.js';
 import { scratchDir } from './helpers/models.js';
 import { TORCH_PYTHON } from './helpers/torch-learner.js';
 
@@ -63,6 +64,22 @@ test('the launcher command: standalone on one node; a static rendezvous on node 
     ['2', '1', '10.0.0.1', '29600'],
   );
   assert.ok(!two.args.includes('--standalone'));
+  // One node with a port (TorchLearner picks a free one): the same static rendezvous on it.
+  const own = launchCommand({ ...DEFAULT_LAUNCH, python: 'py', masterPort: 41234 });
+  const ownAt = (flag: string) => own.args[own.args.indexOf(flag) + 1];
+  assert.deepEqual(
+    [ownAt('--nnodes'), ownAt('--node_rank'), ownAt('--master_addr'), ownAt('--master_port')],
+    ['1', '0', '127.0.0.1', '41234'],
+  );
+  assert.ok(!own.args.includes('--standalone'));
+});
+
+test('a free loopback port: one that a server can listen on', async () => {
+  const port = await freeLoopbackPort();
+  assert.ok(port > 0 && port < 65536);
+  const server = createServer();
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.close(() => resolve()));
 });
 
 test('the start-up check names what is missing: no such Python, no PyTorch, no CUDA', () => {

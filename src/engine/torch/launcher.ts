@@ -3,6 +3,7 @@
 // (`python -m torch.distributed.run`, what `torchrun` runs) over python/openclaw_rl_learner.
 
 import { spawnSync } from 'node:child_process';
+import { type AddressInfo, createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
 /** The package folder holding openclaw_rl_learner (shipped with the npm package). */
@@ -88,12 +89,29 @@ export function preflight(launch: TorchLaunch): PreflightReport {
 }
 
 /**
+ * A port on the loopback interface that is free now. A learner started on one node gets its own:
+ * `--standalone` always rendezvouses on port 29400, where the launcher of a learner whose serve was
+ * killed can still be listening, and the new learner then fails to start.
+ */
+export function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/**
  * The launcher's command line for one node. Node 0 (serve's) holds global rank 0, which talks to
- * serve; the static rendezvous puts it there, where a c10d one could give rank 0 to any node.
+ * serve; the static rendezvous puts it there, where a c10d one could give rank 0 to any node. One
+ * node with a port: the same static rendezvous on it; without one, `--standalone`.
  */
 export function launchCommand(launch: TorchLaunch, nodeRank = 0): { command: string; args: string[] } {
   const rendezvous =
-    launch.nnodes > 1
+    launch.nnodes > 1 || launch.masterPort !== null
       ? [
           '--nnodes',
           String(launch.nnodes),

@@ -12,7 +12,15 @@ import { policyVersionAt, readPolicyUpdate } from '../local/policy-versions.js';
 import type { PolicyVersion } from '../policy-version.js';
 import type { Publication } from '../local/learner.js';
 import type { LearnerConfig } from '../local/train/learner.js';
-import { learnerEnv, launchCommand, preflight, tail, TorchLearnerError, type TorchLaunch } from './launcher.js';
+import {
+  freeLoopbackPort,
+  learnerEnv,
+  launchCommand,
+  preflight,
+  tail,
+  TorchLearnerError,
+  type TorchLaunch,
+} from './launcher.js';
 
 export interface TorchLearnerOptions {
   launch: TorchLaunch;
@@ -69,7 +77,10 @@ export class TorchLearner {
 
   static async open(opts: TorchLearnerOptions): Promise<TorchLearner> {
     preflight(opts.launch);
-    const { command, args } = launchCommand(opts.launch);
+    const single = opts.launch.nnodes === 1 && opts.launch.masterPort === null;
+    const { command, args } = launchCommand(
+      single ? { ...opts.launch, masterPort: await freeLoopbackPort() } : opts.launch,
+    );
     // Its own process group, so close() can end the launcher and every rank it started.
     const child = spawn(command, args, { env: learnerEnv(), stdio: ['pipe', 'pipe', 'pipe'], detached: true });
     let errText = '';
