@@ -96,7 +96,9 @@ test('breaking out of the stream or aborting cancels the generation; the engine 
   const last = events[events.length - 1]!;
   assert.equal(last.type, 'finish');
   assert.equal(last.type === 'finish' && last.reason, 'cancelled');
-  assert.ok(events.length < 20);
+  // Tokens the worker produced before it saw the abort still arrive (how many depends on the
+  // scheduling of a loaded machine, 20 was too few); a generation that ignored it would run to 1000.
+  assert.ok(events.length < 200, `${events.length} events arrived after the abort at the second`);
   const after = await run(prompt(5, 6), { maxTokens: 4, seed: 2, stopTokenIds: [] });
   assert.equal(after.ids.length, 4);
 });
