@@ -331,8 +331,10 @@ test('with the real engine answering, attribution is the same as with scripted a
         const got = summarize(answers, lines);
         const want = EXPECTED[file]!;
         if (file.startsWith('05')) {
-          // The tiny model may finish 4 tokens before the client aborts: then the turn is answered and superseded.
-          assert.match(got[0]!, /^1 main:openclaw:agent_turn to-3\(affinity\) (cancelled|superseded)$/);
+          // The tiny model may finish 4 tokens before the client aborts: then the turn is answered, and
+          // superseded by the retry, or diverged when its commit lands after the retry began (the
+          // retry is then a concurrent branch, recorder.ts). All three follow from the timing alone.
+          assert.match(got[0]!, /^1 main:openclaw:agent_turn to-3\(affinity\) (cancelled|superseded|diverged)$/);
           assert.deepEqual(got.slice(1), want.slice(1));
         } else {
           assert.deepEqual(got, ENGINE_EXPECTED[file] ?? want, file);
