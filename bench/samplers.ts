@@ -26,7 +26,18 @@ import { LLAMA_PREFIX, NODE_LLAMA_CPP_VERSION } from './llama-cpp.js';
 import { median, printMachine } from './machine.js';
 import { benchModel, type BenchPreset } from './models.js';
 import { measureThroughput, type Throughput, type ThroughputShape } from './sampler-throughput.js';
-import { inProcessDirect, measureOverhead, type Overhead, remoteDirect, startDoubleProcess } from './serve-overhead.js';
+import {
+  benchPromptIds,
+  ClientProcess,
+  inProcessDirect,
+  measureOverhead,
+  type Overhead,
+  remoteDirect,
+  type ServerUnderTest,
+  startBareServer,
+  startDoubleProcess,
+  startGateway,
+} from './serve-overhead.js';
 
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
 // ggml's threads spin at barriers: on a small machine llama.cpp can be fastest on fewer threads than cores.
@@ -37,6 +48,8 @@ const OVERHEAD_ROUNDS = Number(process.env.BENCH_OVERHEAD_ROUNDS ?? 5);
 const OVERHEAD_THREADS = Number(process.env.BENCH_OVERHEAD_THREADS ?? Math.max(1, availableParallelism() - 1));
 const OVERHEAD_TOKENS = 16;
 const TARGET_MS = 1;
+/** The overhead table's row for the bare HTTP server: the floor, not a backend. */
+const FLOOR_ROW = 'floor: bare node:http';
 
 interface Candidate {
   name: string;
@@ -114,27 +127,27 @@ async function throughput(preset: BenchPreset): Promise<void> {
 async function overhead(): Promise<Overhead[]> {
   const dir = benchModel('tiny');
   const out: Overhead[] = [];
-  const common = { tokens: OVERHEAD_TOKENS, rounds: OVERHEAD_ROUNDS, perRound: 20 };
+  const client = new ClientProcess();
+  const common = { client, tokens: OVERHEAD_TOKENS, rounds: OVERHEAD_ROUNDS, perRound: 20 };
   const embedded = await loadChatBackend(dir, 'bench', { threads: OVERHEAD_THREADS, precision: 'auto' });
+  const ids = benchPromptIds(embedded);
+  /** One row: the backend's generation directly, and through `server` (closed after). */
+  const row = async (name: string, server: ServerUnderTest, direct: (seeds: number[]) => Promise<number[]>) => {
+    try {
+      out.push(await measureOverhead({ name, server, direct, ...common }));
+    } finally {
+      await server.close();
+    }
+  };
   try {
-    out.push(
-      await measureOverhead({
-        name: `embedded ${(embedded.sampler as LocalEngine).info.precision}`,
-        backend: embedded,
-        direct: inProcessDirect(embedded.sampler, OVERHEAD_TOKENS),
-        ...common,
-      }),
-    );
+    const embeddedDirect = inProcessDirect(embedded.sampler, ids, OVERHEAD_TOKENS);
+    const precision = (embedded.sampler as LocalEngine).info.precision;
+    await row(`embedded ${precision}`, await startGateway(embedded), embeddedDirect);
+    await row(FLOOR_ROW, await startBareServer(embedded.sampler, ids), embeddedDirect);
     const llama = await llamaCpp(dir, 'Q8_0', 4, OVERHEAD_THREADS);
     try {
-      out.push(
-        await measureOverhead({
-          name: 'llama.cpp Q8_0',
-          backend: { ...embedded, sampler: llama.sampler },
-          direct: inProcessDirect(llama.sampler, OVERHEAD_TOKENS),
-          ...common,
-        }),
-      );
+      const backend = { ...embedded, sampler: llama.sampler };
+      await row('llama.cpp Q8_0', await startGateway(backend), inProcessDirect(llama.sampler, ids, OVERHEAD_TOKENS));
     } finally {
       await llama.close();
     }
@@ -143,19 +156,17 @@ async function overhead(): Promise<Overhead[]> {
       try {
         const model = 'double-base';
         const router = openRemoteSampler({ kind, urls: [double.url], model }, { name: model, contextLength: 2048 });
-        out.push(
-          await measureOverhead({
-            name: `${kind} (test double)`,
-            backend: { ...embedded, sampler: router },
-            direct: remoteDirect(kind, double.url, model, OVERHEAD_TOKENS),
-            ...common,
-          }),
+        await row(
+          `${kind} (test double)`,
+          await startGateway({ ...embedded, sampler: router }),
+          remoteDirect(client, kind, double.url, model, ids, OVERHEAD_TOKENS),
         );
       } finally {
         double.child.kill('SIGTERM');
       }
     }
   } finally {
+    client.close();
     await embedded.close();
   }
   return out;
@@ -182,17 +193,25 @@ async function main(): Promise<void> {
   for (const r of rows) {
     const added = r.viaServe - r.direct;
     console.log(
-      `${r.backend.padEnd(22)} ${r.direct.toFixed(2).padStart(8)} ${r.viaServe.toFixed(2).padStart(9)} ${added.toFixed(2).padStart(7)} ${r.gateway.toFixed(2).padStart(8)} ${r.serveCpuMs.toFixed(2).padStart(9)}   ${r.perRound.map((x) => x.toFixed(2)).join(' ')}`,
+      `${r.backend.padEnd(22)} ${r.direct.toFixed(2).padStart(8)} ${r.viaServe.toFixed(2).padStart(9)} ${added.toFixed(2).padStart(7)} ${(r.gateway === null ? '-' : r.gateway.toFixed(2)).padStart(8)} ${r.serveCpuMs.toFixed(2).padStart(9)}   ${r.perRound.map((x) => x.toFixed(2)).join(' ')}`,
     );
   }
   console.log(
     `target: serve adds <= ${TARGET_MS} ms p50 whichever backend -> ${rows
+      .filter((r) => r.backend !== FLOOR_ROW)
       .map((r) => {
         const added = median(r.perRound);
         return `${r.backend} ${added.toFixed(2)} ms ${added <= TARGET_MS ? 'MET' : 'NOT MET'}`;
       })
       .join('; ')} (median of the rounds' added p50s)`,
   );
+  const floor = rows.find((r) => r.backend === FLOOR_ROW);
+  if (floor) {
+    console.log(
+      `floor on this machine: a bare HTTP server around the same embedded sampler adds ${median(floor.perRound).toFixed(2)} ms ` +
+        "(loopback HTTP, the client process, waking the engine worker); serve's own work is the rest",
+    );
+  }
 }
 
 main().catch((e) => {

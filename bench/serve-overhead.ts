@@ -13,7 +13,8 @@
 
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { Agent, request } from 'node:http';
+import { Agent, createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -39,51 +40,68 @@ export interface ClientRequest {
   headers?: Record<string, string>;
 }
 
-/** Runs in the client process: the requests in order over one keep-alive connection; ms of each. */
-async function clientMain(requests: ClientRequest[]): Promise<void> {
+/** One request, sent and read to its end over the agent's keep-alive connection; ms it took. */
+async function timedRequest(agent: Agent, r: ClientRequest): Promise<number> {
+  const body = JSON.stringify(r.body);
+  const t0 = performance.now();
+  await new Promise<void>((resolve, reject) => {
+    const req = request(
+      r.url,
+      {
+        method: 'POST',
+        agent,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...r.headers },
+      },
+      (res) => {
+        res.on('data', () => {});
+        res.on('end', () =>
+          res.statusCode === 200 ? resolve() : reject(new Error(`${r.url} answered ${res.statusCode}`)),
+        );
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+  return performance.now() - t0;
+}
+
+/** Runs in the client process: each stdin line a batch of requests, sent in order; a line back with ms of each. */
+async function clientMain(): Promise<void> {
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-  const ms: number[] = [];
-  for (const r of requests) {
-    const body = JSON.stringify(r.body);
-    const t0 = performance.now();
-    await new Promise<void>((resolve, reject) => {
-      const req = request(
-        r.url,
-        {
-          method: 'POST',
-          agent,
-          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...r.headers },
-        },
-        (res) => {
-          res.on('data', () => {});
-          res.on('end', () =>
-            res.statusCode === 200 ? resolve() : reject(new Error(`${r.url} answered ${res.statusCode}`)),
-          );
-        },
-      );
-      req.on('error', reject);
-      req.end(body);
-    });
-    ms.push(performance.now() - t0);
+  for await (const line of createInterface({ input: process.stdin })) {
+    const ms: number[] = [];
+    for (const r of JSON.parse(line) as ClientRequest[]) ms.push(await timedRequest(agent, r));
+    process.stdout.write(`${JSON.stringify(ms)}\n`);
   }
   agent.destroy();
-  process.stdout.write(JSON.stringify(ms));
 }
 
 const SELF = fileURLToPath(import.meta.url);
 
-function runClient(requests: ClientRequest[]): Promise<number[]> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [SELF, '--client'], { stdio: ['pipe', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout.on('data', (d) => {
-      out += d;
-    });
-    child.on('exit', (code) =>
-      code === 0 ? resolve(JSON.parse(out) as number[]) : reject(new Error(`client exited ${code}`)),
-    );
-    child.stdin.end(JSON.stringify(requests));
-  });
+/**
+ * The client: one long-lived process, as an agent is, so that its HTTP code is compiled by the time
+ * it is timed (a fresh process per batch would time Node's warm-up, on the serve side only).
+ */
+export class ClientProcess {
+  private readonly child: ChildProcess;
+  private readonly replies: AsyncIterator<string>;
+
+  constructor() {
+    this.child = spawn(process.execPath, [SELF, '--client'], { stdio: ['pipe', 'pipe', 'inherit'] });
+    this.replies = createInterface({ input: this.child.stdout! })[Symbol.asyncIterator]();
+  }
+
+  /** Sends the requests in order; the ms of each as the client saw it. */
+  async run(requests: ClientRequest[]): Promise<number[]> {
+    this.child.stdin!.write(`${JSON.stringify(requests)}\n`);
+    const reply = await this.replies.next();
+    if (reply.done) throw new Error(`the client process exited (${this.child.exitCode})`);
+    return JSON.parse(reply.value) as number[];
+  }
+
+  close(): void {
+    this.child.stdin!.end();
+  }
 }
 
 /** A vLLM or SGLang test double in a child process (its own event loop and engine worker). */
@@ -148,8 +166,8 @@ export interface Overhead {
   direct: number;
   /** p50 ms through serve, seen by the client. */
   viaServe: number;
-  /** p50 ms the gateway itself spent per request (receipt to last byte). */
-  gateway: number;
+  /** p50 ms the gateway itself spent per request (receipt to last byte); null for the bare floor server. */
+  gateway: number | null;
   /** viaServe - direct per round, ms: the spread. */
   perRound: number[];
   /**
@@ -165,82 +183,137 @@ const p50 = (xs: number[]) => {
   return s[Math.floor(s.length / 2)]!;
 };
 
+/** What the client talks to: serve's gateway, or the bare floor server. */
+export interface ServerUnderTest {
+  /** The chat completions URL. */
+  url: string;
+  /** ms the server itself spent on each request since the last call (receipt to last byte), when it logs them. */
+  ownMs(): number[];
+  close(): Promise<void>;
+}
+
+/** serve's gateway around the backend, with a store in a temporary folder, as `serve` runs it. */
+export async function startGateway(backend: ChatBackend): Promise<ServerUnderTest> {
+  const dir = mkdtempSync(join(tmpdir(), 'ocrl-overhead-'));
+  const store = openStore({ dir, checkpoints: 'background' });
+  const logs = memoryLogger();
+  const gateway = new Gateway({ backend, store, logger: logs, config: { ...DEFAULT_CONFIG, port: 0, dataDir: dir } });
+  const { port } = await gateway.listen();
+  return {
+    url: `http://127.0.0.1:${port}/v1/chat/completions`,
+    ownMs() {
+      const ms = logs.lines
+        .filter((l) => l.event === 'request' && l.path === '/v1/chat/completions')
+        .map((l) => l.ms as number);
+      logs.lines.length = 0;
+      return ms;
+    },
+    async close() {
+      await gateway.close(1000);
+      store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 /**
- * The added time through serve for one backend. `direct` times `n` generations of the prompt with
- * seeds `seeds` (in-process, or through the client process for a remote server).
+ * The floor: the least any HTTP server in front of the sampler can add on this machine. A bare
+ * node:http handler that parses the body, samples the already-rendered prompt and streams the
+ * chunks as serve does for a short answer (the first at once, the rest with the end), with no
+ * validation, template, sessions or store. What serve adds beyond this is its own work.
+ */
+export async function startBareServer(sampler: Sampler, ids: readonly number[]): Promise<ServerUnderTest> {
+  const server = createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (c: string) => {
+      body += c;
+    });
+    req.on('end', async () => {
+      const { seed, max_tokens } = JSON.parse(body) as { seed: number; max_tokens: number };
+      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+      res.write('data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n');
+      let rest = '';
+      for await (const e of sampler.generate(ids, { maxTokens: max_tokens, temperature: 1, seed })) {
+        if (e.type === 'token')
+          rest += `data: ${JSON.stringify({ choices: [{ index: 0, delta: { id: e.token.id } }] })}\n\n`;
+      }
+      res.end(`${rest}data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}\n\ndata: [DONE]\n\n`);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/v1/chat/completions`,
+    ownMs: () => [],
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/**
+ * The added time through `server` for one backend. `direct` times generations of the prompt with
+ * the given seeds (in-process, or through the client process for a remote server); rounds
+ * alternate the two ways.
  */
 export async function measureOverhead(a: {
   name: string;
-  backend: ChatBackend;
-  direct: (ids: number[], seeds: number[]) => Promise<number[]>;
+  client: ClientProcess;
+  server: ServerUnderTest;
+  direct: (seeds: number[]) => Promise<number[]>;
   tokens: number;
   rounds: number;
   perRound: number;
 }): Promise<Overhead> {
-  const dir = mkdtempSync(join(tmpdir(), 'ocrl-overhead-'));
-  const store = openStore({ dir, checkpoints: 'background' });
-  const logs = memoryLogger();
-  const gateway = new Gateway({
-    backend: a.backend,
-    store,
-    logger: logs,
-    config: { ...DEFAULT_CONFIG, port: 0, dataDir: dir },
-  });
-  const { port } = await gateway.listen();
-  const ids = renderPrompt(a.backend.template, a.backend.tokenizer, MESSAGES, { addGenerationPrompt: true }).ids;
   const chat = (seed: number): ClientRequest => ({
-    url: `http://127.0.0.1:${port}/v1/chat/completions`,
+    url: a.server.url,
     headers: { 'x-session-id': `overhead-${seed}` },
     body: { messages: MESSAGES, stream: true, max_tokens: a.tokens, temperature: 1, top_p: 1, top_k: 0, seed },
   });
-  const gatewayMs = () => {
-    const ms = logs.lines
-      .filter((l) => l.event === 'request' && l.path === '/v1/chat/completions')
-      .map((l) => l.ms as number);
-    logs.lines.length = 0;
-    return ms;
-  };
   const direct: number[] = [];
   const via: number[] = [];
   const perRound: number[] = [];
   const cpu = { direct: 0, via: 0 };
   const cpuMs = (u: NodeJS.CpuUsage) => (u.user + u.system) / 1000;
   const seedsOf = (round: number) => Array.from({ length: a.perRound }, (_, i) => 1000 * round + i);
-  try {
-    // Warm-up: both ways once, so compilation and first-use allocations are not timed.
-    await a.direct(ids, seedsOf(0));
-    await runClient(seedsOf(0).map(chat));
-    gatewayMs();
-    for (let round = 1; round <= a.rounds; round++) {
-      let c0 = process.cpuUsage();
-      const d = await a.direct(ids, seedsOf(round));
-      cpu.direct += cpuMs(process.cpuUsage(c0));
-      c0 = process.cpuUsage();
-      const v = await runClient(seedsOf(round).map(chat));
-      cpu.via += cpuMs(process.cpuUsage(c0));
-      direct.push(...d);
-      via.push(...v);
-      perRound.push(p50(v) - p50(d));
-    }
-    return {
-      backend: a.name,
-      direct: p50(direct),
-      viaServe: p50(via),
-      gateway: p50(gatewayMs()),
-      perRound,
-      requests: via.length,
-      serveCpuMs: (cpu.via - cpu.direct) / via.length,
-    };
-  } finally {
-    await gateway.close(1000);
-    store.close();
-    rmSync(dir, { recursive: true, force: true });
+  // Warm-up: both ways once, so compilation and first-use allocations are not timed.
+  await a.direct(seedsOf(0));
+  await a.client.run(seedsOf(0).map(chat));
+  a.server.ownMs();
+  for (let round = 1; round <= a.rounds; round++) {
+    let c0 = process.cpuUsage();
+    const d = await a.direct(seedsOf(round));
+    cpu.direct += cpuMs(process.cpuUsage(c0));
+    c0 = process.cpuUsage();
+    const v = await a.client.run(seedsOf(round).map(chat));
+    cpu.via += cpuMs(process.cpuUsage(c0));
+    direct.push(...d);
+    via.push(...v);
+    perRound.push(p50(v) - p50(d));
   }
+  const own = a.server.ownMs();
+  return {
+    backend: a.name,
+    direct: p50(direct),
+    viaServe: p50(via),
+    gateway: own.length > 0 ? p50(own) : null,
+    perRound,
+    requests: via.length,
+    serveCpuMs: (cpu.via - cpu.direct) / via.length,
+  };
+}
+
+/** The prompt ids serve renders for the benchmark's messages. */
+export function benchPromptIds(backend: ChatBackend): number[] {
+  return renderPrompt(backend.template, backend.tokenizer, MESSAGES, { addGenerationPrompt: true }).ids;
 }
 
 /** Directly through an in-process Sampler: ms per generation. */
-export function inProcessDirect(sampler: Sampler, tokens: number) {
-  return async (ids: number[], seeds: number[]): Promise<number[]> => {
+export function inProcessDirect(sampler: Sampler, ids: readonly number[], tokens: number) {
+  return async (seeds: number[]): Promise<number[]> => {
     const ms: number[] = [];
     for (const seed of seeds) {
       const t0 = performance.now();
@@ -252,19 +325,22 @@ export function inProcessDirect(sampler: Sampler, tokens: number) {
 }
 
 /** Directly to a vLLM or SGLang server from the client process: ms per generation. */
-export function remoteDirect(kind: 'vllm' | 'sglang', url: string, model: string, tokens: number) {
-  return (ids: number[], seeds: number[]): Promise<number[]> =>
-    runClient(seeds.map((seed) => directRequest(kind, url, model, ids, seed, tokens)));
+export function remoteDirect(
+  client: ClientProcess,
+  kind: 'vllm' | 'sglang',
+  url: string,
+  model: string,
+  ids: number[],
+  tokens: number,
+) {
+  return (seeds: number[]): Promise<number[]> =>
+    client.run(seeds.map((seed) => directRequest(kind, url, model, ids, seed, tokens)));
 }
 
 if (process.argv[2] === '--client') {
-  const chunks: Buffer[] = [];
-  process.stdin.on('data', (c: Buffer) => chunks.push(c));
-  process.stdin.on('end', () => {
-    clientMain(JSON.parse(Buffer.concat(chunks).toString('utf8')) as ClientRequest[]).catch((e) => {
-      console.error(e);
-      process.exit(1);
-    });
+  clientMain().catch((e) => {
+    console.error(e);
+    process.exit(1);
   });
 } else if (process.argv[2] === '--double') {
   doubleMain(process.argv[3]!, process.argv[4]!, Number(process.argv[5])).catch((e) => {

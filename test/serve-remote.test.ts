@@ -67,7 +67,7 @@ test('serve --sampler: a wrong choice is a clear error before anything loads', a
 });
 
 test('the gateway passes the session id as the routing key; a request without one passes none', async (t) => {
-  const { backend, sampler } = await scriptedBackend();
+  const { backend, sampler } = await scriptedBackend(undefined, { routesBySession: true });
   const gw = await startGateway(backend);
   t.after(() => gw.close());
   sampler.push([11, 12]).push([13, 14]);
@@ -76,6 +76,22 @@ test('the gateway passes the session id as the routing key; a request without on
   assert.equal((await post(`${gw.url}/v1/chat/completions`, body)).status, 200);
   assert.equal(sampler.calls[0]!.params.routingKey, 'sess-42');
   assert.equal(sampler.calls[1]!.params.routingKey, undefined);
+});
+
+test('a sampler that does not route is asked before the session is identified, and gets no routing key', async (t) => {
+  const { backend, sampler } = await scriptedBackend();
+  const gw = await startGateway(backend);
+  t.after(() => gw.close());
+  sampler.push([11, 12]).push([13, 14]);
+  const body = { model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 };
+  const rollout = (task: string) => ({ 'x-session-id': 'sess-7', 'x-task-id': task });
+  assert.equal((await post(`${gw.url}/v1/chat/completions`, body, rollout('task-a'))).status, 200);
+  assert.equal(sampler.calls[0]!.params.routingKey, undefined);
+  // A request the session refuses (its rollout conflicts) was already sampling: it is stopped, and answered 400.
+  const refused = await post(`${gw.url}/v1/chat/completions`, body, rollout('task-b'));
+  assert.equal(refused.status, 400);
+  assert.equal(sampler.calls.length, 2);
+  assert.equal(sampler.calls[1]!.signal?.aborted, true, 'the refused request stopped its generation');
 });
 
 test('serve --sampler vllm with learning: the server loads the trained version, which serves next', async (t) => {

@@ -68,6 +68,12 @@ export type GenerationEvent =
     };
 
 export interface Sampler {
+  /**
+   * True when generate() reads params.routingKey (a router over several servers): the gateway then
+   * identifies the session before it asks for a sample. Others are asked first, and prefill while
+   * the gateway records the request.
+   */
+  readonly routesBySession?: boolean;
   /** Streams one completion of promptIds. Breaking out of the loop cancels the generation. */
   generate(promptIds: readonly number[], params: SamplingParams, signal?: AbortSignal): AsyncIterable<GenerationEvent>;
   /** Switches new requests to `version` (in-flight ones finish on theirs); resolves with the switch's ms. */

@@ -1,7 +1,9 @@
 // POST /v1/chat/completions. The main path, in order:
 //   1. validate the body and the session headers        (400, nothing written)
 //   2. render the prompt; check it fits the context      (400 "prompt is N tokens, the model's context is M")
-//   3. sessions: identify, classify, attribute           (queues the previous main turn's closure)
+//   3. sessions: identify, classify, attribute           (queues the previous main turn's closure; a
+//                                                         sampler that does not route by session has
+//                                                         started already, and prefills meanwhile)
 //   4. sample token by token; stream deltas as they settle; a client that leaves cancels sampling
 //   5. commit the turn to the store                      (durable before the finish chunk or the JSON reply;
 //                                                         turns finishing together share one transaction)
@@ -65,37 +67,68 @@ export function chatCompletions(deps: ChatDeps): Handler {
     if (ctx.signal.aborted) return; // the client left while the prompt was encoded: nothing began
     const { params, used } = resolveSampling(deps.backend, req, prompt.ids.length);
     const receivedAt = deps.now();
-    const plan = beginTurn(deps.recorder, {
-      turnId: newTurnId(receivedAt),
-      receivedAt,
-      identity: meta.identity,
-      turnType: meta.turnType,
-      optOut: meta.optOut,
-      traceId: meta.traceId,
-      model: req.model ?? deps.backend.modelId,
-      messages: req.messages,
-      tools: req.tools,
-      ...(meta.rollout ? { rollout: meta.rollout } : {}),
-    });
-    Object.assign(ctx.log, {
-      sessionId: plan.sessionId,
-      sessionSource: plan.sessionSource,
-      turnId: plan.turnId,
-      kind: plan.kind,
-      kindReason: plan.kindReason,
-      attribution: plan.attribution.type,
-      promptTokens: prompt.ids.length,
-    });
-    if (deps.logger.logContent) ctx.log.messages = req.messages.slice(-3);
-    const progress = { settled: false }; // set once commit() has run: it settles the in-flight count itself
+    // However this request ends (answered, client gone, an error anywhere below), the generation
+    // stops with it: the engine starts on generate(), before anyone iterates its events.
+    const generation = new AbortController();
+    const stop = () => generation.abort();
+    ctx.signal.addEventListener('abort', stop, { once: true });
     try {
-      // The session id keeps a session on one server of a remote fleet (its prefix cache).
-      const routed = plan.sessionId === null ? params : { ...params, routingKey: plan.sessionId };
-      await answer(deps, ctx, req, prompt, routed, used, plan, receivedAt, progress);
+      // A sampler that does not route by session starts now, and prefills while the turn is recorded.
+      let events = deps.backend.sampler.routesBySession ? null : sample(deps.backend, prompt, params, generation);
+      const plan = beginTurn(deps.recorder, {
+        turnId: newTurnId(receivedAt),
+        receivedAt,
+        identity: meta.identity,
+        turnType: meta.turnType,
+        optOut: meta.optOut,
+        traceId: meta.traceId,
+        model: req.model ?? deps.backend.modelId,
+        messages: req.messages,
+        tools: req.tools,
+        ...(meta.rollout ? { rollout: meta.rollout } : {}),
+      });
+      Object.assign(ctx.log, {
+        sessionId: plan.sessionId,
+        sessionSource: plan.sessionSource,
+        turnId: plan.turnId,
+        kind: plan.kind,
+        kindReason: plan.kindReason,
+        attribution: plan.attribution.type,
+        promptTokens: prompt.ids.length,
+      });
+      if (deps.logger.logContent) ctx.log.messages = req.messages.slice(-3);
+      const progress = { settled: false }; // set once commit() has run: it settles the in-flight count itself
+      try {
+        // The session id keeps a session on one server of a remote fleet (its prefix cache).
+        events ??= sample(
+          deps.backend,
+          prompt,
+          plan.sessionId === null ? params : { ...params, routingKey: plan.sessionId },
+          generation,
+        );
+        await answer(deps, ctx, req, prompt, events, used, plan, receivedAt, progress);
+      } finally {
+        if (!progress.settled) deps.recorder.abandon(plan);
+      }
     } finally {
-      if (!progress.settled) deps.recorder.abandon(plan);
+      ctx.signal.removeEventListener('abort', stop);
+      stop();
     }
   };
+}
+
+/** Starts the generation; parameters the sampler refuses are the client's 400. */
+function sample(
+  backend: ChatBackend,
+  prompt: RenderedPrompt,
+  params: SamplingParams,
+  generation: AbortController,
+): AsyncIterable<GenerationEvent> {
+  try {
+    return backend.sampler.generate(prompt.ids, params, generation.signal);
+  } catch (e) {
+    throw e instanceof RangeError ? invalid(null, e.message) : e;
+  }
 }
 
 /** recorder.begin, with a session's conflicting rollout headers as the 400 they are. */
@@ -172,7 +205,7 @@ async function answer(
   ctx: Context,
   req: ChatRequest,
   prompt: RenderedPrompt,
-  params: SamplingParams,
+  events: AsyncIterable<GenerationEvent>,
   used: SamplingUsed,
   plan: TurnPlan,
   receivedAt: number,
@@ -211,24 +244,7 @@ async function answer(
     return room;
   };
 
-  // However this request ends (answered, client gone, an error anywhere below), the generation
-  // stops with it: the engine starts on generate(), before anyone iterates its events.
-  const generation = new AbortController();
-  const stop = () => generation.abort();
-  ctx.signal.addEventListener('abort', stop, { once: true });
-  let events: AsyncIterable<GenerationEvent>;
-  try {
-    events = deps.backend.sampler.generate(prompt.ids, params, generation.signal);
-  } catch (e) {
-    ctx.signal.removeEventListener('abort', stop);
-    throw e instanceof RangeError ? invalid(null, e.message) : e;
-  }
-  try {
-    await stream(deps, ctx, req, prompt, used, plan, receivedAt, progress, events, { ids, headers, asm, chunk, send });
-  } finally {
-    ctx.signal.removeEventListener('abort', stop);
-    stop();
-  }
+  await stream(deps, ctx, req, prompt, used, plan, receivedAt, progress, events, { ids, headers, asm, chunk, send });
 }
 
 interface Output {

@@ -42,7 +42,11 @@ export function tinyModel(): string {
  */
 export async function scriptedBackend(
   modelDir = tinyModel(),
-  opts: { thread?: boolean; fallback?: NonNullable<ConstructorParameters<typeof ScriptedSampler>[0]>['fallback'] } = {},
+  opts: {
+    thread?: boolean;
+    fallback?: NonNullable<ConstructorParameters<typeof ScriptedSampler>[0]>['fallback'];
+    routesBySession?: boolean;
+  } = {},
 ): Promise<{ backend: ChatBackend; sampler: ScriptedSampler }> {
   const folder = readModelFolder(modelDir);
   const tokenizer = await TextTokenizer.fromModelDir(modelDir);
@@ -50,6 +54,7 @@ export async function scriptedBackend(
   const sampler = new ScriptedSampler({
     stopIds: folder.eosTokenIds,
     ...(opts.fallback ? { fallback: opts.fallback } : {}),
+    ...(opts.routesBySession ? { routesBySession: true } : {}),
   });
   const thread = opts.thread ? TokenizerThread.start(modelDir) : null;
   const encoder = PromptEncoder.forModelDir(

@@ -35,9 +35,15 @@ export class ScriptedSampler implements Sampler {
       version?: number;
       stopIds?: number[];
       fallback?: (promptIds: readonly number[]) => Script;
+      /** Act as a router that reads params.routingKey (the gateway then identifies the session first). */
+      routesBySession?: boolean;
     } = {},
   ) {
     this.servingVersion = opts.version ?? 0;
+  }
+
+  get routesBySession(): boolean {
+    return this.opts.routesBySession ?? false;
   }
 
   /** Queues what the next generate() call emits. */

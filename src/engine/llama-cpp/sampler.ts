@@ -26,6 +26,7 @@ import type { PolicyVersion } from '../policy-version.js';
 import type {
   FinishReason,
   GenerationEvent,
+  SampledToken,
   Sampler,
   SamplingParams,
   ScoredCompletion,
@@ -172,35 +173,37 @@ export class LlamaCppSampler implements Sampler, Scorer {
     let reason: FinishReason = 'cancelled';
     let stopSequence: string | undefined;
     const steps = new GenerationSteps(seq, s, rng, this.config.vocabSize);
+    // The step after a token runs while the caller handles that token (a server streams it, records
+    // it): pulled only once the caller asked for it, the caller's time would add to every step.
+    let pending: Promise<SampledToken> | null = null;
     try {
       let r = await steps.next(promptIds);
       for (;;) {
         if (signal?.aborted) break;
         n++;
-        yield { type: 'token', token: r };
-        if (signal?.aborted) break;
-        if (stopIds.has(r.id)) {
-          reason = 'stop_token';
-          break;
-        }
-        if (stops.length > 0) {
+        let end: FinishReason | null = null;
+        if (stopIds.has(r.id)) end = 'stop_token';
+        else if (stops.length > 0) {
           const before = text.length;
           text += decoder.push(r.id);
           stopSequence = stops.find((x) => text.indexOf(x, Math.max(0, before - x.length + 1)) >= 0);
-          if (stopSequence !== undefined) {
-            reason = 'stop_sequence';
-            break;
-          }
+          if (stopSequence !== undefined) end = 'stop_sequence';
         }
-        if (n >= s.maxTokens) {
-          reason = 'length';
+        if (end === null && n >= s.maxTokens) end = 'length';
+        if (end === null && promptIds.length + n >= this.opts.contextSize) end = 'context';
+        if (end === null) {
+          pending = steps.next([r.id]);
+          // Awaited below or in `finally`; a caller that leaves first must not make it unhandled.
+          pending.catch(() => undefined);
+        }
+        yield { type: 'token', token: r };
+        if (signal?.aborted) break;
+        if (end !== null) {
+          reason = end;
           break;
         }
-        if (promptIds.length + n >= this.opts.contextSize) {
-          reason = 'context';
-          break;
-        }
-        r = await steps.next([r.id]);
+        r = await pending!;
+        pending = null;
       }
       yield {
         type: 'finish',
@@ -211,6 +214,8 @@ export class LlamaCppSampler implements Sampler, Scorer {
         completionTokens: n,
       };
     } finally {
+      // The sequence goes back only once no step runs on it.
+      await pending?.catch(() => undefined);
       served.release(seq);
       this.running--;
     }

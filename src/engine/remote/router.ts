@@ -35,6 +35,7 @@ interface Server {
 }
 
 export class SamplerRouter implements Sampler, Scorer {
+  readonly routesBySession = true;
   private readonly servers: Server[];
   private turn = 0;
   private latest: PolicyVersion | null = null;
