@@ -255,6 +255,55 @@ export async function startBareServer(sampler: Sampler, ids: readonly number[]):
 }
 
 /**
+ * The floor for a remote server: a bare node:http proxy that forwards the request a client of that
+ * server would send for the generation and pipes its stream back, unparsed. It is the extra HTTP
+ * hop any front of a remote server adds; what serve adds beyond it is its own work.
+ */
+export async function startBareProxy(
+  kind: 'vllm' | 'sglang',
+  serverUrl: string,
+  model: string,
+  ids: number[],
+): Promise<ServerUnderTest> {
+  const agent = new Agent({ keepAlive: true });
+  const server = createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (c: string) => {
+      body += c;
+    });
+    req.on('end', () => {
+      const { seed, max_tokens } = JSON.parse(body) as { seed: number; max_tokens: number };
+      const forward = directRequest(kind, serverUrl, model, ids, seed, max_tokens);
+      const payload = JSON.stringify(forward.body);
+      const up = request(forward.url, {
+        method: 'POST',
+        agent,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
+      });
+      up.on('response', (answer) => {
+        res.writeHead(answer.statusCode ?? 502, { 'content-type': 'text/event-stream; charset=utf-8' });
+        answer.pipe(res);
+      });
+      up.on('error', () => res.destroy());
+      up.end(payload);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/v1/chat/completions`,
+    ownMs: () => [],
+    close: () =>
+      new Promise<void>((resolve) => {
+        agent.destroy();
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/**
  * The added time through `server` for one backend. `direct` times generations of the prompt with
  * the given seeds (in-process, or through the client process for a remote server); rounds
  * alternate the two ways.
