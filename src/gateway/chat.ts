@@ -72,6 +72,7 @@ export function chatCompletions(deps: ChatDeps): Handler {
     const generation = new AbortController();
     const stop = () => generation.abort();
     ctx.signal.addEventListener('abort', stop, { once: true });
+    const progress: Progress = { sampled: false, settled: false };
     try {
       // A sampler that does not route by session starts now, and prefills while the turn is recorded.
       let events = deps.backend.sampler.routesBySession ? null : sample(deps.backend, prompt, params, generation);
@@ -97,7 +98,6 @@ export function chatCompletions(deps: ChatDeps): Handler {
         promptTokens: prompt.ids.length,
       });
       if (deps.logger.logContent) ctx.log.messages = req.messages.slice(-3);
-      const progress = { settled: false }; // set once commit() has run: it settles the in-flight count itself
       try {
         // The session id keeps a session on one server of a remote fleet (its prefix cache).
         events ??= sample(
@@ -112,9 +112,17 @@ export function chatCompletions(deps: ChatDeps): Handler {
       }
     } finally {
       ctx.signal.removeEventListener('abort', stop);
-      stop();
+      // A generation that ran to its finish has nothing to stop (an abort costs an exception's stack).
+      if (!progress.sampled) stop();
     }
   };
+}
+
+interface Progress {
+  /** The sampler's events ran to their finish. */
+  sampled: boolean;
+  /** commit() has run: it settles the session's in-flight count itself. */
+  settled: boolean;
 }
 
 /** Starts the generation; parameters the sampler refuses are the client's 400. */
@@ -209,7 +217,7 @@ async function answer(
   used: SamplingUsed,
   plan: TurnPlan,
   receivedAt: number,
-  progress: { settled: boolean },
+  progress: Progress,
 ): Promise<void> {
   const ids: CompletionIds = {
     id: `chatcmpl-${plan.turnId.slice(5)}`,
@@ -264,7 +272,7 @@ async function stream(
   used: SamplingUsed,
   plan: TurnPlan,
   receivedAt: number,
-  progress: { settled: boolean },
+  progress: Progress,
   events: AsyncIterable<GenerationEvent>,
   { ids, headers, asm, chunk, send }: Output,
 ): Promise<void> {
@@ -288,6 +296,7 @@ async function stream(
       if (sse && pieces.length > 0 && !send(sse, pieces)) await sse.drained();
     }
     if (!finish) throw new Error('the sampler ended without a finish event');
+    progress.sampled = true;
   } catch (e) {
     return fail(deps, ctx, sse, `the model failed while generating: ${(e as Error).message}`, e);
   }

@@ -27,6 +27,8 @@ export interface ScriptedCall {
 
 export class ScriptedSampler implements Sampler {
   readonly calls: ScriptedCall[] = [];
+  /** Generations asked for and not yet ended (run to their finish, or closed by the caller). */
+  open = 0;
   private readonly queue: Script[] = [];
   private servingVersion: number;
 
@@ -69,50 +71,56 @@ export class ScriptedSampler implements Sampler {
     const version = this.servingVersion;
     const stopIds = new Set([...(this.opts.stopIds ?? []), ...(params.stopTokenIds ?? [])]);
     const maxTokens = params.maxTokens ?? Infinity;
+    const events = async function* (): AsyncGenerator<GenerationEvent> {
+      const finish = (reason: Extract<GenerationEvent, { type: 'finish' }>['reason'], n: number): GenerationEvent => ({
+        type: 'finish',
+        reason,
+        version,
+        promptTokens: promptIds.length,
+        completionTokens: n,
+      });
+      let n = 0;
+      for (const id of script.ids) {
+        if (script.delayMs) await new Promise((r) => setTimeout(r, script.delayMs));
+        if (signal?.aborted) return yield finish('cancelled', n);
+        n++;
+        const logprob = -(1 + (id % 7) / 10);
+        yield {
+          type: 'token',
+          token: {
+            id,
+            logprob,
+            sampledLogprob: logprob / 2,
+            ...(params.topLogprobs
+              ? {
+                  top: [
+                    { id, logprob },
+                    { id: id + 1, logprob: logprob - 1 },
+                  ].slice(0, params.topLogprobs),
+                }
+              : {}),
+          },
+        };
+        if (stopIds.has(id)) return yield finish('stop_token', n);
+        if (n >= maxTokens) return yield finish('length', n);
+      }
+      if (script.error) throw new Error(script.error);
+      if (script.hang) {
+        if (!signal) throw new Error('ScriptedSampler: a hanging script needs an abort signal');
+        if (!signal.aborted) await new Promise((r) => signal.addEventListener('abort', r, { once: true }));
+        return yield finish('cancelled', n);
+      }
+      yield finish('length', n);
+    };
+    this.open++;
+    const ended = () => this.open--;
     return {
       async *[Symbol.asyncIterator]() {
-        const finish = (
-          reason: Extract<GenerationEvent, { type: 'finish' }>['reason'],
-          n: number,
-        ): GenerationEvent => ({
-          type: 'finish',
-          reason,
-          version,
-          promptTokens: promptIds.length,
-          completionTokens: n,
-        });
-        let n = 0;
-        for (const id of script.ids) {
-          if (script.delayMs) await new Promise((r) => setTimeout(r, script.delayMs));
-          if (signal?.aborted) return yield finish('cancelled', n);
-          n++;
-          const logprob = -(1 + (id % 7) / 10);
-          yield {
-            type: 'token',
-            token: {
-              id,
-              logprob,
-              sampledLogprob: logprob / 2,
-              ...(params.topLogprobs
-                ? {
-                    top: [
-                      { id, logprob },
-                      { id: id + 1, logprob: logprob - 1 },
-                    ].slice(0, params.topLogprobs),
-                  }
-                : {}),
-            },
-          };
-          if (stopIds.has(id)) return yield finish('stop_token', n);
-          if (n >= maxTokens) return yield finish('length', n);
+        try {
+          yield* events();
+        } finally {
+          ended();
         }
-        if (script.error) throw new Error(script.error);
-        if (script.hang) {
-          if (!signal) throw new Error('ScriptedSampler: a hanging script needs an abort signal');
-          if (!signal.aborted) await new Promise((r) => signal.addEventListener('abort', r, { once: true }));
-          return yield finish('cancelled', n);
-        }
-        yield finish('length', n);
       },
     };
   }

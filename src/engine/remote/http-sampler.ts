@@ -145,6 +145,7 @@ export abstract class HttpSampler implements Sampler, Scorer {
     signal?.addEventListener('abort', onAbort, { once: true });
     let lease: VersionLease | null = null;
     let n = 0;
+    let streamEnded = false;
     try {
       lease = await this.versions.acquire(p.version ?? undefined);
       const tokens = this.stream(promptIds, p, lease.adapter, controller.signal);
@@ -155,6 +156,7 @@ export abstract class HttpSampler implements Sampler, Scorer {
         next = await tokens.next();
       }
       const end = next.value;
+      streamEnded = true;
       yield {
         type: 'finish',
         reason: end.reason,
@@ -175,8 +177,9 @@ export abstract class HttpSampler implements Sampler, Scorer {
       } satisfies GenerationEvent;
     } finally {
       signal?.removeEventListener('abort', onAbort);
-      // Stops the server's generation when the caller broke out of the loop.
-      controller.abort();
+      // Stops the server's generation when the caller broke out of the loop (a stream read to its
+      // end has nothing to stop, and an abort costs an exception's stack).
+      if (!streamEnded) controller.abort();
       lease?.release();
     }
   }
