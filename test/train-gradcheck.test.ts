@@ -12,7 +12,8 @@ import type { ModelFamily } from '../src/engine/local/model/config.js';
 import { allocateParams, type ParamStore } from '../src/engine/local/model/weights.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import { Lora } from '../src/engine/local/train/lora.js';
-import { TrainModel, type TrainSequence } from '../src/engine/local/train/model.js';
+import { TrainModel } from '../src/engine/local/train/model.js';
+import type { TrainSequence } from '../src/engine/local/train/packing.js';
 
 const kernels = loadKernels();
 

@@ -21,7 +21,8 @@ import {
   type StepSize,
   trainStepBytes,
 } from '../src/engine/local/train/memory.js';
-import { type TrainModelOptions, TrainModel, type TrainSequence } from '../src/engine/local/train/model.js';
+import { type TrainModelOptions, TrainModel } from '../src/engine/local/train/model.js';
+import type { TrainSequence } from '../src/engine/local/train/packing.js';
 
 const kernels = loadKernels();
 const TARGETS = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const;

@@ -15,7 +15,7 @@ import { loadWeights } from '../engine/local/model/weights.js';
 import { writePeftAdapter } from '../engine/local/train/checkpoint.js';
 import { DEFAULT_LEARNER, LearnerCore } from '../engine/local/train/learner.js';
 import { LORA_TARGETS } from '../engine/local/train/lora.js';
-import type { LinearName } from '../engine/local/train/model.js';
+import type { LinearName } from '../engine/local/train/model-params.js';
 import { CliError, numberFlag, parseFlags, precisionFlag, PRECISION_USAGE, stringFlag } from './args.js';
 import { resolvePrecision, trainPrecisionOf } from '../engine/local/precision.js';
 import { parseSamplesJsonl } from './samples-file.js';

@@ -19,7 +19,7 @@ import { segmentAttention } from './segment-attention.js';
 import type { ParamStore, TensorSpec } from './weights.js';
 import { type Bf16Params, type Gemm, gemmFor, type Int8Params, type Int8Weight } from '../precision.js';
 import type { Lora } from '../train/lora.js';
-import type { LinearName } from '../train/model.js';
+import type { LinearName } from '../train/model-params.js';
 
 export interface ForwardSegment {
   cache: KvCache;

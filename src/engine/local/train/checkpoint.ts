@@ -29,7 +29,7 @@ import type { ModelConfig } from '../model/config.js';
 import { readSafetensorsHeader, readTensorInto, type TensorEntry, writeSafetensors } from '../model/safetensors.js';
 import { allocateParams, type ParamStore } from '../model/weights.js';
 import { linearDims, Lora, LORA_TARGETS, type LoraSpec, PEFT_MODULE } from './lora.js';
-import type { LinearName } from './model.js';
+import type { LinearName } from './model-params.js';
 
 export const ADAPTER_CONFIG = 'adapter_config.json';
 export const ADAPTER_WEIGHTS = 'adapter_model.safetensors';

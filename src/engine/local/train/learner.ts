@@ -12,7 +12,8 @@ import { allocateParams, type ParamStore } from '../model/weights.js';
 import { type Bf16Params, bf16ParamsOf, refreshBf16, type TrainPrecision } from '../precision.js';
 import { policyLoss, topKDistillationLoss } from './losses.js';
 import { Lora, type LoraSpec } from './lora.js';
-import { TrainModel, type TrainModelOptions, type TrainSequence } from './model.js';
+import { TrainModel, type TrainModelOptions } from './model.js';
+import type { TrainSequence } from './packing.js';
 import {
   checkTrainingSample,
   type ForwardBackwardResult,

@@ -4,7 +4,7 @@
 
 import type { ModelConfig } from '../model/config.js';
 import { createRng } from '../sampling/random.js';
-import type { LinearName } from './model.js';
+import type { LinearName } from './model-params.js';
 import type { LoraPair } from './linear.js';
 
 export const LORA_TARGETS: readonly LinearName[] = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'];

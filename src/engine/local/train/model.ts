@@ -43,12 +43,9 @@ import {
 import { type LogitGrads, logitsBackward, rowStats, type RowStats } from './logits.js';
 import type { Lora } from './lora.js';
 import { HEAD_CHUNK_ROWS, type StepSize, trainStepBytes } from './memory.js';
-
-export interface TrainSequence {
-  /** Prompt followed by completion. */
-  tokens: ArrayLike<number>;
-  promptLength: number;
-}
+import { type LayerParams, LINEAR_NAMES, type LinearName, trainParams } from './model-params.js';
+import { packBatch, type TrainSequence } from './packing.js';
+import { StepBuffers } from './step-buffers.js';
 
 export interface ForwardResult {
   /** log p(completion token) per completion token, all sequences concatenated [R]. */
@@ -59,21 +56,6 @@ export interface ForwardResult {
   offsets: number[];
   /** Log-softmax values at extra ids per row, when asked for (top-k distillation) [R * K]. */
   extraLogprobs?: Float32Array;
-}
-
-const LINEAR_NAMES = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const;
-export type LinearName = (typeof LINEAR_NAMES)[number];
-
-interface LayerParams {
-  norm1: Float32Array;
-  norm2: Float32Array;
-  qNorm: Float32Array | null;
-  kNorm: Float32Array | null;
-  dNorm1: Float32Array | null;
-  dNorm2: Float32Array | null;
-  dQNorm: Float32Array | null;
-  dKNorm: Float32Array | null;
-  lin: Record<LinearName, TrainLinear>;
 }
 
 /** One layer's activations; `lse` is the attention's log-sum-exp per head and token. */
@@ -163,16 +145,6 @@ const LAYOUTS = [
   [true, true],
 ] as const;
 
-const PARAM_NAMES: Record<LinearName, string> = {
-  q: 'self_attn.q_proj',
-  k: 'self_attn.k_proj',
-  v: 'self_attn.v_proj',
-  o: 'self_attn.o_proj',
-  gate: 'mlp.gate_proj',
-  up: 'mlp.up_proj',
-  down: 'mlp.down_proj',
-};
-
 export class TrainModel {
   private readonly layers: LayerParams[];
   private readonly embed: Float32Array;
@@ -182,10 +154,7 @@ export class TrainModel {
   private readonly lmHead: TrainLinear;
   private readonly invFreq: Float32Array;
   private tape: Tape | null = null;
-  /** Activation and gradient buffers, reused across steps: allocating ~GBs per step costs page faults and GC. */
-  private readonly buffers = new Map<string, Float32Array>();
-  /** The largest step size the cached buffers were grown for since the cache was last emptied. */
-  private held: StepSize | null = null;
+  private readonly buffers: StepBuffers;
   private readonly maxRank: number;
   private readonly loraTargets: number;
   private readonly pause: (() => void) | undefined;
@@ -226,69 +195,18 @@ export class TrainModel {
           return bits;
         }
       : ROUND_IN_GEMM;
-    const w16 = (name: string) => bf16?.get(name) ?? null;
     if (!(Number.isInteger(this.headChunkRows) && this.headChunkRows >= 1)) {
       throw new RangeError(`headChunkRows must be a positive integer, got ${this.headChunkRows}`);
     }
-    const g = (name: string) => (grads ? grads.get(name) : null);
-    const opt = (store: ParamStore | null, name: string) => (store?.has(name) ? store.get(name) : null);
-    const D = cfg.hiddenSize,
-      F = cfg.intermediateSize,
-      qDim = cfg.numHeads * cfg.headDim,
-      kvDim = cfg.numKvHeads * cfg.headDim;
-    const dims: Record<LinearName, [number, number]> = {
-      q: [D, qDim],
-      k: [D, kvDim],
-      v: [D, kvDim],
-      o: [qDim, D],
-      gate: [D, F],
-      up: [D, F],
-      down: [F, D],
-    };
-    this.layers = Array.from({ length: cfg.numLayers }, (_, l) => {
-      const p = `model.layers.${l}.`;
-      const lin = {} as Record<LinearName, TrainLinear>;
-      for (const name of LINEAR_NAMES) {
-        const base = `${p}${PARAM_NAMES[name]}`;
-        const [inDim, outDim] = dims[name];
-        lin[name] = {
-          inDim,
-          outDim,
-          W: params.get(`${base}.weight`),
-          W16: w16(`${base}.weight`),
-          bias: opt(params, `${base}.bias`),
-          dW: g(`${base}.weight`),
-          dBias: opt(grads, `${base}.bias`),
-          lora: lora?.pair(l, name) ?? null,
-        };
-      }
-      return {
-        norm1: params.get(`${p}input_layernorm.weight`),
-        norm2: params.get(`${p}post_attention_layernorm.weight`),
-        qNorm: opt(params, `${p}self_attn.q_norm.weight`),
-        kNorm: opt(params, `${p}self_attn.k_norm.weight`),
-        dNorm1: g(`${p}input_layernorm.weight`),
-        dNorm2: g(`${p}post_attention_layernorm.weight`),
-        dQNorm: opt(grads, `${p}self_attn.q_norm.weight`),
-        dKNorm: opt(grads, `${p}self_attn.k_norm.weight`),
-        lin,
-      };
-    });
-    this.embed = params.get('model.embed_tokens.weight');
-    this.dEmbed = g('model.embed_tokens.weight');
-    this.finalNorm = params.get('model.norm.weight');
-    this.dFinalNorm = g('model.norm.weight');
-    const tied = cfg.tieWordEmbeddings;
-    this.lmHead = {
-      inDim: D,
-      outDim: cfg.vocabSize,
-      W: tied ? this.embed : params.get('lm_head.weight'),
-      W16: w16(tied ? 'model.embed_tokens.weight' : 'lm_head.weight'),
-      bias: null,
-      dW: tied ? this.dEmbed : g('lm_head.weight'),
-      dBias: null,
-      lora: null,
-    };
+    this.buffers = new StepBuffers(cfg, this.budget);
+    ({
+      layers: this.layers,
+      embed: this.embed,
+      dEmbed: this.dEmbed,
+      finalNorm: this.finalNorm,
+      dFinalNorm: this.dFinalNorm,
+      lmHead: this.lmHead,
+    } = trainParams(cfg, params, grads, lora, bf16));
     this.invFreq = ropeInvFreq(cfg);
     this.maxRank = lora?.rank ?? 0;
     const first = this.layers[0];
@@ -297,9 +215,7 @@ export class TrainModel {
 
   /** Bytes the cached activation and gradient buffers hold now. */
   get bufferBytes(): number {
-    let bytes = 0;
-    for (const b of this.buffers.values()) bytes += b.byteLength;
-    return bytes;
+    return this.buffers.bytes;
   }
 
   /**
@@ -311,44 +227,7 @@ export class TrainModel {
     const D = cfg.hiddenSize,
       V = cfg.vocabSize,
       eps = cfg.rmsNormEps;
-    const seqs: PackedSequence[] = [];
-    let T = 0,
-      R = 0;
-    const offsets: number[] = [];
-    for (const s of batch) {
-      const n = s.tokens.length;
-      if (!(s.promptLength >= 1 && s.promptLength < n))
-        throw new RangeError(`a training sequence needs 1 <= promptLength < length, got ${s.promptLength} of ${n}`);
-      if (n > cfg.maxPositionEmbeddings)
-        throw new RangeError(`sequence of ${n} tokens exceeds the model's context of ${cfg.maxPositionEmbeddings}`);
-      seqs.push({ start: T, length: n });
-      offsets.push(R);
-      T += n;
-      R += n - s.promptLength;
-    }
-    const tokens = new Int32Array(T),
-      positions = new Int32Array(T),
-      negPositions = new Int32Array(T);
-    const targets = new Int32Array(R),
-      rowIndex = new Int32Array(R);
-    let r = 0;
-    batch.forEach((s, i) => {
-      const start = seqs[i]!.start;
-      for (let t = 0; t < s.tokens.length; t++) {
-        const id = s.tokens[t]!;
-        if (!(Number.isInteger(id) && id >= 0 && id < V))
-          throw new RangeError(`token id ${id} is outside the vocabulary of ${V}`);
-        tokens[start + t] = id;
-        positions[start + t] = t;
-        negPositions[start + t] = -t;
-      }
-      for (let t = s.promptLength - 1; t < s.tokens.length - 1; t++, r++) {
-        rowIndex[r] = start + t;
-        targets[r] = s.tokens[t + 1]!;
-      }
-    });
-
-    const longest = Math.max(...seqs.map((s) => s.length));
+    const { seqs, offsets, T, R, tokens, positions, negPositions, targets, rowIndex, longest } = packBatch(batch, cfg);
     const size = this.stepSize({
       tokens: T,
       completionTokens: R,
@@ -357,7 +236,7 @@ export class TrainModel {
       longestSequence: longest,
       checkpoint: false,
     });
-    this.fitCache(size);
+    this.buffers.fit(size);
     const ctx: StepContext = {
       T,
       seqs,
@@ -451,30 +330,6 @@ export class TrainModel {
     return logits;
   }
 
-  /**
-   * Buffers only grow, each to the largest size asked for since the cache was emptied. The cache
-   * is emptied when the layout changes (per-layer buffers vs one shared set, every row's logits
-   * vs one chunk's: never both kept) or when keeping what it holds through this step would take
-   * more than the budget (or than this step alone, where the step itself exceeds the budget).
-   */
-  private fitCache(size: StepSize): void {
-    const held = this.held;
-    if (held && held.checkpoint === size.checkpoint && held.headChunkRows === size.headChunkRows) {
-      const union: StepSize = {
-        ...size,
-        tokens: Math.max(held.tokens, size.tokens),
-        completionTokens: Math.max(held.completionTokens, size.completionTokens),
-        longestSequence: Math.max(held.longestSequence!, size.longestSequence!),
-      };
-      if (trainStepBytes(this.cfg, union) <= Math.max(this.budget, trainStepBytes(this.cfg, size))) {
-        this.held = union;
-        return;
-      }
-    }
-    this.buffers.clear();
-    this.held = size;
-  }
-
   /** Layer l's activation buffers: its own, or with checkpointing one set shared by every layer. */
   private layerTape(l: number, x: Float32Array, ctx: StepContext): LayerTape {
     const { cfg } = this;
@@ -562,12 +417,7 @@ export class TrainModel {
 
   /** A buffer of `size` floats that lives until the next forward; contents undefined. */
   private buf(key: string, size: number): Float32Array {
-    let b = this.buffers.get(key);
-    if (!b || b.length < size) {
-      b = new Float32Array(size);
-      this.buffers.set(key, b);
-    }
-    return b.subarray(0, size);
+    return this.buffers.get(key, size);
   }
 
   /** Accumulates parameter gradients (+=) for d loss / d (logprobs, entropy, extra log-probs). */
