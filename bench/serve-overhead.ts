@@ -13,7 +13,7 @@
 
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { Agent, createServer, request } from 'node:http';
+import { Agent, createServer, request, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -222,36 +222,17 @@ export async function startGateway(backend: ChatBackend): Promise<ServerUnderTes
  * chunks as serve does for a short answer (the first at once, the rest with the end), with no
  * validation, template, sessions or store. What serve adds beyond this is its own work.
  */
-export async function startBareServer(sampler: Sampler, ids: readonly number[]): Promise<ServerUnderTest> {
-  const server = createServer((req, res) => {
-    let body = '';
-    req.setEncoding('utf8');
-    req.on('data', (c: string) => {
-      body += c;
-    });
-    req.on('end', async () => {
-      const { seed, max_tokens } = JSON.parse(body) as { seed: number; max_tokens: number };
-      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
-      res.write('data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n');
-      let rest = '';
-      for await (const e of sampler.generate(ids, { maxTokens: max_tokens, temperature: 1, seed })) {
-        if (e.type === 'token')
-          rest += `data: ${JSON.stringify({ choices: [{ index: 0, delta: { id: e.token.id } }] })}\n\n`;
-      }
-      res.end(`${rest}data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}\n\ndata: [DONE]\n\n`);
-    });
+export function startBareServer(sampler: Sampler, ids: readonly number[]): Promise<ServerUnderTest> {
+  return bareServer(async ({ seed, max_tokens }, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+    res.write('data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n');
+    let rest = '';
+    for await (const e of sampler.generate(ids, { maxTokens: max_tokens, temperature: 1, seed })) {
+      if (e.type === 'token')
+        rest += `data: ${JSON.stringify({ choices: [{ index: 0, delta: { id: e.token.id } }] })}\n\n`;
+    }
+    res.end(`${rest}data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}\n\ndata: [DONE]\n\n`);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}/v1/chat/completions`,
-    ownMs: () => [],
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
 }
 
 /**
@@ -259,21 +240,15 @@ export async function startBareServer(sampler: Sampler, ids: readonly number[]):
  * server would send for the generation and pipes its stream back, unparsed. It is the extra HTTP
  * hop any front of a remote server adds; what serve adds beyond it is its own work.
  */
-export async function startBareProxy(
+export function startBareProxy(
   kind: 'vllm' | 'sglang',
   serverUrl: string,
   model: string,
   ids: number[],
 ): Promise<ServerUnderTest> {
   const agent = new Agent({ keepAlive: true });
-  const server = createServer((req, res) => {
-    let body = '';
-    req.setEncoding('utf8');
-    req.on('data', (c: string) => {
-      body += c;
-    });
-    req.on('end', () => {
-      const { seed, max_tokens } = JSON.parse(body) as { seed: number; max_tokens: number };
+  return bareServer(
+    ({ seed, max_tokens }, res) => {
       const forward = directRequest(kind, serverUrl, model, ids, seed, max_tokens);
       const payload = JSON.stringify(forward.body);
       const up = request(forward.url, {
@@ -287,7 +262,23 @@ export async function startBareProxy(
       });
       up.on('error', () => res.destroy());
       up.end(payload);
+    },
+    () => agent.destroy(),
+  );
+}
+
+/** A node:http server on loopback that hands each request's parsed body (seed, max_tokens) to `answer`. */
+async function bareServer(
+  answer: (body: { seed: number; max_tokens: number }, res: ServerResponse) => void | Promise<void>,
+  onClose: () => void = () => {},
+): Promise<ServerUnderTest> {
+  const server = createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (c: string) => {
+      body += c;
     });
+    req.on('end', () => void answer(JSON.parse(body) as { seed: number; max_tokens: number }, res));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
@@ -296,7 +287,7 @@ export async function startBareProxy(
     ownMs: () => [],
     close: () =>
       new Promise<void>((resolve) => {
-        agent.destroy();
+        onClose();
         server.closeAllConnections();
         server.close(() => resolve());
       }),

@@ -6,7 +6,7 @@ import type { ModelConfig } from '../model/config.js';
 import type { ParamStore } from '../model/weights.js';
 import type { Bf16Params } from '../precision.js';
 import type { TrainLinear } from './linear.js';
-import type { Lora } from './lora.js';
+import { type Lora, linearDims } from './lora.js';
 
 export const LINEAR_NAMES = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const;
 export type LinearName = (typeof LINEAR_NAMES)[number];
@@ -53,25 +53,12 @@ export function trainParams(
   const w16 = (name: string) => bf16?.get(name) ?? null;
   const g = (name: string) => (grads ? grads.get(name) : null);
   const opt = (store: ParamStore | null, name: string) => (store?.has(name) ? store.get(name) : null);
-  const D = cfg.hiddenSize,
-    F = cfg.intermediateSize,
-    qDim = cfg.numHeads * cfg.headDim,
-    kvDim = cfg.numKvHeads * cfg.headDim;
-  const dims: Record<LinearName, [number, number]> = {
-    q: [D, qDim],
-    k: [D, kvDim],
-    v: [D, kvDim],
-    o: [qDim, D],
-    gate: [D, F],
-    up: [D, F],
-    down: [F, D],
-  };
   const layers = Array.from({ length: cfg.numLayers }, (_, l): LayerParams => {
     const p = `model.layers.${l}.`;
     const lin = {} as Record<LinearName, TrainLinear>;
     for (const name of LINEAR_NAMES) {
       const base = `${p}${PARAM_NAMES[name]}`;
-      const [inDim, outDim] = dims[name];
+      const [inDim, outDim] = linearDims(cfg, name);
       lin[name] = {
         inDim,
         outDim,
@@ -105,7 +92,7 @@ export function trainParams(
     finalNorm: params.get('model.norm.weight'),
     dFinalNorm: g('model.norm.weight'),
     lmHead: {
-      inDim: D,
+      inDim: cfg.hiddenSize,
       outDim: cfg.vocabSize,
       W: tied ? embed : params.get('lm_head.weight'),
       W16: w16(tied ? 'model.embed_tokens.weight' : 'lm_head.weight'),
