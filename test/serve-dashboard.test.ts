@@ -3,7 +3,8 @@
 // an empty shell until the admin key is given, the admin routes answer nothing without it, the
 // charts and tables fill and then update as more turns arrive, conversation text stays on the
 // server unless it runs with --dashboard-content, export and delete work from the page, and every
-// request the page makes goes to the server itself. Screenshots go to docs/images/.
+// request the page makes goes to the server itself. Screenshots go to a scratch folder, or to
+// docs/images/ with OPENCLAW_RL_UPDATE_SCREENSHOTS=1 (a plain test run leaves the tree as it was).
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -20,7 +21,10 @@ const ADMIN = 'admin-dashboard-secret';
 const SESSION = 'sess-dashboard-1';
 const DOOMED = 'sess-dashboard-delete';
 const HINT = 'Show the arithmetic one step at a time.';
-const IMAGES = fileURLToPath(new URL('../../docs/images/', import.meta.url));
+const IMAGES =
+  process.env.OPENCLAW_RL_UPDATE_SCREENSHOTS === '1'
+    ? fileURLToPath(new URL('../../docs/images/', import.meta.url))
+    : `${freshDir('dashboard-screenshots-')}/`;
 const FIRST = [
   'What is 2 plus 2?',
   'Thanks, that helps. {{eval: 1|1|-1}} {{hint: hint#0|hint#0|nohint}}',
