@@ -23,7 +23,8 @@ import { CheckQueue } from './check-queue.js';
 import type { GatewayConfig } from './config.js';
 import { deleteSession, exportSession } from './admin-sessions.js';
 import { listVersions, rollbackVersion, type VersionsAdmin } from './admin-versions.js';
-import { asGatewayError, GatewayError } from './errors.js';
+import { GatewayError } from './errors.js';
+import { replyWithError } from './error-reply.js';
 import { feedbackHandler } from './feedback.js';
 import { dashboardRoutes } from './dashboard/routes.js';
 import { compose, Router, sendJson, type Context, type Handler, type Middleware } from './http.js';
@@ -307,27 +308,8 @@ export class Gateway {
     }
   }
 
-  private async reply(ctx: Context, e: unknown): Promise<void> {
-    const error = asGatewayError(e, ctx.requestId || 'unknown');
-    if (error.status >= 500 && !(e instanceof GatewayError))
-      this.logger.event('error', { requestId: ctx.requestId, cause: (e as Error)?.stack ?? String(e) });
-    ctx.log.status = error.status;
-    ctx.log.error = error.code ?? error.type;
-    const { req, res } = ctx;
-    if (res.headersSent || res.destroyed) {
-      if (!res.writableEnded && !res.destroyed) res.end();
-      return;
-    }
-    // A body we did not read (refused early, too large) is read to its end and dropped before the
-    // reply: closing a socket with unread bytes resets the connection, and a client that sent the
-    // whole body at once (as SDKs do) would see the reset, not this reply. A client still sending
-    // after bodyTimeoutMs (or one that stalled: 408) gets the reply and its connection closed.
-    const unread = !req.complete;
-    if (unread && error.code !== 'request_timeout') await drain(req, this.opts.config.bodyTimeoutMs);
-    if (res.destroyed) return;
-    const stillUnread = !req.complete;
-    sendJson(ctx, error.status, error.toBody(), { ...error.headers, ...(unread ? { connection: 'close' } : {}) });
-    if (stillUnread) res.once('finish', () => req.socket.destroy());
+  private reply(ctx: Context, e: unknown): Promise<void> {
+    return replyWithError(ctx, e, this.logger, this.opts.config.bodyTimeoutMs);
   }
 
   /** Refuses before the body is read when the server could not serve the request anyway. */
@@ -408,17 +390,4 @@ export class Gateway {
       await next();
     };
   }
-}
-
-/** Reads and drops the rest of a request body; resolves at its end, when the socket closes, or after ms. */
-function drain(req: IncomingMessage, ms: number): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      req.off('end', done).off('error', done).off('close', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    req.on('end', done).on('error', done).on('close', done).resume();
-  });
 }
