@@ -6,7 +6,7 @@ import type { ModelConfig } from '../model/config.js';
 import type { ParamStore } from '../model/weights.js';
 import type { Bf16Params } from '../precision.js';
 import type { TrainLinear } from './linear.js';
-import { type Lora, linearDims } from './lora.js';
+import { type Lora, linearDims, PEFT_MODULE } from './lora.js';
 
 export const LINEAR_NAMES = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const;
 export type LinearName = (typeof LINEAR_NAMES)[number];
@@ -32,16 +32,6 @@ export interface TrainParams {
   lmHead: TrainLinear;
 }
 
-const PARAM_NAMES: Record<LinearName, string> = {
-  q: 'self_attn.q_proj',
-  k: 'self_attn.k_proj',
-  v: 'self_attn.v_proj',
-  o: 'self_attn.o_proj',
-  gate: 'mlp.gate_proj',
-  up: 'mlp.up_proj',
-  down: 'mlp.down_proj',
-};
-
 /** grads: shaped like params for full fine-tuning; null with LoRA (base frozen). bf16: the weights' bf16 copies. */
 export function trainParams(
   cfg: ModelConfig,
@@ -57,7 +47,7 @@ export function trainParams(
     const p = `model.layers.${l}.`;
     const lin = {} as Record<LinearName, TrainLinear>;
     for (const name of LINEAR_NAMES) {
-      const base = `${p}${PARAM_NAMES[name]}`;
+      const base = `${p}${PEFT_MODULE[name]}`;
       const [inDim, outDim] = linearDims(cfg, name);
       lin[name] = {
         inDim,
