@@ -10,9 +10,9 @@
 // Knobs (environment): AGENTS_SEEDS (how many, default 3), AGENTS_FIRST_SEED (1), AGENTS_STEPS (64),
 // AGENTS_EVAL_EVERY (32),
 // AGENTS_ROLLOUTS (G, 4), AGENTS_EVAL_TASKS (128),
-// AGENTS_EVAL_SAMPLES (episodes per held-out task, 4), AGENTS_BATCH (16), AGENTS_LR (1e-4),
-// AGENTS_JUDGE_ERROR (0.2), AGENTS_JUDGE_VOTES (3), AGENTS_MIN_OPERATIONS (tasks of at least that many
-// calculator steps, 3), AGENTS_PRESET (agents), AGENTS_OUT (bench/results),
+// AGENTS_EVAL_SAMPLES (episodes per held-out task, 8), AGENTS_BATCH (16), AGENTS_LR (1e-4),
+// AGENTS_JUDGE_ERROR (0.1), AGENTS_JUDGE_VOTES (3), AGENTS_MIN_OPERATIONS (tasks of at least that many
+// calculator steps, 4), AGENTS_PRESET (agents), AGENTS_OUT (bench/results),
 // AGENTS_LABEL (a line at the top of the report, e.g. that the run is reduced).
 
 import { runAgentsBenchmark } from '../src/sim/agents-benchmark.js';

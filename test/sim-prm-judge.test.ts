@@ -15,7 +15,7 @@ import { buildToolCorpus, DEFAULT_TOOL_CORPUS } from '../src/sim/tool-corpus.js'
 test('arithmetic tasks: every template is solvable from its text, and the splits never share a question', () => {
   const train = arithmeticProblems('train', 300);
   const heldout = arithmeticProblems('heldout', 300);
-  assert.equal(new Set(train.map((p) => p.template)).size, 7);
+  assert.equal(new Set(train.map((p) => p.template)).size, 9);
   for (const p of [...train, ...heldout]) {
     assert.equal(solveArithmetic(p.question)?.answer, Number(p.answer), p.question);
     assert.equal(evaluate(p.expression), Number(p.answer));
@@ -31,12 +31,22 @@ test('arithmetic tasks: every template is solvable from its text, and the splits
   const threeStep = train.find((p) => p.template === 'mul-sub-add')!;
   const [w, x, y, z] = numbersIn(threeStep.question);
   assert.deepEqual(threeStep.steps, [`${w} * ${x}`, `${w! * x!} - ${y}`, `${w! * x! - y!} + ${z}`]);
+  const fourStep = train.find((p) => p.template === 'mul-add-sub-add')!;
+  const [f, g, h, i, j] = numbersIn(fourStep.question);
+  const three = f! * g! + h! - i!;
+  assert.deepEqual(fourStep.steps, [`${f} * ${g}`, `${f! * g!} + ${h}`, `${f! * g! + h!} - ${i}`, `${three} + ${j}`]);
   // Multi-step tasks only: every template of two or more operations, and nothing shorter.
   const multi = arithmeticProblems('train', 200, 0, 2);
   assert.ok(multi.every((p) => p.steps.length >= 2));
-  assert.deepEqual(new Set(multi.map((p) => p.steps.length)), new Set([2, 3]));
+  assert.deepEqual(new Set(multi.map((p) => p.steps.length)), new Set([2, 3, 4]));
+  const four = arithmeticProblems('train', 100, 0, 4);
+  assert.deepEqual(new Set(four.map((p) => p.template)), new Set(['mul-add-sub-add', 'mul-sub-add-sub']));
+  assert.ok(
+    [...train, ...heldout].every((p) => Number(p.answer) > 0),
+    'every answer is a positive count',
+  );
   assert.deepEqual(arithmeticProblems('train', 5, 7, 2), arithmeticProblems('train', 5, 7, 2));
-  assert.throws(() => arithmeticProblems('train', 1, 0, 4), /no arithmetic template has 4 or more operations/);
+  assert.throws(() => arithmeticProblems('train', 1, 0, 5), /no arithmetic template has 5 or more operations/);
   const seen = new Set(train.map((p) => p.question));
   assert.ok(heldout.filter((p) => seen.has(p.question)).length <= 3, 'held-out questions are (almost all) new');
   assert.equal(solveArithmetic('What is the weather like?'), null);

@@ -1,4 +1,4 @@
-// Simple arithmetic word problems for the tool-call environment: one to three operations on
+// Simple arithmetic word problems for the tool-call environment: one to four operations on
 // two-digit numbers, from a few sentence templates, so that a tiny model can partly solve them,
 // and only by calling the calculator (it cannot multiply 47 by 23 in its head). A problem with
 // several operations is solved a step at a time, one calculator call each, every call after the
@@ -124,6 +124,36 @@ const TEMPLATES: Template[] = [
       `A hall has ${a} rows of ${b} chairs. ${c} chairs break and ${pick(r, NAMES)} brings ${d} new ones. ` +
       'How many chairs are there now?',
     ops: ['*', '-', '+'],
+  },
+  {
+    name: 'mul-add-sub-add',
+    cue: / stacks \d+ trays /,
+    ranges: [
+      [11, 30],
+      [11, 30],
+      [11, 60],
+      [11, 99],
+      [11, 60],
+    ],
+    text: ([a, b, c, d, e], r) =>
+      `${pick(r, NAMES)} stacks ${a} trays of ${b} ${pick(r, ITEMS)}, adds ${c}, sells ${d} and then finds ${e} more. ` +
+      'How many are there now?',
+    ops: ['*', '+', '-', '+'],
+  },
+  {
+    name: 'mul-sub-add-sub',
+    cue: /^A farm has /,
+    ranges: [
+      [11, 30],
+      [11, 30],
+      [11, 99],
+      [11, 60],
+      [11, 30],
+    ],
+    text: ([a, b, c, d, e], r) =>
+      `A farm has ${a} rows of ${b} trees. ${c} trees fall, ${pick(r, NAMES)} plants ${d} new ones and then ${e} ` +
+      'are sold. How many trees are left?',
+    ops: ['*', '-', '+', '-'],
   },
 ];
 

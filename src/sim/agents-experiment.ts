@@ -27,7 +27,11 @@ export interface AgentsExperimentOptions {
   evalEvery: number;
   /** Rollouts per task (the group size G). */
   rollouts: number;
-  /** Training tasks played between two looks at the learner: about one batch of samples. */
+  /**
+   * Training tasks played between two looks at the learner. A task's group is released for
+   * training once all its rollouts have ended, so with one task a round no batch trains while the
+   * round plays: every round is played by one policy version, whatever the machine's load.
+   */
   tasksPerRound: number;
   evalTasks: number;
   /** Episodes per held-out task at each measurement. */
@@ -52,18 +56,18 @@ export const DEFAULT_AGENTS_EXPERIMENT: Omit<AgentsExperimentOptions, 'model' | 
   steps: 64,
   evalEvery: 32,
   rollouts: 4,
-  tasksPerRound: 2,
+  tasksPerRound: 1,
   evalTasks: 128,
-  evalSamples: 4,
+  evalSamples: 8,
   batchSize: 16,
   lr: 1e-4,
   judgeVotes: 3,
-  judgeErrorRate: 0.2,
+  judgeErrorRate: 0.1,
   parallel: 8,
-  maxSteps: 5,
-  // Three-step tasks: where the outcome alone is sparse (base success 0.18) and a step's vote
-  // is news (docs/agents.md, Results; 1 is the whole mix).
-  minOperations: 3,
+  maxSteps: 6,
+  // Four-step tasks: where the outcome alone is sparsest and a step's vote is news (docs/agents.md,
+  // Results; 1 is the whole mix, 3 the earlier default).
+  minOperations: 4,
   maxTokens: 64,
   threads: 2,
   throughputAt: [],
@@ -117,15 +121,12 @@ export async function runAgentsExperiment(o: AgentsExperimentOptions): Promise<A
       ...['--judge-url', judge.url, '--judge-model', judge.model, '--judge-votes', String(o.judgeVotes)],
     ]);
     const admin = new ServeClient(serve.url, serve.root, adminKey);
-    // Held-out passes are seeded alike (common random numbers): every measurement of every run
-    // draws the same numbers for the same task, rollout and step.
+    // Every request is seeded. Held-out passes alike (common random numbers): every measurement of
+    // every run draws the same numbers for the same task, rollout and step. Training rollouts by the
+    // run's seed: a seed replays its run, and the two rewards' runs of one seed start from the same
+    // episodes (their first round is played by the same base policy with the same numbers).
     const client = (turnType: 'main' | 'side') =>
-      new AgentClient({
-        url: serve!.url,
-        maxTokens: o.maxTokens,
-        turnType,
-        ...(turnType === 'side' ? { seed: 1 } : {}),
-      });
+      new AgentClient({ url: serve!.url, maxTokens: o.maxTokens, turnType, seed: turnType === 'side' ? 1 : o.seed });
     let passes = 0;
     const play = (
       split: 'train' | 'heldout',
