@@ -24,16 +24,15 @@ import {
 import { GroupCommit } from './group-commit.js';
 import { classifyTurn } from './kind.js';
 import { recordedNextState, type RecordedNextState } from './next-state.js';
-import { runtimeSessionId } from './openclaw.js';
-import {
-  RolloutConflictError,
-  type IncomingRequest,
-  type RecorderConfig,
-  type RecorderEvent,
-  type TurnClosure,
-  type TurnPlan,
-  type TurnStore,
-  type TurnWrite,
+import { fixedRollout, statedSession } from './request-session.js';
+import type {
+  IncomingRequest,
+  RecorderConfig,
+  RecorderEvent,
+  TurnClosure,
+  TurnPlan,
+  TurnStore,
+  TurnWrite,
 } from './recorder-contract.js';
 
 interface SessionState {
@@ -125,7 +124,7 @@ export class TurnRecorder {
     let learning = !req.optOut;
     if (sessionId !== null) {
       const state = this.session(sessionId, source, req.receivedAt);
-      if (req.rollout) fixRollout(state, req.rollout);
+      if (req.rollout) state.rollout = fixedRollout(state.id, state.rollout, req.rollout);
       if (req.optOut) state.learning = false;
       learning = state.learning;
       if (decision.kind === 'main') {
@@ -397,42 +396,4 @@ export class TurnRecorder {
       if (state.pending === 0) this.release(state, now);
     }
   }
-}
-
-/**
- * Fixes the session's rollout grouping on the first request that states one; a later request may
- * repeat any of its values or leave them out, never change them (that would move a rollout between
- * groups after its first steps were recorded).
- */
-function fixRollout(state: SessionState, rollout: Rollout): void {
-  if (state.rollout === null) {
-    state.rollout = rollout;
-    return;
-  }
-  const fields = [
-    ['X-Task-Id', 'taskId'],
-    ['X-Rollout-Index', 'index'],
-    ['X-Rollout-Count', 'count'],
-  ] as const;
-  for (const [name, key] of fields) {
-    const given = rollout[key];
-    const fixed = state.rollout[key];
-    if (given === null || given === fixed) continue;
-    throw new RolloutConflictError(
-      name,
-      `session "${state.id.slice(0, 80)}" was given ${name} ${fixed === null ? '(none)' : JSON.stringify(fixed)} by ` +
-        `its first request with rollout headers; a session is one rollout and keeps them: got ${JSON.stringify(given)}`,
-    );
-  }
-}
-
-/**
- * The session a request names: explicit identity (headers, body), else the `sessionId=` of
- * OpenClaw's `Runtime:` line. A named session outranks history matching: two sessions can open
- * with the same message, and the second must not be taken for a retry of the first.
- */
-function statedSession(req: IncomingRequest): { sessionId: string; source: SessionSource } | undefined {
-  if (req.identity) return { sessionId: req.identity.sessionId, source: req.identity.source };
-  const runtime = runtimeSessionId(req.messages);
-  return runtime === undefined ? undefined : { sessionId: runtime, source: 'runtime' };
 }

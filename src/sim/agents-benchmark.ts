@@ -44,6 +44,8 @@ export interface AgentsSummary {
     stepsPerEpisode: Record<number, Spread>;
     trainingSuccess: Spread;
   }[];
+  /** Each seed's success rate per reward at the last measured step (the runs of one seed share their tasks). */
+  perSeed: { seed: number; step: number; byReward: Partial<Record<StepReward, number>> }[];
   throughput: Throughput[];
   totalWallSeconds: number;
 }
@@ -68,9 +70,22 @@ export function summarizeAgents(results: readonly AgentsExperimentResult[]): Age
       const trainingSuccess = spread(runs.map((r) => r.trainingSuccessRate));
       return { reward, byStep, stepsReached, stepsPerEpisode, trainingSuccess };
     }),
+    perSeed: perSeedAtLastStep(results),
     throughput: results.flatMap((r) => r.throughput),
     totalWallSeconds: results.reduce((a, r) => a + r.wallSeconds, 0),
   };
+}
+
+function perSeedAtLastStep(results: readonly AgentsExperimentResult[]): AgentsSummary['perSeed'] {
+  const step = Math.max(0, ...results.flatMap((r) => r.points.map((p) => p.target)));
+  return [...new Set(results.map((r) => r.seed))].map((seed) => {
+    const byReward: Partial<Record<StepReward, number>> = {};
+    for (const r of results.filter((x) => x.seed === seed)) {
+      const point = r.points.find((p) => p.target === step);
+      if (point) byReward[r.reward] = point.successRate;
+    }
+    return { seed, step, byReward };
+  });
 }
 
 const NAMES: Record<StepReward, string> = { integrated: 'integrated (outcome + PRM)', outcome: 'outcome only' };
@@ -105,6 +120,7 @@ export function agentsMarkdown(s: AgentsSummary, context: string, label: string)
     '',
     ...overshoots(s),
     ...verdict(s),
+    ...pairedGaps(s),
     '',
     '## Environment throughput (tool-call, base policy, side turns at the serving temperature)',
     '',
@@ -149,6 +165,31 @@ function verdict(s: AgentsSummary): string[] {
   ];
 }
 
+/**
+ * Per seed: both rewards' runs of one seed train on the same tasks and start from the same episodes
+ * (seeded rollouts), so their difference is a paired comparison beside the target's unpaired one.
+ */
+function pairedGaps(s: AgentsSummary): string[] {
+  const pairs = s.perSeed.filter((p) => p.byReward.integrated !== undefined && p.byReward.outcome !== undefined);
+  if (pairs.length === 0) return [];
+  const gaps = pairs.map((p) => p.byReward.integrated! - p.byReward.outcome!);
+  const g = spread(gaps);
+  return [
+    '',
+    `Per seed at step ${pairs[0]!.step} (the two runs of a seed share their training tasks and first episodes):`,
+    '',
+    '| seed | integrated | outcome only | integrated - outcome |',
+    '| --- | --- | --- | --- |',
+    ...pairs.map(
+      (p, i) =>
+        `| ${p.seed} | ${p.byReward.integrated!.toFixed(3)} | ${p.byReward.outcome!.toFixed(3)} | ${gaps[i]!.toFixed(3)} |`,
+    ),
+    '',
+    `Paired difference: ${g.mean.toFixed(3)} ± ${g.std.toFixed(3)} (mean ± sample std over seeds); ` +
+      `integrated ahead in ${gaps.filter((x) => x > 0).length} of ${gaps.length} seeds.`,
+  ];
+}
+
 export async function runAgentsBenchmark(o: AgentsBenchmarkOptions) {
   const settings = { ...DEFAULT_AGENTS_EXPERIMENT, ...o.experiment };
   const results: AgentsExperimentResult[] = [];
@@ -175,7 +216,7 @@ export async function runAgentsBenchmark(o: AgentsBenchmarkOptions) {
     `per step, judge error rate ${settings.judgeErrorRate}. Tasks: ${
       settings.minOperations > 1
         ? `the templates of ${settings.minOperations} or more operations (one calculator call each)`
-        : 'every template (1 to 3 operations, one calculator call each)'
+        : 'every template (1 to 4 operations, one calculator call each)'
     }. Success: the final answer equals the task's; ` +
     `${settings.evalTasks} held-out tasks x ${settings.evalSamples} episodes at the serving temperature (1), ` +
     `measured at steps ${measuredSteps.join(', ')}.`;
