@@ -10,16 +10,14 @@ import { portableKernels } from '../src/engine/local/kernels/portable.js';
 import { modelConfigOf, PRESETS, randomParams } from '../src/engine/local/model/init.js';
 import { type TensorToWrite, writeSafetensors } from '../src/engine/local/model/safetensors.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
+import { loadCheckpoint, saveCheckpoint, type TrainingCheckpoint } from '../src/engine/local/train/checkpoint.js';
 import {
   ADAPTER_CONFIG,
   ADAPTER_WEIGHTS,
-  loadCheckpoint,
   mergeLora,
   readPeftAdapter,
-  saveCheckpoint,
-  type TrainingCheckpoint,
   writePeftAdapter,
-} from '../src/engine/local/train/checkpoint.js';
+} from '../src/engine/local/train/peft-adapter.js';
 import { linearForward } from '../src/engine/local/train/linear.js';
 import { gemmFor } from '../src/engine/local/precision.js';
 import { linearDims, Lora, LORA_TARGETS, PEFT_MODULE } from '../src/engine/local/train/lora.js';

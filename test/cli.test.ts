@@ -8,7 +8,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readModelFolder } from '../src/engine/local/model/folder.js';
-import { readPeftAdapter } from '../src/engine/local/train/checkpoint.js';
+import { readPeftAdapter } from '../src/engine/local/train/peft-adapter.js';
 import { scratchDir } from './helpers/models.js';
 
 const CLI = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));

@@ -9,7 +9,7 @@ import { loadKernels } from '../engine/local/kernels/index.js';
 import { readModelFolder } from '../engine/local/model/folder.js';
 import { saveModelFolder } from '../engine/local/model/save.js';
 import { loadWeights } from '../engine/local/model/weights.js';
-import { mergeLora, readPeftAdapter } from '../engine/local/train/checkpoint.js';
+import { mergeLora, readPeftAdapter } from '../engine/local/train/peft-adapter.js';
 import { CliError, parseFlags, stringFlag } from './args.js';
 
 const USAGE = `usage: openclaw-rl export --merge --model DIR --adapter DIR --out DIR [--dtype F32|BF16]

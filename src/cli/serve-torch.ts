@@ -4,7 +4,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { LocalEngine } from '../engine/local/engine.js';
-import { writePeftAdapter } from '../engine/local/train/checkpoint.js';
+import { writePeftAdapter } from '../engine/local/train/peft-adapter.js';
 import { DEFAULT_LEARNER, type LearnerConfig } from '../engine/local/train/learner.js';
 import { Lora } from '../engine/local/train/lora.js';
 import {

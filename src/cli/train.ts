@@ -12,7 +12,7 @@ import { loadKernels } from '../engine/local/kernels/index.js';
 import { readModelFolder } from '../engine/local/model/folder.js';
 import { saveModelFolder } from '../engine/local/model/save.js';
 import { loadWeights } from '../engine/local/model/weights.js';
-import { writePeftAdapter } from '../engine/local/train/checkpoint.js';
+import { writePeftAdapter } from '../engine/local/train/peft-adapter.js';
 import { DEFAULT_LEARNER, LearnerCore } from '../engine/local/train/learner.js';
 import { LORA_TARGETS } from '../engine/local/train/lora.js';
 import type { LinearName } from '../engine/local/train/model-params.js';

@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import { LocalEngine } from '../../src/engine/local/engine.js';
 import { readModelFolder } from '../../src/engine/local/model/folder.js';
-import { writePeftAdapter } from '../../src/engine/local/train/checkpoint.js';
+import { writePeftAdapter } from '../../src/engine/local/train/peft-adapter.js';
 import { Lora } from '../../src/engine/local/train/lora.js';
 import { DEFAULT_LAUNCH } from '../../src/engine/torch/launcher.js';
 import { TorchLearner } from '../../src/engine/torch/learner.js';

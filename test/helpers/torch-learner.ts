@@ -10,7 +10,7 @@ import { readModelFolder } from '../../src/engine/local/model/folder.js';
 import { loadWeights } from '../../src/engine/local/model/weights.js';
 import { readPolicyUpdate } from '../../src/engine/local/policy-versions.js';
 import { createRng } from '../../src/engine/local/sampling/random.js';
-import { writePeftAdapter } from '../../src/engine/local/train/checkpoint.js';
+import { writePeftAdapter } from '../../src/engine/local/train/peft-adapter.js';
 import { LearnerCore, type LearnerConfig } from '../../src/engine/local/train/learner.js';
 import { DEFAULT_LAUNCH, type TorchLaunch } from '../../src/engine/torch/launcher.js';
 import { TorchLearner, type TorchStatus } from '../../src/engine/torch/learner.js';

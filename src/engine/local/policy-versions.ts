@@ -15,7 +15,8 @@ import type { PolicyUpdate } from '../types.js';
 import type { ModelConfig } from './model/config.js';
 import { writeModelFiles } from './model/save.js';
 import { loadWeights, paramStoreOver, tensorSpecs } from './model/weights.js';
-import { ADAPTER_CONFIG, ADAPTER_WEIGHTS, fsyncDir, readPeftAdapter, writePeftAdapter } from './train/checkpoint.js';
+import { fsyncDir } from './train/durable-files.js';
+import { ADAPTER_CONFIG, ADAPTER_WEIGHTS, readPeftAdapter, writePeftAdapter } from './train/peft-adapter.js';
 import { Lora } from './train/lora.js';
 
 /** A folder that is not a policy version, or not the one it claims to be; the message says why. */
