@@ -29,6 +29,63 @@ export interface SamplingParams {
   routingKey?: string;
 }
 
+/** SamplingParams with the defaults filled in and checked (seed null: the backend draws one). */
+export interface ResolvedParams {
+  temperature: number;
+  topP: number;
+  topK: number;
+  maxTokens: number;
+  stop: string[];
+  stopTokenIds: number[];
+  seed: number | null;
+  topLogprobs: number;
+  /** null: the version serving when the request starts. */
+  version: number | null;
+}
+
+/**
+ * The request's parameters with the contract's defaults, or a RangeError naming the wrong one:
+ * every backend accepts and refuses the same requests with the same words.
+ */
+export function resolveSamplingParams(p: SamplingParams, promptTokens: number, contextLength: number): ResolvedParams {
+  const check = (ok: boolean, what: string) => {
+    if (!ok) throw new RangeError(what);
+  };
+  check(promptTokens > 0, 'the prompt is empty');
+  const temperature = p.temperature ?? 1;
+  check(Number.isFinite(temperature) && temperature >= 0, `temperature must be >= 0, got ${temperature}`);
+  const topP = p.topP ?? 1;
+  check(topP > 0 && topP <= 1, `topP must be in (0, 1], got ${topP}`);
+  const topK = p.topK ?? 0;
+  check(Number.isInteger(topK) && topK >= 0, `topK must be a non-negative integer, got ${topK}`);
+  const room = contextLength - promptTokens;
+  check(room > 0, `prompt is ${promptTokens} tokens, the model's context is ${contextLength}`);
+  const maxTokens = Math.min(p.maxTokens ?? room, room);
+  check(Number.isInteger(maxTokens) && maxTokens > 0, `maxTokens must be a positive integer, got ${p.maxTokens}`);
+  const topLogprobs = p.topLogprobs ?? 0;
+  check(
+    Number.isInteger(topLogprobs) && topLogprobs >= 0 && topLogprobs <= 20,
+    `topLogprobs must be an integer in 0..20, got ${topLogprobs}`,
+  );
+  check(p.seed === undefined || Number.isInteger(p.seed), `seed must be an integer, got ${p.seed}`);
+  const version = p.version ?? null;
+  check(
+    version === null || (Number.isInteger(version) && version >= 0),
+    `version must be a non-negative integer, got ${version}`,
+  );
+  return {
+    temperature,
+    topP,
+    topK,
+    maxTokens,
+    stop: p.stop ?? [],
+    stopTokenIds: p.stopTokenIds ?? [],
+    seed: p.seed ?? null,
+    topLogprobs,
+    version,
+  };
+}
+
 /** One token alternative with its log-prob under the model at temperature 1. */
 export interface TokenLogprob {
   id: number;

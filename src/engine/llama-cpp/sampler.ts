@@ -23,6 +23,7 @@ import { readPolicyUpdate } from '../local/policy-versions.js';
 import { createRng, randomSeed } from '../local/sampling/random.js';
 import { Lora } from '../local/train/lora.js';
 import type { PolicyVersion } from '../policy-version.js';
+import { resolveSamplingParams } from '../sampler.js';
 import type {
   FinishReason,
   GenerationEvent,
@@ -370,29 +371,9 @@ export class LlamaCppSampler implements Sampler, Scorer {
   }
 
   private resolve(p: SamplingParams, promptIds: readonly number[]) {
-    const check = (ok: boolean, what: string) => {
-      if (!ok) throw new RangeError(what);
-    };
-    check(promptIds.length > 0, 'generation needs a non-empty prompt');
+    const resolved = resolveSamplingParams(p, promptIds.length, this.opts.contextSize);
     this.checkIds(promptIds);
-    const temperature = p.temperature ?? 1;
-    check(Number.isFinite(temperature) && temperature >= 0, `temperature must be >= 0, got ${temperature}`);
-    const topP = p.topP ?? 1;
-    check(topP > 0 && topP <= 1, `topP must be in (0, 1], got ${topP}`);
-    const topK = p.topK ?? 0;
-    check(Number.isInteger(topK) && topK >= 0, `topK must be a non-negative integer, got ${topK}`);
-    const room = this.opts.contextSize - promptIds.length;
-    check(room > 0, `prompt is ${promptIds.length} tokens, the context is ${this.opts.contextSize}`);
-    const maxTokens = Math.min(p.maxTokens ?? room, room);
-    check(Number.isInteger(maxTokens) && maxTokens > 0, `maxTokens must be a positive integer, got ${p.maxTokens}`);
-    const topLogprobs = p.topLogprobs ?? 0;
-    check(
-      Number.isInteger(topLogprobs) && topLogprobs >= 0 && topLogprobs <= 20,
-      `topLogprobs must be an integer in 0..20, got ${topLogprobs}`,
-    );
-    const seed = p.seed ?? randomSeed();
-    check(Number.isInteger(seed), `seed must be an integer, got ${seed}`);
-    return { temperature, topP, topK, maxTokens, topLogprobs, seed };
+    return { ...resolved, seed: resolved.seed ?? randomSeed() };
   }
 }
 

@@ -20,6 +20,7 @@ import type {
   WorkerOptions,
 } from './runtime/protocol.js';
 import type { PolicyVersion } from '../policy-version.js';
+import { resolveSamplingParams } from '../sampler.js';
 import { readPolicyUpdate } from './policy-versions.js';
 import { parsePrecision, type PrecisionSetting } from './precision.js';
 import { randomSeed } from './sampling/random.js';
@@ -260,43 +261,8 @@ export class LocalEngine implements Sampler, Scorer {
   }
 
   private resolve(p: SamplingParams, promptTokens: number): ResolvedSampling {
-    const cfg = this.folder.config;
-    const check = (ok: boolean, what: string) => {
-      if (!ok) throw new RangeError(what);
-    };
-    const temperature = p.temperature ?? 1;
-    check(Number.isFinite(temperature) && temperature >= 0, `temperature must be >= 0, got ${temperature}`);
-    const topP = p.topP ?? 1;
-    check(topP > 0 && topP <= 1, `topP must be in (0, 1], got ${topP}`);
-    const topK = p.topK ?? 0;
-    check(Number.isInteger(topK) && topK >= 0, `topK must be a non-negative integer, got ${topK}`);
-    const room = cfg.maxPositionEmbeddings - promptTokens;
-    check(room > 0, `prompt is ${promptTokens} tokens, the model's context is ${cfg.maxPositionEmbeddings}`);
-    const maxTokens = Math.min(p.maxTokens ?? room, room);
-    check(Number.isInteger(maxTokens) && maxTokens > 0, `maxTokens must be a positive integer, got ${p.maxTokens}`);
-    const topLogprobs = p.topLogprobs ?? 0;
-    check(
-      Number.isInteger(topLogprobs) && topLogprobs >= 0 && topLogprobs <= 20,
-      `topLogprobs must be an integer in 0..20, got ${topLogprobs}`,
-    );
-    const seed = p.seed ?? randomSeed();
-    check(Number.isInteger(seed), `seed must be an integer, got ${seed}`);
-    const version = p.version ?? null;
-    check(
-      version === null || (Number.isInteger(version) && version >= 0),
-      `version must be a non-negative integer, got ${version}`,
-    );
-    return {
-      temperature,
-      topP,
-      topK,
-      maxTokens,
-      stop: p.stop ?? [],
-      stopTokenIds: p.stopTokenIds ?? [],
-      seed,
-      topLogprobs,
-      version,
-    };
+    const resolved = resolveSamplingParams(p, promptTokens, this.folder.config.maxPositionEmbeddings);
+    return { ...resolved, seed: resolved.seed ?? randomSeed() };
   }
 
   private post(m: ToWorker, transfer: ArrayBuffer[] = []): void {

@@ -10,6 +10,7 @@
 // the renormalizer over the kept tokens is not on the wire).
 
 import type { PolicyVersion } from '../policy-version.js';
+import { type ResolvedParams, resolveSamplingParams } from '../sampler.js';
 import type {
   FinishReason,
   GenerationEvent,
@@ -34,19 +35,6 @@ export interface RemoteSamplerOptions {
   apiKey?: string;
   /** Longest wait for a response's status line, in ms (default 30 s). */
   timeoutMs?: number;
-}
-
-/** SamplingParams with the defaults filled in and checked. */
-export interface ResolvedParams {
-  temperature: number;
-  topP: number;
-  topK: number;
-  maxTokens: number;
-  stop: string[];
-  stopTokenIds: number[];
-  seed: number | null;
-  topLogprobs: number;
-  version: number | null;
 }
 
 /** How a server's stream ended, in the contract's terms. */
@@ -102,36 +90,7 @@ export abstract class HttpSampler implements Sampler, Scorer {
 
   /** The request's parameters with defaults, or a RangeError naming the wrong one. */
   check(promptIds: readonly number[], p: SamplingParams): ResolvedParams {
-    const fail = (ok: boolean, what: string) => {
-      if (!ok) throw new RangeError(what);
-    };
-    fail(promptIds.length > 0, 'the prompt is empty');
-    const room = this.opts.contextLength - promptIds.length;
-    fail(room > 0, `prompt is ${promptIds.length} tokens, the model's context is ${this.opts.contextLength}`);
-    const temperature = p.temperature ?? 1;
-    fail(Number.isFinite(temperature) && temperature >= 0, `temperature must be >= 0, got ${temperature}`);
-    const topP = p.topP ?? 1;
-    fail(topP > 0 && topP <= 1, `topP must be in (0, 1], got ${topP}`);
-    const topK = p.topK ?? 0;
-    fail(Number.isInteger(topK) && topK >= 0, `topK must be a non-negative integer, got ${topK}`);
-    const maxTokens = Math.min(p.maxTokens ?? room, room);
-    fail(Number.isInteger(maxTokens) && maxTokens > 0, `maxTokens must be a positive integer, got ${p.maxTokens}`);
-    const topLogprobs = p.topLogprobs ?? 0;
-    fail(Number.isInteger(topLogprobs) && topLogprobs >= 0 && topLogprobs <= 20, 'topLogprobs must be in 0..20');
-    fail(p.seed === undefined || Number.isInteger(p.seed), `seed must be an integer, got ${p.seed}`);
-    const version = p.version ?? null;
-    fail(version === null || (Number.isInteger(version) && version >= 0), `bad version ${version}`);
-    return {
-      temperature,
-      topP,
-      topK,
-      maxTokens,
-      stop: p.stop ?? [],
-      stopTokenIds: p.stopTokenIds ?? [],
-      seed: p.seed ?? null,
-      topLogprobs,
-      version,
-    };
+    return resolveSamplingParams(p, promptIds.length, this.opts.contextLength);
   }
 
   generate(promptIds: readonly number[], params: SamplingParams, signal?: AbortSignal): AsyncIterable<GenerationEvent> {

@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import type { PolicyVersion } from '../policy-version.js';
 import type { GenerationEvent, Sampler, SamplingParams, ScoredCompletion, ScoreOptions, Scorer } from '../types.js';
 import { ServerUnavailableError } from './http.js';
-import type { ResolvedParams } from './http-sampler.js';
+import type { ResolvedParams } from '../sampler.js';
 
 /** One server's backend (VllmSampler, SglangSampler). */
 export interface RoutedSampler extends Sampler, Scorer {

@@ -18,14 +18,9 @@
 // requests in flight are done. Paths are folders the server itself reads.
 
 import type { SampledToken, ScoredCompletion, TokenLogprob } from '../types.js';
+import type { ResolvedParams } from '../sampler.js';
 import { expectShape, RemoteServerError, wrapped } from './http.js';
-import {
-  HttpSampler,
-  type RemoteSamplerOptions,
-  type ResolvedParams,
-  sampledLogprobOf,
-  type StreamEnd,
-} from './http-sampler.js';
+import { HttpSampler, type RemoteSamplerOptions, sampledLogprobOf, type StreamEnd } from './http-sampler.js';
 
 /** [logprob, token id, text or null], SGLang's per-token triple. */
 type Triple = [number | null, number, string | null];

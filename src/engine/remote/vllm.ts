@@ -20,14 +20,9 @@
 // on each machine).
 
 import type { SampledToken, ScoredCompletion, TokenLogprob } from '../types.js';
+import type { ResolvedParams } from '../sampler.js';
 import { expectShape, RemoteServerError, wrapped } from './http.js';
-import {
-  HttpSampler,
-  type RemoteSamplerOptions,
-  type ResolvedParams,
-  sampledLogprobOf,
-  type StreamEnd,
-} from './http-sampler.js';
+import { HttpSampler, type RemoteSamplerOptions, sampledLogprobOf, type StreamEnd } from './http-sampler.js';
 
 interface StreamChoice {
   token_ids?: number[] | null;
