@@ -1,24 +1,14 @@
 // Messages between the engine's public object (main thread) and the compute worker.
 
+import type { ResolvedParams } from '../../sampler.js';
 import type { GenerationEvent, PolicyUpdate, ScoredCompletion } from '../../types.js';
 import type { KernelInfo } from '../kernels/kernels.js';
 import type { Precision, PrecisionSetting } from '../precision.js';
 
 export type { PolicyUpdate };
 
-/** Sampling settings with every default resolved (by the main thread). */
-export interface ResolvedSampling {
-  temperature: number;
-  topP: number;
-  topK: number;
-  maxTokens: number;
-  stop: string[];
-  stopTokenIds: number[];
-  seed: number;
-  topLogprobs: number;
-  /** null: the version serving when the request reaches the worker. */
-  version: number | null;
-}
+/** Sampling settings with every default resolved (by the main thread), the seed drawn if none was given. */
+export type ResolvedSampling = Omit<ResolvedParams, 'seed'> & { seed: number };
 
 export interface WorkerOptions {
   modelDir: string;
