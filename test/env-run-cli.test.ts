@@ -189,15 +189,28 @@ test('env run --model starts serve itself, with the options after -- , and stops
   assert.ok(existsSync(join(out, 'serve-data', STORE_FILE)));
 });
 
+test('env run --env swe plays repository episodes through a started serve', async () => {
+  const out = join(freshDir('env-swe-'), 'run');
+  const flags = ['--tasks', '2', '--rollouts', '1', '--max-tokens', '8', '--max-steps', '2', '--out', out];
+  const r = await cli(['run', '--env', 'swe', '--model', tinyModel(), ...flags, '--', '--no-learning']);
+  assert.equal(r.code, 0, r.stderr);
+  const summary = JSON.parse(r.stdout) as RunSummary;
+  assert.equal(summary.episodes, 2);
+  assert.deepEqual(summary.feedback, { sent: 2, duplicates: 0, pending: 0 });
+  // The tiny test model writes noise: neither bug gets fixed.
+  assert.equal(summary.successRate, 0);
+});
+
 test('env run refuses bad flags, and the terminal environment without a sandbox, before starting anything', async () => {
   const bad: [string[], RegExp][] = [
-    [['run', '--url', 'http://127.0.0.1:1/v1'], /--env must be tool-call or terminal/],
+    [['run', '--url', 'http://127.0.0.1:1/v1'], /--env must be tool-call, terminal or swe/],
     [['run', '--env', 'tool-call'], /give either --url .* or --model/],
     [['run', '--env', 'tool-call', '--url', 'u', '--model', 'm'], /give either --url/],
     [['run', '--env', 'tool-call', '--url', 'u', '--parallel', '0'], /--parallel must be an integer >= 1/],
     [['run', '--env', 'tool-call', '--url', 'u', '--', '--no-learning'], /options after -- are for a started serve/],
     [['run', '--env', 'tool-call', '--url', 'u', '--tasks-from', 'mmlu'], /--tasks-from must be gsm8k or arithmetic/],
     [['run', '--env', 'terminal', '--url', 'u', '--tasks-from', 'arithmetic'], /--tasks-from is for the tool-call/],
+    [['run', '--env', 'swe', '--url', 'u', '--tasks-from', 'gsm8k'], /--tasks-from is for the tool-call/],
     [['walk'], /unknown env command "walk"/],
   ];
   for (const [args, message] of bad) {
@@ -205,12 +218,14 @@ test('env run refuses bad flags, and the terminal environment without a sandbox,
     assert.equal(r.code, 2, args.join(' '));
     assert.match(r.stderr, message, args.join(' '));
   }
-  const r = await cli(['run', '--env', 'terminal', '--url', 'http://127.0.0.1:1/v1', '--out', freshDir('env-nosb-')], {
-    ...process.env,
-    PATH: freshDir('empty-path-'),
-  });
-  assert.equal(r.code, 1);
-  assert.match(r.stderr, /needs a working sandbox and found none: no bwrap on PATH\. Install bubblewrap/);
+  for (const env of ['terminal', 'swe']) {
+    const r = await cli(['run', '--env', env, '--url', 'http://127.0.0.1:1/v1', '--out', freshDir('env-nosb-')], {
+      ...process.env,
+      PATH: freshDir('empty-path-'),
+    });
+    assert.equal(r.code, 1, env);
+    assert.match(r.stderr, /needs a working sandbox and found none: no bwrap on PATH\. Install bubblewrap/, env);
+  }
 });
 
 test('an interrupted run (SIGINT) exits at once and leaves no sandbox folder behind', async () => {

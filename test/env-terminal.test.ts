@@ -5,42 +5,16 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import type { ChatMessage } from '../src/chat/messages.js';
 import { DEFAULT_LIMITS, probeSandbox } from '../src/env/sandbox.js';
 import { terminalKind } from '../src/env/terminal.js';
 import { FAMILIES, terminalTasks, type TerminalTask } from '../src/env/terminal-tasks.js';
+import { bashCalls as bash, playShell } from './helpers/shell-episode.js';
 import { terminalNearMiss, terminalSolution } from './helpers/terminal-solutions.js';
 
 const setup = await probeSandbox();
 const kind = terminalKind(setup, { ...DEFAULT_LIMITS, commandSeconds: 5 });
 
-const bash = (...commands: string[]): ChatMessage => ({
-  role: 'assistant',
-  content: '',
-  tool_calls: commands.map((command, i) => ({
-    id: `call_${i}`,
-    type: 'function',
-    function: { name: 'bash', arguments: JSON.stringify({ command }) },
-  })),
-});
-
-async function play(task: TerminalTask, commands: string[]) {
-  const env = kind.create();
-  try {
-    const first = await env.reset(task);
-    assert.equal(first[1]!.content, task.instruction);
-    const observations: ChatMessage[] = [];
-    if (commands.length > 0) {
-      const r = await env.step(bash(...commands));
-      assert.equal(r.done, false);
-      observations.push(...r.observations);
-    }
-    assert.deepEqual(await env.step({ role: 'assistant', content: 'Done.' }), { observations: [], done: true });
-    return { outcome: await env.outcome(), observations };
-  } finally {
-    await env.close();
-  }
-}
+const play = (task: TerminalTask, commands: string[]) => playShell(kind, task, commands);
 
 test('each family: the right solution passes its checker, a near miss and doing nothing fail', async () => {
   const families = Object.keys(FAMILIES);

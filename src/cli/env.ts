@@ -2,6 +2,7 @@
 //
 //   openclaw-rl env run --env tool-call --url http://127.0.0.1:30000/v1 --tasks 16 --rollouts 4
 //   openclaw-rl env run --env terminal --model models/small --parallel 32 --out runs/terminal
+//   openclaw-rl env run --env swe --model models/small --tasks 6
 //
 // Plays agent environments (src/env) against `serve`: an already running one (--url), or one it
 // starts on --model with any serve options after `--`. Only wiring here.
@@ -11,13 +12,14 @@ import { AgentClient } from '../env/agent-client.js';
 import type { EnvironmentKind } from '../env/environment.js';
 import { runEnvironment, type RunProgress } from '../env/runner.js';
 import { DEFAULT_LIMITS, probeSandbox, type SandboxLimits } from '../env/sandbox.js';
+import { sweKind } from '../env/swe.js';
 import { terminalKind } from '../env/terminal.js';
 import { arithmeticKind, TOOL_CALL_SOURCES, toolCallKind } from '../env/tool-call.js';
 import { startServe, type ServeProcess } from '../sim/serve-process.js';
 import { bar, Console } from '../sim/terminal.js';
 import { CliError, numberFlag, parseFlags } from './args.js';
 
-const USAGE = `usage: openclaw-rl env run --env tool-call|terminal (--url URL | --model DIR) [options] [-- serve options]
+const USAGE = `usage: openclaw-rl env run --env tool-call|terminal|swe (--url URL | --model DIR) [options] [-- serve options]
 
 Plays environment episodes against serve: each step is a chat request with tools, each episode's
 outcome is posted to /v1/feedback. See docs/agents.md.
@@ -29,7 +31,8 @@ server:
   --data DIR          the started serve's data folder (default OUT/serve-data)
 
 episodes:
-  --env E             tool-call (GSM8K and a calculator) or terminal (shell tasks in a sandbox)
+  --env E             tool-call (GSM8K and a calculator), terminal (shell tasks in a sandbox) or swe
+                      (fix a bug in a generated Python repository, in the same sandbox)
   --tasks N           tasks (default 8)
   --tasks-from S      tool-call only: gsm8k (default) or arithmetic (generated one- and two-step problems)
   --rollouts G        rollouts per task (default 4)
@@ -41,7 +44,7 @@ episodes:
   --out DIR           results, resumable (default runs/env-ENV)
   --evaluate          side turns: answered, never trained on, no outcome sent (a measurement pass)
 
-terminal sandbox (per command):
+terminal and swe sandbox (per command):
   --command-seconds N default ${DEFAULT_LIMITS.commandSeconds}
   --memory-mb N       address space per process (default ${DEFAULT_LIMITS.memoryMb})
   --processes N       default ${DEFAULT_LIMITS.processes}
@@ -84,8 +87,8 @@ export async function runEnv(argv: string[]): Promise<number> {
     return 0;
   }
   const envName = v.env;
-  if (envName !== 'tool-call' && envName !== 'terminal')
-    throw new CliError(`--env must be tool-call or terminal, got "${String(envName ?? '')}"\n\n${USAGE}`);
+  if (envName !== 'tool-call' && envName !== 'terminal' && envName !== 'swe')
+    throw new CliError(`--env must be tool-call, terminal or swe, got "${String(envName ?? '')}"\n\n${USAGE}`);
   if ((v.url === undefined) === (v.model === undefined))
     throw new CliError(`give either --url (a running serve) or --model (start one)\n\n${USAGE}`);
   if (v.url !== undefined && serveArgs.length > 0)
@@ -112,15 +115,17 @@ export async function runEnv(argv: string[]): Promise<number> {
   const source = (v['tasks-from'] as string | undefined) ?? 'gsm8k';
   if (!(TOOL_CALL_SOURCES as readonly string[]).includes(source))
     throw new CliError(`--tasks-from must be ${TOOL_CALL_SOURCES.join(' or ')}, got "${source}"`);
-  if (envName === 'terminal' && v['tasks-from'] !== undefined)
+  if (envName !== 'tool-call' && v['tasks-from'] !== undefined)
     throw new CliError('--tasks-from is for the tool-call environment');
-  // The sandbox is proven before anything starts: no terminal episode runs without one.
+  // The sandbox is proven before anything starts: no terminal or swe episode runs without one.
   const kind: EnvironmentKind =
     envName === 'terminal'
       ? terminalKind(await probeSandbox(), limits)
-      : source === 'arithmetic'
-        ? arithmeticKind()
-        : toolCallKind();
+      : envName === 'swe'
+        ? sweKind(await probeSandbox(), limits)
+        : source === 'arithmetic'
+          ? arithmeticKind()
+          : toolCallKind();
   kind.tasks(options.tasks, options.seed); // a --tasks beyond the task set fails here, before serve starts
 
   const ui = new Console(process.stderr);

@@ -232,6 +232,11 @@ export class Sandbox {
       '--setenv',
       'TERM',
       'dumb',
+      // A .pyc is trusted while its source keeps its size and mtime second: an edit within the
+      // second of the last run (a one-character fix) would run the old code.
+      '--setenv',
+      'PYTHONDONTWRITEBYTECODE',
+      '1',
       '--',
       '/bin/bash',
       '-c',

@@ -4,12 +4,9 @@
 // episode, from a read-only /check folder the agent never sees; exit code 0 means solved.
 
 import { createRng, type Rng } from '../engine/local/sampling/random.js';
-import type { EnvTask } from './environment.js';
+import type { ShellTask } from './shell.js';
 
-export interface TerminalTask extends EnvTask {
-  instruction: string;
-  /** Files in the agent's home folder at the start (relative paths). */
-  files: Record<string, string>;
+export interface TerminalTask extends ShellTask {
   /** Bash, run with the home folder as working directory. */
   checker: string;
   /** Files the checker reads from /check (expected outputs); never visible during the episode. */
