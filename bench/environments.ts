@@ -1,6 +1,6 @@
-// Environment throughput: steps per second of the tool-call and terminal environments at
+// Environment throughput: steps per second of the tool-call, terminal and swe environments at
 // --parallel 8 and 32, through the real gateway (recording, tool-call parsing, the feedback route)
-// and, for the terminal, the bubblewrap sandbox of each step. The policy is scripted (the test
+// and, for terminal and swe, the bubblewrap sandbox of each step (and swe's probe at the end). The policy is scripted (the test
 // double of test/helpers, answering instantly with a right solution), so the figure is the
 // environments' and the serving path's own rate, the ceiling a model's generation time adds to.
 //
@@ -14,6 +14,7 @@ import { AgentClient } from '../src/env/agent-client.js';
 import type { EnvironmentKind } from '../src/env/environment.js';
 import { runEnvironment } from '../src/env/runner.js';
 import { DEFAULT_LIMITS, probeSandbox } from '../src/env/sandbox.js';
+import { sweKind } from '../src/env/swe.js';
 import { terminalKind } from '../src/env/terminal.js';
 import { toolCallKind } from '../src/env/tool-call.js';
 import { startGateway } from '../test/helpers/gateway.js';
@@ -25,11 +26,12 @@ const WIDTHS = [8, 32];
 const SEED = 5;
 
 const toolCall = toolCallKind();
-const terminal = terminalKind(await probeSandbox(), DEFAULT_LIMITS);
+const sandbox = await probeSandbox();
+const terminal = terminalKind(sandbox, DEFAULT_LIMITS);
+const swe = sweKind(sandbox, DEFAULT_LIMITS);
 const mathTasks = toolCall.tasks(TASKS, SEED);
-const shellTasks = terminal.tasks(TASKS, SEED);
 
-const { backend } = await solvingBackend(mathTasks, shellTasks);
+const { backend } = await solvingBackend(mathTasks, [...terminal.tasks(TASKS, SEED), ...swe.tasks(TASKS, SEED)]);
 const gw = await startGateway(backend, { maxConcurrentRequests: 1024 });
 const client = new AgentClient({ url: `${gw.url}/v1`, maxTokens: 400 });
 const work = mkdtempSync(join(tmpdir(), 'ocrl-bench-env-'));
@@ -37,7 +39,7 @@ const work = mkdtempSync(join(tmpdir(), 'ocrl-bench-env-'));
 console.log(`environment throughput: ${TASKS} tasks x ${ROLLOUTS} rollouts, scripted instant policy, real gateway`);
 console.log('environment   --parallel   episodes   steps   solved   steps/s');
 let runs = 0;
-for (const kind of [toolCall, terminal] as EnvironmentKind[]) {
+for (const kind of [toolCall, terminal, swe] as EnvironmentKind[]) {
   for (const parallel of WIDTHS) {
     const s = await runEnvironment({
       kind,
