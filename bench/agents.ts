@@ -7,7 +7,7 @@
 //   npm run bench:agents
 //   AGENTS_SEEDS=1 AGENTS_STEPS=4 AGENTS_EVAL_EVERY=2 npm run bench:agents     # a reduced run
 //
-// Knobs (environment): AGENTS_SEEDS (how many, default 3), AGENTS_FIRST_SEED (1), AGENTS_STEPS (64),
+// Knobs (environment): AGENTS_SEEDS (how many, default 3), AGENTS_FIRST_SEED (1), AGENTS_STEPS (128),
 // AGENTS_EVAL_EVERY (32),
 // AGENTS_ROLLOUTS (G, 4), AGENTS_EVAL_TASKS (128),
 // AGENTS_EVAL_SAMPLES (episodes per held-out task, 8), AGENTS_BATCH (16), AGENTS_LR (1e-4),
