@@ -28,7 +28,6 @@ for c in calls:
         results.append({'value': value})
     except BaseException as e:
         results.append({'error': type(e).__name__})
-sys.stdout.flush()
 print('\\n' + PROBE_MARK + json.dumps(results), flush=True)
 `;
 const PROBE_MARK = 'openclaw-rl-probe:';
