@@ -70,12 +70,13 @@ export function loraInput(gemm: Gemm, u: Float32Array, x: Operand, T: number, L:
 /**
  * Accumulates parameter gradients and writes (beta 0) or adds (beta 1) dx[T, in].
  * dx = dy W (+ scale (dy B) A); dW += dy^T x; dB += scale dy^T u; dA += scale (dy B)^T x.
- * dy goes into up to three products, so `round` rounds it once (slot 'dy').
+ * dy goes into up to three products, so `round` rounds it once (slot 'dy'); a dy given as bf16
+ * bits was rounded by the caller (a layer with a bias needs it as float32).
  */
 export function linearBackward(
   gemm: Gemm,
   dx: Float32Array | null,
-  dyIn: Float32Array,
+  dyIn: Operand,
   x: Operand,
   u: Float32Array | null,
   T: number,
@@ -85,9 +86,10 @@ export function linearBackward(
   round: Round = ROUND_IN_GEMM,
 ): void {
   const uses = (L.dW ? 1 : 0) + (dx ? 1 : 0) + (L.lora && u ? 2 : 0);
-  const dy = uses > 1 ? round(dyIn, 'dy') : dyIn;
+  const dy = uses > 1 && dyIn instanceof Float32Array ? round(dyIn, 'dy') : dyIn;
   if (L.dW) gemm(true, false, L.outDim, L.inDim, T, 1, dy, L.outDim, x, L.inDim, 1, L.dW, L.inDim);
   if (L.dBias) {
+    if (!(dyIn instanceof Float32Array)) throw new TypeError('a layer with a bias takes its dy as float32');
     for (let t = 0; t < T; t++) for (let o = 0; o < L.outDim; o++) L.dBias[o] = L.dBias[o]! + dyIn[t * L.outDim + o]!;
   }
   if (dx) gemm(false, false, T, L.inDim, L.outDim, 1, dy, L.outDim, L.W16 ?? L.W, L.inDim, beta, dx, L.inDim);

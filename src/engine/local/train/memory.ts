@@ -81,8 +81,10 @@ export function trainStepBytes(cfg: ModelConfig, step: StepSize): number {
   const longest = step.longestSequence ?? T;
   const attention = attentionScratchSize(longest);
   const fused = (step.attentionThreads ?? 0) * fusedAttentionBytes(cfg, longest);
-  // Two slots of 2-byte values, as wide as the widest layer input or output: one float per element.
-  const rounded = step.bf16 ? T * Math.max(D, cfg.numHeads * cfg.headDim, cfg.intermediateSize) : 0;
+  // Two slots of 2-byte values (half a float each), as wide as the widest layer input or output;
+  // the 'dy' slot also holds the LM head's logit gradient (one chunk's rows when chunked).
+  const widest = T * Math.max(D, cfg.numHeads * cfg.headDim, cfg.intermediateSize);
+  const rounded = step.bf16 ? (widest + Math.max(widest, logitRows * cfg.vocabSize)) / 2 : 0;
   return 4 * (tape + head + backward + attention + rounded) + fused;
 }
 

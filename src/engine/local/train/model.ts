@@ -447,8 +447,12 @@ export class TrainModel {
       const logits = tape.logits ?? this.headLogits(tape.hf, r0, n);
       logitsBackward(k, logits, r0, n, V, tape.targets, tape.stats, grads);
       const rows = (a: Float32Array) => a.subarray(r0 * D, (r0 + n) * D);
+      // The vocab-wide dlogits are rounded into the step's 'dy' slot, kept from step to step: left
+      // to gemmBf16, they went into its per-call scratch, which it frees above 64 MB, so every step
+      // paid their page faults again (78 MB at the 0.6B shape, 3-4% of a LoRA step).
+      const dy = this.lmHead.dBias ? logits : this.round(logits, 'dy');
       // With chunks, the head's weight gradient (full fine-tuning) is summed chunk by chunk.
-      linearBackward(gemm, rows(dhf), logits, rows(tape.hf), null, n, this.lmHead, 0, scratch);
+      linearBackward(gemm, rows(dhf), dy, rows(tape.hf), null, n, this.lmHead, 0, scratch);
     }
     const dxRows = this.buf('d.xRows', R * D);
     k.rmsnormBackward(dxRows, this.dFinalNorm, dhf, tape.xFinal, this.finalNorm, R, D, eps, false);
