@@ -23,6 +23,7 @@
         "src/onednn.c",
         "src/layer_ops.c",
         "src/layer_kernels.c",
+        "src/kernels_parallel.c",
         "src/attention.c",
         "src/train_kernels.c",
         "src/train_ops.c",

@@ -902,3 +902,88 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
     assert.deepEqual([...S], Array(12).fill(5), 'S untouched after refused calls');
   });
 });
+
+describe('native row and elementwise kernels on several threads', { skip: skipNative }, () => {
+  // Above the size where they split over the OpenMP team (native/src/kernels_parallel.c), with
+  // counts that leave a remainder; one thread runs the kernels whole, so equal bits on 1 and 2
+  // threads mean every row and element was computed exactly once, as alone.
+  const rows = 67,
+    dim = 1031,
+    n = rows * dim,
+    V = 3001,
+    heads = 9,
+    headDim = 128;
+  const x = randomArray(n),
+    y = randomArray(n),
+    z = randomArray(n),
+    w = randomArray(dim),
+    logits = randomArray(rows * V, 4),
+    rope = randomArray(rows * heads * headDim);
+  const positions = Int32Array.from({ length: rows }, (_, r) => 3 * r + 1);
+  const invFreq = Float32Array.from({ length: headDim / 2 }, (_, i) => 10000 ** ((-2 * i) / headDim));
+  const perRow = randomArray(rows);
+
+  function runAll(k: Kernels): Record<string, Float32Array | Float64Array> {
+    const out: Record<string, Float32Array | Float64Array> = {};
+    out.rmsnorm = new Float32Array(n);
+    k.rmsnorm(out.rmsnorm, x, w, rows, dim, 1e-6);
+    out.siluMul = new Float32Array(n);
+    k.siluMul(out.siluMul, x, y, n);
+    out.rope = Float32Array.from(rope);
+    k.rope(out.rope, rows, heads, headDim, positions, invFreq);
+    out.ropeBack = Float32Array.from(rope);
+    k.rope(
+      out.ropeBack,
+      rows,
+      heads,
+      headDim,
+      Int32Array.from(positions, (p) => -p),
+      invFreq,
+    );
+    out.dx = Float32Array.from(z);
+    k.rmsnormBackward(out.dx, null, y, x, w, rows, dim, 1e-6, true);
+    out.dg = new Float32Array(n);
+    out.du = new Float32Array(n);
+    k.siluMulBackward(out.dg, out.du, z, x, y, n);
+    out.lse = new Float32Array(rows);
+    out.entropy = new Float32Array(rows);
+    k.logitsStats(out.lse, out.entropy, logits, rows, V);
+    out.dz = Float32Array.from(logits);
+    k.logitsBackward(
+      out.dz,
+      rows,
+      V,
+      out.lse,
+      out.entropy,
+      perRow,
+      perRow.map((g) => g / 2),
+    );
+    out.p = Float32Array.from(x);
+    out.m = Float32Array.from(y, Math.abs);
+    out.v = Float32Array.from(z, (a) => a * a);
+    k.adamw(out.p, y, out.m, out.v, n, 1e-3, 0.9, 0.999, 1e-8, 0.1, 0.1, 0.001);
+    out.scaled = Float32Array.from(x);
+    k.scale(out.scaled, n, 0.37);
+    // Two blocks of partial sums: the split and their order are the kernel's, not the team's.
+    out.sumSquares = Float64Array.of(k.sumSquares(x, n));
+    return out;
+  }
+
+  test('give the same bits on 1 and 2 threads, and match the portable kernels', () => {
+    const k = native();
+    const before = k.threads();
+    try {
+      k.setThreads(1);
+      const one = runAll(k);
+      k.setThreads(2);
+      const two = runAll(k);
+      const portable = runAll(portableKernels);
+      for (const name of Object.keys(one)) {
+        assert.deepEqual(two[name], one[name], `${name}: 2 threads against 1`);
+        assertWithin(two[name]!, portable[name]!, (i) => 1e-4 * (1 + Math.abs(portable[name]![i]!)), name);
+      }
+    } finally {
+      k.setThreads(before);
+    }
+  });
+});

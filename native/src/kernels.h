@@ -79,4 +79,22 @@ void causal_softmax_rows_f32(float* s, float* lse, size_t rows, size_t cols, siz
 void causal_softmax_backward_rows_f32(float* dp, float* s, const float* lse, const float* d_o, const float* o,
                                       size_t rows, size_t cols, size_t first_row, size_t head_dim, size_t stride);
 
+// ---- The same, split over the calling thread's OpenMP team (kernels_parallel.c) ----
+// Results equal the single-threaded kernels' whatever the team size.
+
+void rmsnorm_f32_parallel(float* out, const float* x, const float* weight, size_t rows, size_t dim, float eps);
+void silu_mul_f32_parallel(float* out, const float* gate, const float* up, size_t n);
+void adamw_f32_parallel(float* p, const float* g, float* m, float* v, size_t n, const AdamWStep* step);
+// Split over rows only without dw (its sum over the rows stays on one thread).
+bool rmsnorm_backward_f32_parallel(float* dx, float* dw, const float* dy, const float* x, const float* w,
+                                   size_t rows, size_t dim, float eps, bool accumulate);
+void silu_mul_backward_f32_parallel(float* dg, float* du, const float* da, const float* gate, const float* up,
+                                    size_t n);
+void logits_stats_f32_parallel(float* lse, float* entropy, const float* logits, size_t rows, size_t v);
+// Sums blocks of 2^16 values and adds the partial sums in order; false when memory is short.
+bool sum_squares_f32_parallel(const float* x, size_t n, double* sum);
+void scale_f32_parallel(float* x, size_t n, double alpha);
+void logits_backward_f32_parallel(float* logits, size_t rows, size_t v, const float* lse, const float* entropy,
+                                  const float* g_sum, const float* g_entropy);
+
 #endif

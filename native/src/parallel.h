@@ -23,4 +23,14 @@ static inline void thread_share(size_t total, size_t* first, size_t* count) {
 #endif
 }
 
+// The same in whole blocks of `block` items (the last share ends at total), so that an elementwise
+// loop's vector body covers the same elements, and computes the same values, whatever the team size.
+static inline void thread_share_blocks(size_t total, size_t block, size_t* first, size_t* count) {
+  size_t blocks = (total + block - 1) / block, first_block, block_count;
+  thread_share(blocks, &first_block, &block_count);
+  size_t end = (first_block + block_count) * block;
+  *first = first_block * block < total ? first_block * block : total;
+  *count = (end < total ? end : total) - *first;
+}
+
 #endif

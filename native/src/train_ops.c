@@ -51,7 +51,7 @@ napi_value op_adamw(napi_env env, napi_callback_info info) {
       !check_positive(&call, "bc1", bc1, 1, "1 - beta1^t") || !check_positive(&call, "bc2", bc2, 1, "1 - beta2^t"))
     return NULL;
   AdamWStep step = adamw_step(lr, beta1, beta2, eps, weight_decay, bc1, bc2);
-  adamw_f32(p.data, g.data, m.data, v.data, n, &step);
+  adamw_f32_parallel(p.data, g.data, m.data, v.data, n, &step);
   return NULL;
 }
 
@@ -64,8 +64,13 @@ napi_value op_sum_squares(napi_env env, napi_callback_info info) {
       !op_size(&call, 1, "n", 0, &n))
     return NULL;
   if (!op_check_length(&call, "x", x.length, n, 1, 1, "n")) return NULL;
+  double sum;
+  if (!sum_squares_f32_parallel(x.data, n, &sum)) {
+    throw_out_of_memory(&call);
+    return NULL;
+  }
   napi_value result;
-  if (napi_create_double(env, sum_squares_f32(x.data, n), &result) != napi_ok) return NULL;
+  if (napi_create_double(env, sum, &result) != napi_ok) return NULL;
   return result;
 }
 
@@ -79,7 +84,7 @@ napi_value op_scale(napi_env env, napi_callback_info info) {
       !op_size(&call, 1, "n", 0, &n) || !op_double(&call, 2, "alpha", &alpha))
     return NULL;
   if (!op_check_length(&call, "x", x.length, n, 1, 1, "n")) return NULL;
-  scale_f32(x.data, n, alpha);
+  scale_f32_parallel(x.data, n, alpha);
   return NULL;
 }
 
@@ -103,7 +108,7 @@ napi_value op_rmsnorm_backward(napi_env env, napi_callback_info info) {
       (dw.data != NULL && !op_check_length(&call, "dw", dw.length, dim, 1, 1, "dim")))
     return NULL;
   if (rows == 0) return NULL;
-  if (!rmsnorm_backward_f32(dx.data, dw.data, dy.data, x.data, w.data, rows, dim, eps, accumulate))
+  if (!rmsnorm_backward_f32_parallel(dx.data, dw.data, dy.data, x.data, w.data, rows, dim, eps, accumulate))
     throw_out_of_memory(&call);
   return NULL;
 }
@@ -123,7 +128,7 @@ napi_value op_silu_mul_backward(napi_env env, napi_callback_info info) {
       !op_check_length(&call, "gate", gate.length, n, 1, 1, "n") ||
       !op_check_length(&call, "up", up.length, n, 1, 1, "n"))
     return NULL;
-  silu_mul_backward_f32(dg.data, du.data, da.data, gate.data, up.data, n);
+  silu_mul_backward_f32_parallel(dg.data, du.data, da.data, gate.data, up.data, n);
   return NULL;
 }
 
@@ -141,7 +146,7 @@ napi_value op_logits_stats(napi_env env, napi_callback_info info) {
       !op_check_length(&call, "entropy", entropy.length, rows, 1, 1, "rows") ||
       !op_check_length(&call, "logits", logits.length, rows, v, 1, "rows*V"))
     return NULL;
-  logits_stats_f32(lse.data, entropy.data, logits.data, rows, v);
+  logits_stats_f32_parallel(lse.data, entropy.data, logits.data, rows, v);
   return NULL;
 }
 
@@ -161,7 +166,7 @@ napi_value op_logits_backward(napi_env env, napi_callback_info info) {
       !op_check_length(&call, "gSum", g_sum.length, rows, 1, 1, "rows") ||
       !op_check_length(&call, "gEntropy", g_entropy.length, rows, 1, 1, "rows"))
     return NULL;
-  logits_backward_f32(logits.data, rows, v, lse.data, entropy.data, g_sum.data, g_entropy.data);
+  logits_backward_f32_parallel(logits.data, rows, v, lse.data, entropy.data, g_sum.data, g_entropy.data);
   return NULL;
 }
 
