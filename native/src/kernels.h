@@ -14,6 +14,9 @@ void rmsnorm_f32(float* out, const float* x, const float* weight, size_t rows, s
 void silu_mul_f32(float* out, const float* gate, const float* up, size_t n);
 
 // In place, Hugging Face rotate-half layout. Returns false when scratch memory is unavailable.
+// Keeps the calling thread's cos/sin tables of its last two position lists until
+// rope_tables_release() on that thread.
+void rope_tables_release(void);
 bool rope_f32(float* x, size_t rows, size_t heads, size_t head_dim, const int32_t* positions,
               const float* inv_freq);
 

@@ -3,7 +3,6 @@
 #include "kernels.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,9 +67,10 @@ typedef struct {
   int next;
 } RopeCache;
 
-static pthread_key_t rope_key;
-static bool rope_key_made;
-static pthread_once_t rope_key_once = PTHREAD_ONCE_INIT;
+// Per JS thread (the OpenMP threads only read a table made before their region). Not freed by a
+// pthread key destructor: Node may unload the addon before a worker's thread exits, and the
+// destructor would then run unmapped code; the op layer frees it in the thread's env cleanup hook.
+static __thread RopeCache rope_cache;
 
 static void rope_entry_clear(RopeTable* e) {
   free(e->positions);
@@ -79,29 +79,15 @@ static void rope_entry_clear(RopeTable* e) {
   *e = (RopeTable){0};
 }
 
-static void rope_cache_free(void* cache) {
-  for (int i = 0; i < 2; i++) rope_entry_clear(&((RopeCache*)cache)->entries[i]);
-  free(cache);
-}
-
-static void rope_key_create(void) {
-  rope_key_made = pthread_key_create(&rope_key, rope_cache_free) == 0;
+void rope_tables_release(void) {
+  for (int i = 0; i < 2; i++) rope_entry_clear(&rope_cache.entries[i]);
 }
 
 // This thread's table for these positions and frequencies, computed now if it has none; NULL when it
 // is too large to keep or memory is short (the caller then computes row by row).
 static const float* rope_table(const int32_t* positions, size_t rows, const float* inv_freq, size_t half) {
   if (rows * half * 2 * sizeof(float) > ROPE_CACHE_MAX_BYTES) return NULL;
-  pthread_once(&rope_key_once, rope_key_create);
-  if (!rope_key_made) return NULL;
-  RopeCache* cache = pthread_getspecific(rope_key);
-  if (!cache) {
-    cache = calloc(1, sizeof *cache);
-    if (!cache || pthread_setspecific(rope_key, cache) != 0) {
-      free(cache);
-      return NULL;
-    }
-  }
+  RopeCache* cache = &rope_cache;
   for (int i = 0; i < 2; i++) {
     RopeTable* e = &cache->entries[i];
     if (e->table && e->rows == rows && e->half == half &&
