@@ -43,6 +43,10 @@ void op_throw_value(OpCall* call, const char* format, ...) {
   va_end(args);
 }
 
+void op_release_at_env_exit(OpCall* call, bool* hooked, void (*release)(void* unused)) {
+  if (!*hooked && napi_add_env_cleanup_hook(call->env, release, NULL) == napi_ok) *hooked = true;
+}
+
 bool op_begin(napi_env env, napi_callback_info info, const char* op, size_t argc, OpCall* call) {
   call->env = env;
   call->op = op;

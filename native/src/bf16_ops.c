@@ -19,11 +19,25 @@
 // Buffers larger than this are freed after the call instead of kept for the next one.
 #define SCRATCH_KEEP_BYTES ((size_t)64 << 20)
 
-// Per thread, so that workers never share them; grown on demand.
+// Per thread, so that workers never share them; grown on demand, freed when the thread's JS
+// environment goes.
 static __thread void* scratch[2];
 static __thread size_t scratch_bytes[2];
 
+static __thread bool scratch_release_hooked;
+
+static void scratch_release(void* unused) {
+  (void)unused;
+  for (int slot = 0; slot < 2; slot++) {
+    free(scratch[slot]);
+    scratch[slot] = NULL;
+    scratch_bytes[slot] = 0;
+  }
+  scratch_release_hooked = false;
+}
+
 static void* scratch_get(OpCall* call, int slot, size_t bytes) {
+  op_release_at_env_exit(call, &scratch_release_hooked, scratch_release);
   if (bytes > scratch_bytes[slot]) {
     void* grown = realloc(scratch[slot], bytes);
     if (!grown) {

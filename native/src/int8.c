@@ -138,13 +138,24 @@ static void gemm_int8_columns(DotI8 dot, size_t m, size_t first, size_t count, s
 }
 
 #ifdef INT8_X86_INTRINSICS
-// Per thread, so that workers never share it; grown on demand.
+// Per thread, so that workers never share it; grown on demand, freed when the thread's JS
+// environment goes.
 static __thread void* vnni_scratch;
 static __thread size_t vnni_scratch_bytes;
+static __thread bool vnni_scratch_hooked;
+
+static void vnni_scratch_release(void* unused) {
+  (void)unused;
+  free(vnni_scratch);
+  vnni_scratch = NULL;
+  vnni_scratch_bytes = 0;
+  vnni_scratch_hooked = false;
+}
 
 // x quantized into this thread's scratch memory, or false (and a thrown error) without memory.
 static bool vnni_rows(OpCall* call, VnniRows* rows, size_t m, size_t k, const float* x) {
   size_t bytes = vnni_rows_bytes(m, k);
+  op_release_at_env_exit(call, &vnni_scratch_hooked, vnni_scratch_release);
   if (bytes > vnni_scratch_bytes) {
     void* grown = realloc(vnni_scratch, bytes);
     if (!grown) {

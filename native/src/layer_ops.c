@@ -49,8 +49,8 @@ napi_value op_silu_mul(napi_env env, napi_callback_info info) {
 
 static __thread bool rope_release_hooked;
 
-static void release_rope_tables(void* arg) {
-  (void)arg;
+static void release_rope_tables(void* unused) {
+  (void)unused;
   rope_tables_release();
   rope_release_hooked = false;
 }
@@ -74,9 +74,7 @@ napi_value op_rope(napi_env env, napi_callback_info info) {
       !op_check_length(&call, "positions", positions.length, rows, 1, 1, "rows") ||
       !op_check_length(&call, "invFreq", inv_freq.length, head_dim / 2, 1, 1, "headDim/2"))
     return NULL;
-  // The tables rope keeps for this thread go when its JS environment does (a worker's exit).
-  if (!rope_release_hooked && napi_add_env_cleanup_hook(env, release_rope_tables, NULL) == napi_ok)
-    rope_release_hooked = true;
+  op_release_at_env_exit(&call, &rope_release_hooked, release_rope_tables);
   if (!rope_f32(x.data, rows, heads, head_dim, positions.data, inv_freq.data)) throw_out_of_memory(&call);
   return NULL;
 }
