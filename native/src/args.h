@@ -47,8 +47,9 @@ typedef struct {
 
 // Fetches the arguments; exactly `argc` (<= OP_MAX_ARGS) must have been passed.
 // Registers release to run on this thread when its JS environment is torn down (a worker's exit):
-// how the ops free the caches they keep per thread. Not a pthread key destructor, which runs after
-// Node may have unloaded the addon. *hooked is the caller's per-thread flag; release clears it.
+// how the ops free the caches they keep per thread. Not a pthread key destructor: one segfaulted at
+// every worker's exit (the addon's code may be gone by then). *hooked is the caller's per-thread
+// flag; release clears it.
 void op_release_at_env_exit(OpCall* call, bool* hooked, void (*release)(void* unused));
 
 bool op_begin(napi_env env, napi_callback_info info, const char* op, size_t argc, OpCall* call);

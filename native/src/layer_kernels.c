@@ -67,9 +67,8 @@ typedef struct {
   int next;
 } RopeCache;
 
-// Per JS thread (the OpenMP threads only read a table made before their region). Not freed by a
-// pthread key destructor: Node may unload the addon before a worker's thread exits, and the
-// destructor would then run unmapped code; the op layer frees it in the thread's env cleanup hook.
+// Per JS thread (the OpenMP threads only read a table made before their region); the op layer
+// frees it in the thread's env cleanup hook (args.h, op_release_at_env_exit).
 static __thread RopeCache rope_cache;
 
 static void rope_entry_clear(RopeTable* e) {
