@@ -24,12 +24,13 @@ const H = 4,
   qDim = H * hd,
   kvDim = KV * hd,
   scale = 1 / Math.sqrt(hd);
-// 300 tokens: query blocks of 128, 128 and 44 rows; then a sequence shorter than one block.
+// 700 tokens: query blocks of 5 x 128 and 60 rows, so that the fused kernels' last block rows see
+// 640 and 768 key columns, a chunk of 512 and a remainder; then a sequence shorter than one block.
 const seqs: PackedSequence[] = [
-  { start: 0, length: 300 },
-  { start: 300, length: 5 },
+  { start: 0, length: 700 },
+  { start: 700, length: 5 },
 ];
-const T = 305;
+const T = 705;
 
 /** out, lse (at H*start + h*length + i), dq, dk, dv in float64, straight from the definitions. */
 function reference(q: Float32Array, k: Float32Array, v: Float32Array, dOut: Float32Array) {
@@ -103,7 +104,7 @@ describe('training attention over several query blocks', () => {
       // Stale values everywhere the kernels must overwrite: NaN would survive any missed write.
       const out = new Float32Array(T * qDim).fill(NaN),
         lse = new Float32Array(T * H).fill(NaN);
-      const scratch = new Float32Array(attentionScratchSize(300)).fill(NaN);
+      const scratch = new Float32Array(attentionScratchSize(700)).fill(NaN);
       attentionForward(kk, { gemm: gemmFor(kk, 'fp32'), bf16: false }, out, lse, q, k, v, seqs, shape, scratch);
       assertClose(out, expected.out, `${name} out`);
       assertClose(lse, expected.lse, `${name} lse`);
@@ -150,7 +151,7 @@ describe('training attention: fused bf16 kernels', () => {
     const compute = { gemm: gemmFor(kk, 'bf16'), bf16: true };
     const out = new Float32Array(T * qDim).fill(NaN),
       lse = new Float32Array(T * H).fill(NaN);
-    const scratch = new Float32Array(attentionScratchSize(300)).fill(NaN);
+    const scratch = new Float32Array(attentionScratchSize(700)).fill(NaN);
     attentionForward(kk, compute, out, lse, q, k, v, seqs, shape, scratch);
     const dq = new Float32Array(T * qDim).fill(NaN),
       dk = new Float32Array(T * kvDim).fill(NaN),
