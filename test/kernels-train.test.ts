@@ -6,6 +6,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Kernels } from '../src/engine/local/kernels/kernels.js';
+import { toBf16 } from '../src/engine/local/kernels/bf16.js';
 import { portableKernels } from '../src/engine/local/kernels/portable.js';
 import { native, skipNative } from './helpers/native.js';
 import { randomArrayFrom, randomSource } from './helpers/random-arrays.js';
@@ -982,6 +983,38 @@ describe('native row and elementwise kernels on several threads', { skip: skipNa
         assert.deepEqual(two[name], one[name], `${name}: 2 threads against 1`);
         assertWithin(two[name]!, portable[name]!, (i) => 1e-4 * (1 + Math.abs(portable[name]![i]!)), name);
       }
+    } finally {
+      k.setThreads(before);
+    }
+  });
+
+  test('write bf16 outputs equal to rounding their float32 outputs, on 1 and 2 threads and portable', () => {
+    const k = native();
+    const before = k.threads();
+    const rounded = (f: Float32Array) => {
+      const bits = new Uint16Array(f.length);
+      toBf16(bits, f, f.length);
+      return bits;
+    };
+    const run = (kk: Kernels) => {
+      const norm32 = new Float32Array(n),
+        silu32 = new Float32Array(n);
+      const norm16 = new Uint16Array(n).fill(0xffff),
+        silu16 = new Uint16Array(n).fill(0xffff);
+      kk.rmsnorm(norm32, x, w, rows, dim, 1e-6);
+      kk.rmsnorm(norm16, x, w, rows, dim, 1e-6);
+      kk.siluMul(silu32, x, y, n);
+      kk.siluMul(silu16, x, y, n);
+      assert.deepEqual(norm16, rounded(norm32), `${kk.name} rmsnorm: bf16 out against float32 out rounded`);
+      assert.deepEqual(silu16, rounded(silu32), `${kk.name} siluMul: bf16 out against float32 out rounded`);
+      return { norm16, silu16 };
+    };
+    try {
+      k.setThreads(1);
+      const one = run(k);
+      k.setThreads(2);
+      assert.deepEqual(run(k), one, 'native bf16 outputs: 2 threads against 1');
+      run(portableKernels);
     } finally {
       k.setThreads(before);
     }

@@ -13,6 +13,10 @@ void rmsnorm_f32(float* out, const float* x, const float* weight, size_t rows, s
 // out may alias gate or up.
 void silu_mul_f32(float* out, const float* gate, const float* up, size_t n);
 
+// The same with the output rounded to bf16 bits: equal to rounding the float32 kernels' output.
+void rmsnorm_bf16_out(uint16_t* out, const float* x, const float* weight, size_t rows, size_t dim, float eps);
+void silu_mul_bf16_out(uint16_t* out, const float* gate, const float* up, size_t n);
+
 // In place, Hugging Face rotate-half layout. Returns false when scratch memory is unavailable.
 // Keeps the calling thread's cos/sin tables of its last two position lists until
 // rope_tables_release() on that thread.
@@ -87,6 +91,9 @@ void causal_softmax_backward_rows_f32(float* dp, float* s, const float* lse, con
 
 void rmsnorm_f32_parallel(float* out, const float* x, const float* weight, size_t rows, size_t dim, float eps);
 void silu_mul_f32_parallel(float* out, const float* gate, const float* up, size_t n);
+void rmsnorm_bf16_out_parallel(uint16_t* out, const float* x, const float* weight, size_t rows, size_t dim,
+                               float eps);
+void silu_mul_bf16_out_parallel(uint16_t* out, const float* gate, const float* up, size_t n);
 void adamw_f32_parallel(float* p, const float* g, float* m, float* v, size_t n, const AdamWStep* step);
 // Split over rows only without dw (its sum over the rows stays on one thread).
 bool rmsnorm_backward_f32_parallel(float* dx, float* dw, const float* dy, const float* x, const float* w,

@@ -28,6 +28,25 @@ void silu_mul_f32_parallel(float* out, const float* gate, const float* up, size_
   }
 }
 
+void rmsnorm_bf16_out_parallel(uint16_t* out, const float* x, const float* weight, size_t rows, size_t dim,
+                               float eps) {
+#pragma omp parallel if (rows * dim >= PARALLEL_MIN_ELEMENTS)
+  {
+    size_t first, count;
+    thread_share(rows, &first, &count);
+    rmsnorm_bf16_out(out + first * dim, x + first * dim, weight, count, dim, eps);
+  }
+}
+
+void silu_mul_bf16_out_parallel(uint16_t* out, const float* gate, const float* up, size_t n) {
+#pragma omp parallel if (n >= PARALLEL_MIN_ELEMENTS)
+  {
+    size_t first, count;
+    thread_share_blocks(n, ELEMENT_BLOCK, &first, &count);
+    silu_mul_bf16_out(out + first, gate + first, up + first, count);
+  }
+}
+
 void adamw_f32_parallel(float* p, const float* g, float* m, float* v, size_t n, const AdamWStep* step) {
 #pragma omp parallel if (n >= PARALLEL_MIN_ELEMENTS)
   {

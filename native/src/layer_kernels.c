@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf16.h"
 #include "dispatch.h"
 #include "parallel.h"
 #include "vec_math.h"
@@ -25,6 +26,37 @@ void silu_mul_f32(float* out, const float* gate, const float* up, size_t n) {
   for (size_t i = 0; i < n; i++) {
     float g = gate[i];
     out[i] = g / (1.f + exp_f32(-g)) * up[i];
+  }
+}
+
+// The bf16 outputs: each value computed by the same expression as the float32 kernels', in runs
+// that stay in L1, then rounded (bf16_from_f32), so the bits equal rounding their output.
+#define ROUND_RUN 256
+
+SIMD_CLONES
+void rmsnorm_bf16_out(uint16_t* out, const float* x, const float* weight, size_t rows, size_t dim, float eps) {
+  float run[ROUND_RUN];
+  for (size_t r = 0; r < rows; r++) {
+    const float* xr = x + r * dim;
+    float inv_rms = 1.f / sqrtf(dot_f32(xr, xr, dim) / (float)dim + eps);
+    for (size_t i0 = 0; i0 < dim; i0 += ROUND_RUN) {
+      const size_t n = dim - i0 < ROUND_RUN ? dim - i0 : ROUND_RUN;
+      for (size_t i = 0; i < n; i++) run[i] = xr[i0 + i] * inv_rms * weight[i0 + i];
+      bf16_from_f32(out + r * dim + i0, run, n);
+    }
+  }
+}
+
+SIMD_CLONES
+void silu_mul_bf16_out(uint16_t* out, const float* gate, const float* up, size_t n) {
+  float run[ROUND_RUN];
+  for (size_t i0 = 0; i0 < n; i0 += ROUND_RUN) {
+    const size_t m = n - i0 < ROUND_RUN ? n - i0 : ROUND_RUN;
+    for (size_t i = 0; i < m; i++) {
+      float g = gate[i0 + i];
+      run[i] = g / (1.f + exp_f32(-g)) * up[i0 + i];
+    }
+    bf16_from_f32(out + i0, run, m);
   }
 }
 

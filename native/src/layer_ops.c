@@ -11,13 +11,14 @@ static void throw_out_of_memory(OpCall* call) {
   napi_throw_error(call->env, NULL, message);
 }
 
-// rmsnorm(out, x, weight, rows, dim, eps)
+// rmsnorm(out, x, weight, rows, dim, eps); out a Float32Array, or a Uint16Array for bf16 bits.
 napi_value op_rmsnorm(napi_env env, napi_callback_info info) {
   OpCall call;
-  F32Array out, x, weight;
+  Bf16Operand out;
+  F32Array x, weight;
   size_t rows, dim;
   float eps;
-  if (!op_begin(env, info, "rmsnorm", 6, &call) || !op_f32_array(&call, 0, "out", &out) ||
+  if (!op_begin(env, info, "rmsnorm", 6, &call) || !op_bf16_operand(&call, 0, "out", &out) ||
       !op_f32_array(&call, 1, "x", &x) || !op_f32_array(&call, 2, "weight", &weight) ||
       !op_size(&call, 3, "rows", 0, &rows) || !op_size(&call, 4, "dim", 0, &dim) ||
       !op_float(&call, 5, "eps", &eps))
@@ -26,16 +27,20 @@ napi_value op_rmsnorm(napi_env env, napi_callback_info info) {
       !op_check_length(&call, "x", x.length, rows, dim, 1, "rows*dim") ||
       !op_check_length(&call, "weight", weight.length, dim, 1, 1, "dim"))
     return NULL;
-  rmsnorm_f32_parallel(out.data, x.data, weight.data, rows, dim, eps);
+  if (out.is_bf16)
+    rmsnorm_bf16_out_parallel(out.data, x.data, weight.data, rows, dim, eps);
+  else
+    rmsnorm_f32_parallel(out.data, x.data, weight.data, rows, dim, eps);
   return NULL;
 }
 
-// siluMul(out, gate, up, n)
+// siluMul(out, gate, up, n); out a Float32Array, or a Uint16Array for bf16 bits.
 napi_value op_silu_mul(napi_env env, napi_callback_info info) {
   OpCall call;
-  F32Array out, gate, up;
+  Bf16Operand out;
+  F32Array gate, up;
   size_t n;
-  if (!op_begin(env, info, "siluMul", 4, &call) || !op_f32_array(&call, 0, "out", &out) ||
+  if (!op_begin(env, info, "siluMul", 4, &call) || !op_bf16_operand(&call, 0, "out", &out) ||
       !op_f32_array(&call, 1, "gate", &gate) || !op_f32_array(&call, 2, "up", &up) ||
       !op_size(&call, 3, "n", 0, &n))
     return NULL;
@@ -43,7 +48,10 @@ napi_value op_silu_mul(napi_env env, napi_callback_info info) {
       !op_check_length(&call, "gate", gate.length, n, 1, 1, "n") ||
       !op_check_length(&call, "up", up.length, n, 1, 1, "n"))
     return NULL;
-  silu_mul_f32_parallel(out.data, gate.data, up.data, n);
+  if (out.is_bf16)
+    silu_mul_bf16_out_parallel(out.data, gate.data, up.data, n);
+  else
+    silu_mul_f32_parallel(out.data, gate.data, up.data, n);
   return NULL;
 }
 

@@ -101,11 +101,24 @@ export interface Kernels {
     y: Float32Array,
   ): void;
 
-  /** out[r,:] = x[r,:] / sqrt(mean(x[r,:]^2) + eps) * weight, for `rows` rows of `dim`. out may alias x. */
-  rmsnorm(out: Float32Array, x: Float32Array, weight: Float32Array, rows: number, dim: number, eps: number): void;
+  /**
+   * out[r,:] = x[r,:] / sqrt(mean(x[r,:]^2) + eps) * weight, for `rows` rows of `dim`. out may alias
+   * x. A Uint16Array out receives bf16 bits: the float32 result rounded as toBf16 rounds it.
+   */
+  rmsnorm(
+    out: Float32Array | Uint16Array,
+    x: Float32Array,
+    weight: Float32Array,
+    rows: number,
+    dim: number,
+    eps: number,
+  ): void;
 
-  /** out[i] = silu(gate[i]) * up[i] for i < n, silu(z) = z / (1 + exp(-z)). out may alias gate or up. */
-  siluMul(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void;
+  /**
+   * out[i] = silu(gate[i]) * up[i] for i < n, silu(z) = z / (1 + exp(-z)). out may alias gate or
+   * up. A Uint16Array out receives bf16 bits, as rmsnorm's.
+   */
+  siluMul(out: Float32Array | Uint16Array, gate: Float32Array, up: Float32Array, n: number): void;
 
   /**
    * Rotary embedding in the Hugging Face "rotate half" layout, in place, for `rows` rows of

@@ -2,7 +2,7 @@
 // native kernels are tested against. Written to be obviously correct first: every sum is
 // accumulated in float64 (JS numbers) and rounded to float32 once, on store. Only sgemm is
 // tiled, because it dominates and the naive loop is about twice as slow.
-import { portableGemmBf16, toBf16 } from './bf16.js';
+import { bf16Bits, portableGemmBf16, toBf16 } from './bf16.js';
 import { gemmInt8, quantizeInt8 } from './int8.js';
 import type { Kernels } from './kernels.js';
 
@@ -113,8 +113,13 @@ function sgemv(
   for (let j = 0; j < N; j++) y[j] = scaled(alpha * acc[j]!, beta, y[j]!);
 }
 
+/** A float32 value as `out` stores it: itself, or its bf16 bits in a Uint16Array. */
+function stored(out: Float32Array | Uint16Array, x: number): number {
+  return out instanceof Uint16Array ? bf16Bits(x) : x;
+}
+
 function rmsnorm(
-  out: Float32Array,
+  out: Float32Array | Uint16Array,
   x: Float32Array,
   weight: Float32Array,
   rows: number,
@@ -126,12 +131,12 @@ function rmsnorm(
     let sumSquares = 0;
     for (let i = 0; i < dim; i++) sumSquares += x[row + i]! * x[row + i]!;
     const invRms = 1 / Math.sqrt(sumSquares / dim + eps);
-    for (let i = 0; i < dim; i++) out[row + i] = x[row + i]! * invRms * weight[i]!;
+    for (let i = 0; i < dim; i++) out[row + i] = stored(out, x[row + i]! * invRms * weight[i]!);
   }
 }
 
-function siluMul(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void {
-  for (let i = 0; i < n; i++) out[i] = (gate[i]! / (1 + Math.exp(-gate[i]!))) * up[i]!;
+function siluMul(out: Float32Array | Uint16Array, gate: Float32Array, up: Float32Array, n: number): void {
+  for (let i = 0; i < n; i++) out[i] = stored(out, (gate[i]! / (1 + Math.exp(-gate[i]!))) * up[i]!);
 }
 
 function rope(

@@ -25,7 +25,10 @@ export interface StepSize {
   longestSequence?: number;
   /** Threads running the fused bf16 attention, each with its own buffers (fusedAttentionBytes); default 0. */
   attentionThreads?: number;
-  /** Products at bf16: two more buffers hold inputs rounded once for several products (TrainModel). */
+  /**
+   * Products at bf16: the layer inputs that only GEMMs read are kept as bf16 bits, and two more
+   * buffers hold inputs rounded once for several products (TrainModel).
+   */
   bf16?: boolean;
   /**
    * With the LM head chunked: the rows of logits computed at a time, recomputed in the backward
@@ -41,16 +44,20 @@ export interface StepSize {
  */
 export const HEAD_CHUNK_ROWS = 512;
 
-/** Floats one layer's tape takes per token, its input x excluded. */
-function layerFloatsPerToken(cfg: ModelConfig, loraRank: number, loraTargets: number): number {
+/**
+ * Floats one layer's tape takes for T tokens, its input x excluded: h1, q, k, v, the attention's
+ * lse and output, xMid, h2, gate, up, act, LoRA's x A^T. At bf16, h1, h2 and act (GEMM inputs
+ * only) are kept as bf16 bits, two to a float.
+ */
+function layerFloats(cfg: ModelConfig, T: number, loraRank: number, loraTargets: number, bf16: boolean): number {
   const D = cfg.hiddenSize,
     F = cfg.intermediateSize,
     H = cfg.numHeads;
   const qDim = H * cfg.headDim,
     kvDim = cfg.numKvHeads * cfg.headDim;
   const qkNorm = cfg.qkNorm ? qDim + kvDim : 0; // q and k before their norms
-  // h1, q, k, v, the attention's lse and output, xMid, h2, gate, up, act, LoRA's x A^T.
-  return D + qkNorm + qDim + 2 * kvDim + H + qDim + 2 * D + 3 * F + loraTargets * loraRank;
+  const inputs = bf16 ? 2 * Math.ceil((T * D) / 2) + Math.ceil((T * F) / 2) : T * (2 * D + F);
+  return T * (qkNorm + qDim + 2 * kvDim + H + qDim + D + 2 * F + loraTargets * loraRank) + inputs;
 }
 
 /** Floats of the backward's own buffers per token (d.x, d.h, MLP, attention and LoRA gradients). */
@@ -69,9 +76,9 @@ export function trainStepBytes(cfg: ModelConfig, step: StepSize): number {
     R = step.completionTokens,
     D = cfg.hiddenSize;
   const targets = step.loraRank > 0 ? (step.loraTargets ?? 7) : 0;
-  const layer = layerFloatsPerToken(cfg, step.loraRank, targets);
+  const layer = layerFloats(cfg, T, step.loraRank, targets, step.bf16 ?? false);
   // Every layer's input and the last layer's output; then one layer's tape, or all of them.
-  const tape = (cfg.numLayers + 1) * T * D + (step.checkpoint ? 1 : cfg.numLayers) * T * layer;
+  const tape = (cfg.numLayers + 1) * T * D + (step.checkpoint ? 1 : cfg.numLayers) * layer;
   // The final norm's input and output and the logits, on the completion rows only (the logits of
   // one chunk of them when chunked); the backward adds two R x D buffers and writes the logits'
   // gradient over the logits.
@@ -81,10 +88,14 @@ export function trainStepBytes(cfg: ModelConfig, step: StepSize): number {
   const longest = step.longestSequence ?? T;
   const attention = attentionScratchSize(longest);
   const fused = (step.attentionThreads ?? 0) * fusedAttentionBytes(cfg, longest);
-  // Two slots of 2-byte values (half a float each), as wide as the widest layer input or output;
-  // the 'dy' slot also holds the LM head's logit gradient (one chunk's rows when chunked).
+  // Two slots of 2-byte values (half a float each): 'x' for the attention's output (the one layer
+  // input kept as floats), 'dy' as wide as the widest layer output, also holding the LM head's
+  // logit gradient (one chunk's rows when chunked).
   const widest = T * Math.max(D, cfg.numHeads * cfg.headDim, cfg.intermediateSize);
-  const rounded = step.bf16 ? (widest + Math.max(widest, logitRows * cfg.vocabSize)) / 2 : 0;
+  const attentionOut = T * cfg.numHeads * cfg.headDim;
+  const rounded = step.bf16
+    ? Math.ceil(attentionOut / 2) + Math.ceil(Math.max(widest, logitRows * cfg.vocabSize) / 2)
+    : 0;
   return 4 * (tape + head + backward + attention + rounded) + fused;
 }
 

@@ -58,10 +58,13 @@ export interface ForwardResult {
   extraLogprobs?: Float32Array;
 }
 
-/** One layer's activations; `lse` is the attention's log-sum-exp per head and token. */
+/**
+ * One layer's activations; `lse` is the attention's log-sum-exp per head and token. h1, h2 and act
+ * are read only as GEMM inputs, so at bf16 the kernels that make them write bf16 bits, kept as such.
+ */
 interface LayerTape {
   x: Float32Array;
-  h1: Float32Array;
+  h1: Operand;
   q0: Float32Array | null;
   k0: Float32Array | null;
   q: Float32Array;
@@ -70,10 +73,10 @@ interface LayerTape {
   lse: Float32Array;
   att: Float32Array;
   xMid: Float32Array;
-  h2: Float32Array;
+  h2: Operand;
   gate: Float32Array;
   up: Float32Array;
-  act: Float32Array;
+  act: Operand;
   u: Partial<Record<LinearName, Float32Array>>;
 }
 
@@ -341,6 +344,12 @@ export class TrainModel {
       kvDim = cfg.numKvHeads * cfg.headDim;
     const w = this.layers[l]!;
     const b = (name: string, size: number) => this.buf(`${name}.${ctx.checkpoint ? 'shared' : l}`, size);
+    // A GEMM-only input: bf16 bits (half a float each) at bf16, floats at fp32.
+    const input = (name: string, size: number): Operand => {
+      if (!this.attentionCompute.bf16) return b(name, size);
+      const floats = b(name, Math.ceil(size / 2));
+      return new Uint16Array(floats.buffer, floats.byteOffset, size);
+    };
     const u: LayerTape['u'] = {};
     for (const name of LINEAR_NAMES) {
       const lora = w.lin[name].lora;
@@ -349,7 +358,7 @@ export class TrainModel {
     const qkNorm = w.qNorm && w.kNorm;
     return {
       x,
-      h1: b('h1', T * D),
+      h1: input('h1', T * D),
       q0: qkNorm ? b('q0', T * qDim) : null,
       k0: qkNorm ? b('k0', T * kvDim) : null,
       q: b('q', T * qDim),
@@ -358,10 +367,10 @@ export class TrainModel {
       lse: b('lse', T * H),
       att: b('att', T * qDim),
       xMid: b('xMid', T * D),
-      h2: b('h2', T * D),
+      h2: input('h2', T * D),
       gate: b('gate', T * F),
       up: b('up', T * F),
-      act: b('act', T * F),
+      act: input('act', T * F),
       u,
     };
   }
@@ -381,13 +390,12 @@ export class TrainModel {
     const w = this.layers[l]!;
     const lin = (name: LinearName, y: Float32Array, input: Operand, beta: 0 | 1 = 0) =>
       linearForward(gemm, y, input, T, w.lin[name], lt.u[name] ?? null, beta);
-    // Each input is rounded once for all its products (q, k, v share h1; gate and up share h2).
-    const round = (x: Float32Array) => this.round(x, 'x');
+    // Each input is rounded once for all its products (q, k, v share h1; gate and up share h2): by
+    // the kernel that makes it (h1, h2, act) or here (the attention's output, which its backward reads).
     k.rmsnorm(lt.h1, lt.x, w.norm1, T, cfg.hiddenSize, eps);
-    const h1 = round(lt.h1);
-    lin('q', lt.q, h1);
-    lin('k', lt.k, h1);
-    lin('v', lt.v, h1);
+    lin('q', lt.q, lt.h1);
+    lin('k', lt.k, lt.h1);
+    lin('v', lt.v, lt.h1);
     if (w.qNorm && w.kNorm && lt.q0 && lt.k0) {
       lt.q0.set(lt.q);
       lt.k0.set(lt.k);
@@ -401,17 +409,16 @@ export class TrainModel {
     attentionForward(k, this.attentionCompute, lt.att, lt.lse, lt.q, lt.k, lt.v, ctx.seqs, shape, scratch);
     // The residual connections: the block's input copied in, the projection added onto it.
     lt.xMid.set(lt.x);
-    lin('o', lt.xMid, round(lt.att), 1);
+    lin('o', lt.xMid, this.round(lt.att, 'x'), 1);
     k.rmsnorm(lt.h2, lt.xMid, w.norm2, T, cfg.hiddenSize, eps);
-    const h2 = round(lt.h2);
-    lin('gate', lt.gate, h2);
-    lin('up', lt.up, h2);
+    lin('gate', lt.gate, lt.h2);
+    lin('up', lt.up, lt.h2);
     k.siluMul(lt.act, lt.gate, lt.up, T * cfg.intermediateSize);
     if (out) {
       out.set(lt.xMid);
-      lin('down', out, round(lt.act), 1);
+      lin('down', out, lt.act, 1);
     } else if (lt.u.down) {
-      loraInput(gemm, lt.u.down, round(lt.act), T, w.lin.down);
+      loraInput(gemm, lt.u.down, lt.act, T, w.lin.down);
     }
   }
 
@@ -479,9 +486,9 @@ export class TrainModel {
         lt = tape.layers[l] ?? this.recompute(l, tape);
       const lin = w.lin;
       // A layer input goes into the weight gradients' products (dW, or LoRA's dA) only: rounded
-      // once for those, and not at all when none of its projections has one.
-      const inputOf = (x: Float32Array, ...of: TrainLinear[]) =>
-        of.some((L) => L.dW || L.lora) ? this.round(x, 'x') : x;
+      // once for those (unless kept rounded), and not at all when none of its projections has one.
+      const inputOf = (x: Operand, ...of: TrainLinear[]) =>
+        x instanceof Float32Array && of.some((L) => L.dW || L.lora) ? this.round(x, 'x') : x;
       const back = (dxOut: Float32Array | null, dy: Float32Array, x: Operand, name: LinearName, beta: 0 | 1) =>
         linearBackward(gemm, dxOut, dy, x, lt.u[name] ?? null, T, lin[name], beta, scratch, this.round);
       // MLP: dx is d loss / d (layer output) = d / d xMid through the residual, plus the MLP path.
