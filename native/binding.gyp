@@ -17,6 +17,7 @@
         "src/blas_ops.c",
         "src/bf16.c",
         "src/bf16_ops.c",
+        "src/small_k.c",
         "src/gemv.c",
         "src/int8.c",
         "src/int8_vnni.c",

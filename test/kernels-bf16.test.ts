@@ -237,6 +237,27 @@ describe('gemmBf16, native against the portable oracle', { skip: skipNative }, (
     check(native(), { ...base, M: 96, N: 200, K: 300, transB: false, kindA: 'bf16', kindB: 'f32' });
   });
 
+  test('short K (the rank-update kernel, K <= 32): remainders of its 4-row, 64-column blocks, odd K', () => {
+    const kinds: Array<[Kind, Kind]> = [
+      ['f32', 'f32'],
+      ['bf16', 'f32'],
+      ['f32', 'bf16'],
+    ];
+    for (const transA of [false, true]) {
+      for (const transB of [false, true]) {
+        for (const [kindA, kindB] of kinds) {
+          check(native(), { M: 13, N: 200, K: 16, transA, transB, pad: 3, alpha: 2, beta: 1, kindA, kindB });
+          check(native(), { M: 8, N: 64, K: 7, transA, transB, pad: 0, alpha: -0.5, beta: 0, kindA, kindB });
+        }
+      }
+    }
+    for (const K of [1, 2, 31, 32, 33])
+      check(native(), { ...base, M: 21, N: 130, K, transB: K % 2 === 0, kindB: 'f32', beta: 0.25 });
+    // Above the parallel threshold: each thread's rows end with a partial block.
+    check(native(), { ...base, M: 302, N: 260, K: 16, kindB: 'f32', beta: 1, pad: 2 });
+    check(native(), { ...base, M: 302, N: 260, K: 16, transB: false, kindA: 'bf16', kindB: 'f32' });
+  });
+
   test('the same shape again (a cached primitive) with new data', () => {
     for (let round = 0; round < 3; round++) check(native(), { ...base, M: 40, N: 48, K: 56, kindB: 'f32', beta: 1 });
   });
@@ -268,6 +289,21 @@ describe('gemmBf16, native against the portable oracle', { skip: skipNative }, (
       /openclaw_native\.gemmBf16: argument 8 \(B\) must be a Float32Array or a Uint16Array/,
     );
     assert.throws(() => k.gemmBf16(false, true, -1, 3, 4, 1, A, 4, B, 4, 0, C, 3), /openclaw_native\.gemmBf16: M = -1/);
+  });
+});
+
+describe('gemmBf16 short K without bf16 dot products', { skip: skipNative }, () => {
+  test('the short-K test passes in a child process with OPENCLAW_RL_BF16_DOT=fp32 (the fp32 FMA variant)', () => {
+    if (process.env.OPENCLAW_RL_BF16_DOT === 'fp32') return;
+    const { NODE_TEST_CONTEXT: _, ...env } = process.env;
+    const child = spawnSync(
+      process.execPath,
+      ['--test', '--test-reporter=tap', '--test-name-pattern=short K', fileURLToPath(import.meta.url)],
+      { env: { ...env, OPENCLAW_RL_BF16_DOT: 'fp32' }, encoding: 'utf8' },
+    );
+    assert.equal(child.status, 0, `${child.stdout}\n${child.stderr}`);
+    assert.match(child.stdout, /# pass [1-9]/);
+    assert.match(child.stdout, /# fail 0/);
   });
 });
 

@@ -24,4 +24,11 @@ void pack_rounded_f32(float* out, const void* x, bool is_bf16, size_t rows, size
 void gemm_bf16_rows(size_t m, size_t n, size_t k, float alpha, const float* a, const uint16_t* b, size_t ldb,
                     float beta, float* c, size_t ldc);
 
+// C[i,j] = alpha * sum_p a[i,p] * b[p,j] + beta * C[i,j] (beta == 0 overwrites) for i < m, j < n,
+// for a short k (small_k.c): a is m x k, b is k x n, both float32 (values already rounded to
+// bf16) and contiguous; work is scratch of small_k_work_bytes(m, n, k), 4-byte aligned.
+void gemm_small_k(size_t m, size_t n, size_t k, float alpha, const float* a, const float* b, void* work, float beta,
+                  float* c, size_t ldc);
+size_t small_k_work_bytes(size_t m, size_t n, size_t k);
+
 #endif

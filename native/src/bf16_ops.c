@@ -1,6 +1,8 @@
 // toBf16 and gemmBf16 (see kernels.ts). gemmBf16 picks, per call:
 // - one row against a bf16 matrix stored [N,K] (decode: a token times a weight matrix): the
 //   hand-written kernel in bf16.c, which streams the weights once;
+// - with oneDNN and a short inner dimension (K <= SMALL_K_MAX, a LoRA rank): the rank-update
+//   kernel in small_k.c on float32 copies of the rounded operands;
 // - else, with oneDNN: a bf16 matmul primitive (onednn.c) on bf16 copies of float32 operands;
 // - else (or where oneDNN has no fast kernel): float32 copies of the rounded operands, then
 //   the BLAS sgemm. Every path rounds the same inputs and sums the products in fp32.
@@ -15,6 +17,10 @@
 // (AVX512-BF16, K x N = 1024x3072, 3072x1024, 1024x2048): it takes 0.55-0.9x the primitive's
 // time at M = 1, but 1.5-3x at M = 2..8, where the primitive's bf16 dot products win.
 #define SMALL_M_MAX 1
+
+// Up to this inner dimension the rank-update kernel (small_k.c) beats the primitive: measured on 2
+// threads at the LoRA shapes of the 0.6B model (M 512, N 1024-3072, K 16 and 32, beta 0 and 1).
+#define SMALL_K_MAX 32
 
 // Buffers larger than this are freed after the call instead of kept for the next one.
 #define SCRATCH_KEEP_BYTES ((size_t)64 << 20)
@@ -89,6 +95,17 @@ static bool small_m(OpCall* call, const Bf16Gemm* g) {
   return true;
 }
 
+static bool small_k(OpCall* call, const Bf16Gemm* g) {
+  float* a = scratch_get(call, 0, g->m * g->k * sizeof(float));
+  const size_t b_floats = g->k * g->n;
+  float* b = a ? scratch_get(call, 1, b_floats * sizeof(float) + small_k_work_bytes(g->m, g->n, g->k)) : NULL;
+  if (!b) return false;
+  pack_rounded_f32(a, g->a.data, g->a.is_bf16, g->m, g->k, g->lda, g->trans_a);
+  pack_rounded_f32(b, g->b.data, g->b.is_bf16, g->k, g->n, g->ldb, g->trans_b);
+  gemm_small_k(g->m, g->n, g->k, g->alpha, a, b, b + b_floats, g->beta, g->c.data, g->ldc);
+  return true;
+}
+
 // A bf16 view of an operand: the caller's Uint16Array as it is, or a packed copy (ld = cols).
 static const uint16_t* bf16_view(OpCall* call, int slot, const Bf16Operand* x, size_t rows, size_t cols, size_t ld,
                                  bool transposed, size_t* view_ld) {
@@ -153,6 +170,8 @@ napi_value op_gemm_bf16(napi_env env, napi_callback_info info) {
   }
   if (m <= SMALL_M_MAX && g.trans_b && g.b.is_bf16) {
     small_m(&call, &g);
+  } else if (k <= SMALL_K_MAX && gemm_uses_onednn()) {
+    small_k(&call, &g);
   } else {
     Bf16Status status = gemm_uses_onednn() ? with_onednn(&call, &g) : BF16_UNSUPPORTED;
     if (status == BF16_UNSUPPORTED) with_blas(&call, &g);
