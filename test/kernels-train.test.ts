@@ -988,7 +988,7 @@ describe('native row and elementwise kernels on several threads', { skip: skipNa
     }
   });
 
-  test('write bf16 outputs equal to rounding their float32 outputs, on 1 and 2 threads and portable', () => {
+  test('rmsnorm, siluMul and its backward write bf16 outputs equal to rounding their float32 outputs', () => {
     const k = native();
     const before = k.threads();
     const rounded = (f: Float32Array) => {
@@ -1007,7 +1007,14 @@ describe('native row and elementwise kernels on several threads', { skip: skipNa
       kk.siluMul(silu16, x, y, n);
       assert.deepEqual(norm16, rounded(norm32), `${kk.name} rmsnorm: bf16 out against float32 out rounded`);
       assert.deepEqual(silu16, rounded(silu32), `${kk.name} siluMul: bf16 out against float32 out rounded`);
-      return { norm16, silu16 };
+      const [dg32, du32] = [new Float32Array(n), new Float32Array(n)];
+      const [dg16, du16] = [new Uint16Array(n).fill(0xffff), new Uint16Array(n).fill(0xffff)];
+      kk.siluMulBackward(dg32, du32, z, x, y, n);
+      kk.siluMulBackward(dg16, du16, z, x, y, n);
+      assert.deepEqual(dg16, rounded(dg32), `${kk.name} siluMulBackward: bf16 dg against float32 dg rounded`);
+      assert.deepEqual(du16, rounded(du32), `${kk.name} siluMulBackward: bf16 du against float32 du rounded`);
+      assert.throws(() => kk.siluMulBackward(dg16, du32, z, x, y, n), /both Float32Arrays or both Uint16Arrays/);
+      return { norm16, silu16, dg16, du16 };
     };
     try {
       k.setThreads(1);

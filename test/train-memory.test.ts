@@ -211,13 +211,14 @@ describe('memory of a training step', () => {
     step(model, [sequence(createRng(5), 600, 300, cfg.vocabSize)], cfg.vocabSize);
     const size = { tokens: 600, completionTokens: 300, loraRank: 4, checkpoint: true };
     // The JS buffers: the fp32 step's, less half of the layer inputs h1, h2 and act (kept as bf16,
-    // 2 bytes a value; one layer's, recomputed), and two slots of rounded values: the attention's
+    // 2 bytes a value; one layer's, recomputed) and of the gate's and up's output gradients, and two slots of rounded values: the attention's
     // output, and the widest layer output or the LM head's logit gradient (300 rows of the vocab,
     // the wider here); the fused kernels' own buffers are outside them, one set per thread.
     assert.equal(model.bufferBytes, trainStepBytes(cfg, { ...size, bf16: true }));
-    const widest = 600 * Math.max(cfg.hiddenSize, cfg.numHeads * cfg.headDim, cfg.intermediateSize);
+    const widest = 600 * Math.max(cfg.hiddenSize, cfg.numHeads * cfg.headDim);
     assert.ok(300 * cfg.vocabSize > widest, 'the head is the widest rounded input of this model');
-    const inputs = 600 * (2 * cfg.hiddenSize + cfg.intermediateSize);
+    // h1, h2, act on the tape; the gate's and up's output gradients in the backward.
+    const inputs = 600 * (2 * cfg.hiddenSize + 3 * cfg.intermediateSize);
     assert.equal(
       trainStepBytes(cfg, { ...size, bf16: true }) - trainStepBytes(cfg, size),
       2 * 600 * cfg.numHeads * cfg.headDim + 2 * 300 * cfg.vocabSize - 2 * inputs,

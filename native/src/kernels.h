@@ -86,6 +86,10 @@ void causal_softmax_rows_f32(float* s, float* lse, size_t rows, size_t cols, siz
 void causal_softmax_backward_rows_f32(float* dp, float* s, const float* lse, const float* d_o, const float* o,
                                       size_t rows, size_t cols, size_t first_row, size_t head_dim, size_t stride);
 
+// siluMul's backward with dg and du rounded to bf16 bits: equal to rounding the float32 kernel's.
+void silu_mul_backward_bf16_out(uint16_t* dg, uint16_t* du, const float* da, const float* gate, const float* up,
+                                size_t n);
+
 // ---- The same, split over the calling thread's OpenMP team (kernels_parallel.c) ----
 // Results equal the single-threaded kernels' whatever the team size.
 
@@ -100,6 +104,8 @@ bool rmsnorm_backward_f32_parallel(float* dx, float* dw, const float* dy, const 
                                    size_t rows, size_t dim, float eps, bool accumulate);
 void silu_mul_backward_f32_parallel(float* dg, float* du, const float* da, const float* gate, const float* up,
                                     size_t n);
+void silu_mul_backward_bf16_out_parallel(uint16_t* dg, uint16_t* du, const float* da, const float* gate,
+                                         const float* up, size_t n);
 void logits_stats_f32_parallel(float* lse, float* entropy, const float* logits, size_t rows, size_t v);
 // Sums blocks of 2^16 values and adds the partial sums in order; false when memory is short.
 bool sum_squares_f32_parallel(const float* x, size_t n, double* sum);

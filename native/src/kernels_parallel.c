@@ -81,6 +81,16 @@ void silu_mul_backward_f32_parallel(float* dg, float* du, const float* da, const
   }
 }
 
+void silu_mul_backward_bf16_out_parallel(uint16_t* dg, uint16_t* du, const float* da, const float* gate,
+                                         const float* up, size_t n) {
+#pragma omp parallel if (n >= PARALLEL_MIN_ELEMENTS)
+  {
+    size_t first, count;
+    thread_share_blocks(n, ELEMENT_BLOCK, &first, &count);
+    silu_mul_backward_bf16_out(dg + first, du + first, da + first, gate + first, up + first, count);
+  }
+}
+
 void logits_stats_f32_parallel(float* lse, float* entropy, const float* logits, size_t rows, size_t v) {
 #pragma omp parallel if (rows * v >= PARALLEL_MIN_ELEMENTS)
   {

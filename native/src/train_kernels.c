@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf16.h"
 #include "dispatch.h"
 #include "kernels.h"
+
 #include "vec_math.h"
 
 // exp_f32 clamps its input at -87, where e^x is ~1.6e-38. The logits kernels clamp x there
@@ -135,6 +137,26 @@ void silu_mul_backward_f32(float* dg, float* du, const float* da, const float* g
     float s = 1.f / (1.f + exp_f32(-z));
     dg[i] = d * u * s * (1.f + z * (1.f - s));
     du[i] = d * z * s;
+  }
+}
+
+// The same with dg and du rounded to bf16 bits (run by run in L1, as layer_kernels.c's bf16 outputs).
+#define ROUND_RUN 256
+
+SIMD_CLONES
+void silu_mul_backward_bf16_out(uint16_t* dg, uint16_t* du, const float* da, const float* gate, const float* up,
+                                size_t n) {
+  float run_g[ROUND_RUN], run_u[ROUND_RUN];
+  for (size_t i0 = 0; i0 < n; i0 += ROUND_RUN) {
+    const size_t m = n - i0 < ROUND_RUN ? n - i0 : ROUND_RUN;
+    for (size_t i = 0; i < m; i++) {
+      float z = gate[i0 + i], u = up[i0 + i], d = da[i0 + i];
+      float s = 1.f / (1.f + exp_f32(-z));
+      run_g[i] = d * u * s * (1.f + z * (1.f - s));
+      run_u[i] = d * z * s;
+    }
+    bf16_from_f32(dg + i0, run_g, m);
+    bf16_from_f32(du + i0, run_u, m);
   }
 }
 

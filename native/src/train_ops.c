@@ -113,13 +113,14 @@ napi_value op_rmsnorm_backward(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-// siluMulBackward(dg, du, da, gate, up, n)
+// siluMulBackward(dg, du, da, gate, up, n); dg and du both Float32Arrays, or both Uint16Arrays for bf16 bits.
 napi_value op_silu_mul_backward(napi_env env, napi_callback_info info) {
   OpCall call;
-  F32Array dg, du, da, gate, up;
+  Bf16Operand dg, du;
+  F32Array da, gate, up;
   size_t n;
-  if (!op_begin(env, info, "siluMulBackward", 6, &call) || !op_f32_array(&call, 0, "dg", &dg) ||
-      !op_f32_array(&call, 1, "du", &du) || !op_f32_array(&call, 2, "da", &da) ||
+  if (!op_begin(env, info, "siluMulBackward", 6, &call) || !op_bf16_operand(&call, 0, "dg", &dg) ||
+      !op_bf16_operand(&call, 1, "du", &du) || !op_f32_array(&call, 2, "da", &da) ||
       !op_f32_array(&call, 3, "gate", &gate) || !op_f32_array(&call, 4, "up", &up) || !op_size(&call, 5, "n", 0, &n))
     return NULL;
   if (!op_check_length(&call, "dg", dg.length, n, 1, 1, "n") ||
@@ -128,7 +129,14 @@ napi_value op_silu_mul_backward(napi_env env, napi_callback_info info) {
       !op_check_length(&call, "gate", gate.length, n, 1, 1, "n") ||
       !op_check_length(&call, "up", up.length, n, 1, 1, "n"))
     return NULL;
-  silu_mul_backward_f32_parallel(dg.data, du.data, da.data, gate.data, up.data, n);
+  if (dg.is_bf16 != du.is_bf16) {
+    op_throw_value(&call, "dg and du must be both Float32Arrays or both Uint16Arrays of bf16 bits");
+    return NULL;
+  }
+  if (dg.is_bf16)
+    silu_mul_backward_bf16_out_parallel(dg.data, du.data, da.data, gate.data, up.data, n);
+  else
+    silu_mul_backward_f32_parallel(dg.data, du.data, da.data, gate.data, up.data, n);
   return NULL;
 }
 

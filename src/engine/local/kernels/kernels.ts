@@ -198,10 +198,13 @@ export interface Kernels {
     accumulate: boolean,
   ): void;
 
-  /** Backward of siluMul: dg = da * up * s * (1 + gate * (1 - s)), du = da * silu(gate), s = sigmoid(gate). */
+  /**
+   * Backward of siluMul: dg = da * up * s * (1 + gate * (1 - s)), du = da * silu(gate), s = sigmoid(gate).
+   * dg and du may both be Uint16Arrays: they then receive bf16 bits, as rmsnorm's bf16 output.
+   */
   siluMulBackward(
-    dg: Float32Array,
-    du: Float32Array,
+    dg: Float32Array | Uint16Array,
+    du: Float32Array | Uint16Array,
     da: Float32Array,
     gate: Float32Array,
     up: Float32Array,

@@ -283,20 +283,22 @@ function rmsnormBackward(
 }
 
 function siluMulBackward(
-  dg: Float32Array,
-  du: Float32Array,
+  dg: Float32Array | Uint16Array,
+  du: Float32Array | Uint16Array,
   da: Float32Array,
   gate: Float32Array,
   up: Float32Array,
   n: number,
 ): void {
+  if (dg instanceof Uint16Array !== du instanceof Uint16Array)
+    throw new TypeError('siluMulBackward: dg and du must be both Float32Arrays or both Uint16Arrays of bf16 bits');
   for (let i = 0; i < n; i++) {
     const z = gate[i]!;
     const u = up[i]!;
     const d = da[i]!;
     const s = 1 / (1 + Math.exp(-z));
-    dg[i] = d * u * s * (1 + z * (1 - s));
-    du[i] = d * z * s;
+    dg[i] = stored(dg, d * u * s * (1 + z * (1 - s)));
+    du[i] = stored(du, d * z * s);
   }
 }
 

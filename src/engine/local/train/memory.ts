@@ -60,14 +60,18 @@ function layerFloats(cfg: ModelConfig, T: number, loraRank: number, loraTargets:
   return T * (qkNorm + qDim + 2 * kvDim + H + qDim + D + 2 * F + loraTargets * loraRank) + inputs;
 }
 
-/** Floats of the backward's own buffers per token (d.x, d.h, MLP, attention and LoRA gradients). */
-function backwardFloatsPerToken(cfg: ModelConfig, loraRank: number): number {
+/**
+ * Floats of the backward's own buffers for T tokens (d.x, d.h, MLP, attention and LoRA gradients);
+ * at bf16 the gate's and up's output gradients are bf16 bits, two to a float.
+ */
+function backwardFloats(cfg: ModelConfig, T: number, loraRank: number, bf16: boolean): number {
   const D = cfg.hiddenSize,
     F = cfg.intermediateSize;
   const qDim = cfg.numHeads * cfg.headDim,
     kvDim = cfg.numKvHeads * cfg.headDim;
   const qkNorm = cfg.qkNorm ? qDim + kvDim : 0;
-  return 2 * D + 3 * F + 2 * qDim + 2 * kvDim + qkNorm + Math.max(1, loraRank);
+  const mlp = bf16 ? 2 * Math.ceil((T * F) / 2) : 2 * T * F;
+  return T * (2 * D + F + 2 * qDim + 2 * kvDim + qkNorm + Math.max(1, loraRank)) + mlp;
 }
 
 /** Bytes of TrainModel's buffers for one forward and backward of this size. */
@@ -84,15 +88,16 @@ export function trainStepBytes(cfg: ModelConfig, step: StepSize): number {
   // gradient over the logits.
   const logitRows = Math.min(R, step.headChunkRows ?? R);
   const head = R * 4 * D + logitRows * cfg.vocabSize;
-  const backward = T * backwardFloatsPerToken(cfg, step.loraRank);
+  const backward = backwardFloats(cfg, T, step.loraRank, step.bf16 ?? false);
   const longest = step.longestSequence ?? T;
   const attention = attentionScratchSize(longest);
   const fused = (step.attentionThreads ?? 0) * fusedAttentionBytes(cfg, longest);
   // Two slots of 2-byte values (half a float each): 'x' for the attention's output (the one layer
-  // input kept as floats), 'dy' as wide as the widest layer output, also holding the LM head's
-  // logit gradient (one chunk's rows when chunked).
-  const widest = T * Math.max(D, cfg.numHeads * cfg.headDim, cfg.intermediateSize);
+  // input kept as floats), 'dy' for the widest output gradient kept as floats (the residual
+  // stream's or q's; the MLP's are bf16 already), also holding the LM head's logit gradient (one
+  // chunk's rows when chunked).
   const attentionOut = T * cfg.numHeads * cfg.headDim;
+  const widest = Math.max(T * D, attentionOut);
   const rounded = step.bf16
     ? Math.ceil(attentionOut / 2) + Math.ceil(Math.max(widest, logitRows * cfg.vocabSize) / 2)
     : 0;

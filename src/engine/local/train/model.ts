@@ -472,9 +472,16 @@ export class TrainModel {
     const shape = { nHeads: H, nKvHeads: KV, headDim: hd };
     // Every one of these is fully overwritten before it is read (GEMMs with beta 0, kernels
     // that write their output), except dx, zeroed above, and dk/dv, zeroed by the attention.
+    // At bf16, the gate's and up's output gradients are GEMM inputs only (no MLP has a bias):
+    // siluMul's backward writes them as bf16 bits.
+    const gemmInput = (key: string, size: number): Operand => {
+      if (!this.attentionCompute.bf16) return this.buf(key, size);
+      const floats = this.buf(key, Math.ceil(size / 2));
+      return new Uint16Array(floats.buffer, floats.byteOffset, size);
+    };
     const dAct = this.buf('d.act', T * F),
-      dGate = this.buf('d.gate', T * F),
-      dUp = this.buf('d.up', T * F);
+      dGate = gemmInput('d.gate', T * F),
+      dUp = gemmInput('d.up', T * F);
     const dh = this.buf('d.h', T * D),
       dAtt = this.buf('d.att', T * qDim);
     const dq = this.buf('d.q', T * qDim),
@@ -489,7 +496,7 @@ export class TrainModel {
       // once for those (unless kept rounded), and not at all when none of its projections has one.
       const inputOf = (x: Operand, ...of: TrainLinear[]) =>
         x instanceof Float32Array && of.some((L) => L.dW || L.lora) ? this.round(x, 'x') : x;
-      const back = (dxOut: Float32Array | null, dy: Float32Array, x: Operand, name: LinearName, beta: 0 | 1) =>
+      const back = (dxOut: Float32Array | null, dy: Operand, x: Operand, name: LinearName, beta: 0 | 1) =>
         linearBackward(gemm, dxOut, dy, x, lt.u[name] ?? null, T, lin[name], beta, scratch, this.round);
       // MLP: dx is d loss / d (layer output) = d / d xMid through the residual, plus the MLP path.
       back(dAct, dx, inputOf(lt.act, lin.down), 'down', 0);
