@@ -32,7 +32,7 @@ function adamwCase(n: number): BenchCase {
   return {
     name: `adamw n=${(n / 1e6).toFixed(0)}M`,
     bytes: 7 * n * F32,
-    run: (k) => k.adamw(p, g, m, v, n, 1e-5, 0.9, 0.999, 1e-8, 0.01, 1 - 0.9 ** 10, 1 - 0.999 ** 10),
+    run: (k) => k.adamw(p, g, m, v, n, 1e-5, 0.9, 0.999, 1e-8, 0.01, 1 - 0.9 ** 10, 1 - 0.999 ** 10, 1, null, false),
   };
 }
 

@@ -403,7 +403,7 @@ describe('training kernels against float64 mathematics', () => {
           p[i]! -= lr * (m[i]! / bc1 / (Math.sqrt(v[i]! / bc2) + eps) + weightDecay * p[i]!);
         }
         for (const s of states) {
-          s.k.adamw(s.p, g, s.m, s.v, n, lr, beta1, beta2, eps, weightDecay, bc1, bc2);
+          s.k.adamw(s.p, g, s.m, s.v, n, lr, beta1, beta2, eps, weightDecay, bc1, bc2, 1, null, false);
           const what = `${s.k.name} adamw lr ${lr} betas ${beta1}/${beta2} eps ${eps} wd ${weightDecay} step ${t}`;
           assertWithin(s.m, m, (i) => TOLERANCE * mAbs[i]! + 1e-30, `${what}: m`);
           assertCloseElementwise(s.v, v, `${what}: v`);
@@ -501,7 +501,7 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
         const [bc1, bc2] = [1 - beta1 ** t, 1 - beta2 ** t];
         const g = randomArray(n, gScale);
         const [fromNative, fromPortable] = both([p, m, v], (k, [pc, mc, vc]) =>
-          k.adamw(pc, g, mc, vc, n, lr, beta1, beta2, eps, weightDecay, bc1, bc2),
+          k.adamw(pc, g, mc, vc, n, lr, beta1, beta2, eps, weightDecay, bc1, bc2, 1, null, false),
         );
         const what = `adamw n=${n} t=${t}`;
         // m = beta1 m + (1 - beta1) g may cancel: bounds relative to the terms, and for p to the
@@ -522,7 +522,7 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
     }
   });
 
-  test('sumSquares and scale (n = 0, 1, 7, 1000, 4099; a NaN or an infinity in the sum)', () => {
+  test('sumSquares (n = 0, 1, 7, 1000, 4099; a NaN or an infinity in the sum)', () => {
     const k = native();
     for (const n of [0, 1, 7, 1000, 4099]) {
       const x = randomArray(n, 3);
@@ -533,14 +533,6 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
         Math.abs(k.sumSquares(x, n) - sum) <= 1e-14 * sum,
         `sumSquares n=${n}: ${k.sumSquares(x, n)} vs ${sum}`,
       );
-      for (const alpha of [0.37, 1e-3, 0]) {
-        const [fromNative, fromPortable] = both([x], (kk, [xc]) => kk.scale(xc, n, alpha));
-        assert.deepEqual(
-          fromNative[0],
-          fromPortable[0],
-          `scale n=${n} alpha=${alpha}: one rounding of the float64 product`,
-        );
-      }
     }
     const x = randomArray(1000);
     x[999] = NaN;
@@ -811,21 +803,24 @@ describe('native training kernels against portable', { skip: skipNative }, () =>
 
     const p = f(4).fill(7);
     const adamw = (n: number, m: Float32Array, lr: number, beta1: number, bc2: number) =>
-      k.adamw(p, f(4), m, f(4), n, lr, beta1, 0.999, 1e-8, 0.01, 0.1, bc2);
+      k.adamw(p, f(4), m, f(4), n, lr, beta1, 0.999, 1e-8, 0.01, 0.1, bc2, 1, null, false);
     expectError('adamw', /m has 3 elements but needs n = 4/, () => adamw(4, f(3), 1e-3, 0.9, 0.001));
     expectError('adamw', /bc2 = 0 must be in \(0, 1\] \(1 - beta2\^t\)/, () => adamw(4, f(4), 1e-3, 0.9, 0));
     expectError('adamw', /lr = nan must be in \[0, inf\]/, () => adamw(4, f(4), NaN, 0.9, 0.001));
     expectError('adamw', /beta1 = 1 must be in \[0, 1\)/, () => adamw(4, f(4), 1e-3, 1, 0.001));
-    expectError('adamw', /expected 12 arguments, got 11/, () =>
-      untyped.adamw(p, f(4), f(4), f(4), 4, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0.1),
+    expectError('adamw', /expected 15 arguments, got 12/, () =>
+      untyped.adamw(p, f(4), f(4), f(4), 4, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0.1, 0.001),
+    );
+    expectError('adamw', /pBf16 has 3 elements but needs n = 4/, () =>
+      k.adamw(p, f(4), f(4), f(4), 4, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0.1, 0.001, 1, new Uint16Array(3), false),
+    );
+    expectError('adamw', /gradScale = inf/, () =>
+      k.adamw(p, f(4), f(4), f(4), 4, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0.1, 0.001, Infinity, null, false),
     );
     assert.deepEqual([...p], [7, 7, 7, 7], 'p untouched after refused calls');
 
     expectError('sumSquares', /x has 3 elements but needs n = 4/, () => k.sumSquares(f(3), 4));
-    const g = f(4).fill(2);
-    expectError('scale', /x has 4 elements but needs n = 5/, () => k.scale(g, 5, 0.5));
-    expectError('scale', /expected 3 arguments, got 2/, () => untyped.scale(g, 4));
-    assert.deepEqual([...g], [2, 2, 2, 2], 'x untouched after refused calls');
+    expectError('sumSquares', /expected 2 arguments, got 1/, () => untyped.sumSquares(f(4)));
 
     expectError('rmsnormBackward', /dw has 3 elements but needs dim = 4/, () =>
       k.rmsnormBackward(f(8), f(3), f(8), f(8), f(4), 2, 4, 1e-6, false),
@@ -962,9 +957,29 @@ describe('native row and elementwise kernels on several threads', { skip: skipNa
     out.p = Float32Array.from(x);
     out.m = Float32Array.from(y, Math.abs);
     out.v = Float32Array.from(z, (a) => a * a);
-    k.adamw(out.p, y, out.m, out.v, n, 1e-3, 0.9, 0.999, 1e-8, 0.1, 0.1, 0.001);
-    out.scaled = Float32Array.from(x);
-    k.scale(out.scaled, n, 0.37);
+    k.adamw(out.p, y, out.m, out.v, n, 1e-3, 0.9, 0.999, 1e-8, 0.1, 0.1, 0.001, 1, null, false);
+    // The fused pass: the gradient scaled on read, the bf16 copy written, the gradient cleared.
+    out.pFused = Float32Array.from(x);
+    out.gFused = Float32Array.from(y);
+    const pBits = new Uint16Array(n);
+    k.adamw(
+      out.pFused,
+      out.gFused,
+      Float32Array.from(y, Math.abs),
+      Float32Array.from(z, (a) => a * a),
+      n,
+      1e-3,
+      0.9,
+      0.999,
+      1e-8,
+      0.1,
+      0.1,
+      0.001,
+      0.37,
+      pBits,
+      true,
+    );
+    out.pBits = Float32Array.from(pBits);
     // Two blocks of partial sums: the split and their order are the kernel's, not the team's.
     out.sumSquares = Float64Array.of(k.sumSquares(x, n));
     return out;
@@ -1026,4 +1041,37 @@ describe('native row and elementwise kernels on several threads', { skip: skipNa
       k.setThreads(before);
     }
   });
+});
+
+describe('adamw in one pass: scaled gradient, bf16 copy, cleared gradient', () => {
+  const n = 70_001; // above the parallel split, with a remainder
+  const [p0, g0, m0] = [randomArray(n), randomArray(n, 0.1), randomArray(n, 0.01)];
+  const v0 = Float32Array.from(randomArray(n, 0.01), (x) => x * x);
+  const args = [1e-3, 0.9, 0.98, 1e-8, 0.1, 1 - 0.9 ** 3, 1 - 0.98 ** 3] as const;
+
+  for (const [name, k] of [
+    ['portable', portableKernels],
+    ['native', skipNative ? null : native()],
+  ] as const) {
+    test(`${name}: the same bits as scaling, adamw, toBf16 and a fill`, { skip: k === null }, () => {
+      if (!k) return;
+      // The gradient scaled as clipping did before: the float64 product, rounded once.
+      const [p, g, m, v] = [p0.slice(), Float32Array.from(g0, (x) => x * 0.37), m0.slice(), v0.slice()];
+      k.adamw(p, g, m, v, n, ...args, 1, null, false);
+      const bits = new Uint16Array(n);
+      k.toBf16(bits, p, n);
+
+      const [pf, gf, mf, vf] = [p0.slice(), g0.slice(), m0.slice(), v0.slice()];
+      const bitsFused = new Uint16Array(n).fill(0xffff);
+      k.adamw(pf, gf, mf, vf, n, ...args, 0.37, bitsFused, true);
+      assert.deepEqual(pf, p, 'p');
+      assert.deepEqual(mf, m, 'm');
+      assert.deepEqual(vf, v, 'v');
+      assert.deepEqual(bitsFused, bits, 'the bf16 copy');
+      assert.ok(
+        gf.every((x) => Object.is(x, 0)),
+        'the gradient cleared',
+      );
+    });
+  }
 });

@@ -3,6 +3,7 @@
 // and resuming from saved state.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { bf16Bits } from '../src/engine/local/kernels/bf16.js';
 import type { Kernels } from '../src/engine/local/kernels/kernels.js';
 import { portableKernels } from '../src/engine/local/kernels/portable.js';
 import { modelConfigOf, PRESETS } from '../src/engine/local/model/init.js';
@@ -127,7 +128,10 @@ test('AdamW hands the kernel each segment with its decay, lr and bias correction
   const calls: { n: number; lr: number; wd: number; bc1: number; bc2: number }[] = [];
   const recording: Kernels = {
     ...portableKernels,
-    adamw: (_p, _g, _m, _v, n, lr, _b1, _b2, _eps, wd, bc1, bc2) => {
+    adamw: (_p, _g, _m, _v, n, lr, _b1, _b2, _eps, wd, bc1, bc2, gradScale, pBf16, zeroGrad) => {
+      assert.equal(gradScale, 1, 'a gradient norm under the clip: scale 1');
+      assert.equal(pBf16, null);
+      assert.equal(zeroGrad, true);
       calls.push({ n, lr, wd, bc1, bc2 });
     },
   };
@@ -147,6 +151,29 @@ test('AdamW hands the kernel each segment with its decay, lr and bias correction
   ]);
   assert.equal(opt.lrAt(4), 1);
   assert.equal(opt.lrAt(100), 1);
+});
+
+test('a step clears the gradients it read and writes the bf16 copy; one not applied does neither', () => {
+  const cfg = { ...DEFAULT_ADAMW, lr: 1e-2, maxGradNorm: 0.5 };
+  const params = Float32Array.from(randoms(N, 1)),
+    grads = Float32Array.from(randoms(N, 2));
+  const bf16 = new Uint16Array(N).fill(0xffff);
+  const opt = new AdamW(params, grads, segments, cfg, portableKernels);
+  assert.equal(opt.step(0.5, bf16).applied, true);
+  for (let j = 0; j < N; j++) {
+    if (inSegment(j)) {
+      assert.equal(grads[j], 0, `gradient ${j} cleared`);
+      assert.equal(bf16[j], bf16Bits(params[j]!), `bf16 copy of ${j}`);
+    } else {
+      assert.notEqual(grads[j], 0, `gradient ${j} lies outside every segment: untouched`);
+      assert.equal(bf16[j], 0xffff, `bf16 ${j} lies outside every segment: untouched`);
+    }
+  }
+  grads.set(randoms(N, 1));
+  grads[2] = Infinity;
+  const before = grads.slice();
+  assert.equal(opt.step(1, bf16).applied, false);
+  assert.deepEqual(grads, before, 'a step not applied leaves the gradients for zeroGrad');
 });
 
 test('a non-finite gradient skips the step and changes nothing', () => {

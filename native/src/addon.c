@@ -34,7 +34,6 @@ NAPI_MODULE_INIT() {
       {"attention", NULL, op_attention, NULL, NULL, NULL, napi_enumerable, NULL},
       {"adamw", NULL, op_adamw, NULL, NULL, NULL, napi_enumerable, NULL},
       {"sumSquares", NULL, op_sum_squares, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"scale", NULL, op_scale, NULL, NULL, NULL, napi_enumerable, NULL},
       {"rmsnormBackward", NULL, op_rmsnorm_backward, NULL, NULL, NULL, napi_enumerable, NULL},
       {"siluMulBackward", NULL, op_silu_mul_backward, NULL, NULL, NULL, napi_enumerable, NULL},
       {"logitsStats", NULL, op_logits_stats, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -50,6 +50,11 @@ void op_release_at_env_exit(OpCall* call, bool* hooked, void (*release)(void* un
 bool op_begin(napi_env env, napi_callback_info info, const char* op, size_t argc, OpCall* call) {
   call->env = env;
   call->op = op;
+  if (argc > OP_MAX_ARGS) {
+    // argv has room for OP_MAX_ARGS values: reading more would read past it (raise OP_MAX_ARGS).
+    throw_type(call, "takes %zu arguments, more than the addon's OP_MAX_ARGS (%d)", argc, OP_MAX_ARGS);
+    return false;
+  }
   size_t passed = OP_MAX_ARGS;
   if (napi_get_cb_info(env, info, &passed, call->argv, NULL, NULL) != napi_ok) {
     throw_type(call, "could not read the arguments");
@@ -135,6 +140,19 @@ bool op_f32_array_or_null(OpCall* call, size_t index, const char* name, F32Array
   }
   void* data;
   if (!get_typed_array(call, index, name, napi_float32_array, "Float32Array or null", &data, &out->length))
+    return false;
+  out->data = data;
+  return true;
+}
+
+bool op_u16_array_or_null(OpCall* call, size_t index, const char* name, U16Array* out) {
+  if (is_type(call, index, napi_null)) {
+    out->data = NULL;
+    out->length = 0;
+    return true;
+  }
+  void* data;
+  if (!get_typed_array(call, index, name, napi_uint16_array, "Uint16Array or null", &data, &out->length))
     return false;
   out->data = data;
   return true;

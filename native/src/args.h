@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define OP_MAX_ARGS 13
+#define OP_MAX_ARGS 15
 
 typedef struct {
   napi_env env;
@@ -66,6 +66,8 @@ bool op_f32_array(OpCall* call, size_t index, const char* name, F32Array* out);
 bool op_f32_array_or_null(OpCall* call, size_t index, const char* name, F32Array* out);
 bool op_i32_array(OpCall* call, size_t index, const char* name, I32Array* out);
 bool op_u16_array(OpCall* call, size_t index, const char* name, U16Array* out);
+// A Uint16Array, or null: then data is NULL and length 0.
+bool op_u16_array_or_null(OpCall* call, size_t index, const char* name, U16Array* out);
 bool op_i8_array(OpCall* call, size_t index, const char* name, I8Array* out);
 bool op_bf16_operand(OpCall* call, size_t index, const char* name, Bf16Operand* out);
 

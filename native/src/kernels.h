@@ -49,19 +49,20 @@ typedef struct {
   float inv_bc2; // 1 / bc2
   float eps;
   float decay;   // lr * weightDecay
+  double grad_scale; // g is read as (float)(g * grad_scale): the product in double, rounded once
+  bool zero_grad;    // g is cleared once read
 } AdamWStep;
 
 AdamWStep adamw_step(double lr, double beta1, double beta2, double eps, double weight_decay, double bc1,
-                     double bc2);
+                     double bc2, double grad_scale, bool zero_grad);
 
-// In place over n values; p, g, m, v are distinct arrays.
-void adamw_f32(float* p, const float* g, float* m, float* v, size_t n, const AdamWStep* step);
+// In place over n values; p, g, m, v (and p16) are distinct arrays. p16, when not NULL, receives
+// the new p rounded to bf16 bits (the weights' bf16 copy, kept current in the same pass).
+void adamw_f32(float* p, float* g, float* m, float* v, uint16_t* p16, size_t n, const AdamWStep* step);
 
 // Sum of x[i]^2, accumulated in double.
 double sum_squares_f32(const float* x, size_t n);
 
-// In place, x[i] = x[i] * alpha rounded once to float.
-void scale_f32(float* x, size_t n, double alpha);
 
 // dx written (or added to, when accumulate) for rows x dim; dw (may be NULL) += the sum over rows.
 // dx may alias dy or x. Returns false when scratch memory is unavailable.
@@ -98,7 +99,7 @@ void silu_mul_f32_parallel(float* out, const float* gate, const float* up, size_
 void rmsnorm_bf16_out_parallel(uint16_t* out, const float* x, const float* weight, size_t rows, size_t dim,
                                float eps);
 void silu_mul_bf16_out_parallel(uint16_t* out, const float* gate, const float* up, size_t n);
-void adamw_f32_parallel(float* p, const float* g, float* m, float* v, size_t n, const AdamWStep* step);
+void adamw_f32_parallel(float* p, float* g, float* m, float* v, uint16_t* p16, size_t n, const AdamWStep* step);
 // Split over rows only without dw (its sum over the rows stays on one thread).
 bool rmsnorm_backward_f32_parallel(float* dx, float* dw, const float* dy, const float* x, const float* w,
                                    size_t rows, size_t dim, float eps, bool accumulate);
@@ -109,7 +110,6 @@ void silu_mul_backward_bf16_out_parallel(uint16_t* dg, uint16_t* du, const float
 void logits_stats_f32_parallel(float* lse, float* entropy, const float* logits, size_t rows, size_t v);
 // Sums blocks of 2^16 values and adds the partial sums in order; false when memory is short.
 bool sum_squares_f32_parallel(const float* x, size_t n, double* sum);
-void scale_f32_parallel(float* x, size_t n, double alpha);
 void logits_backward_f32_parallel(float* logits, size_t rows, size_t v, const float* lse, const float* entropy,
                                   const float* g_sum, const float* g_entropy);
 

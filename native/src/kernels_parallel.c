@@ -47,12 +47,12 @@ void silu_mul_bf16_out_parallel(uint16_t* out, const float* gate, const float* u
   }
 }
 
-void adamw_f32_parallel(float* p, const float* g, float* m, float* v, size_t n, const AdamWStep* step) {
+void adamw_f32_parallel(float* p, float* g, float* m, float* v, uint16_t* p16, size_t n, const AdamWStep* step) {
 #pragma omp parallel if (n >= PARALLEL_MIN_ELEMENTS)
   {
     size_t first, count;
     thread_share_blocks(n, ELEMENT_BLOCK, &first, &count);
-    adamw_f32(p + first, g + first, m + first, v + first, count, step);
+    adamw_f32(p + first, g + first, m + first, v + first, p16 ? p16 + first : NULL, count, step);
   }
 }
 
@@ -138,11 +138,3 @@ bool sum_squares_f32_parallel(const float* x, size_t n, double* sum) {
   return true;
 }
 
-void scale_f32_parallel(float* x, size_t n, double alpha) {
-#pragma omp parallel if (n >= PARALLEL_MIN_ELEMENTS)
-  {
-    size_t first, count;
-    thread_share_blocks(n, ELEMENT_BLOCK, &first, &count);
-    scale_f32(x + first, count, alpha);
-  }
-}

@@ -28,7 +28,7 @@ static inline float clamp_exp_input(float x) {
 // ---- AdamW --------------------------------------------------------------------------------
 
 AdamWStep adamw_step(double lr, double beta1, double beta2, double eps, double weight_decay, double bc1,
-                     double bc2) {
+                     double bc2, double grad_scale, bool zero_grad) {
   // Rounded to float only after they are combined: 1 - beta2 taken in float is 1.3e-5 off for
   // beta2 = 0.999, and 1 - lr * weightDecay would lose most of its digits, which is why the
   // decay is applied as p - decay * p rather than as p * (1 - decay).
@@ -41,24 +41,42 @@ AdamWStep adamw_step(double lr, double beta1, double beta2, double eps, double w
       .inv_bc2 = (float)(1.0 / bc2),
       .eps = (float)eps,
       .decay = (float)(lr * weight_decay),
+      .grad_scale = grad_scale,
+      .zero_grad = zero_grad,
   };
   return s;
 }
 
 SIMD_CLONES
-void adamw_f32(float* p, const float* g, float* m, float* v, size_t n, const AdamWStep* step) {
+// One pass instead of four over a full fine-tuning's gradients and weights: the clipping scale, the
+// update, the bf16 copy's refresh and the gradients' clearing (which were a scale pass, this loop,
+// a rounding pass and a fill), each value computed as those passes computed it. Runs of
+// ADAMW_RUN values keep the new weights in L1 for their rounding.
+#define ADAMW_RUN 256
+
+SIMD_CLONES
+void adamw_f32(float* p, float* g, float* m, float* v, uint16_t* p16, size_t n, const AdamWStep* step) {
   const float beta1 = step->beta1, one_minus_beta1 = step->one_minus_beta1;
   const float beta2 = step->beta2, one_minus_beta2 = step->one_minus_beta2;
   const float lr_bc1 = step->step, inv_bc2 = step->inv_bc2, eps = step->eps, decay = step->decay;
-  for (size_t i = 0; i < n; i++) {
-    float gi = g[i];
-    float mi = beta1 * m[i] + one_minus_beta1 * gi;
-    float vi = beta2 * v[i] + one_minus_beta2 * (gi * gi);
-    float pi = p[i];
-    m[i] = mi;
-    v[i] = vi;
-    // (lr / bc1) m / (sqrt(v / bc2) + eps) = lr (m / bc1) / (sqrt(v / bc2) + eps).
-    p[i] = pi - (lr_bc1 * mi / (sqrtf(vi * inv_bc2) + eps) + decay * pi);
+  const double grad_scale = step->grad_scale;
+  const bool scaled = grad_scale != 1.0;
+  float run[ADAMW_RUN];
+  for (size_t i0 = 0; i0 < n; i0 += ADAMW_RUN) {
+    const size_t len = n - i0 < ADAMW_RUN ? n - i0 : ADAMW_RUN;
+    for (size_t j = 0; j < len; j++) {
+      const size_t i = i0 + j;
+      float gi = scaled ? (float)((double)g[i] * grad_scale) : g[i];
+      float mi = beta1 * m[i] + one_minus_beta1 * gi;
+      float vi = beta2 * v[i] + one_minus_beta2 * (gi * gi);
+      float pi = p[i];
+      m[i] = mi;
+      v[i] = vi;
+      // (lr / bc1) m / (sqrt(v / bc2) + eps) = lr (m / bc1) / (sqrt(v / bc2) + eps).
+      run[j] = p[i] = pi - (lr_bc1 * mi / (sqrtf(vi * inv_bc2) + eps) + decay * pi);
+    }
+    if (step->zero_grad) memset(g + i0, 0, len * sizeof(float));
+    if (p16) bf16_from_f32(p16 + i0, run, len);
   }
 }
 
@@ -85,12 +103,6 @@ double sum_squares_f32(const float* x, size_t n) {
   double sum = (acc[0] + acc[2]) + (acc[1] + acc[3]);
   for (; i < n; i++) sum += (double)x[i] * (double)x[i];
   return sum;
-}
-
-SIMD_CLONES
-void scale_f32(float* x, size_t n, double alpha) {
-  // The product in double, rounded once: the same value as x[i] * alpha in JavaScript.
-  for (size_t i = 0; i < n; i++) x[i] = (float)((double)x[i] * alpha);
 }
 
 // ---- rmsnorm backward ---------------------------------------------------------------------

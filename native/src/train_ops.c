@@ -32,14 +32,17 @@ static void throw_out_of_memory(OpCall* call) {
 napi_value op_adamw(napi_env env, napi_callback_info info) {
   OpCall call;
   F32Array p, g, m, v;
+  U16Array p16;
   size_t n;
-  double lr, beta1, beta2, eps, weight_decay, bc1, bc2;
-  if (!op_begin(env, info, "adamw", 12, &call) || !op_f32_array(&call, 0, "p", &p) ||
+  double lr, beta1, beta2, eps, weight_decay, bc1, bc2, grad_scale;
+  bool zero_grad;
+  if (!op_begin(env, info, "adamw", 15, &call) || !op_f32_array(&call, 0, "p", &p) ||
       !op_f32_array(&call, 1, "g", &g) || !op_f32_array(&call, 2, "m", &m) || !op_f32_array(&call, 3, "v", &v) ||
       !op_size(&call, 4, "n", 0, &n) || !op_double(&call, 5, "lr", &lr) || !op_double(&call, 6, "beta1", &beta1) ||
       !op_double(&call, 7, "beta2", &beta2) || !op_double(&call, 8, "eps", &eps) ||
       !op_double(&call, 9, "weightDecay", &weight_decay) || !op_double(&call, 10, "bc1", &bc1) ||
-      !op_double(&call, 11, "bc2", &bc2))
+      !op_double(&call, 11, "bc2", &bc2) || !op_double(&call, 12, "gradScale", &grad_scale) ||
+      !op_u16_array_or_null(&call, 13, "pBf16", &p16) || !op_bool(&call, 14, "zeroGrad", &zero_grad))
     return NULL;
   // The ranges PyTorch's AdamW accepts, plus the bias corrections 1 - beta^t, which divide: a
   // NaN or infinite step would silently overwrite every parameter.
@@ -48,10 +51,12 @@ napi_value op_adamw(napi_env env, napi_callback_info info) {
       !check_range(&call, "lr", lr, 0, HUGE_VAL, false) || !check_range(&call, "beta1", beta1, 0, 1, true) ||
       !check_range(&call, "beta2", beta2, 0, 1, true) || !check_range(&call, "eps", eps, 0, HUGE_VAL, false) ||
       !check_range(&call, "weightDecay", weight_decay, 0, HUGE_VAL, false) ||
-      !check_positive(&call, "bc1", bc1, 1, "1 - beta1^t") || !check_positive(&call, "bc2", bc2, 1, "1 - beta2^t"))
+      !check_positive(&call, "bc1", bc1, 1, "1 - beta1^t") || !check_positive(&call, "bc2", bc2, 1, "1 - beta2^t") ||
+      !check_range(&call, "gradScale", grad_scale, -HUGE_VAL, HUGE_VAL, false) ||
+      (p16.data && !op_check_length(&call, "pBf16", p16.length, n, 1, 1, "n")))
     return NULL;
-  AdamWStep step = adamw_step(lr, beta1, beta2, eps, weight_decay, bc1, bc2);
-  adamw_f32_parallel(p.data, g.data, m.data, v.data, n, &step);
+  AdamWStep step = adamw_step(lr, beta1, beta2, eps, weight_decay, bc1, bc2, grad_scale, zero_grad);
+  adamw_f32_parallel(p.data, g.data, m.data, v.data, p16.data, n, &step);
   return NULL;
 }
 
@@ -72,20 +77,6 @@ napi_value op_sum_squares(napi_env env, napi_callback_info info) {
   napi_value result;
   if (napi_create_double(env, sum, &result) != napi_ok) return NULL;
   return result;
-}
-
-// scale(x, n, alpha)
-napi_value op_scale(napi_env env, napi_callback_info info) {
-  OpCall call;
-  F32Array x;
-  size_t n;
-  double alpha;
-  if (!op_begin(env, info, "scale", 3, &call) || !op_f32_array(&call, 0, "x", &x) ||
-      !op_size(&call, 1, "n", 0, &n) || !op_double(&call, 2, "alpha", &alpha))
-    return NULL;
-  if (!op_check_length(&call, "x", x.length, n, 1, 1, "n")) return NULL;
-  scale_f32_parallel(x.data, n, alpha);
-  return NULL;
 }
 
 // rmsnormBackward(dx, dw, dy, x, w, rows, dim, eps, accumulate)

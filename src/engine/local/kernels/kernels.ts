@@ -160,6 +160,8 @@ export interface Kernels {
   /**
    * AdamW over n values, in place: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
    * p -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + weightDecay * p). bc1 = 1 - b1^t, bc2 = 1 - b2^t.
+   * g is read as g * gradScale (the product rounded once to float32; 1: as it is). In the
+   * same pass, pBf16 (unless null) receives the new p as bf16 bits (toBf16's), and zeroGrad clears g.
    */
   adamw(
     p: Float32Array,
@@ -174,13 +176,13 @@ export interface Kernels {
     weightDecay: number,
     bc1: number,
     bc2: number,
+    gradScale: number,
+    pBf16: Uint16Array | null,
+    zeroGrad: boolean,
   ): void;
 
   /** Sum of x[i]^2 for i < n, accumulated in float64 (the global gradient norm). */
   sumSquares(x: Float32Array, n: number): number;
-
-  /** In place, x[i] = x[i] * alpha for i < n, the product rounded once to float32 (gradient clipping). */
-  scale(x: Float32Array, n: number, alpha: number): void;
 
   /**
    * Backward of rmsnorm (y = x * rstd * w, rstd recomputed from x): dx = rstd * w * dy - x * rstd^3 / dim * sum(w * dy * x),

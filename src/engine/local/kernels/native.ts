@@ -69,7 +69,6 @@ export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernel
     attention: addon.attention,
     adamw: addon.adamw,
     sumSquares: addon.sumSquares,
-    scale: addon.scale,
     rmsnormBackward: addon.rmsnormBackward,
     siluMulBackward: addon.siluMulBackward,
     logitsStats: addon.logitsStats,

@@ -228,14 +228,19 @@ function adamw(
   weightDecay: number,
   bc1: number,
   bc2: number,
+  gradScale: number,
+  pBf16: Uint16Array | null,
+  zeroGrad: boolean,
 ): void {
   for (let i = 0; i < n; i++) {
-    const gi = g[i]!;
+    const gi = gradScale === 1 ? g[i]! : Math.fround(g[i]! * gradScale);
     const mi = beta1 * m[i]! + (1 - beta1) * gi;
     const vi = beta2 * v[i]! + (1 - beta2) * gi * gi;
     m[i] = mi;
     v[i] = vi;
     p[i]! -= lr * (mi / bc1 / (Math.sqrt(vi / bc2) + eps) + weightDecay * p[i]!);
+    if (pBf16) pBf16[i] = bf16Bits(p[i]!);
+    if (zeroGrad) g[i] = 0;
   }
 }
 
@@ -243,10 +248,6 @@ function sumSquares(x: Float32Array, n: number): number {
   let sum = 0;
   for (let i = 0; i < n; i++) sum += x[i]! * x[i]!;
   return sum;
-}
-
-function scale(x: Float32Array, n: number, alpha: number): void {
-  for (let i = 0; i < n; i++) x[i]! *= alpha;
 }
 
 function rmsnormBackward(
@@ -409,7 +410,6 @@ export const portableKernels: Kernels = {
   attention,
   adamw,
   sumSquares,
-  scale,
   rmsnormBackward,
   siluMulBackward,
   logitsStats,

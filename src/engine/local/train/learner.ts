@@ -205,9 +205,9 @@ export class LearnerCore {
 
   /** Clips the accumulated gradients, applies one AdamW step and clears them. */
   optimStep(): OptimStepResult {
-    const r = this.optimizer.step();
-    if (this.policyBf16 && r.applied) refreshBf16(this.kernels, this.policyBf16, this.params.data);
-    this.zeroGrad();
+    // The step refreshes the bf16 copy and clears the gradients as it goes; one not applied does neither.
+    const r = this.optimizer.step(1, this.policyBf16?.data ?? null);
+    if (!r.applied) this.zeroGrad();
     const yieldedMs = this.yieldedMs - this.yieldedAtStep;
     this.yieldedAtStep = this.yieldedMs;
     return { gradNorm: r.gradNorm, applied: r.applied, lr: r.lr, step: r.step, yieldedMs };

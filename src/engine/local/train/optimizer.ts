@@ -184,10 +184,12 @@ export class AdamW {
 
   /**
    * One update from the accumulated gradients. gradScale multiplies them first (1 / micro-batches
-   * when each micro-batch loss was a mean over its own samples). The gradients are scaled and
-   * clipped in place; call zeroGrad before the next accumulation.
+   * when each micro-batch loss was a mean over its own samples), then clipping. One pass per
+   * segment reads each gradient once, updates the weights and moments, writes the new weights'
+   * bf16 bits into `bf16` (a copy laid out like the parameters, when given) and clears the
+   * gradients. A step not applied (a non-finite gradient) leaves them as they were: call zeroGrad.
    */
-  step(gradScale = 1): StepResult {
+  step(gradScale = 1, bf16: Uint16Array | null = null): StepResult {
     const { params, grads, m, v, cfg } = this;
     let sumSq = 0;
     for (const s of this.segments)
@@ -197,9 +199,6 @@ export class AdamW {
     // Same clip coefficient as torch.nn.utils.clip_grad_norm_.
     const clip = cfg.maxGradNorm === null ? 1 : Math.min(1, cfg.maxGradNorm / (gradNorm + 1e-6));
     const factor = gradScale * clip;
-    if (factor !== 1) {
-      for (const s of this.segments) this.kernels.scale(grads.subarray(s.offset, s.offset + s.size), s.size, factor);
-    }
     const step = ++this.stepCount;
     const lr = this.lrAt(step);
     const bc1 = 1 - cfg.beta1 ** (step - this.momentsFrom),
@@ -220,6 +219,9 @@ export class AdamW {
         s.decay ? cfg.weightDecay : 0,
         bc1,
         bc2,
+        factor,
+        bf16?.subarray(s.offset, end) ?? null,
+        true,
       );
     }
     return { gradNorm, applied: true, lr, step };
