@@ -156,6 +156,8 @@ export class LearnerCore {
     // Forward only: the shared layer buffers and a chunked head are the least memory, at no cost.
     const referenceOpts = { ...opts, checkpoint: true, chunkedHead: true, ...(base16 ? { bf16: base16 } : {}) };
     this.reference = new TrainModel(cfg, base, null, null, kernels, referenceOpts);
+    // Freshly allocated (or restored values' new) gradients are zeros.
+    this.model.gradientsCleared();
   }
 
   get steps(): number {
@@ -178,6 +180,7 @@ export class LearnerCore {
 
   zeroGrad(): void {
     this.optimizer.zeroGrad();
+    this.model.gradientsCleared();
   }
 
   /**
@@ -207,7 +210,8 @@ export class LearnerCore {
   optimStep(): OptimStepResult {
     // The step refreshes the bf16 copy and clears the gradients as it goes; one not applied does neither.
     const r = this.optimizer.step(1, this.policyBf16?.data ?? null);
-    if (!r.applied) this.zeroGrad();
+    if (r.applied) this.model.gradientsCleared();
+    else this.zeroGrad();
     const yieldedMs = this.yieldedMs - this.yieldedAtStep;
     this.yieldedAtStep = this.yieldedMs;
     return { gradNorm: r.gradNorm, applied: r.applied, lr: r.lr, step: r.step, yieldedMs };

@@ -69,7 +69,8 @@ export function loraInput(gemm: Gemm, u: Float32Array, x: Operand, T: number, L:
 
 /**
  * Accumulates parameter gradients and writes (beta 0) or adds (beta 1) dx[T, in].
- * dx = dy W (+ scale (dy B) A); dW += dy^T x; dB += scale dy^T u; dA += scale (dy B)^T x.
+ * dx = dy W (+ scale (dy B) A); dW += dy^T x (dW = dy^T x with dwBeta 0, when dW is known to
+ * hold zeros: the same values, without reading it); dB += scale dy^T u; dA += scale (dy B)^T x.
  * dy goes into up to three products, so `round` rounds it once (slot 'dy'); a dy given as bf16
  * bits was rounded by the caller (a layer with a bias needs it as float32).
  */
@@ -84,10 +85,11 @@ export function linearBackward(
   beta: 0 | 1,
   scratch: Float32Array,
   round: Round = ROUND_IN_GEMM,
+  dwBeta: 0 | 1 = 1,
 ): void {
   const uses = (L.dW ? 1 : 0) + (dx ? 1 : 0) + (L.lora && u ? 2 : 0);
   const dy = uses > 1 && dyIn instanceof Float32Array ? round(dyIn, 'dy') : dyIn;
-  if (L.dW) gemm(true, false, L.outDim, L.inDim, T, 1, dy, L.outDim, x, L.inDim, 1, L.dW, L.inDim);
+  if (L.dW) gemm(true, false, L.outDim, L.inDim, T, 1, dy, L.outDim, x, L.inDim, dwBeta, L.dW, L.inDim);
   if (L.dBias) {
     if (!(dyIn instanceof Float32Array)) throw new TypeError('a layer with a bias takes its dy as float32');
     for (let t = 0; t < T; t++) for (let o = 0; o < L.outDim; o++) L.dBias[o] = L.dBias[o]! + dyIn[t * L.outDim + o]!;
