@@ -156,7 +156,7 @@ export class LearnerCore {
     // Forward only: the shared layer buffers and a chunked head are the least memory, at no cost.
     const referenceOpts = { ...opts, checkpoint: true, chunkedHead: true, ...(base16 ? { bf16: base16 } : {}) };
     this.reference = new TrainModel(cfg, base, null, null, kernels, referenceOpts);
-    // Freshly allocated (or restored values' new) gradients are zeros.
+    // The gradients start as zeros (freshly allocated).
     this.model.gradientsCleared();
   }
 

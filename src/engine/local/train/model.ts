@@ -354,13 +354,9 @@ export class TrainModel {
     const qDim = H * cfg.headDim,
       kvDim = cfg.numKvHeads * cfg.headDim;
     const w = this.layers[l]!;
-    const b = (name: string, size: number) => this.buf(`${name}.${ctx.checkpoint ? 'shared' : l}`, size);
-    // A GEMM-only input: bf16 bits (half a float each) at bf16, floats at fp32.
-    const input = (name: string, size: number): Operand => {
-      if (!this.attentionCompute.bf16) return b(name, size);
-      const floats = b(name, Math.ceil(size / 2));
-      return new Uint16Array(floats.buffer, floats.byteOffset, size);
-    };
+    const key = (name: string) => `${name}.${ctx.checkpoint ? 'shared' : l}`;
+    const b = (name: string, size: number) => this.buf(key(name), size);
+    const input = (name: string, size: number) => this.gemmInputBuf(key(name), size);
     const u: LayerTape['u'] = {};
     for (const name of LINEAR_NAMES) {
       const lora = w.lin[name].lora;
@@ -438,6 +434,16 @@ export class TrainModel {
     return this.buffers.get(key, size);
   }
 
+  /**
+   * A buffer of `size` values that only GEMMs read: at bf16 their bf16 bits (two to a float of the
+   * cached buffer; the kernels that fill it round as they write), at fp32 floats.
+   */
+  private gemmInputBuf(key: string, size: number): Operand {
+    if (!this.attentionCompute.bf16) return this.buf(key, size);
+    const floats = this.buf(key, Math.ceil(size / 2));
+    return new Uint16Array(floats.buffer, floats.byteOffset, size);
+  }
+
   /** Accumulates parameter gradients (+=) for d loss / d (logprobs, entropy, extra log-probs). */
   backward(dLogprobs: Float32Array, dEntropy: Float32Array, dExtra?: Float32Array): void {
     const tape = this.tape;
@@ -499,16 +505,10 @@ export class TrainModel {
     const shape = { nHeads: H, nKvHeads: KV, headDim: hd };
     // Every one of these is fully overwritten before it is read (GEMMs with beta 0, kernels
     // that write their output), except dx, zeroed above, and dk/dv, zeroed by the attention.
-    // At bf16, the gate's and up's output gradients are GEMM inputs only (no MLP has a bias):
-    // siluMul's backward writes them as bf16 bits.
-    const gemmInput = (key: string, size: number): Operand => {
-      if (!this.attentionCompute.bf16) return this.buf(key, size);
-      const floats = this.buf(key, Math.ceil(size / 2));
-      return new Uint16Array(floats.buffer, floats.byteOffset, size);
-    };
+    // The gate's and up's output gradients are GEMM inputs only (no MLP has a bias).
     const dAct = this.buf('d.act', T * F),
-      dGate = gemmInput('d.gate', T * F),
-      dUp = gemmInput('d.up', T * F);
+      dGate = this.gemmInputBuf('d.gate', T * F),
+      dUp = this.gemmInputBuf('d.up', T * F);
     const dh = this.buf('d.h', T * D),
       dAtt = this.buf('d.att', T * qDim);
     const dq = this.buf('d.q', T * qDim),
