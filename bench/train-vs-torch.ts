@@ -10,7 +10,8 @@
 // Ours: fp32, and bf16 when the learner takes `precision` (see PRECISION below). Printed: time
 // and CPU time per step, ours against each PyTorch configuration and against the targets
 // (>= 1.5x PyTorch's best fp32, >= 1.0x PyTorch's best bf16 autocast), and the fraction of the
-// best GEMM peak measured in this run (ours sgemm, torch fp32/bf16 matmul; target >= 70%).
+// best GEMM peak measured in this run (ours sgemm and gemmBf16, torch fp32/bf16 matmul; target
+// >= 70%); at bf16 also each round's fraction of our gemmBf16 peak measured just before its step.
 //
 //   npm run bench:train-vs-torch                       # tiny, then qwen3-0.6b
 //   npm run bench:train-vs-torch -- tiny               # quick run
@@ -67,7 +68,19 @@ function ourSgemmPeak(n: number): number {
   k.setThreads(THREADS);
   const a = new Float32Array(n * n).fill(0.5),
     c = new Float32Array(n * n);
-  const run = () => k.sgemm(false, false, n, n, n, 1, a, n, a, n, 0, c, n);
+  return gflops(n, () => k.sgemm(false, false, n, n, n, 1, a, n, a, n, 0, c, n));
+}
+
+/** Our gemmBf16 GFLOP/s on square n x n x n with bf16 operands (median over >= 1 s). */
+function ourBf16Peak(n: number): number {
+  const k = loadKernels();
+  k.setThreads(THREADS);
+  const a = new Uint16Array(n * n).fill(0x3f00), // 0.5
+    c = new Float32Array(n * n);
+  return gflops(n, () => k.gemmBf16(false, false, n, n, n, 1, a, n, a, n, 0, c, n));
+}
+
+function gflops(n: number, run: () => void): number {
   run();
   const times: number[] = [];
   const end = performance.now() + 1000;
@@ -185,10 +198,19 @@ async function main() {
       // Rounds alternate ours and PyTorch, so that each round's ratio compares runs made side by
       // side: on a shared machine one run of each can differ by 1.5x either way.
       const runs = new Map<string, { r: StepResult | string; note?: string }[]>();
+      const roundPeaks: number[] = [];
       const record = (name: string, r: StepResult | string, note?: string) =>
         runs.set(name, [...(runs.get(name) ?? []), { r, ...(note ? { note } : {}) }]);
       for (let round = 0; round < ROUNDS; round++) {
-        for (const p of OURS) record(`ours ${p}`, await measureOurs(dir, lora, p));
+        for (const p of OURS) {
+          // The peak again just before the step: on a shared machine it moves by 10% or more
+          // between minutes, so the step's share is also taken against the peak of its moment.
+          if (p === 'bf16') {
+            roundPeaks.push(ourBf16Peak(2048));
+            peaks[`ours gemmBf16 bf16-2048 (${preset} ${mode}, round ${round + 1})`] = roundPeaks.at(-1)!;
+          }
+          record(`ours ${p}`, await measureOurs(dir, lora, p));
+        }
         for (const c of TORCH_CONFIGS) {
           // torch's matmul peaks once per OpenBLAS setting (as configured, own core choice)
           const blas = c.endsWith('-own') ? 'own' : 'env';
@@ -279,6 +301,13 @@ async function main() {
           console.log(
             `GEMM efficiency, ours ${p}: ${(flops / 1e9).toFixed(1)} GFLOP/step at ${(flops / o.seconds / 1e9).toFixed(1)} GFLOP/s = ${((100 * flops) / o.seconds / 1e9 / peak).toFixed(0)}% of the best peak (${peakName} ${peak.toFixed(1)} GFLOP/s), ${((100 * flops) / o.seconds / 1e9 / fp32Peak[1]).toFixed(0)}% of the best fp32 peak (${fp32Peak[0]} ${fp32Peak[1].toFixed(1)}); target >= 70% of the best`,
           );
+          const steps = measured(`ours ${p}`);
+          if (p === 'bf16' && steps.length === roundPeaks.length) {
+            const shares = steps.map((s, i) => (100 * flops) / s.seconds / 1e9 / roundPeaks[i]!);
+            console.log(
+              `  per round, against our gemmBf16 2048^3 peak measured just before the step (${roundPeaks.map((x) => x.toFixed(0)).join(', ')} GFLOP/s): ${shares.map((x) => `${x.toFixed(0)}%`).join(', ')}; median ${median(shares).toFixed(0)}%`,
+            );
+          }
         }
       }
     }
