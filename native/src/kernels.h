@@ -94,19 +94,16 @@ void silu_mul_backward_bf16_out(uint16_t* dg, uint16_t* du, const float* da, con
 // ---- The same, split over the calling thread's OpenMP team (kernels_parallel.c) ----
 // Results equal the single-threaded kernels' whatever the team size.
 
-void rmsnorm_f32_parallel(float* out, const float* x, const float* weight, size_t rows, size_t dim, float eps);
-void silu_mul_f32_parallel(float* out, const float* gate, const float* up, size_t n);
-void rmsnorm_bf16_out_parallel(uint16_t* out, const float* x, const float* weight, size_t rows, size_t dim,
-                               float eps);
-void silu_mul_bf16_out_parallel(uint16_t* out, const float* gate, const float* up, size_t n);
+// out (dg, du) float32, or bf16 bits when bf16_out.
+void rmsnorm_parallel(void* out, bool bf16_out, const float* x, const float* weight, size_t rows, size_t dim,
+                      float eps);
+void silu_mul_parallel(void* out, bool bf16_out, const float* gate, const float* up, size_t n);
 void adamw_f32_parallel(float* p, float* g, float* m, float* v, uint16_t* p16, size_t n, const AdamWStep* step);
 // Split over rows only without dw (its sum over the rows stays on one thread).
 bool rmsnorm_backward_f32_parallel(float* dx, float* dw, const float* dy, const float* x, const float* w,
                                    size_t rows, size_t dim, float eps, bool accumulate);
-void silu_mul_backward_f32_parallel(float* dg, float* du, const float* da, const float* gate, const float* up,
-                                    size_t n);
-void silu_mul_backward_bf16_out_parallel(uint16_t* dg, uint16_t* du, const float* da, const float* gate,
-                                         const float* up, size_t n);
+void silu_mul_backward_parallel(void* dg, void* du, bool bf16_out, const float* da, const float* gate,
+                                const float* up, size_t n);
 void logits_stats_f32_parallel(float* lse, float* entropy, const float* logits, size_t rows, size_t v);
 // Sums blocks of 2^16 values and adds the partial sums in order; false when memory is short.
 bool sum_squares_f32_parallel(const float* x, size_t n, double* sum);

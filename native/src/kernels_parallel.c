@@ -10,40 +10,30 @@
 // Elements per block of an elementwise split: a multiple of every vector body's width.
 #define ELEMENT_BLOCK ((size_t)1024)
 
-void rmsnorm_f32_parallel(float* out, const float* x, const float* weight, size_t rows, size_t dim, float eps) {
+// out is float32, or bf16 bits when bf16_out (the kernels' *_bf16_out variants).
+void rmsnorm_parallel(void* out, bool bf16_out, const float* x, const float* weight, size_t rows, size_t dim,
+                      float eps) {
 #pragma omp parallel if (rows * dim >= PARALLEL_MIN_ELEMENTS)
   {
     size_t first, count;
     thread_share(rows, &first, &count);
-    rmsnorm_f32(out + first * dim, x + first * dim, weight, count, dim, eps);
+    const float* xs = x + first * dim;
+    if (bf16_out)
+      rmsnorm_bf16_out((uint16_t*)out + first * dim, xs, weight, count, dim, eps);
+    else
+      rmsnorm_f32((float*)out + first * dim, xs, weight, count, dim, eps);
   }
 }
 
-void silu_mul_f32_parallel(float* out, const float* gate, const float* up, size_t n) {
+void silu_mul_parallel(void* out, bool bf16_out, const float* gate, const float* up, size_t n) {
 #pragma omp parallel if (n >= PARALLEL_MIN_ELEMENTS)
   {
     size_t first, count;
     thread_share_blocks(n, ELEMENT_BLOCK, &first, &count);
-    silu_mul_f32(out + first, gate + first, up + first, count);
-  }
-}
-
-void rmsnorm_bf16_out_parallel(uint16_t* out, const float* x, const float* weight, size_t rows, size_t dim,
-                               float eps) {
-#pragma omp parallel if (rows * dim >= PARALLEL_MIN_ELEMENTS)
-  {
-    size_t first, count;
-    thread_share(rows, &first, &count);
-    rmsnorm_bf16_out(out + first * dim, x + first * dim, weight, count, dim, eps);
-  }
-}
-
-void silu_mul_bf16_out_parallel(uint16_t* out, const float* gate, const float* up, size_t n) {
-#pragma omp parallel if (n >= PARALLEL_MIN_ELEMENTS)
-  {
-    size_t first, count;
-    thread_share_blocks(n, ELEMENT_BLOCK, &first, &count);
-    silu_mul_bf16_out(out + first, gate + first, up + first, count);
+    if (bf16_out)
+      silu_mul_bf16_out((uint16_t*)out + first, gate + first, up + first, count);
+    else
+      silu_mul_f32((float*)out + first, gate + first, up + first, count);
   }
 }
 
@@ -71,23 +61,18 @@ bool rmsnorm_backward_f32_parallel(float* dx, float* dw, const float* dy, const 
   return ok;
 }
 
-void silu_mul_backward_f32_parallel(float* dg, float* du, const float* da, const float* gate, const float* up,
-                                    size_t n) {
+// dg and du are float32, or bf16 bits when bf16_out.
+void silu_mul_backward_parallel(void* dg, void* du, bool bf16_out, const float* da, const float* gate,
+                                const float* up, size_t n) {
 #pragma omp parallel if (n >= PARALLEL_MIN_ELEMENTS)
   {
     size_t first, count;
     thread_share_blocks(n, ELEMENT_BLOCK, &first, &count);
-    silu_mul_backward_f32(dg + first, du + first, da + first, gate + first, up + first, count);
-  }
-}
-
-void silu_mul_backward_bf16_out_parallel(uint16_t* dg, uint16_t* du, const float* da, const float* gate,
-                                         const float* up, size_t n) {
-#pragma omp parallel if (n >= PARALLEL_MIN_ELEMENTS)
-  {
-    size_t first, count;
-    thread_share_blocks(n, ELEMENT_BLOCK, &first, &count);
-    silu_mul_backward_bf16_out(dg + first, du + first, da + first, gate + first, up + first, count);
+    const float *das = da + first, *gates = gate + first, *ups = up + first;
+    if (bf16_out)
+      silu_mul_backward_bf16_out((uint16_t*)dg + first, (uint16_t*)du + first, das, gates, ups, count);
+    else
+      silu_mul_backward_f32((float*)dg + first, (float*)du + first, das, gates, ups, count);
   }
 }
 

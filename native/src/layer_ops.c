@@ -27,10 +27,7 @@ napi_value op_rmsnorm(napi_env env, napi_callback_info info) {
       !op_check_length(&call, "x", x.length, rows, dim, 1, "rows*dim") ||
       !op_check_length(&call, "weight", weight.length, dim, 1, 1, "dim"))
     return NULL;
-  if (out.is_bf16)
-    rmsnorm_bf16_out_parallel(out.data, x.data, weight.data, rows, dim, eps);
-  else
-    rmsnorm_f32_parallel(out.data, x.data, weight.data, rows, dim, eps);
+  rmsnorm_parallel(out.data, out.is_bf16, x.data, weight.data, rows, dim, eps);
   return NULL;
 }
 
@@ -48,10 +45,7 @@ napi_value op_silu_mul(napi_env env, napi_callback_info info) {
       !op_check_length(&call, "gate", gate.length, n, 1, 1, "n") ||
       !op_check_length(&call, "up", up.length, n, 1, 1, "n"))
     return NULL;
-  if (out.is_bf16)
-    silu_mul_bf16_out_parallel(out.data, gate.data, up.data, n);
-  else
-    silu_mul_f32_parallel(out.data, gate.data, up.data, n);
+  silu_mul_parallel(out.data, out.is_bf16, gate.data, up.data, n);
   return NULL;
 }
 

@@ -124,10 +124,7 @@ napi_value op_silu_mul_backward(napi_env env, napi_callback_info info) {
     op_throw_value(&call, "dg and du must be both Float32Arrays or both Uint16Arrays of bf16 bits");
     return NULL;
   }
-  if (dg.is_bf16)
-    silu_mul_backward_bf16_out_parallel(dg.data, du.data, da.data, gate.data, up.data, n);
-  else
-    silu_mul_backward_f32_parallel(dg.data, du.data, da.data, gate.data, up.data, n);
+  silu_mul_backward_parallel(dg.data, du.data, dg.is_bf16, da.data, gate.data, up.data, n);
   return NULL;
 }
 
