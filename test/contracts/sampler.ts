@@ -132,7 +132,10 @@ export function samplerContract(
       }
       const last = events[events.length - 1]!;
       assert.ok(last.type === 'finish' && last.reason === 'cancelled', `ended with ${JSON.stringify(last)}`);
-      assert.ok(events.length < 50, `${events.length} events after the abort`);
+      // Tokens already sampled when the cancel reaches the engine still arrive, and how many
+      // depends on the decode speed (the tiny model's went from about 20 to about 50 when its
+      // kernels got faster): the bound says the cancel took effect long before the 1000 tokens.
+      assert.ok(events.length < 250, `${events.length} events after the abort (of up to 1000)`);
 
       let n = 0;
       for await (const e of f.sampler.generate(promptOf(f.vocab, 5, 4), long))
