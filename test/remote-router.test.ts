@@ -49,6 +49,12 @@ test('requests with one routing key go to one server; the keys spread over both'
   assert.equal(new Set(owners.values()).size, 2, 'eight sessions all went to one server');
 });
 
+test('only a router over several servers asks the gateway for the session first', async () => {
+  // With one server there is nothing to choose: its request goes out before the turn is recorded.
+  assert.equal(routerOver(doubles.slice(0, 1)).routesBySession, false);
+  assert.equal(routerOver(doubles).routesBySession, true);
+});
+
 test('publication: all servers load it before new requests; those in flight finish; none refused', async () => {
   const router = routerOver(doubles);
   const config = doubles[0]!.engine.folder.config;

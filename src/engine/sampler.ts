@@ -131,7 +131,11 @@ export interface Sampler {
    * the gateway records the request.
    */
   readonly routesBySession?: boolean;
-  /** Streams one completion of promptIds. Breaking out of the loop cancels the generation. */
+  /**
+   * Streams one completion of promptIds. The generation starts when this is called, not when the
+   * stream is first read (./start-now.ts for samplers written as async generators). Breaking out
+   * of the loop cancels it; so does aborting `signal`, read or not.
+   */
   generate(promptIds: readonly number[], params: SamplingParams, signal?: AbortSignal): AsyncIterable<GenerationEvent>;
   /** Switches new requests to `version` (in-flight ones finish on theirs); resolves with the switch's ms. */
   use(version: PolicyVersion): Promise<number>;

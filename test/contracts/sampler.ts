@@ -42,12 +42,26 @@ export async function collect(
   params: SamplingParams,
   signal?: AbortSignal,
 ): Promise<Generated> {
+  return read(sampler.generate(promptIds, params, signal));
+}
+
+/** Reads a stream to its end. */
+export async function read(stream: AsyncIterable<GenerationEvent>): Promise<Generated> {
   const events: GenerationEvent[] = [];
-  for await (const e of sampler.generate(promptIds, params, signal)) events.push(e);
+  for await (const e of stream) events.push(e);
   const tokens = events.flatMap((e) => (e.type === 'token' ? [e.token] : []));
   const finish = events[events.length - 1];
   assert.ok(finish?.type === 'finish', 'the stream ends with a finish event');
   return { ids: tokens.map((t) => t.id), logprobs: tokens.map((t) => t.logprob), finish, events };
+}
+
+/** Resolves once `holds()` is true, checking every 10 ms; fails with `message` after 20 s. */
+async function waitFor(holds: () => boolean, message: string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (!holds()) {
+    if (Date.now() > deadline) assert.fail(message);
+    await new Promise((r) => setTimeout(r, 10));
+  }
 }
 
 export function maxAbsDiff(a: readonly number[], b: readonly number[]): number {
@@ -145,6 +159,35 @@ export function samplerContract(
       const after = await collect(f.sampler, promptOf(f.vocab, 5, 5), { maxTokens: 2, seed: 2, stopTokenIds: [] });
       assert.ok(after.ids.length >= 1);
       if (f.inFlight) assert.equal(f.inFlight(), 0, 'the generation broken out of still runs');
+    });
+
+    test('generate() starts at once; a stream aborted before it is read ends cancelled, and one never read frees its place', async () => {
+      const f = fixture();
+      const long: SamplingParams = { maxTokens: 1000, seed: 3, stopTokenIds: [] };
+      // As serve does: asked for, then stopped before reading (a request refused while it was recorded).
+      const controller = new AbortController();
+      const stream = f.sampler.generate(promptOf(f.vocab, 5, 6), long, controller.signal);
+      if (f.inFlight) {
+        const inFlight = f.inFlight;
+        await waitFor(() => inFlight() > 0, 'generate() did not start the generation before its stream was read');
+      }
+      controller.abort();
+      const stopped = await read(stream);
+      assert.equal(stopped.finish.reason, 'cancelled');
+      assert.ok(stopped.ids.length < 250, `${stopped.ids.length} tokens after the abort (of up to 1000)`);
+      // More streams than any backend here runs at once, aborted and never read: each must give its
+      // place back, or the request after them waits forever.
+      for (let i = 0; i < 10; i++) {
+        const c = new AbortController();
+        f.sampler.generate(promptOf(f.vocab, 5, 10 + i), long, c.signal);
+        c.abort();
+      }
+      const after = await collect(f.sampler, promptOf(f.vocab, 5, 7), { maxTokens: 2, seed: 2, stopTokenIds: [] });
+      assert.equal(after.finish.reason, 'length');
+      if (f.inFlight) {
+        const inFlight = f.inFlight;
+        await waitFor(() => inFlight() === 0, 'the aborted streams nobody read still run');
+      }
     });
 
     test('use(v) switches new requests; one in flight finishes on its version, with its weights', async () => {

@@ -23,7 +23,8 @@ import { readPolicyUpdate } from '../local/policy-versions.js';
 import { createRng, randomSeed } from '../local/sampling/random.js';
 import { Lora } from '../local/train/lora.js';
 import type { PolicyVersion } from '../policy-version.js';
-import { resolveSamplingParams } from '../sampler.js';
+import { type ResolvedParams, resolveSamplingParams } from '../sampler.js';
+import { startNow } from '../start-now.js';
 import type {
   FinishReason,
   GenerationEvent,
@@ -150,12 +151,17 @@ export class LlamaCppSampler implements Sampler, Scorer {
     return this.running;
   }
 
-  async *generate(
+  /** Starts at once: the prompt prefills while the caller does its own work before reading. */
+  generate(promptIds: readonly number[], params: SamplingParams, signal?: AbortSignal): AsyncIterable<GenerationEvent> {
+    return startNow(this.run(promptIds, params, this.resolve(params, promptIds), signal), signal);
+  }
+
+  private async *run(
     promptIds: readonly number[],
     params: SamplingParams,
+    s: ResolvedParams & { seed: number },
     signal?: AbortSignal,
-  ): AsyncIterable<GenerationEvent> {
-    const s = this.resolve(params, promptIds);
+  ): AsyncGenerator<GenerationEvent, void> {
     const served = this.versionFor(params.version ?? this.serving.version);
     this.running++;
     let seq: LlamaContextSequence;
@@ -370,7 +376,7 @@ export class LlamaCppSampler implements Sampler, Scorer {
         throw new RangeError(`token id ${id} is outside the vocabulary (0..${this.config.vocabSize - 1})`);
   }
 
-  private resolve(p: SamplingParams, promptIds: readonly number[]) {
+  private resolve(p: SamplingParams, promptIds: readonly number[]): ResolvedParams & { seed: number } {
     const resolved = resolveSamplingParams(p, promptIds.length, this.opts.contextSize);
     this.checkIds(promptIds);
     return { ...resolved, seed: resolved.seed ?? randomSeed() };

@@ -272,13 +272,18 @@ export class LocalEngine implements Sampler, Scorer {
 
   private onMessage(m: FromWorker): void {
     if (m.type === 'events') {
-      for (const { id, event } of m.items) this.streams.get(id)?.push(event);
+      for (const { id, event } of m.items) {
+        this.streams.get(id)?.push(event);
+        // Nothing follows a finish: the stream keeps its events for its reader, if it ever reads.
+        if (event.type === 'finish') this.streams.delete(id);
+      }
     } else if (m.type === 'scored') {
       this.scores.get(m.id)?.resolve(m.result);
       this.scores.delete(m.id);
     } else if (m.type === 'failed') {
       const err = new Error(m.message);
       this.streams.get(m.id)?.fail(err);
+      this.streams.delete(m.id);
       this.scores.get(m.id)?.reject(err);
       this.scores.delete(m.id);
     } else if (m.type === 'published') {

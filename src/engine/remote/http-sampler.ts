@@ -11,6 +11,7 @@
 
 import type { PolicyVersion } from '../policy-version.js';
 import { type ResolvedParams, resolveSamplingParams } from '../sampler.js';
+import { startNow } from '../start-now.js';
 import type {
   FinishReason,
   GenerationEvent,
@@ -93,11 +94,16 @@ export abstract class HttpSampler implements Sampler, Scorer {
     return resolveSamplingParams(p, promptIds.length, this.opts.contextLength);
   }
 
+  /** Starts at once: the request goes out while the caller does its own work before reading. */
   generate(promptIds: readonly number[], params: SamplingParams, signal?: AbortSignal): AsyncIterable<GenerationEvent> {
-    return this.run(promptIds, this.check(promptIds, params), signal);
+    return startNow(this.run(promptIds, this.check(promptIds, params), signal), signal);
   }
 
-  private async *run(promptIds: readonly number[], p: ResolvedParams, signal?: AbortSignal) {
+  private async *run(
+    promptIds: readonly number[],
+    p: ResolvedParams,
+    signal?: AbortSignal,
+  ): AsyncGenerator<GenerationEvent, void> {
     const controller = new AbortController();
     const onAbort = () => controller.abort();
     if (signal?.aborted) controller.abort();

@@ -11,6 +11,7 @@ import type { PolicyVersion } from '../policy-version.js';
 import type { GenerationEvent, Sampler, SamplingParams, ScoredCompletion, ScoreOptions, Scorer } from '../types.js';
 import { ServerUnavailableError } from './http.js';
 import type { ResolvedParams } from '../sampler.js';
+import { startNow } from '../start-now.js';
 
 /** One server's backend (VllmSampler, SglangSampler). */
 export interface RoutedSampler extends Sampler, Scorer {
@@ -35,7 +36,6 @@ interface Server {
 }
 
 export class SamplerRouter implements Sampler, Scorer {
-  readonly routesBySession = true;
   private readonly servers: Server[];
   private turn = 0;
   private latest: PolicyVersion | null = null;
@@ -54,16 +54,28 @@ export class SamplerRouter implements Sampler, Scorer {
     }));
   }
 
+  /**
+   * With several servers the gateway identifies the session first, so that its requests go to one
+   * server (its prefix cache); with one there is nothing to choose, and the request goes out at once.
+   */
+  get routesBySession(): boolean {
+    return this.servers.length > 1;
+  }
+
   health(): ServerHealth[] {
     return this.servers.map((s) => ({ ...s.health }));
   }
 
   generate(promptIds: readonly number[], params: SamplingParams, signal?: AbortSignal): AsyncIterable<GenerationEvent> {
     this.servers[0]!.sampler.check(promptIds, params);
-    return this.route(promptIds, params, signal);
+    return startNow(this.route(promptIds, params, signal), signal);
   }
 
-  private async *route(promptIds: readonly number[], params: SamplingParams, signal?: AbortSignal) {
+  private async *route(
+    promptIds: readonly number[],
+    params: SamplingParams,
+    signal?: AbortSignal,
+  ): AsyncGenerator<GenerationEvent, void> {
     const failures: string[] = [];
     for (const server of await this.candidates(params.routingKey)) {
       let started = false;
