@@ -23,10 +23,17 @@ export interface TinyModelOptions {
   initStd?: number;
 }
 
+/** Scratch folders to remove at exit: one exit listener for all (one each passed Node's limit of 10). */
+const scratchDirs: string[] = [];
+
 /** A scratch folder removed when the process exits. */
 export function scratchDir(prefix: string): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
-  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  if (scratchDirs.length === 0)
+    process.once('exit', () => {
+      for (const d of scratchDirs) rmSync(d, { recursive: true, force: true });
+    });
+  scratchDirs.push(dir);
   return dir;
 }
 
