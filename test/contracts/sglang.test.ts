@@ -6,7 +6,12 @@ import { test } from 'node:test';
 import { RemoteServerError } from '../../src/engine/remote/http.js';
 import { SglangSampler } from '../../src/engine/remote/sglang.js';
 import { makeTinyModel } from '../helpers/models.js';
-import { remoteExactnessTest, remoteFixture, remoteVersionTests } from '../helpers/remote-fixture.js';
+import {
+  remoteConnectionTest,
+  remoteExactnessTest,
+  remoteFixture,
+  remoteVersionTests,
+} from '../helpers/remote-fixture.js';
 import { startSglangDouble } from '../helpers/sglang-double.js';
 import { collect, samplerContract, scorerContract } from './sampler.js';
 
@@ -25,6 +30,7 @@ scorerContract('SGLang over HTTP (protocol test double)', openSglang);
 remoteVersionTests('SGLang', model, openSglang, '/unload_lora_adapter');
 
 remoteExactnessTest('SGLang', openSglang);
+remoteConnectionTest('SGLang', openSglang);
 
 test('SGLang: a wrong key and a server answering outside the protocol are clear errors', async () => {
   const double = await startSglangDouble(model, { apiKey: KEY });

@@ -8,7 +8,12 @@ import type { AddressInfo } from 'node:net';
 import { RemoteServerError, ServerUnavailableError } from '../../src/engine/remote/http.js';
 import { VllmSampler } from '../../src/engine/remote/vllm.js';
 import { makeTinyModel } from '../helpers/models.js';
-import { remoteExactnessTest, remoteFixture, remoteVersionTests } from '../helpers/remote-fixture.js';
+import {
+  remoteConnectionTest,
+  remoteExactnessTest,
+  remoteFixture,
+  remoteVersionTests,
+} from '../helpers/remote-fixture.js';
 import { startVllmDouble, VLLM_DOUBLE_MODEL } from '../helpers/vllm-double.js';
 import { collect, samplerContract, scorerContract } from './sampler.js';
 
@@ -27,6 +32,7 @@ scorerContract('vLLM over HTTP (protocol test double)', openVllm);
 remoteVersionTests('vLLM', model, openVllm, '/v1/unload_lora_adapter');
 
 remoteExactnessTest('vLLM', openVllm);
+remoteConnectionTest('vLLM', openVllm);
 
 test('vLLM: a wrong key and a server answering outside the protocol are clear errors', async () => {
   const double = await startVllmDouble(model, { apiKey: KEY });

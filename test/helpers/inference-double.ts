@@ -17,6 +17,8 @@ export interface InferenceDouble {
   served: ServedGeneration[];
   /** Generation requests per routing: how many this double served. */
   generations(): number;
+  /** TCP connections clients opened to it (a client that keeps its connection alive opens one). */
+  connections(): number;
   /** While true, every route answers 503, as a server that is overloaded or restarting. */
   unavailable: boolean;
   /** Stops listening: new connections are refused, as a server that went down. */
@@ -144,6 +146,8 @@ export async function startDouble(
       else res.destroy();
     }
   });
+  let connections = 0;
+  server.on('connection', () => connections++);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const { port } = server.address() as AddressInfo;
   let stopped = false;
@@ -159,6 +163,7 @@ export async function startDouble(
     routes,
     served,
     generations: () => generations,
+    connections: () => connections,
     stop,
     async close() {
       await stop();

@@ -38,6 +38,26 @@ export function remoteFixture(
   };
 }
 
+/**
+ * Generations one after another share one kept-alive connection: a stream left unread at its end
+ * closes its connection, and every request would then wait for a new one (and a TLS handshake
+ * where the server is remote).
+ */
+export function remoteConnectionTest(name: string, open: () => Promise<ReturnType<typeof remoteFixture>>): void {
+  test(`${name}: generations one after another reuse one connection`, async () => {
+    const f = await open();
+    try {
+      for (let i = 0; i < 5; i++) {
+        const g = await collect(f.sampler, [5, 17, 29], { maxTokens: 4, seed: i, stopTokenIds: [] });
+        assert.equal(g.finish.reason, 'length');
+      }
+      assert.equal(f.double.connections(), 1, 'each generation opened a connection of its own');
+    } finally {
+      await f.close();
+    }
+  });
+}
+
 /** The double serves the engine's own tokens and log-probs: the HTTP backend must hand them over exactly. */
 export function remoteExactnessTest(name: string, open: () => Promise<ReturnType<typeof remoteFixture>>): void {
   test(`${name}: the tokens and log-probs are the engine's, exactly, top-k included`, async () => {

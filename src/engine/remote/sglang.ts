@@ -68,7 +68,10 @@ export class SglangSampler extends HttpSampler {
     const server = `SGLang at ${this.client.baseUrl}`;
     let meta: MetaInfo | null = null;
     let n = 0;
+    // Read to the stream's end even after the finish: a response left unread closes its connection,
+    // and the next request would wait for a new one (0.1-0.2 ms here).
     for await (const event of this.client.postStream('/generate', body, signal)) {
+      if (meta?.finish_reason) continue;
       meta = (event as { meta_info?: MetaInfo }).meta_info ?? null;
       expectShape(meta !== null && typeof meta === 'object', server, 'an event without meta_info');
       const all = meta.output_token_logprobs ?? [];
@@ -84,7 +87,6 @@ export class SglangSampler extends HttpSampler {
         n++;
         yield { id, logprob, sampledLogprob: sampledLogprobOf(logprob, p), ...(top ? { top } : {}) };
       }
-      if (meta.finish_reason) break;
     }
     const finish = meta?.finish_reason;
     if (!finish) throw new RemoteServerError(`${server}: the stream ended without a finish_reason`);
