@@ -63,6 +63,8 @@ export interface LlamaContextOptions {
   threads?: number;
   flashAttention?: boolean;
   lora?: { adapters: { filePath: string; scale?: number }[] };
+  /** When a context's queued evaluations go to llama.cpp as one batch (default "nextCycle": setImmediate). */
+  batching?: { dispatchSchedule?: 'nextCycle' | ((dispatch: () => void) => void) };
 }
 
 export interface LlamaModel {
