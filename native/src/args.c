@@ -132,27 +132,28 @@ bool op_f32_array(OpCall* call, size_t index, const char* name, F32Array* out) {
   return true;
 }
 
-bool op_f32_array_or_null(OpCall* call, size_t index, const char* name, F32Array* out) {
+// A typed array of `type`, or null (data NULL, length 0).
+static bool typed_array_or_null(OpCall* call, size_t index, const char* name, napi_typedarray_type type,
+                                const char* expected, void** data, size_t* length) {
   if (is_type(call, index, napi_null)) {
-    out->data = NULL;
-    out->length = 0;
+    *data = NULL;
+    *length = 0;
     return true;
   }
+  return get_typed_array(call, index, name, type, expected, data, length);
+}
+
+bool op_f32_array_or_null(OpCall* call, size_t index, const char* name, F32Array* out) {
   void* data;
-  if (!get_typed_array(call, index, name, napi_float32_array, "Float32Array or null", &data, &out->length))
+  if (!typed_array_or_null(call, index, name, napi_float32_array, "Float32Array or null", &data, &out->length))
     return false;
   out->data = data;
   return true;
 }
 
 bool op_u16_array_or_null(OpCall* call, size_t index, const char* name, U16Array* out) {
-  if (is_type(call, index, napi_null)) {
-    out->data = NULL;
-    out->length = 0;
-    return true;
-  }
   void* data;
-  if (!get_typed_array(call, index, name, napi_uint16_array, "Uint16Array or null", &data, &out->length))
+  if (!typed_array_or_null(call, index, name, napi_uint16_array, "Uint16Array or null", &data, &out->length))
     return false;
   out->data = data;
   return true;
