@@ -7,7 +7,10 @@
 //               core (printed; Cooperlake on this EPYC)
 //   bf16        torch.autocast('cpu', dtype=torch.bfloat16) (oneDNN bf16 matmuls), vars set
 //   bf16-own    the same with the vars removed
-// Ours: fp32, and bf16 when the learner takes `precision` (see PRECISION below). Printed: time
+// Ours: fp32, and bf16 when the learner takes `precision` (see PRECISION below), run as
+// `openclaw-rl train` runs it: the learner on the main thread, idle OpenMP threads spinning
+// briefly before they sleep (spinIdleThreadsWhileTraining; OMP_WAIT_POLICY=passive measures the
+// policy serve keeps, where they sleep at once). Printed: time
 // and CPU time per step, ours against each PyTorch configuration and against the targets
 // (>= 1.5x PyTorch's best fp32, >= 1.0x PyTorch's best bf16 autocast), and the fraction of the
 // best GEMM peak measured in this run (ours sgemm and gemmBf16, torch fp32/bf16 matmul; target
@@ -24,12 +27,13 @@
 import { spawnSync } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
-import { LocalEngine } from '../src/engine/local/engine.js';
 import { loadKernels } from '../src/engine/local/kernels/index.js';
-import { LocalLearner } from '../src/engine/local/learner.js';
+import { spinIdleThreadsWhileTraining } from '../src/engine/local/kernels/native.js';
 import type { ModelConfig } from '../src/engine/local/model/config.js';
+import { readModelFolder } from '../src/engine/local/model/folder.js';
+import { loadWeights } from '../src/engine/local/model/weights.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
-import type { LearnerConfig } from '../src/engine/local/train/learner.js';
+import { DEFAULT_LEARNER, LearnerCore, type LearnerConfig } from '../src/engine/local/train/learner.js';
 import type { TrainingSample } from '../src/engine/types.js';
 import { DEFAULT_PPO } from '../src/learn/ppo.js';
 import { envWithoutOpenblasOverrides, median, printMachine } from './machine.js';
@@ -99,8 +103,11 @@ interface StepResult {
 }
 
 async function measureOurs(dir: string, lora: boolean, precision: Precision): Promise<StepResult | string> {
-  const engine = await LocalEngine.open(dir, { threads: THREADS });
-  const config: Partial<LearnerConfig> = {
+  const { config: cfg } = readModelFolder(dir);
+  const kernels = loadKernels();
+  kernels.setThreads(THREADS);
+  const config: LearnerConfig = {
+    ...DEFAULT_LEARNER,
     mode: lora
       ? { kind: 'lora', spec: { ...LORA, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } }
       : { kind: 'full' },
@@ -108,11 +115,10 @@ async function measureOurs(dir: string, lora: boolean, precision: Precision): Pr
     microBatchTokens: SEQ,
     precision,
   };
-  const learner = await LocalLearner.open(engine, { threads: THREADS, config });
+  let learner: LearnerCore | null = new LearnerCore(cfg, loadWeights(dir, cfg), config, kernels);
   try {
     const rng = createRng(1);
-    const V = engine.folder.config.vocabSize;
-    const ids = Array.from({ length: SEQ }, () => Math.floor(rng.next() * V));
+    const ids = Array.from({ length: SEQ }, () => Math.floor(rng.next() * cfg.vocabSize));
     const sample: TrainingSample = {
       promptIds: ids.slice(0, SEQ / 2),
       completionIds: ids.slice(SEQ / 2),
@@ -123,20 +129,19 @@ async function measureOurs(dir: string, lora: boolean, precision: Precision): Pr
     for (let s = 0; s <= STEPS; s++) {
       const t0 = performance.now(),
         c0 = process.cpuUsage();
-      await learner.forwardBackward([sample], DEFAULT_PPO.loss);
-      await learner.optimStep();
+      learner.forwardBackward([sample], DEFAULT_PPO.loss);
+      learner.optimStep();
       const c = process.cpuUsage(c0);
       if (s === 0) continue; // warm-up
       times.push((performance.now() - t0) / 1000);
       cpu.push((c.user + c.system) / 1e6);
     }
-    return { seconds: median(times), cpuSeconds: median(cpu), cfg: engine.folder.config };
+    return { seconds: median(times), cpuSeconds: median(cpu), cfg };
   } finally {
-    await learner.close();
-    await engine.close();
-    // The closed model's gigabytes of arrays go back only when V8 collects them, and it has no reason
-    // to before PyTorch's run, which then shares the memory with them (the OOM killer stopped a
-    // full fine-tuning round at 12 + 12 GB on a 24 GB machine): collect now (npm script: --expose-gc).
+    learner = null;
+    // The model's gigabytes of arrays go back only when V8 collects them, and it has no reason to
+    // before PyTorch's run, which then shares the memory with them (the OOM killer stopped a full
+    // fine-tuning round at 12 + 12 GB on a 24 GB machine): collect now (npm script: --expose-gc).
     (globalThis as { gc?: () => void }).gc?.();
   }
 }
@@ -148,6 +153,15 @@ interface TorchResult {
   openblasCore: string | null;
   gemmPeakGflops: Record<string, number> | null;
   autocast: string | null;
+}
+
+/** Idle OpenMP threads spin briefly in our runs (see the header); PyTorch keeps its own default. */
+const spinning = spinIdleThreadsWhileTraining();
+
+function torchEnv(ownOpenblasCore: boolean): NodeJS.ProcessEnv {
+  const env = ownOpenblasCore ? envWithoutOpenblasOverrides() : { ...process.env };
+  if (spinning) delete env.GOMP_SPINCOUNT;
+  return env;
 }
 
 function measureTorch(dir: string, lora: boolean, config: string, gemmPeak: boolean): TorchResult | string {
@@ -164,7 +178,7 @@ function measureTorch(dir: string, lora: boolean, config: string, gemmPeak: bool
     }),
     encoding: 'utf8',
     maxBuffer: 16 * 1024 * 1024,
-    env: own ? envWithoutOpenblasOverrides() : process.env,
+    env: torchEnv(own),
   });
   if (run.status !== 0) {
     // A run the kernel's OOM killer stops leaves no stderr: say which signal ended it.
@@ -182,6 +196,9 @@ async function main() {
   const presets = (which.length ? which : ['tiny', 'qwen3-0.6b']) as BenchPreset[];
   const modes = (process.env.BENCH_MODES ?? 'lora,full').split(',');
   printMachine(THREADS);
+  console.log(
+    `ours: the learner on the main thread, as train runs it; idle OpenMP threads: OMP_WAIT_POLICY=${process.env.OMP_WAIT_POLICY ?? 'unset'}, GOMP_SPINCOUNT=${process.env.GOMP_SPINCOUNT ?? 'unset'}${spinning ? ' (set as train sets it)' : ''}`,
+  );
   const peaks: Record<string, number> = {
     'ours sgemm fp32-1024': ourSgemmPeak(1024),
     'ours sgemm fp32-2048': ourSgemmPeak(2048),

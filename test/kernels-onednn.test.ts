@@ -155,6 +155,28 @@ describe('the native GEMM backend', { skip: skipNative }, () => {
     assert.equal(policyAfterWorkerLoad('active'), 'active');
   });
 
+  test('a process that only trains makes idle OpenMP threads spin briefly first, unless the user chose', () => {
+    const afterTrainingLoad = (chosen: Record<string, string>): string => {
+      const { OMP_WAIT_POLICY: _, GOMP_SPINCOUNT: __, ...env } = process.env;
+      const script = `import { loadNativeKernels, spinIdleThreadsWhileTraining } from ${JSON.stringify(nativePath)};
+        const set = spinIdleThreadsWhileTraining();
+        loadNativeKernels();
+        let late = 'no error';
+        try { spinIdleThreadsWhileTraining(); } catch (e) { late = e.message; }
+        console.log([set, process.env.OMP_WAIT_POLICY ?? 'unset', process.env.GOMP_SPINCOUNT ?? 'unset', late].join(' | '));`;
+      const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+        env: { ...env, ...chosen },
+        encoding: 'utf8',
+      });
+      assert.equal(child.status, 0, child.stderr);
+      return child.stdout.trim();
+    };
+    const late = 'spinIdleThreadsWhileTraining() comes too late: the native kernels have loaded';
+    assert.equal(afterTrainingLoad({}), `true | unset | 4000 | ${late}`);
+    assert.equal(afterTrainingLoad({ OMP_WAIT_POLICY: 'passive' }), `false | passive | unset | ${late}`);
+    assert.equal(afterTrainingLoad({ GOMP_SPINCOUNT: '0' }), `false | unset | 0 | ${late}`);
+  });
+
   test('setThreads(1) and back keeps sgemm correct', () => {
     native().setThreads(1);
     try {

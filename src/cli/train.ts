@@ -9,6 +9,7 @@
 import { readFileSync, renameSync, rmSync, existsSync, readdirSync, mkdirSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { loadKernels } from '../engine/local/kernels/index.js';
+import { spinIdleThreadsWhileTraining } from '../engine/local/kernels/native.js';
 import { readModelFolder } from '../engine/local/model/folder.js';
 import { saveModelFolder } from '../engine/local/model/save.js';
 import { loadWeights } from '../engine/local/model/weights.js';
@@ -112,6 +113,8 @@ export async function runTrain(argv: string[]): Promise<number> {
     miniBatchSize: batchSize,
     epochs: numberFlag(v, 'epochs', { integer: true, min: 1 }) ?? 1,
   };
+  // Nothing else runs in this process: kernels follow each other, so idle threads wait spinning.
+  spinIdleThreadsWhileTraining();
   const kernels = loadKernels();
   const threads = numberFlag(v, 'threads', { integer: true, min: 1 });
   if (threads) kernels.setThreads(threads);

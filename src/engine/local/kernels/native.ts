@@ -27,6 +27,29 @@ type NativeAddon = Omit<Kernels, 'name' | 'info' | 'threads'> & {
   readonly info: KernelInfo;
 };
 
+/** Whether this thread has loaded the addon (and with it libgomp, which has read its environment). */
+let nativeLoaded = false;
+
+/** Rounds an idle OpenMP thread spins before it sleeps, in a process that only trains. */
+export const TRAINING_SPIN_ROUNDS = '4000';
+
+/**
+ * For a process that trains and serves nothing (`train`, the training benchmark): idle OpenMP
+ * threads spin TRAINING_SPIN_ROUNDS rounds (about 0.1 ms here) before they sleep, instead of
+ * sleeping at once as openmp_env.c makes them for serving. A LoRA step at the 0.6B shape runs
+ * about 2,500 parallel regions back to back, and waking sleeping workers for each (a futex wake,
+ * tens of microseconds on a VM) cost about 5% of the step (docs/cpu-performance.md). Returns
+ * whether it set GOMP_SPINCOUNT: not where the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT. Call
+ * it on the main thread (a worker's process.env never reaches the C environment) before the
+ * kernels first load: libgomp reads its environment once.
+ */
+export function spinIdleThreadsWhileTraining(): boolean {
+  if (nativeLoaded) throw new Error('spinIdleThreadsWhileTraining() comes too late: the native kernels have loaded');
+  if (process.env.OMP_WAIT_POLICY !== undefined || process.env.GOMP_SPINCOUNT !== undefined) return false;
+  process.env.GOMP_SPINCOUNT = TRAINING_SPIN_ROUNDS;
+  return true;
+}
+
 /** Loads the addon (once per thread, by Node's module cache) or throws an Error saying why and how to fix it. */
 export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernels {
   let addon: NativeAddon;
@@ -38,6 +61,7 @@ export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernel
     const openMpEnv = join(dirname(addonPath), 'openclaw_openmp_env.node');
     if (existsSync(openMpEnv)) require(openMpEnv);
     addon = require(addonPath) as NativeAddon;
+    nativeLoaded = true;
   } catch (err) {
     throw new Error(
       `native kernels unavailable: ${loadFailure(err, addonPath)}. For the fast path: ${NATIVE_BUILD_HINT}`,
