@@ -102,7 +102,7 @@ interface StepResult {
   cfg?: ModelConfig;
 }
 
-async function measureOurs(dir: string, lora: boolean, precision: Precision): Promise<StepResult | string> {
+function measureOurs(dir: string, lora: boolean, precision: Precision): StepResult {
   const { config: cfg } = readModelFolder(dir);
   const kernels = loadKernels();
   kernels.setThreads(THREADS);
@@ -226,7 +226,7 @@ async function main() {
             roundPeaks.push(ourBf16Peak(2048));
             peaks[`ours gemmBf16 bf16-2048 (${preset} ${mode}, round ${round + 1})`] = roundPeaks.at(-1)!;
           }
-          record(`ours ${p}`, await measureOurs(dir, lora, p));
+          record(`ours ${p}`, measureOurs(dir, lora, p));
         }
         for (const c of TORCH_CONFIGS) {
           // torch's matmul peaks once per OpenBLAS setting (as configured, own core choice)

@@ -31,7 +31,7 @@ type NativeAddon = Omit<Kernels, 'name' | 'info' | 'threads'> & {
 let nativeLoaded = false;
 
 /** Rounds an idle OpenMP thread spins before it sleeps, in a process that only trains. */
-export const TRAINING_SPIN_ROUNDS = '4000';
+const TRAINING_SPIN_ROUNDS = '4000';
 
 /**
  * For a process that trains and serves nothing (`train`, the training benchmark): idle OpenMP
