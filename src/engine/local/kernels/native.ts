@@ -36,9 +36,10 @@ const TRAINING_SPIN_ROUNDS = '4000';
 /**
  * For a process that trains and serves nothing (`train`, the training benchmark): idle OpenMP
  * threads spin TRAINING_SPIN_ROUNDS rounds (about 0.1 ms here) before they sleep, instead of
- * sleeping at once as openmp_env.c makes them for serving. A LoRA step at the 0.6B shape runs
- * about 2,500 parallel regions back to back, and waking sleeping workers for each (a futex wake,
- * tens of microseconds on a VM) cost about 5% of the step (docs/cpu-performance.md). Returns
+ * sleeping at once as openmp_env.c makes them for serving. A LoRA step at the 0.6B shape makes
+ * about 2,200 kernel calls back to back, nearly all parallel regions, and waking the sleeping
+ * workers for each (a futex wake, tens of microseconds on a VM) cost about 5% of the step
+ * (docs/cpu-performance.md). Returns
  * whether it set GOMP_SPINCOUNT: not where the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT. Call
  * it on the main thread (a worker's process.env never reaches the C environment) before the
  * kernels first load: libgomp reads its environment once.
