@@ -19,6 +19,7 @@
         "src/bf16_ops.c",
         "src/small_k.c",
         "src/gemv.c",
+        "src/spin_pool.c",
         "src/int8.c",
         "src/int8_vnni.c",
         "src/onednn.c",

@@ -6,6 +6,7 @@
 
 #include "gemm.h"
 #include "ops.h"
+#include "spin_pool.h"
 
 // Bumped whenever an export changes meaning, so that a stale build is refused with a
 // "rebuild" message instead of being called with the wrong arguments.
@@ -18,7 +19,9 @@ NAPI_MODULE_INIT() {
     napi_throw_error(env, NULL, refusal);
     return NULL;
   }
-  if (napi_create_uint32(env, ADDON_API_VERSION, &version) != napi_ok || !(gemm = gemm_info(env))) return NULL;
+  if (napi_create_uint32(env, ADDON_API_VERSION, &version) != napi_ok || !(gemm = gemm_info(env)) ||
+      napi_add_env_cleanup_hook(env, pool_release, NULL) != napi_ok)
+    return NULL;
   const napi_property_descriptor properties[] = {
       {"apiVersion", NULL, NULL, NULL, NULL, version, napi_enumerable, NULL},
       {"info", NULL, NULL, NULL, NULL, gemm, napi_enumerable, NULL},

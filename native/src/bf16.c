@@ -7,6 +7,7 @@
 
 #include "dispatch.h"
 #include "parallel.h"
+#include "spin_pool.h"
 #include "vec_math.h"
 
 typedef uint16_t u16x8 __attribute__((vector_size(16)));
@@ -136,12 +137,24 @@ static void gemm_bf16_columns(size_t m, size_t first, size_t count, size_t k, fl
     }
 }
 
+typedef struct {
+  size_t m, n, k, ldb, ldc;
+  float alpha, beta;
+  const float* a;
+  const uint16_t* b;
+  float* c;
+} BF16Rows;
+
+static void bf16_rows_share(void* ctx, size_t me, size_t team) {
+  const BF16Rows* r = ctx;
+  size_t first, count;
+  member_share(r->n, me, team, &first, &count);
+  gemm_bf16_columns(r->m, first, count, r->k, r->alpha, r->a, r->b, r->ldb, r->beta, r->c, r->ldc);
+}
+
+// On decode's pool (spin_pool.c): these are decode's products, one to a few rows.
 void gemm_bf16_rows(size_t m, size_t n, size_t k, float alpha, const float* a, const uint16_t* b, size_t ldb,
                     float beta, float* c, size_t ldc) {
-#pragma omp parallel if (n * k >= PARALLEL_MIN_ELEMENTS)
-  {
-    size_t first, count;
-    thread_share(n, &first, &count);
-    gemm_bf16_columns(m, first, count, k, alpha, a, b, ldb, beta, c, ldc);
-  }
+  BF16Rows r = {.m = m, .n = n, .k = k, .ldb = ldb, .ldc = ldc, .alpha = alpha, .beta = beta, .a = a, .b = b, .c = c};
+  pool_run(n * k, bf16_rows_share, &r);
 }

@@ -30,7 +30,8 @@ bool gemm_uses_onednn(void);
 // The `info` export: { gemm, isa, int8Dot, bf16Instructions } (see KernelInfo in kernels.ts).
 napi_value gemm_info(napi_env env);
 
-// Sets the threads of the calling thread's OpenMP teams (oneDNN and the addon's own loops).
+// Sets the threads of the calling thread's OpenMP teams (oneDNN and the addon's own loops) and
+// so of its decode pool (spin_pool.c).
 void gemm_set_threads(int threads);
 
 // Row-major sgemm on oneDNN. Returns NULL, or oneDNN's complaint.

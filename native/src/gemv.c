@@ -1,11 +1,12 @@
-// y = alpha * A x + beta * y for a row-major A, as one dot product per row, on the OpenMP
-// threads (in a oneDNN build; see binding.gyp). oneDNN's sgemm with one row is 2-3x slower than
-// this on the 151936 x 1024 output head (bench/gemm.ts), and OpenBLAS's sgemv would bring its
-// own thread pool into a decode step that otherwise runs on OpenMP's (see blas_ops.c).
+// y = alpha * A x + beta * y for a row-major A, as one dot product per row, on decode's pool
+// (spin_pool.c; threaded in a oneDNN build, see binding.gyp). oneDNN's sgemm with one row is
+// 2-3x slower than this on the 151936 x 1024 output head (bench/gemm.ts), and OpenBLAS's sgemv
+// would bring its own spinning thread pool into a decode step (see blas_ops.c).
 #include "gemm.h"
 
 #include "dispatch.h"
 #include "parallel.h"
+#include "spin_pool.h"
 #include "vec_math.h"
 
 SIMD_CLONES
@@ -17,11 +18,21 @@ static void gemv_rows(size_t first, size_t count, size_t n, float alpha, const f
   }
 }
 
+typedef struct {
+  size_t m, n, lda;
+  float alpha, beta;
+  const float *a, *x;
+  float* y;
+} Gemv;
+
+static void gemv_share(void* ctx, size_t me, size_t team) {
+  const Gemv* g = ctx;
+  size_t first, count;
+  member_share(g->m, me, team, &first, &count);
+  gemv_rows(first, count, g->n, g->alpha, g->a, g->lda, g->x, g->beta, g->y);
+}
+
 void gemv_f32(size_t m, size_t n, float alpha, const float* a, size_t lda, const float* x, float beta, float* y) {
-#pragma omp parallel if (m * n >= PARALLEL_MIN_ELEMENTS)
-  {
-    size_t first, count;
-    thread_share(m, &first, &count);
-    gemv_rows(first, count, n, alpha, a, lda, x, beta, y);
-  }
+  Gemv g = {.m = m, .n = n, .lda = lda, .alpha = alpha, .beta = beta, .a = a, .x = x, .y = y};
+  pool_run(m * n, gemv_share, &g);
 }

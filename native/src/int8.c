@@ -17,6 +17,7 @@
 #include "int8.h"
 #include "ops.h"
 #include "parallel.h"
+#include "spin_pool.h"
 
 #define BLOCK INT8_BLOCK
 
@@ -206,6 +207,39 @@ napi_value op_quantize_int8(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+typedef struct {
+  DotI8 dot;
+  size_t m, n, k;
+  const float* x;
+  const int8_t* q;
+  const float* scales;
+  float* y;
+} Int8Gemm;
+
+static void int8_gemm_share(void* ctx, size_t me, size_t team) {
+  const Int8Gemm* g = ctx;
+  size_t first, count;
+  member_share(g->n, me, team, &first, &count);
+  gemm_int8_columns(g->dot, g->m, first, count, g->n, g->k, g->x, g->q, g->scales, g->y);
+}
+
+#ifdef INT8_X86_INTRINSICS
+typedef struct {
+  const VnniRows* rows;
+  size_t n;
+  const int8_t* q;
+  const float* scales;
+  float* y;
+} VnniGemm;
+
+static void vnni_gemm_share(void* ctx, size_t me, size_t team) {
+  const VnniGemm* g = ctx;
+  size_t first, count;
+  member_share(g->n, me, team, &first, &count);
+  vnni_gemm_columns(g->rows, first, count, g->n, g->q, g->scales, g->y);
+}
+#endif
+
 // gemmInt8(M, N, K, x, q, scales, y)
 napi_value op_gemm_int8(napi_env env, napi_callback_info info) {
   OpCall call;
@@ -223,26 +257,19 @@ napi_value op_gemm_int8(napi_env env, napi_callback_info info) {
     return NULL;
   if (m == 0) return NULL;
   Int8Variant variant = pick_variant();
+  // On decode's pool (spin_pool.c): these are decode's products, one to a few rows.
 #ifdef INT8_X86_INTRINSICS
   if (variant == INT8_VNNI) {
     VnniRows rows;
     if (!vnni_rows(&call, &rows, m, k, x.data)) return NULL;
-#pragma omp parallel if (n * k >= PARALLEL_MIN_ELEMENTS)
-    {
-      size_t first, count;
-      thread_share(n, &first, &count);
-      vnni_gemm_columns(&rows, first, count, n, q.data, scales.data, y.data);
-    }
+    VnniGemm g = {.rows = &rows, .n = n, .q = q.data, .scales = scales.data, .y = y.data};
+    pool_run(n * k, vnni_gemm_share, &g);
     vnni_scratch_trim();
     return NULL;
   }
 #endif
-  DotI8 dot = dot_of(variant);
-#pragma omp parallel if (n * k >= PARALLEL_MIN_ELEMENTS)
-  {
-    size_t first, count;
-    thread_share(n, &first, &count);
-    gemm_int8_columns(dot, m, first, count, n, k, x.data, q.data, scales.data, y.data);
-  }
+  Int8Gemm g = {.dot = dot_of(variant), .m = m, .n = n, .k = k, .x = x.data, .q = q.data, .scales = scales.data,
+                .y = y.data};
+  pool_run(n * k, int8_gemm_share, &g);
   return NULL;
 }
