@@ -29,13 +29,20 @@ void int8_quantize_rows(size_t first, size_t count, size_t k, int8_t* q, float* 
   size_t blocks = k / BLOCK;
   for (size_t b = first * blocks; b < (first + count) * blocks; b++) {
     const float* wb = w + b * BLOCK;
+    // Comparisons rather than fmaxf/fminf, which gcc calls out of line (their NaN rules): the
+    // same results, NaN included (a comparison with NaN is false: NaN is skipped by the maximum
+    // and clamps to -127, as fmaxf(-127, NaN) does), in vector code.
     float max = 0.f;
-    for (int i = 0; i < BLOCK; i++) max = fmaxf(max, fabsf(wb[i]));
+    for (int i = 0; i < BLOCK; i++) {
+      float a = fabsf(wb[i]);
+      max = a > max ? a : max;
+    }
     float scale = max / 127.f;
     scales[b] = scale;
     for (int i = 0; i < BLOCK; i++) {
       float v = scale == 0.f ? 0.f : nearbyintf(wb[i] / scale);
-      q[b * BLOCK + i] = (int8_t)fminf(127.f, fmaxf(-127.f, v));
+      v = v > -127.f ? v : -127.f;
+      q[b * BLOCK + i] = (int8_t)(v < 127.f ? v : 127.f);
     }
   }
 }
