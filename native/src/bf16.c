@@ -145,10 +145,8 @@ typedef struct {
   float* c;
 } BF16Rows;
 
-static void bf16_rows_share(void* ctx, size_t me, size_t team) {
+static void bf16_rows_share(void* ctx, size_t first, size_t count) {
   const BF16Rows* r = ctx;
-  size_t first, count;
-  member_share(r->n, me, team, &first, &count);
   gemm_bf16_columns(r->m, first, count, r->k, r->alpha, r->a, r->b, r->ldb, r->beta, r->c, r->ldc);
 }
 
@@ -156,5 +154,5 @@ static void bf16_rows_share(void* ctx, size_t me, size_t team) {
 void gemm_bf16_rows(size_t m, size_t n, size_t k, float alpha, const float* a, const uint16_t* b, size_t ldb,
                     float beta, float* c, size_t ldc) {
   BF16Rows r = {.m = m, .n = n, .k = k, .ldb = ldb, .ldc = ldc, .alpha = alpha, .beta = beta, .a = a, .b = b, .c = c};
-  pool_run(n * k, bf16_rows_share, &r);
+  pool_run(n, n * k, bf16_rows_share, &r);
 }

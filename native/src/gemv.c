@@ -5,7 +5,6 @@
 #include "gemm.h"
 
 #include "dispatch.h"
-#include "parallel.h"
 #include "spin_pool.h"
 #include "vec_math.h"
 
@@ -25,14 +24,12 @@ typedef struct {
   float* y;
 } Gemv;
 
-static void gemv_share(void* ctx, size_t me, size_t team) {
+static void gemv_share(void* ctx, size_t first, size_t count) {
   const Gemv* g = ctx;
-  size_t first, count;
-  member_share(g->m, me, team, &first, &count);
   gemv_rows(first, count, g->n, g->alpha, g->a, g->lda, g->x, g->beta, g->y);
 }
 
 void gemv_f32(size_t m, size_t n, float alpha, const float* a, size_t lda, const float* x, float beta, float* y) {
   Gemv g = {.m = m, .n = n, .lda = lda, .alpha = alpha, .beta = beta, .a = a, .x = x, .y = y};
-  pool_run(m * n, gemv_share, &g);
+  pool_run(m, m * n, gemv_share, &g);
 }

@@ -223,10 +223,8 @@ typedef struct {
   float* y;
 } Int8Gemm;
 
-static void int8_gemm_share(void* ctx, size_t me, size_t team) {
+static void int8_gemm_share(void* ctx, size_t first, size_t count) {
   const Int8Gemm* g = ctx;
-  size_t first, count;
-  member_share(g->n, me, team, &first, &count);
   gemm_int8_columns(g->dot, g->m, first, count, g->n, g->k, g->x, g->q, g->scales, g->y);
 }
 
@@ -239,10 +237,8 @@ typedef struct {
   float* y;
 } VnniGemm;
 
-static void vnni_gemm_share(void* ctx, size_t me, size_t team) {
+static void vnni_gemm_share(void* ctx, size_t first, size_t count) {
   const VnniGemm* g = ctx;
-  size_t first, count;
-  member_share(g->n, me, team, &first, &count);
   vnni_gemm_columns(g->rows, first, count, g->n, g->q, g->scales, g->y);
 }
 #endif
@@ -270,13 +266,13 @@ napi_value op_gemm_int8(napi_env env, napi_callback_info info) {
     VnniRows rows;
     if (!vnni_rows(&call, &rows, m, k, x.data)) return NULL;
     VnniGemm g = {.rows = &rows, .n = n, .q = q.data, .scales = scales.data, .y = y.data};
-    pool_run(n * k, vnni_gemm_share, &g);
+    pool_run(n, n * k, vnni_gemm_share, &g);
     vnni_scratch_trim();
     return NULL;
   }
 #endif
   Int8Gemm g = {.dot = dot_of(variant), .m = m, .n = n, .k = k, .x = x.data, .q = q.data, .scales = scales.data,
                 .y = y.data};
-  pool_run(n * k, int8_gemm_share, &g);
+  pool_run(n, n * k, int8_gemm_share, &g);
   return NULL;
 }

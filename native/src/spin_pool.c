@@ -17,9 +17,9 @@
 
 #ifndef _OPENMP
 
-void pool_run(size_t work, PoolTask task, void* ctx) {
+void pool_run(size_t items, size_t work, PoolTask task, void* ctx) {
   (void)work;
-  task(ctx, 0, 1);
+  task(ctx, 0, items);
 }
 
 void pool_release(void* unused) { (void)unused; }
@@ -73,7 +73,7 @@ struct Pool {
   atomic_bool stop;
   PoolTask task;
   void* ctx;
-  size_t team;
+  size_t items, team;
   pthread_mutex_t lock;
   pthread_cond_t wake;
   pthread_cond_t done;
@@ -84,6 +84,12 @@ struct Pool {
 // This thread's pool. Stopped by pool_release (an environment cleanup hook, addon.c) before the
 // thread's JS environment goes, so that no helper is left in the addon's code when Node unloads it.
 static __thread Pool* this_pool;
+
+// Member `me` of the team runs its contiguous share of the call's items.
+static void run_share(const Pool* p, size_t me) {
+  const size_t first = p->items * me / p->team;
+  p->task(p->ctx, first, p->items * (me + 1) / p->team - first);
+}
 
 static int64_t now_ns(void) {
   struct timespec t;
@@ -116,7 +122,7 @@ static void* helper_main(void* arg) {
   for (;;) {
     seen = wait_for_call(p, seen);
     if (atomic_load_explicit(&p->stop, memory_order_acquire)) return NULL;
-    if (h->me < p->team) p->task(p->ctx, h->me, p->team);
+    if (h->me < p->team) run_share(p, h->me);
     if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->caller_sleeps)) {
       pthread_mutex_lock(&p->lock);
       pthread_cond_signal(&p->done);
@@ -194,19 +200,20 @@ static Pool* pool_with(size_t helpers) {
   return p->n_helpers >= helpers ? p : NULL;
 }
 
-void pool_run(size_t work, PoolTask task, void* ctx) {
+void pool_run(size_t items, size_t work, PoolTask task, void* ctx) {
   size_t team = work >= PARALLEL_MIN_ELEMENTS && !omp_in_parallel() ? (size_t)omp_get_max_threads() : 1;
   if (team > MAX_HELPERS + 1) team = MAX_HELPERS + 1;
   Pool* p = team > 1 ? pool_with(team - 1) : NULL;
   if (!p) {
-    task(ctx, 0, 1);
+    task(ctx, 0, items);
     return;
   }
   p->task = task;
   p->ctx = ctx;
+  p->items = items;
   p->team = team;
   dispatch(p);
-  task(ctx, 0, team);
+  run_share(p, 0);
   wait_for_helpers(p);
 }
 

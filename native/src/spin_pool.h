@@ -5,21 +5,16 @@
 
 #include <stddef.h>
 
-// One member's part of a call: member `me` of `team` (0 is the calling thread).
-typedef void (*PoolTask)(void* ctx, size_t me, size_t team);
+// One member's part of a call: the items [first, first + count).
+typedef void (*PoolTask)(void* ctx, size_t first, size_t count);
 
-// Runs task(ctx, me, team) for every me in [0, team) and returns when all have returned. The team
-// is the calling thread's OpenMP thread count (setThreads), or 1 where `work` is below
-// PARALLEL_MIN_ELEMENTS, inside a parallel region, or in a build without OpenMP.
-void pool_run(size_t work, PoolTask task, void* ctx);
+// Splits `items` into contiguous shares, one per member of the team (the calling thread does the
+// first), runs task on each and returns when all have returned. The team is the calling thread's
+// OpenMP thread count (setThreads), or 1 where `work` is below PARALLEL_MIN_ELEMENTS, inside a
+// parallel region, or in a build without OpenMP.
+void pool_run(size_t items, size_t work, PoolTask task, void* ctx);
 
 // Stops the calling thread's helpers, if it has any: registered as an environment cleanup hook.
 void pool_release(void* unused);
-
-// Member `me` of `team`'s contiguous share [*first, *first + *count) of `total` items.
-static inline void member_share(size_t total, size_t me, size_t team, size_t* first, size_t* count) {
-  *first = total * me / team;
-  *count = total * (me + 1) / team - *first;
-}
 
 #endif
