@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { candidateSet, logSumExp, sampleToken, topLogprobs } from '../src/engine/local/sampling/sample.js';
+import { candidateSet, kthLargest, logSumExp, sampleToken, topLogprobs } from '../src/engine/local/sampling/sample.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 
 function randomLogits(V: number, seed: number, scale = 3): Float32Array {
@@ -43,6 +43,16 @@ test('candidateSet equals the sort-everything definition for many k, p and distr
   }
 });
 
+test('kthLargest equals the k-th entry of the values sorted, ties included', () => {
+  for (let seed = 0; seed < 20; seed++) {
+    const rng = createRng(seed);
+    // Rounded to few values, so that ties are common.
+    const values = Float64Array.from({ length: 30 + seed * 11 }, () => Math.round(rng.next() * (2 + seed)) / 3);
+    const sorted = Array.from(values).sort((a, b) => b - a);
+    for (const k of [1, 2, 5, values.length - 1, values.length]) assert.equal(kthLargest(values, k), sorted[k - 1]);
+  }
+});
+
 test('sampleToken reports the model log-prob at temperature 1 and the log-prob of the filtered distribution', () => {
   const logits = randomLogits(300, 7);
   const lse = logSumExp(logits);
@@ -56,6 +66,45 @@ test('sampleToken reports the model log-prob at temperature 1 and the log-prob o
     assert.ok(cands.includes(r.id), 'sampled token is outside the candidate set');
     const mass = cands.reduce((a, id) => a + tempered[id]!, 0);
     assert.ok(Math.abs(r.sampledLogprob - Math.log(tempered[r.id]! / mass)) < 1e-9);
+  }
+});
+
+test('without top-k or top-p every id is a candidate in id order: draw for draw the inverse-CDF definition', () => {
+  // The definition, written out: tempered weights, one uniform, walk the ids in order.
+  const reference = (logits: Float32Array, temperature: number, u01: number) => {
+    const max = logits.reduce((a, b) => Math.max(a, b), -Infinity);
+    const w = Float64Array.from(logits, (l) => Math.exp((l - max) / temperature));
+    const total = w.reduce((a, b) => a + b, 0);
+    let u = u01 * total;
+    for (let id = 0; id < w.length; id++) if ((u -= w[id]!) < 0) return { id, q: Math.log(w[id]! / total) };
+    return { id: w.length - 1, q: Math.log(w[w.length - 1]! / total) };
+  };
+  for (const [temperature, topK, topP] of [
+    [1, 0, 1],
+    [0.6, 0, 1],
+    [1.3, 2000, 0],
+  ] as const) {
+    const logits = randomLogits(1000, 5, 4);
+    const lse = logSumExp(logits);
+    const rng = createRng(3),
+      mirror = createRng(3);
+    for (let i = 0; i < 200; i++) {
+      const r = sampleToken(logits, { temperature, topK, topP, topLogprobs: 0 }, rng);
+      const want = reference(logits, temperature, mirror.next());
+      assert.equal(r.id, want.id, `draw ${i} at temperature ${temperature}`);
+      assert.ok(Math.abs(r.sampledLogprob - want.q) < 1e-12);
+      assert.ok(Math.abs(r.logprob - (logits[r.id]! - lse)) < 1e-12);
+    }
+  }
+});
+
+test('a log-normalizer given by the caller is the one the log-probs use', () => {
+  const logits = randomLogits(400, 8);
+  const given = logSumExp(logits) + 0.25;
+  for (const temperature of [0, 1, 0.8]) {
+    const r = sampleToken(logits, { temperature, topK: 0, topP: 1, topLogprobs: 3 }, createRng(1), given);
+    assert.equal(r.logprob, logits[r.id]! - given);
+    assert.equal(r.top![0]!.logprob, logits[r.top![0]!.id]! - given);
   }
 });
 

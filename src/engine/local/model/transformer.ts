@@ -312,6 +312,18 @@ export class Transformer {
     }
   }
 
+  /**
+   * log sum exp of each [V] row of `rows` (forward's logits), one per row, by the kernels (the
+   * native ones vectorized); a scratch view, like forward's.
+   */
+  logNormalizers(rows: Float32Array): Float32Array {
+    const V = this.cfg.vocabSize,
+      n = rows.length / V;
+    const lse = this.buf('lse', n);
+    this.k.logitsStats(lse, this.buf('entropy', n), rows, n, V);
+    return lse;
+  }
+
   private buf(name: string, size: number): Float32Array {
     let b = this.scratch.get(name);
     if (!b || b.length < size) {

@@ -13,7 +13,7 @@ import { copyKvPrefix, createKvCache, type KvCache } from '../model/kv-cache.js'
 import type { ForwardSegment, Transformer } from '../model/transformer.js';
 import type { Lora } from '../train/lora.js';
 import { createRng, type Rng } from '../sampling/random.js';
-import { logSumExp, sampleToken, topLogprobs } from '../sampling/sample.js';
+import { sampleToken, topLogprobs } from '../sampling/sample.js';
 import { commonPrefixLength, PrefixCache } from './prefix-cache.js';
 import type { ResolvedSampling } from './protocol.js';
 
@@ -260,12 +260,12 @@ export class Scheduler {
       const rows = logits.get(job)!;
       if (job.kind === 'score') {
         const firstPos = start + segment.logitsFrom;
+        const lse = job.policy.model.logNormalizers(rows);
         for (let r = 0; r * V < rows.length; r++) {
           const row = rows.subarray(r * V, (r + 1) * V);
           const target = job.ids[firstPos + r + 1]!;
-          const lse = logSumExp(row);
-          job.logprobs.push(row[target]! - lse);
-          if (job.topK > 0) job.top.push(topLogprobs(row, job.topK, lse));
+          job.logprobs.push(row[target]! - lse[r]!);
+          if (job.topK > 0) job.top.push(topLogprobs(row, job.topK, lse[r]!));
         }
         if (job.cache.length >= job.ids.length - 1) {
           out.scored.push({
@@ -277,17 +277,19 @@ export class Scheduler {
         return;
       }
       if (rows.length === 0) return; // prompt not finished yet
-      this.emitSample(job, rows.subarray(rows.length - V), out);
+      const last = rows.subarray(rows.length - V);
+      this.emitSample(job, last, job.policy.model.logNormalizers(last)[0]!, out);
     });
     return out;
   }
 
-  private emitSample(job: GenerationJob, row: Float32Array, out: StepOutput): void {
+  private emitSample(job: GenerationJob, row: Float32Array, lse: number, out: StepOutput): void {
     const s = job.sampling;
     const r = sampleToken(
       row,
       { temperature: s.temperature, topK: s.topK, topP: s.topP, topLogprobs: s.topLogprobs },
       job.rng,
+      lse,
     );
     job.generated += 1;
     job.ids.push(r.id);

@@ -49,31 +49,54 @@ export function argmax(logits: Float32Array): number {
   return best;
 }
 
+/** Scratch for the tempered weights, reused across calls (sampling is synchronous). */
+let tempered = new Float64Array(0);
+
 /**
  * Samples one token. Greedy when temperature is 0 (the sampled distribution is then a point
  * mass, so sampledLogprob is 0). Top-k and top-p select the candidate set from the tempered
- * distribution, which is renormalized over it.
+ * distribution, which is renormalized over it. `lse` is log sum exp of `logits` when the caller
+ * has it already (computed here otherwise).
  */
-export function sampleToken(logits: Float32Array, s: SampleSettings, rng: Rng): SampleResult {
-  const lse = logSumExp(logits);
-  const top = s.topLogprobs > 0 ? topLogprobs(logits, s.topLogprobs, lse) : undefined;
+export function sampleToken(logits: Float32Array, s: SampleSettings, rng: Rng, lse?: number): SampleResult {
+  const V = logits.length;
+  const invT = s.temperature > 0 ? 1 / s.temperature : 0;
+  let probs: Float64Array | null = null;
+  let max = -Infinity;
+  let total = 0;
+  if (invT > 0) {
+    for (let i = 0; i < V; i++) if (logits[i]! > max) max = logits[i]!;
+    if (tempered.length < V) tempered = new Float64Array(V);
+    probs = tempered.subarray(0, V); // tempered, unnormalized
+    for (let i = 0; i < V; i++) {
+      const p = Math.exp((logits[i]! - max) * invT);
+      probs[i] = p;
+      total += p;
+    }
+  }
+  // At temperature 1 the tempered weights are logSumExp's own terms, summed in the same order.
+  const logNormalizer = lse ?? (invT === 1 ? max + Math.log(total) : logSumExp(logits));
+  const top = s.topLogprobs > 0 ? topLogprobs(logits, s.topLogprobs, logNormalizer) : undefined;
   const done = (id: number, sampledLogprob: number): SampleResult => ({
     id,
-    logprob: logits[id]! - lse,
+    logprob: logits[id]! - logNormalizer,
     sampledLogprob,
     ...(top ? { top } : {}),
   });
-  if (s.temperature <= 0) return done(argmax(logits), 0);
+  if (!probs) return done(argmax(logits), 0);
 
-  const invT = 1 / s.temperature;
-  let max = -Infinity;
-  for (let i = 0; i < logits.length; i++) if (logits[i]! > max) max = logits[i]!;
-  const probs = new Float64Array(logits.length); // tempered, unnormalized
-  let total = 0;
-  for (let i = 0; i < logits.length; i++) {
-    const p = Math.exp((logits[i]! - max) * invT);
-    probs[i] = p;
-    total += p;
+  if ((s.topK <= 0 || s.topK >= V) && !(s.topP > 0 && s.topP < 1)) {
+    // No filter: every id, in id order (candidateSet's order for this case), without listing them.
+    let u = rng.next() * total;
+    let chosen = V - 1;
+    for (let i = 0; i < V; i++) {
+      u -= probs[i]!;
+      if (u < 0) {
+        chosen = i;
+        break;
+      }
+    }
+    return done(chosen, Math.log(probs[chosen]! / total));
   }
   const candidates = candidateSet(probs, total, s.topK, s.topP);
   let mass = 0;
@@ -103,7 +126,9 @@ export function candidateSet(probs: Float64Array, total: number, topK: number, t
 
   let max = 0;
   for (let i = 0; i < V; i++) if (probs[i]! > max) max = probs[i]!;
-  for (let threshold = max * 1e-3; ; threshold *= 1e-3) {
+  // At least k entries reach the k-th largest value: a threshold that never needs lowering again.
+  const floor = k < V ? kthLargest(probs, k) : 0;
+  for (let threshold = Math.max(max * 1e-3, floor); ; threshold = Math.max(threshold * 1e-3, floor)) {
     const ids: number[] = [];
     let mass = 0;
     for (let i = 0; i < V; i++) {
@@ -125,4 +150,33 @@ export function candidateSet(probs: Float64Array, total: number, topK: number, t
     }
     return kept;
   }
+}
+
+/** The k-th largest of `values` (1 <= k <= length), through a min-heap of the k largest so far. */
+export function kthLargest(values: Float64Array, k: number): number {
+  const heap = new Float64Array(k);
+  let size = 0;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i]!;
+    if (size < k) {
+      let at = size++;
+      while (at > 0 && heap[(at - 1) >> 1]! > v) {
+        heap[at] = heap[(at - 1) >> 1]!;
+        at = (at - 1) >> 1;
+      }
+      heap[at] = v;
+    } else if (v > heap[0]!) {
+      let at = 0;
+      for (;;) {
+        const left = 2 * at + 1;
+        if (left >= k) break;
+        const child = left + 1 < k && heap[left + 1]! < heap[left]! ? left + 1 : left;
+        if (heap[child]! >= v) break;
+        heap[at] = heap[child]!;
+        at = child;
+      }
+      heap[at] = v;
+    }
+  }
+  return heap[0]!;
 }
