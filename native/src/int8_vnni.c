@@ -24,6 +24,30 @@ size_t vnni_rows_bytes(size_t m, size_t k) {
          round64(m * blocks * sizeof(float));
 }
 
+#define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
+
+// One block pair (or a last single block, `bytes` 32) of row values q and x: |q|, the sign bits,
+// and the two scales over their 8 lanes each. The quantizer ignores NaN and maps infinities to
+// finite values; the fp32 product would not, so such a block's scale becomes NaN and so does
+// every output it reaches.
+VNNI_TARGET static void vnni_layout_pair(uint8_t* abs, uint64_t* neg, float* scale16, const int8_t* q,
+                                         const float* x, const float* scales, size_t bytes) {
+  const __mmask64 valid = bytes == 64 ? ~(__mmask64)0 : 0xFFFFFFFFull;
+  const __m512i v = _mm512_maskz_loadu_epi8(valid, q);
+  _mm512_mask_storeu_epi8(abs, valid, _mm512_abs_epi8(v));
+  *neg = _mm512_movepi8_mask(v) & valid;
+  const __m512i exponent = _mm512_set1_epi32(0x7f800000);
+  for (size_t half = 0; half < bytes / INT8_BLOCK; half++) {
+    __mmask16 nonfinite = 0;
+    for (size_t l = 0; l < INT8_BLOCK; l += 16) {
+      const __m512i bits = _mm512_loadu_si512(x + half * INT8_BLOCK + l);
+      nonfinite |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(bits, exponent), exponent);
+    }
+    _mm256_storeu_ps(scale16 + half * 8, _mm256_set1_ps(nonfinite ? NAN : scales[half]));
+  }
+  if (bytes < 64) _mm256_storeu_ps(scale16 + 8, _mm256_setzero_ps());
+}
+
 void vnni_quantize(VnniRows* rows, void* memory, size_t m, size_t k, const float* x) {
   size_t blocks = k / INT8_BLOCK, pairs = (blocks + 1) / 2;
   uint8_t* at = (uint8_t*)(((uintptr_t)memory + 63) & ~(uintptr_t)63);
@@ -41,21 +65,11 @@ void vnni_quantize(VnniRows* rows, void* memory, size_t m, size_t k, const float
   rows->scales = (float*)at;
 
   int8_quantize_rows(0, m, k, rows->q, rows->scales, x);
-  memset(rows->neg, 0, m * pairs * sizeof(uint64_t));
-  memset(rows->scale16, 0, m * pairs * 16 * sizeof(float));
   for (size_t i = 0; i < m; i++)
-    for (size_t b = 0; b < blocks; b++) {
-      const size_t first = i * k + b * INT8_BLOCK, pair = i * pairs + b / 2, half = b % 2;
-      float scale = rows->scales[i * blocks + b];
-      for (int l = 0; l < INT8_BLOCK; l++) {
-        // The quantizer ignores NaN and maps infinities to finite values; the fp32 product would
-        // not, so such a block's scale becomes NaN and so does every output it reaches.
-        if (!isfinite(x[first + l])) scale = NAN;
-        int8_t v = rows->q[first + l];
-        rows->abs[first + l] = (uint8_t)(v < 0 ? -v : v);
-        if (v < 0) rows->neg[pair] |= (uint64_t)1 << (half * INT8_BLOCK + (size_t)l);
-      }
-      for (int l = 0; l < 8; l++) rows->scale16[pair * 16 + half * 8 + (size_t)l] = scale;
+    for (size_t pair = 0; pair < pairs; pair++) {
+      const size_t first = i * k + pair * 64, b = 2 * pair;
+      vnni_layout_pair(rows->abs + first, rows->neg + i * pairs + pair, rows->scale16 + (i * pairs + pair) * 16,
+                       rows->q + first, x + first, rows->scales + i * blocks + b, b + 1 < blocks ? 64 : 32);
     }
 }
 
@@ -63,8 +77,6 @@ bool vnni_supported(void) {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
 }
-
-#define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
 // Lane l of a pair's dot products sums bytes 4l..4l+3: lanes 0-7 hold the first block's sums,
 // lanes 8-15 the second's. Two accumulators (even and odd pairs) hide the FMA latency.
