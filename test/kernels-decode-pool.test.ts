@@ -1,4 +1,4 @@
-// Decode's matrix-vector products (gemmInt8, sgemv, gemmBf16 with one row) run on the addon's own
+// Decode's matrix-vector products (gemmInt8, sgemv, gemmBf16 with one row) and its attention run on the addon's own
 // thread pool (native/src/spin_pool.c), not OpenMP's: the same results whatever the thread count
 // and however calls of different sizes follow each other, a pool of threads - 1 helpers per
 // calling thread, and helpers stopped with their thread's JS environment (a worker that ends
@@ -9,6 +9,7 @@ import { readdirSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import { toBf16 } from '../src/engine/local/kernels/bf16.js';
 import type { Kernels } from '../src/engine/local/kernels/kernels.js';
+import { portableKernels } from '../src/engine/local/kernels/portable.js';
 import { native, skipNative } from './helpers/native.js';
 import { randomArrayFrom, randomSource } from './helpers/random-arrays.js';
 
@@ -66,6 +67,30 @@ describe('decode products on the addon thread pool', { skip: skipNative }, () =>
         for (const kind of ['int8', 'gemv', 'bf16'] as const)
           assert.deepEqual(got[kind], expected[i]![kind], `${kind} on 2 threads, round ${round}, shape ${i}`);
       }
+    } finally {
+      k.setThreads(2);
+    }
+  });
+
+  test('decode attention splits by kv head: the same results on 1 and 2 threads, and the portable ones', () => {
+    const k = native();
+    // 5 kv heads (an uneven split), 2 query heads each, 3 query rows against 300 cached keys.
+    const [H, KV, hd, start, Tq] = [10, 5, 64, 300, 3];
+    const q = randomArray(Tq * H * hd),
+      keys = randomArray((start + Tq) * KV * hd),
+      values = randomArray((start + Tq) * KV * hd);
+    const run = (kernels: Kernels) => {
+      const out = new Float32Array(Tq * H * hd);
+      kernels.attention(out, q, keys, values, Tq, start, H, KV, hd, KV * hd, 1 / 8);
+      return out;
+    };
+    k.setThreads(1);
+    try {
+      const one = run(k);
+      k.setThreads(2);
+      for (let round = 0; round < 20; round++) assert.deepEqual(run(k), one, `round ${round}`);
+      const reference = run(portableKernels);
+      for (let i = 0; i < one.length; i++) assert.ok(Math.abs(one[i]! - reference[i]!) < 1e-5, `out[${i}]`);
     } finally {
       k.setThreads(2);
     }

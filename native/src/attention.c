@@ -11,6 +11,7 @@
 
 #include "dispatch.h"
 #include "kernels.h"
+#include "spin_pool.h"
 #include "vec_math.h"
 
 // Steps 1 and 3 take this many cache rows at a time, so that each load of the query (step 1)
@@ -52,47 +53,64 @@ static inline void add_weighted_rows(float* out, const float* p, const float* ro
     for (size_t d = 0; d < n; d++) out[d] += p[i] * rows[i * stride + d];
 }
 
+typedef struct {
+  float* out;
+  const float *q, *k, *v;
+  const AttentionShape* shape;
+  float* scores; // [n_heads][max_keys]
+  size_t max_keys;
+} AttentionCall;
+
+// The query heads of kv heads [first, first + count), every query row: each kv head's query
+// heads read and write only their own columns of q, out and scores.
 SIMD_CLONES
-bool attention_f32(float* out, const float* q, const float* k, const float* v,
-                   const AttentionShape* shape) {
-  const size_t n_heads = shape->n_heads;
-  const size_t n_kv_heads = shape->n_kv_heads;
-  const size_t head_dim = shape->head_dim;
-  const size_t group = n_heads / n_kv_heads; // query heads kvh*group .. (kvh+1)*group-1 share kv head kvh
-  const size_t row_width = n_heads * head_dim;
-  const size_t max_keys = shape->start + shape->tq;
-  size_t scores_bytes;
-  if (__builtin_mul_overflow(n_heads * sizeof(float), max_keys, &scores_bytes)) return false;
-  float* scores = malloc(scores_bytes); // [n_heads][max_keys]
-  if (scores == NULL) return false;
+static void attention_kv_heads(void* ctx, size_t first, size_t count) {
+  const AttentionCall* c = ctx;
+  const AttentionShape* shape = c->shape;
+  const size_t head_dim = shape->head_dim, group = shape->n_heads / shape->n_kv_heads;
+  const size_t row_width = shape->n_heads * head_dim, max_keys = c->max_keys;
+  const size_t h_first = first * group, h_end = (first + count) * group;
 
   for (size_t t = 0; t < shape->tq; t++) {
     const size_t n_keys = shape->start + t + 1;
-    const float* q_t = q + t * row_width;
-    float* out_t = out + t * row_width;
+    const float* q_t = c->q + t * row_width;
+    float* out_t = c->out + t * row_width;
 
     for (size_t j0 = 0; j0 < n_keys; j0 += KEYS_PER_PASS) {
       const size_t keys = n_keys - j0 < KEYS_PER_PASS ? n_keys - j0 : KEYS_PER_PASS;
-      for (size_t kvh = 0; kvh < n_kv_heads; kvh++) {
-        const float* k_jh = k + j0 * shape->kv_stride + kvh * head_dim;
+      for (size_t kvh = first; kvh < first + count; kvh++) {
+        const float* k_jh = c->k + j0 * shape->kv_stride + kvh * head_dim;
         for (size_t h = kvh * group; h < (kvh + 1) * group; h++)
-          dot_rows(scores + h * max_keys + j0, q_t + h * head_dim, k_jh, keys, shape->kv_stride, head_dim,
+          dot_rows(c->scores + h * max_keys + j0, q_t + h * head_dim, k_jh, keys, shape->kv_stride, head_dim,
                    shape->scale);
       }
     }
-    for (size_t h = 0; h < n_heads; h++) softmax_f32(scores + h * max_keys, n_keys);
+    for (size_t h = h_first; h < h_end; h++) softmax_f32(c->scores + h * max_keys, n_keys);
 
-    // Written only now that q_t has been read, so out may even alias q.
-    memset(out_t, 0, row_width * sizeof(float));
+    // Written only now that these heads of q_t have been read, so out may even alias q.
+    memset(out_t + h_first * head_dim, 0, (h_end - h_first) * head_dim * sizeof(float));
     for (size_t j0 = 0; j0 < n_keys; j0 += KEYS_PER_PASS) {
       const size_t keys = n_keys - j0 < KEYS_PER_PASS ? n_keys - j0 : KEYS_PER_PASS;
-      for (size_t kvh = 0; kvh < n_kv_heads; kvh++) {
-        const float* v_jh = v + j0 * shape->kv_stride + kvh * head_dim;
+      for (size_t kvh = first; kvh < first + count; kvh++) {
+        const float* v_jh = c->v + j0 * shape->kv_stride + kvh * head_dim;
         for (size_t h = kvh * group; h < (kvh + 1) * group; h++)
-          add_weighted_rows(out_t + h * head_dim, scores + h * max_keys + j0, v_jh, keys, shape->kv_stride, head_dim);
+          add_weighted_rows(out_t + h * head_dim, c->scores + h * max_keys + j0, v_jh, keys, shape->kv_stride,
+                            head_dim);
       }
     }
   }
+}
+
+// Decode's attention, so on decode's pool (spin_pool.c), split by kv head.
+bool attention_f32(float* out, const float* q, const float* k, const float* v, const AttentionShape* shape) {
+  const size_t max_keys = shape->start + shape->tq;
+  size_t scores_bytes;
+  if (__builtin_mul_overflow(shape->n_heads * sizeof(float), max_keys, &scores_bytes)) return false;
+  float* scores = malloc(scores_bytes);
+  if (scores == NULL) return false;
+  AttentionCall c = {.out = out, .q = q, .k = k, .v = v, .shape = shape, .scores = scores, .max_keys = max_keys};
+  // Each query row reads every visible key and value of its heads: 2 * keys * nHeads * headDim products.
+  pool_run(shape->n_kv_heads, 2 * shape->tq * max_keys * shape->n_heads * shape->head_dim, attention_kv_heads, &c);
   free(scores);
   return true;
 }
