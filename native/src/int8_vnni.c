@@ -9,7 +9,6 @@
 // equals a * w, and neither side reaches -128 (both are clamped to +-127).
 #include <math.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "int8.h"
 

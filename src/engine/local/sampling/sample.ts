@@ -128,28 +128,66 @@ export function candidateSet(probs: Float64Array, total: number, topK: number, t
   for (let i = 0; i < V; i++) if (probs[i]! > max) max = probs[i]!;
   // At least k entries reach the k-th largest value: a threshold that never needs lowering again.
   const floor = k < V ? kthLargest(probs, k) : 0;
+  const ids = new Uint32Array(V);
   for (let threshold = Math.max(max * 1e-3, floor); ; threshold = Math.max(threshold * 1e-3, floor)) {
-    const ids: number[] = [];
+    let n = 0;
     let mass = 0;
     for (let i = 0; i < V; i++) {
       if (probs[i]! >= threshold) {
-        ids.push(i);
+        ids[n++] = i;
         mass += probs[i]!;
       }
     }
-    const enough = ids.length >= k || mass >= p * total || threshold < Number.MIN_VALUE || ids.length === V;
+    const enough = n >= k || mass >= p * total || threshold < Number.MIN_VALUE || n === V;
     if (!enough) continue;
-    ids.sort((a, b) => probs[b]! - probs[a]! || a - b);
-    const kept: number[] = [];
-    let cum = 0;
-    for (const id of ids) {
-      if (kept.length >= k) break;
-      kept.push(id);
-      cum += probs[id]!;
-      if (cum >= p * total) break;
-    }
-    return kept;
+    return sortedPrefix(probs, ids.subarray(0, n), k, p * total);
   }
+}
+
+/**
+ * Of `ids` (ascending), the first ones in order of weight, largest first and ties by id: up to k,
+ * or until their cumulative weight reaches `mass`. A stable radix sort on each weight's high word
+ * (non-negative doubles order as their bits do; 8 bits a pass, so ties keep the ids' order) leaves
+ * only weights that share a high word out of order, which one insertion pass puts right. At 70k
+ * ids it takes about 5 ms, where a comparator sort took 20-30.
+ */
+function sortedPrefix(probs: Float64Array, ids: Uint32Array, k: number, mass: number): number[] {
+  const n = ids.length;
+  const words = new Uint32Array(probs.buffer, probs.byteOffset, probs.length * 2); // [low, high] per weight
+  let order = Uint32Array.from(ids),
+    next = new Uint32Array(n),
+    key = new Uint32Array(n),
+    nextKey = new Uint32Array(n);
+  // Complemented high words: the largest weight first.
+  for (let i = 0; i < n; i++) key[i] = ~words[2 * ids[i]! + 1]!;
+  const starts = new Uint32Array(257);
+  for (let shift = 0; shift < 32; shift += 8) {
+    starts.fill(0);
+    for (let i = 0; i < n; i++) starts[((key[i]! >>> shift) & 255) + 1]!++;
+    if (starts.includes(n)) continue; // one digit for all: this pass would move nothing
+    for (let d = 0; d < 256; d++) starts[d + 1]! += starts[d]!;
+    for (let i = 0; i < n; i++) {
+      const at = starts[(key[i]! >>> shift) & 255]!++;
+      next[at] = order[i]!;
+      nextKey[at] = key[i]!;
+    }
+    [order, next, key, nextKey] = [next, order, nextKey, key];
+  }
+  for (let i = 1; i < n; i++) {
+    const id = order[i]!,
+      v = probs[id]!;
+    let j = i;
+    for (; j > 0 && probs[order[j - 1]!]! < v; j--) order[j] = order[j - 1]!;
+    order[j] = id;
+  }
+  const kept: number[] = [];
+  let cum = 0;
+  for (let i = 0; i < n && kept.length < k; i++) {
+    kept.push(order[i]!);
+    cum += probs[order[i]!]!;
+    if (cum >= mass) break;
+  }
+  return kept;
 }
 
 /** The k-th largest of `values` (1 <= k <= length), through a min-heap of the k largest so far. */
