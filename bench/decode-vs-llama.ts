@@ -1,7 +1,9 @@
 // Decode benchmark of our engine against llama.cpp (node-llama-cpp, prebuilt CPU binaries) on
 // the same random model: our Hugging Face folder converted to GGUF (bench/gguf.ts) as Q8_0 (the
 // target: ours >= 1.0x llama.cpp Q8_0), BF16 and F32; ours at fp32, bf16 and int8. Greedy, a
-// 128-token prompt, 64 generated tokens, the same thread count for both; every candidate's runs
+// 128-token prompt (BENCH_PROMPT: long prompts, where decode streams the KV cache more than the
+// weights; llama.cpp's cache is F16, ours bf16 at bf16 and int8 and fp32 at fp32), 64 generated
+// tokens, the same thread count for both; every candidate's runs
 // alternate with runs of our fp32 engine (the reference, loaded once), so each ratio compares
 // runs made side by side.
 // Correctness: llama.cpp's greedy tokens on the F32 GGUF must equal ours at fp32 (a wrong
@@ -15,7 +17,10 @@
 //   BENCH_GGUF=Q8_0 BENCH_REPS=5 npm run bench:decode-vs-llama -- qwen3-0.6b
 //
 // Knobs: BENCH_THREADS (2), BENCH_REPS (runs per side after a warm-up; 7 tiny, 3 otherwise),
-// BENCH_DECODE (64), BENCH_GGUF (Q8_0,BF16,F32). GGUF files are cached in .cache/bench-gguf/.
+// BENCH_PROMPT (128), BENCH_DECODE (64), BENCH_GGUF (Q8_0,BF16,F32), BENCH_REF (fp32: the precision
+// of our reference engine, which every other run alternates with; int8 pairs the target's runs
+// directly and spares fp32's slow prefill at long prompts), BENCH_OURS (bf16,int8: our other
+// rows). GGUF files are cached in .cache/bench-gguf/.
 
 import { availableParallelism, loadavg } from 'node:os';
 import { LocalEngine, type LocalEngineOptions } from '../src/engine/local/engine.js';
@@ -32,7 +37,7 @@ import { median, printMachine } from './machine.js';
 import { benchModel, type BenchPreset } from './models.js';
 
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
-const PROMPT = 128;
+const PROMPT = Number(process.env.BENCH_PROMPT ?? 128);
 const DECODE = Number(process.env.BENCH_DECODE ?? 64);
 const CHECK = 8; // the first tokens that must agree at fp32/F32
 const GGUF_TYPES = (process.env.BENCH_GGUF ?? 'Q8_0,BF16,F32').split(',') as GgufWeightType[];
@@ -40,6 +45,8 @@ const GGUF_TYPES = (process.env.BENCH_GGUF ?? 'Q8_0,BF16,F32').split(',') as Ggu
 const LLAMA_Q8_THREADS = [...new Set([THREADS, ...(process.env.BENCH_LLAMA_Q8_THREADS ?? '1').split(',').map(Number)])];
 
 type Precision = 'fp32' | 'bf16' | 'int8';
+const REF = (process.env.BENCH_REF ?? 'fp32') as Precision;
+const OURS = (process.env.BENCH_OURS ?? 'bf16,int8').split(',').filter((p) => p && p !== REF) as Precision[];
 
 const promptIds = (salt: number) => Array.from({ length: PROMPT }, (_, i) => ((i * 31 + salt * 17) % 400) + 10);
 
@@ -137,7 +144,7 @@ async function main() {
   }
 
   for (const preset of presets) {
-    const dir = benchModel(preset);
+    const dir = benchModel(preset, Math.ceil((PROMPT + DECODE + 64) / 1024) * 1024);
     const reps = Number(process.env.BENCH_REPS ?? (preset === 'tiny' ? 7 : 3));
     console.log(
       `\nload average before: ${loadavg()
@@ -147,13 +154,13 @@ async function main() {
     console.log(
       `== ${preset}: greedy decode, prompt ${PROMPT}, ${DECODE} generated tokens, ${THREADS} threads, median of ${reps} runs per side ==`,
     );
-    const ref = await ourEngine(dir, 'fp32');
+    const ref = await ourEngine(dir, REF);
     if (typeof ref === 'string') throw new Error(ref);
     const rows: Row[] = [];
     const selfRows: DecodeRun[] = [];
     for (let r = 0; r <= reps; r++) selfRows.push(await ref.run(r));
     rows.push({
-      name: 'ours fp32 (reference)',
+      name: `ours ${REF} (reference)`,
       decode: median(selfRows.slice(1).map((x) => x.decodeTokPerS)),
       prefill: median(selfRows.slice(1).map((x) => x.prefillTokPerS)),
       refDecode: NaN,
@@ -186,8 +193,7 @@ async function main() {
           });
         }
     }
-    candidates.push({ name: 'ours bf16', open: () => ourEngine(dir, 'bf16') });
-    candidates.push({ name: 'ours int8', open: () => ourEngine(dir, 'int8') });
+    for (const precision of OURS) candidates.push({ name: `ours ${precision}`, open: () => ourEngine(dir, precision) });
 
     for (const c of candidates) {
       const runner = await c.open();
@@ -207,7 +213,7 @@ async function main() {
         const row = await pair(ref, runner, reps);
         rows.push(row);
         console.log(
-          `  measured ${row.name}: ${row.decode.toFixed(1)} tok/s decode (ours fp32 alongside ${row.refDecode.toFixed(1)}), greedy agreement ${row.agreeRef}/${DECODE} (timed prompts: ${row.agreeReps.join(' ')})`,
+          `  measured ${row.name}: ${row.decode.toFixed(1)} tok/s decode (ours ${REF} alongside ${row.refDecode.toFixed(1)}), greedy agreement ${row.agreeRef}/${DECODE} (timed prompts: ${row.agreeReps.join(' ')})`,
         );
       } finally {
         await runner.close();
@@ -221,7 +227,7 @@ async function main() {
     );
 
     console.log(
-      `${'system'.padEnd(24)} ${'decode tok/s'.padStart(12)} ${'prefill tok/s'.padStart(13)}  ours fp32 alongside  ours fp32 / it  greedy tokens = ours fp32 (prompt 0; timed prompts)`,
+      `${'system'.padEnd(24)} ${'decode tok/s'.padStart(12)} ${'prefill tok/s'.padStart(13)}  ${`ours ${REF} alongside`.padStart(19)}  ${`ours ${REF} / it`.padStart(14)}  greedy tokens = ours ${REF} (prompt 0; timed prompts)`,
     );
     for (const r of rows) {
       if (r.note) {
@@ -237,11 +243,11 @@ async function main() {
       .filter((r) => r.name.startsWith('llama.cpp Q8_0') && !r.note)
       .sort((a, b) => a.refDecode / a.decode - b.refDecode / b.decode)[0];
     const f32 = rows.find((r) => r.name === 'llama.cpp F32' && !r.note);
-    const lower = rows.filter((r) => (r.name === 'ours bf16' || r.name === 'ours int8') && !r.note);
+    const lower = rows.filter((r) => OURS.some((p) => r.name === `ours ${p}`) && !r.note);
     if (q8) {
       const ratio = q8.refDecode / q8.decode;
       console.log(
-        `target: decode >= 1.0x llama.cpp Q8_0 (its best thread count: ${q8.name}) -> ours fp32 ${ratio.toFixed(2)}x ${ratio >= 1 ? 'MET' : 'NOT MET'}`,
+        `target: decode >= 1.0x llama.cpp Q8_0 (its best thread count: ${q8.name}) -> ours ${REF} ${ratio.toFixed(2)}x ${ratio >= 1 ? 'MET' : 'NOT MET'}`,
       );
       for (const r of lower) {
         console.log(
@@ -249,7 +255,7 @@ async function main() {
         );
       }
     }
-    if (f32)
+    if (f32 && REF === 'fp32')
       console.log(
         `correctness: llama.cpp F32 greedy tokens equal ours fp32 for the first ${f32.agreeRef} of ${DECODE} (need >= ${CHECK}): ${f32.agreeRef >= CHECK ? 'OK' : 'MISMATCH'}`,
       );

@@ -5,7 +5,8 @@
 // agrees, and fp32's top-1 minus top-2 margin (a flip needs an error of about that size).
 // "int8 head only" and "int8 layers only" split int8's error between the LM head and the layers;
 // on a CPU with AVX512-VNNI, "fp32 activations" is int8 with gemmInt8 capped to the variant that
-// does not quantize the activations.
+// does not quantize the activations. Every variant runs on the KV cache it serves with (bf16 rows);
+// the "fp32 KV" rows run bf16 and int8 on fp32 caches, to show what the bf16 cache adds.
 //
 //   npm run build && node dist/bench/precision-logits.js tiny small qwen3-0.6b
 //
@@ -13,7 +14,7 @@
 
 import { loadKernels } from '../src/engine/local/kernels/index.js';
 import { readModelFolder } from '../src/engine/local/model/folder.js';
-import { createKvCache } from '../src/engine/local/model/kv-cache.js';
+import { createKvCache, type KvDtype } from '../src/engine/local/model/kv-cache.js';
 import { int8Tensors, Transformer } from '../src/engine/local/model/transformer.js';
 import { loadWeights } from '../src/engine/local/model/weights.js';
 import { bf16ParamsOf, int8ParamsOf } from '../src/engine/local/precision.js';
@@ -77,8 +78,8 @@ function compare(ref: Float32Array, other: Float32Array): Comparison {
 }
 
 /** The logits of the prompt's last row, and of one decode step feeding fp32's greedy token. */
-function firstTwo(model: Transformer, prompt: number[], next: number): [Float32Array, Float32Array] {
-  const cache = createKvCache(model.cfg);
+function firstTwo(model: Transformer, prompt: number[], next: number, kv: KvDtype): [Float32Array, Float32Array] {
+  const cache = createKvCache(model.cfg, 64, model.cfg.maxPositionEmbeddings, kv);
   const first = model.forward([{ cache, tokens: prompt, logitsFrom: prompt.length - 1 }])[0]!.slice();
   const second = model.forward([{ cache, tokens: [next], logitsFrom: 0 }])[0]!.slice();
   return [first, second];
@@ -94,10 +95,13 @@ function run(preset: BenchPreset): void {
     s.name === (cfg.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight');
   const all = int8Tensors(cfg);
   const int8 = new Transformer(cfg, params, k, bf16, int8ParamsOf(k, params.specs, params.data, all));
-  /** [name, model, whether gemmInt8 is capped to its fp32-activation variant] */
-  const variants: [string, Transformer, boolean?][] = [
-    ['bf16', new Transformer(cfg, params, k, bf16)],
+  /** [name, model, whether gemmInt8 is capped to its fp32-activation variant, the cache's rows] */
+  const bf16Model = new Transformer(cfg, params, k, bf16);
+  const variants: [string, Transformer, boolean?, KvDtype?][] = [
+    ['bf16', bf16Model],
+    ['bf16, fp32 KV', bf16Model, false, 'f32'],
     [`int8 (${k.info.int8Dot})`, int8],
+    [`int8, fp32 KV`, int8, false, 'f32'],
     ['int8 head only', new Transformer(cfg, params, k, bf16, int8ParamsOf(k, params.specs, params.data, head))],
     [
       'int8 layers only',
@@ -124,9 +128,9 @@ function run(preset: BenchPreset): void {
     margins[0]!.push(margin(first));
     margins[1]!.push(margin(second));
     const shifts: string[] = [];
-    for (const [name, model, capped] of variants) {
+    for (const [name, model, capped, kv] of variants) {
       if (capped) process.env[CAP] = FP32_ACTIVATIONS;
-      const [a, b] = firstTwo(model, prompt, next);
+      const [a, b] = firstTwo(model, prompt, next, kv ?? model.kvDtype);
       delete process.env[CAP];
       const c = compare(first, a);
       stats.get(name)![0]!.push(c);
@@ -146,7 +150,7 @@ function run(preset: BenchPreset): void {
       const rows = stats.get(name)![step]!;
       const agree = rows.filter((r) => r.sameTop1).length;
       console.log(
-        `  ${name.padEnd(17)} max|diff| ${fmt(rows.map((r) => r.maxAbs))}; KL ${fmt(rows.map((r) => r.kl))}; ` +
+        `  ${name.padEnd(20)} max|diff| ${fmt(rows.map((r) => r.maxAbs))}; KL ${fmt(rows.map((r) => r.kl))}; ` +
           `|margin shift| ${fmt(rows.map((r) => Math.abs(r.marginShift)))}; top-1 = fp32 ${agree}/${rows.length}`,
       );
     }

@@ -27,6 +27,7 @@
         "src/layer_kernels.c",
         "src/kernels_parallel.c",
         "src/attention.c",
+        "src/attention_avx512.c",
         "src/train_kernels.c",
         "src/train_ops.c",
         "src/train_attention.c",

@@ -9,7 +9,6 @@ import type { Kernels } from '../src/engine/local/kernels/kernels.js';
 import { loadKernels } from '../src/engine/local/kernels/index.js';
 import { PRESETS } from '../src/engine/local/model/init.js';
 import { readModelFolder } from '../src/engine/local/model/folder.js';
-import { createKvCache } from '../src/engine/local/model/kv-cache.js';
 import { INT8_MAX_ROWS, int8Tensors, Transformer } from '../src/engine/local/model/transformer.js';
 import { loadWeights, paramStoreOver, tensorSpecs } from '../src/engine/local/model/weights.js';
 import {
@@ -75,9 +74,10 @@ for (const preset of ['tiny', 'small'] as const) {
     const int8 = new Transformer(cfg, params, kernels, bf16, int8Copies);
     const prompt = Array.from({ length: 20 }, (_, i) => (i * 37 + 11) % cfg.vocabSize);
     const [lp32, lp8] = sampleAndScore([fp32, int8], cfg, prompt, 100, 3);
-    // The prompt (20 rows): 7 projections per layer through gemmBf16; then 100 decode rows of 7
-    // projections per layer and the head through gemmInt8, none of them through gemmBf16.
-    assert.equal(calls.bf16Prefill, 7 * cfg.numLayers);
+    // The prompt (20 rows, one block): 7 projections per layer through gemmBf16, and attention's
+    // two products per head on the bf16 cache rows; then 100 decode rows of 7 projections per
+    // layer and the head through gemmInt8, none of them through gemmBf16.
+    assert.equal(calls.bf16Prefill, (7 + 2 * cfg.numHeads) * cfg.numLayers);
     assert.equal(calls.bf16Decode, 0, 'a decode row must read the int8 copies');
     assert.equal(calls.int8, 1 + 100 * (7 * cfg.numLayers + 1));
     assert.deepEqual([...calls.int8Rows], [1]);
@@ -124,7 +124,7 @@ for (const preset of ['tiny', 'small'] as const) {
         new Transformer(cfg, params, k, bf16),
         new Transformer(cfg, params, k, bf16, int8ParamsOf(k, params.specs, params.data, int8Tensors(cfg))),
       ];
-      const caches = models.map(() => createKvCache(cfg));
+      const caches = models.map((m) => m.newKvCache()); // fp32 rows for fp32, bf16 for the others
       const V = cfg.vocabSize,
         prompt = Array.from({ length: 24 }, (_, i) => (i * 53 + 5) % V);
       if (cap) process.env.OPENCLAW_RL_INT8_DOT = cap;
@@ -165,7 +165,7 @@ test('an int8 engine quantizes a published version between steps and decodes fro
     const direct = new Transformer(cfg, store, k, bf16ParamsOf(k, store.specs, store.data), int8);
     const tokens = [...prompt, ...completion],
       V = cfg.vocabSize;
-    const logits = direct.forward([{ cache: createKvCache(cfg), tokens, logitsFrom: prompt.length - 1 }])[0]!;
+    const logits = direct.forward([{ cache: direct.newKvCache(), tokens, logitsFrom: prompt.length - 1 }])[0]!;
     const expected = completion.map((id, t) => logSoftmax(logits.subarray(t * V, (t + 1) * V), V)[id]!);
     assert.ok(maxAbsDiff(expected, served.logprobs) < 1e-5, `served ${served.logprobs} vs ${expected}`);
   } finally {

@@ -9,7 +9,6 @@ import type { Kernels } from '../src/engine/local/kernels/kernels.js';
 import { loadKernels } from '../src/engine/local/kernels/index.js';
 import { PRESETS } from '../src/engine/local/model/init.js';
 import { readModelFolder } from '../src/engine/local/model/folder.js';
-import { createKvCache } from '../src/engine/local/model/kv-cache.js';
 import { Transformer } from '../src/engine/local/model/transformer.js';
 import { loadWeights, paramStoreOver, tensorSpecs } from '../src/engine/local/model/weights.js';
 import { bf16ParamsOf, parsePrecision, resolvePrecision } from '../src/engine/local/precision.js';
@@ -97,7 +96,7 @@ test('a bf16 engine publishes a full version: its bf16 copy is made between step
     const k = loadKernels();
     const direct = new Transformer(cfg, store, k, bf16ParamsOf(k, store.specs, store.data));
     const logits = direct.forward([
-      { cache: createKvCache(cfg), tokens: [...prompt, ...completion], logitsFrom: prompt.length - 1 },
+      { cache: direct.newKvCache(), tokens: [...prompt, ...completion], logitsFrom: prompt.length - 1 },
     ])[0]!;
     const expected = completion.map(
       (id, t) => logSoftmax(logits.subarray(t * cfg.vocabSize, (t + 1) * cfg.vocabSize), cfg.vocabSize)[id]!,

@@ -22,7 +22,7 @@ static void throw_formatted(OpCall* call, bool is_type_error, const char* hint, 
     napi_throw_range_error(call->env, NULL, message);
 }
 
-__attribute__((format(printf, 2, 3))) static void throw_type(OpCall* call, const char* format, ...) {
+void op_throw_type(OpCall* call, const char* format, ...) {
   va_list args;
   va_start(args, format);
   throw_formatted(call, true, HINT_SIGNATURE, format, args);
@@ -52,16 +52,16 @@ bool op_begin(napi_env env, napi_callback_info info, const char* op, size_t argc
   call->op = op;
   if (argc > OP_MAX_ARGS) {
     // argv has room for OP_MAX_ARGS values: reading more would read past it (raise OP_MAX_ARGS).
-    throw_type(call, "takes %zu arguments, more than the addon's OP_MAX_ARGS (%d)", argc, OP_MAX_ARGS);
+    op_throw_type(call, "takes %zu arguments, more than the addon's OP_MAX_ARGS (%d)", argc, OP_MAX_ARGS);
     return false;
   }
   size_t passed = OP_MAX_ARGS;
   if (napi_get_cb_info(env, info, &passed, call->argv, NULL, NULL) != napi_ok) {
-    throw_type(call, "could not read the arguments");
+    op_throw_type(call, "could not read the arguments");
     return false;
   }
   if (passed != argc) {
-    throw_type(call, "expected %zu arguments, got %zu", argc, passed);
+    op_throw_type(call, "expected %zu arguments, got %zu", argc, passed);
     return false;
   }
   return true;
@@ -74,7 +74,7 @@ static bool is_type(OpCall* call, size_t index, napi_valuetype expected) {
 
 bool op_bool(OpCall* call, size_t index, const char* name, bool* out) {
   if (!is_type(call, index, napi_boolean) || napi_get_value_bool(call->env, call->argv[index], out) != napi_ok) {
-    throw_type(call, "argument %zu (%s) must be a boolean", index, name);
+    op_throw_type(call, "argument %zu (%s) must be a boolean", index, name);
     return false;
   }
   return true;
@@ -82,7 +82,7 @@ bool op_bool(OpCall* call, size_t index, const char* name, bool* out) {
 
 static bool get_number(OpCall* call, size_t index, const char* name, double* out) {
   if (!is_type(call, index, napi_number) || napi_get_value_double(call->env, call->argv[index], out) != napi_ok) {
-    throw_type(call, "argument %zu (%s) must be a number", index, name);
+    op_throw_type(call, "argument %zu (%s) must be a number", index, name);
     return false;
   }
   return true;
@@ -119,7 +119,7 @@ static bool get_typed_array(OpCall* call, size_t index, const char* name, napi_t
   if (napi_is_typedarray(call->env, call->argv[index], &is_typed_array) != napi_ok || !is_typed_array ||
       napi_get_typedarray_info(call->env, call->argv[index], &type, length, data, &buffer, &byte_offset) != napi_ok ||
       type != expected) {
-    throw_type(call, "argument %zu (%s) must be a %s", index, name, expected_name);
+    op_throw_type(call, "argument %zu (%s) must be a %s", index, name, expected_name);
     return false;
   }
   return true;
@@ -189,7 +189,7 @@ bool op_bf16_operand(OpCall* call, size_t index, const char* name, Bf16Operand* 
       napi_get_typedarray_info(call->env, call->argv[index], &type, &out->length, &out->data, &buffer,
                                &byte_offset) != napi_ok ||
       (type != napi_float32_array && type != napi_uint16_array)) {
-    throw_type(call, "argument %zu (%s) must be a Float32Array or a Uint16Array of bf16 bits", index, name);
+    op_throw_type(call, "argument %zu (%s) must be a Float32Array or a Uint16Array of bf16 bits", index, name);
     return false;
   }
   out->is_bf16 = type == napi_uint16_array;

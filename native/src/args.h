@@ -80,6 +80,8 @@ bool op_check_matrix(OpCall* call, const char* name, size_t length, size_t rows,
 // `length` must be at least a * b * c (`formula` says what that product is, for the message).
 bool op_check_length(OpCall* call, const char* name, size_t length, size_t a, size_t b, size_t c,
                      const char* formula);
+// Throws a TypeError about an argument's type; printf-style detail.
+void op_throw_type(OpCall* call, const char* format, ...) __attribute__((format(printf, 2, 3)));
 // Throws a RangeError about sizes; printf-style detail.
 void op_throw_size(OpCall* call, const char* format, ...) __attribute__((format(printf, 2, 3)));
 // Throws a RangeError about a scalar argument's value (e.g. a learning rate that is NaN).

@@ -5,6 +5,9 @@
 // Steps 1 and 3 walk the cache rows in order, all heads of a row together, so k and v stream
 // through memory once per query: walking one head's column instead jumps a whole row
 // (kvStride floats, often a page) per key, which defeats the prefetcher.
+//
+// The cache rows are float32 or bf16 bits (the bf16 and int8 engines' caches, half the bytes a
+// decode step streams); bf16 rows are widened to float32 exactly and the arithmetic is the same.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,9 +56,56 @@ static inline void add_weighted_rows(float* out, const float* p, const float* ro
     for (size_t d = 0; d < n; d++) out[d] += p[i] * rows[i * stride + d];
 }
 
+// dot_rows on bf16 rows, in the same order of operations.
+static inline void dot_rows_bf16(float* scores, const float* x, const uint16_t* rows, size_t keys, size_t stride,
+                                 size_t n, float scale) {
+  if (keys == KEYS_PER_PASS && n % 8 == 0) {
+    const uint16_t *r0 = rows, *r1 = rows + stride, *r2 = rows + 2 * stride, *r3 = rows + 3 * stride;
+    f32x8 acc0 = {0}, acc1 = {0}, acc2 = {0}, acc3 = {0};
+    for (size_t d = 0; d < n; d += 8) {
+      f32x8 xd = load8(x + d);
+      acc0 += xd * load8_bf16(r0 + d);
+      acc1 += xd * load8_bf16(r1 + d);
+      acc2 += xd * load8_bf16(r2 + d);
+      acc3 += xd * load8_bf16(r3 + d);
+    }
+    scores[0] = add_lanes(acc0) * scale;
+    scores[1] = add_lanes(acc1) * scale;
+    scores[2] = add_lanes(acc2) * scale;
+    scores[3] = add_lanes(acc3) * scale;
+    return;
+  }
+  for (size_t i = 0; i < keys; i++) {
+    const uint16_t* r = rows + i * stride;
+    f32x8 acc = {0};
+    size_t d = 0;
+    for (; d + 8 <= n; d += 8) acc += load8(x + d) * load8_bf16(r + d);
+    float tail = 0.f;
+    for (; d < n; d++) tail += x[d] * bf16_to_f32(r[d]);
+    scores[i] = (add_lanes(acc) + tail) * scale;
+  }
+}
+
+// add_weighted_rows on bf16 rows.
+static inline void add_weighted_rows_bf16(float* out, const float* p, const uint16_t* rows, size_t keys,
+                                          size_t stride, size_t n) {
+  if (keys == KEYS_PER_PASS && n % 8 == 0) {
+    const uint16_t *r0 = rows, *r1 = rows + stride, *r2 = rows + 2 * stride, *r3 = rows + 3 * stride;
+    const f32x8 p0 = splat8(p[0]), p1 = splat8(p[1]), p2 = splat8(p[2]), p3 = splat8(p[3]);
+    for (size_t d = 0; d < n; d += 8)
+      store8(out + d, load8(out + d) + ((p0 * load8_bf16(r0 + d) + p1 * load8_bf16(r1 + d)) +
+                                        (p2 * load8_bf16(r2 + d) + p3 * load8_bf16(r3 + d))));
+    return;
+  }
+  for (size_t i = 0; i < keys; i++)
+    for (size_t d = 0; d < n; d++) out[d] += p[i] * bf16_to_f32(rows[i * stride + d]);
+}
+
 typedef struct {
   float* out;
-  const float *q, *k, *v;
+  const float* q;
+  const void *k, *v; // float32, or bf16 bits when kv_bf16
+  bool kv_bf16;
   const AttentionShape* shape;
   float* scores; // [n_heads][max_keys]
   size_t max_keys;
@@ -79,10 +129,16 @@ static void attention_kv_heads(void* ctx, size_t first, size_t count) {
     for (size_t j0 = 0; j0 < n_keys; j0 += KEYS_PER_PASS) {
       const size_t keys = n_keys - j0 < KEYS_PER_PASS ? n_keys - j0 : KEYS_PER_PASS;
       for (size_t kvh = first; kvh < first + count; kvh++) {
-        const float* k_jh = c->k + j0 * shape->kv_stride + kvh * head_dim;
-        for (size_t h = kvh * group; h < (kvh + 1) * group; h++)
-          dot_rows(c->scores + h * max_keys + j0, q_t + h * head_dim, k_jh, keys, shape->kv_stride, head_dim,
-                   shape->scale);
+        const size_t at = j0 * shape->kv_stride + kvh * head_dim;
+        for (size_t h = kvh * group; h < (kvh + 1) * group; h++) {
+          float* scores = c->scores + h * max_keys + j0;
+          if (c->kv_bf16)
+            dot_rows_bf16(scores, q_t + h * head_dim, (const uint16_t*)c->k + at, keys, shape->kv_stride, head_dim,
+                          shape->scale);
+          else
+            dot_rows(scores, q_t + h * head_dim, (const float*)c->k + at, keys, shape->kv_stride, head_dim,
+                     shape->scale);
+        }
       }
     }
     for (size_t h = h_first; h < h_end; h++) softmax_f32(c->scores + h * max_keys, n_keys);
@@ -92,23 +148,39 @@ static void attention_kv_heads(void* ctx, size_t first, size_t count) {
     for (size_t j0 = 0; j0 < n_keys; j0 += KEYS_PER_PASS) {
       const size_t keys = n_keys - j0 < KEYS_PER_PASS ? n_keys - j0 : KEYS_PER_PASS;
       for (size_t kvh = first; kvh < first + count; kvh++) {
-        const float* v_jh = c->v + j0 * shape->kv_stride + kvh * head_dim;
-        for (size_t h = kvh * group; h < (kvh + 1) * group; h++)
-          add_weighted_rows(out_t + h * head_dim, c->scores + h * max_keys + j0, v_jh, keys, shape->kv_stride,
-                            head_dim);
+        const size_t at = j0 * shape->kv_stride + kvh * head_dim;
+        for (size_t h = kvh * group; h < (kvh + 1) * group; h++) {
+          const float* p = c->scores + h * max_keys + j0;
+          if (c->kv_bf16)
+            add_weighted_rows_bf16(out_t + h * head_dim, p, (const uint16_t*)c->v + at, keys, shape->kv_stride,
+                                   head_dim);
+          else
+            add_weighted_rows(out_t + h * head_dim, p, (const float*)c->v + at, keys, shape->kv_stride, head_dim);
+        }
       }
     }
   }
 }
 
-// Decode's attention, so on decode's pool (spin_pool.c), split by kv head.
-bool attention_f32(float* out, const float* q, const float* k, const float* v, const AttentionShape* shape) {
+// OPENCLAW_RL_ATTENTION=generic keeps the loops here on an AVX-512 CPU (read on every call, for tests).
+static bool generic_only(void) {
+  const char* setting = getenv("OPENCLAW_RL_ATTENTION");
+  return setting != NULL && strcmp(setting, "generic") == 0;
+}
+
+// Decode's attention, so on decode's pool (spin_pool.c): on AVX-512 split by keys
+// (attention_avx512.c), else here, split by kv head.
+bool attention_f32(float* out, const float* q, const void* k, const void* v, bool kv_bf16,
+                   const AttentionShape* shape) {
+  if (shape->head_dim % 16 == 0 && attention_avx512_available() && !generic_only())
+    return attention_avx512(out, q, k, v, kv_bf16, shape);
   const size_t max_keys = shape->start + shape->tq;
   size_t scores_bytes;
   if (__builtin_mul_overflow(shape->n_heads * sizeof(float), max_keys, &scores_bytes)) return false;
   float* scores = malloc(scores_bytes);
   if (scores == NULL) return false;
-  AttentionCall c = {.out = out, .q = q, .k = k, .v = v, .shape = shape, .scores = scores, .max_keys = max_keys};
+  AttentionCall c = {.out = out, .q = q, .k = k, .v = v, .kv_bf16 = kv_bf16, .shape = shape, .scores = scores,
+                     .max_keys = max_keys};
   // Each query row reads every visible key and value of its heads: 2 * keys * nHeads * headDim products.
   pool_run(shape->n_kv_heads, 2 * shape->tq * max_keys * shape->n_heads * shape->head_dim, attention_kv_heads, &c);
   free(scores);

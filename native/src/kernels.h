@@ -30,13 +30,18 @@ typedef struct {
   size_t n_heads;
   size_t n_kv_heads; // divides n_heads
   size_t head_dim;
-  size_t kv_stride; // floats between consecutive k (and v) rows
+  size_t kv_stride; // elements between consecutive k (and v) rows
   float scale;
 } AttentionShape;
 
-// Causal grouped-query attention for one sequence. Returns false when scratch memory is
-// unavailable.
-bool attention_f32(float* out, const float* q, const float* k, const float* v,
+// attention_f32 on AVX-512 (attention_avx512.c), for head_dim a multiple of 16 on a CPU that has it.
+bool attention_avx512_available(void);
+bool attention_avx512(float* out, const float* q, const void* k, const void* v, bool kv_bf16,
+                      const AttentionShape* shape);
+
+// Causal grouped-query attention for one sequence; k and v are float32 rows, or bf16 bits when
+// kv_bf16. Returns false when scratch memory is unavailable.
+bool attention_f32(float* out, const float* q, const void* k, const void* v, bool kv_bf16,
                    const AttentionShape* shape);
 
 // ---- Training kernels (train_kernels.c) ----

@@ -84,10 +84,12 @@ napi_value op_rope(napi_env env, napi_callback_info info) {
 // attention(out, q, k, v, Tq, start, nHeads, nKvHeads, headDim, kvStride, scale)
 napi_value op_attention(napi_env env, napi_callback_info info) {
   OpCall call;
-  F32Array out, q, k, v;
+  F32Array out, q;
+  Bf16Operand k, v;
   AttentionShape shape;
   if (!op_begin(env, info, "attention", 11, &call) || !op_f32_array(&call, 0, "out", &out) ||
-      !op_f32_array(&call, 1, "q", &q) || !op_f32_array(&call, 2, "k", &k) || !op_f32_array(&call, 3, "v", &v) ||
+      !op_f32_array(&call, 1, "q", &q) || !op_bf16_operand(&call, 2, "k", &k) ||
+      !op_bf16_operand(&call, 3, "v", &v) ||
       !op_size(&call, 4, "Tq", 0, &shape.tq) || !op_size(&call, 5, "start", 0, &shape.start) ||
       !op_size(&call, 6, "nHeads", 1, &shape.n_heads) || !op_size(&call, 7, "nKvHeads", 1, &shape.n_kv_heads) ||
       !op_size(&call, 8, "headDim", 1, &shape.head_dim) || !op_size(&call, 9, "kvStride", 0, &shape.kv_stride) ||
@@ -106,7 +108,11 @@ napi_value op_attention(napi_env env, napi_callback_info info) {
       !op_check_matrix(&call, "v", v.length, kv_rows, kv_cols, "(start+Tq) x (nKvHeads*headDim)", shape.kv_stride,
                        "kvStride"))
     return NULL;
+  if (k.is_bf16 != v.is_bf16) {
+    op_throw_type(&call, "k and v must both be Float32Arrays or both Uint16Arrays of bf16 bits");
+    return NULL;
+  }
   if (shape.tq == 0) return NULL;
-  if (!attention_f32(out.data, q.data, k.data, v.data, &shape)) throw_out_of_memory(&call);
+  if (!attention_f32(out.data, q.data, k.data, v.data, k.is_bf16, &shape)) throw_out_of_memory(&call);
   return NULL;
 }

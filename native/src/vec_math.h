@@ -28,6 +28,25 @@ static inline void store8(float* p, f32x8 v) {
   memcpy(p, &v, sizeof v); // unaligned store
 }
 
+// Eight bf16 values (the upper halves of float32s) widened to float32: exact.
+typedef uint16_t u16x8 __attribute__((vector_size(16)));
+
+static inline f32x8 load8_bf16(const uint16_t* p) {
+  u16x8 h;
+  memcpy(&h, p, sizeof h);
+  u32x8 w = __builtin_convertvector(h, u32x8) << 16;
+  f32x8 v;
+  memcpy(&v, &w, sizeof v);
+  return v;
+}
+
+static inline float bf16_to_f32(uint16_t b) {
+  uint32_t w = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &w, sizeof f);
+  return f;
+}
+
 static inline f32x8 splat8(float x) {
   f32x8 v = {x, x, x, x, x, x, x, x};
   return v;

@@ -1,5 +1,4 @@
 // The log-prob gap between precisions: tokens sampled from one model, scored by several.
-import { createKvCache } from '../../src/engine/local/model/kv-cache.js';
 import type { Transformer } from '../../src/engine/local/model/transformer.js';
 import { createRng } from '../../src/engine/local/sampling/random.js';
 
@@ -15,7 +14,7 @@ export function sampleAndScore(
   seed: number,
 ): number[][] {
   const rng = createRng(seed);
-  const caches = models.map(() => createKvCache(models[0]!.cfg));
+  const caches = models.map((m) => m.newKvCache()); // each model's own rows, as it serves
   const out = models.map(() => [] as number[]);
   let logits = models.map((m, i) =>
     m.forward([{ cache: caches[i]!, tokens: prompt, logitsFrom: prompt.length - 1 }])[0]!.slice(),

@@ -24,11 +24,18 @@ export function toBf16(out: Uint16Array, x: Float32Array, n: number): void {
   for (let i = 0; i < n; i++) out[i] = bf16Bits(x[i]!);
 }
 
+/** The float32 values of the first n bf16 values of x. */
+export function widenBf16(x: Uint16Array, n: number): Float32Array {
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = bf16Value(x[i]!);
+  return out;
+}
+
 /** A float32 copy of the first n values of an operand, each rounded to bf16. */
 function roundedCopy(x: Float32Array | Uint16Array, n: number): Float32Array {
+  if (x instanceof Uint16Array) return widenBf16(x, n);
   const out = new Float32Array(n);
-  if (x instanceof Uint16Array) for (let i = 0; i < n; i++) out[i] = bf16Value(x[i]!);
-  else for (let i = 0; i < n; i++) out[i] = bf16Value(bf16Bits(x[i]!));
+  for (let i = 0; i < n; i++) out[i] = bf16Value(bf16Bits(x[i]!));
   return out;
 }
 

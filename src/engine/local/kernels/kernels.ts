@@ -138,14 +138,15 @@ export interface Kernels {
    * Causal grouped-query attention for one sequence.
    * q: [Tq, nHeads*headDim], the queries at absolute positions start .. start+Tq-1.
    * k, v: [Tkv, nKvHeads*headDim] cache rows 0 .. Tkv-1 (Tkv >= start + Tq); row stride kvStride.
+   * Both float32, or both Uint16Arrays of bf16 bits (widened exactly, then the same arithmetic).
    * out: [Tq, nHeads*headDim]. Query t sees keys 0 .. start+t. Head h uses kv head h / (nHeads/nKvHeads).
    * scores = q.k * scale, softmax in float32 with max subtraction.
    */
   attention(
     out: Float32Array,
     q: Float32Array,
-    k: Float32Array,
-    v: Float32Array,
+    k: Float32Array | Uint16Array,
+    v: Float32Array | Uint16Array,
     Tq: number,
     start: number,
     nHeads: number,

@@ -2,7 +2,7 @@
 // native kernels are tested against. Written to be obviously correct first: every sum is
 // accumulated in float64 (JS numbers) and rounded to float32 once, on store. Only sgemm is
 // tiled, because it dominates and the naive loop is about twice as slow.
-import { bf16Bits, portableGemmBf16, toBf16 } from './bf16.js';
+import { bf16Bits, portableGemmBf16, toBf16, widenBf16 } from './bf16.js';
 import { gemmInt8, quantizeInt8 } from './int8.js';
 import type { Kernels } from './kernels.js';
 
@@ -173,8 +173,8 @@ function rope(
 function attention(
   out: Float32Array,
   q: Float32Array,
-  k: Float32Array,
-  v: Float32Array,
+  kRows: Float32Array | Uint16Array,
+  vRows: Float32Array | Uint16Array,
   Tq: number,
   start: number,
   nHeads: number,
@@ -183,6 +183,10 @@ function attention(
   kvStride: number,
   scale: number,
 ): void {
+  if (kRows instanceof Uint16Array !== vRows instanceof Uint16Array)
+    throw new TypeError('attention: k and v must both be Float32Arrays or both Uint16Arrays of bf16 bits');
+  const k = kRows instanceof Uint16Array ? widenBf16(kRows, kRows.length) : kRows;
+  const v = vRows instanceof Uint16Array ? widenBf16(vRows, vRows.length) : vRows;
   const group = nHeads / nKvHeads;
   const qStride = nHeads * headDim;
   const probs = new Float64Array(start + Tq);

@@ -8,9 +8,12 @@
 //   O_b = P V (sgemm).
 // Stacking the query heads that share a kv head into one block (one pass over K and V for the
 // group) was measured too: no faster at these shapes, the score block's traffic dominates.
+// A cache of bf16 rows (kv-cache.ts) goes through gemmBf16 instead of sgemm: Q and P are rounded
+// to bf16 as the products read them, as in the training attention at bf16.
 
 import type { Kernels } from '../kernels/kernels.js';
 import type { ModelConfig } from './config.js';
+import type { KvRows } from './kv-cache.js';
 
 export type AttentionHeads = Pick<ModelConfig, 'numHeads' | 'numKvHeads' | 'headDim'>;
 
@@ -32,8 +35,8 @@ export function segmentAttention(
   kernels: Kernels,
   out: Float32Array,
   q: Float32Array,
-  k: Float32Array,
-  v: Float32Array,
+  k: KvRows,
+  v: KvRows,
   Tq: number,
   start: number,
   heads: AttentionHeads,
@@ -49,8 +52,8 @@ export function blockedAttention(
   kernels: Kernels,
   out: Float32Array,
   q: Float32Array,
-  k: Float32Array,
-  v: Float32Array,
+  k: KvRows,
+  v: KvRows,
   Tq: number,
   start: number,
   heads: AttentionHeads,
@@ -77,9 +80,14 @@ export function blockedAttention(
       const rows = Math.min(QUERY_BLOCK, Tq - r0),
         cols = start + r0 + rows;
       const P = S.subarray(0, rows * cols);
-      kernels.sgemm(false, true, rows, cols, hd, scale, Q.subarray(r0 * qDim), qDim, K, kvDim, 0, P, cols);
+      const Qb = Q.subarray(r0 * qDim),
+        Ob = O.subarray(r0 * qDim);
+      if (K instanceof Uint16Array)
+        kernels.gemmBf16(false, true, rows, cols, hd, scale, Qb, qDim, K, kvDim, 0, P, cols);
+      else kernels.sgemm(false, true, rows, cols, hd, scale, Qb, qDim, K, kvDim, 0, P, cols);
       kernels.causalSoftmaxRows(P, lse.subarray(0, rows), rows, cols, start + r0);
-      kernels.sgemm(false, false, rows, hd, cols, 1, P, cols, V, kvDim, 0, O.subarray(r0 * qDim), qDim);
+      if (V instanceof Uint16Array) kernels.gemmBf16(false, false, rows, hd, cols, 1, P, cols, V, kvDim, 0, Ob, qDim);
+      else kernels.sgemm(false, false, rows, hd, cols, 1, P, cols, V, kvDim, 0, Ob, qDim);
     }
   }
 }

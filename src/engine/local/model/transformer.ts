@@ -14,7 +14,7 @@
 
 import type { Kernels } from '../kernels/kernels.js';
 import { type ModelConfig, ropeInvFreq } from './config.js';
-import { type KvCache, reserveKvCache } from './kv-cache.js';
+import { createKvCache, type KvCache, type KvDtype, type KvRows, reserveKvCache } from './kv-cache.js';
 import { segmentAttention } from './segment-attention.js';
 import type { ParamStore, TensorSpec } from './weights.js';
 import { type Bf16Params, type Gemm, gemmFor, type Int8Params, type Int8Weight } from '../precision.js';
@@ -74,6 +74,8 @@ export class Transformer {
   private readonly gemm: Gemm | null;
   private readonly invFreq: Float32Array;
   private readonly scratch = new Map<string, Float32Array>();
+  /** The rows of the caches this model's sequences should get: bf16 at bf16 and int8. */
+  readonly kvDtype: KvDtype;
 
   /**
    * bf16: copies of `params` (bf16ParamsOf) for every product to read; without, fp32 (sgemm, sgemv).
@@ -91,6 +93,7 @@ export class Transformer {
       throw new RangeError(`the bf16 copy holds ${bf16.data.length} values, the parameters ${params.data.length}`);
     }
     this.gemm = bf16 ? gemmFor(k, 'bf16') : null;
+    this.kvDtype = bf16 ? 'bf16' : 'f32';
     const opt = (n: string) => (params.has(n) ? params.get(n) : null);
     const weight = (n: string): Weight => ({ f32: params.get(n), b16: bf16?.get(n) ?? null, i8: int8?.get(n) ?? null });
     this.layers = Array.from({ length: cfg.numLayers }, (_, l) => {
@@ -117,6 +120,11 @@ export class Transformer {
     this.finalNorm = params.get('model.norm.weight');
     this.lmHead = weight(cfg.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight');
     this.invFreq = ropeInvFreq(cfg);
+  }
+
+  /** An empty cache for a sequence of this model: kvDtype rows, room for `initialCapacity` positions. */
+  newKvCache(initialCapacity = 64): KvCache {
+    return createKvCache(this.cfg, initialCapacity, this.cfg.maxPositionEmbeddings, this.kvDtype);
   }
 
   /**
@@ -181,8 +189,8 @@ export class Transformer {
       for (const s of segments) {
         const n = s.tokens.length,
           start = s.cache.length;
-        s.cache.k[l]!.set(kk.subarray(row * kvDim, (row + n) * kvDim), start * kvDim);
-        s.cache.v[l]!.set(vv.subarray(row * kvDim, (row + n) * kvDim), start * kvDim);
+        writeKvRows(k, s.cache.k[l]!, kk.subarray(row * kvDim, (row + n) * kvDim), start * kvDim);
+        writeKvRows(k, s.cache.v[l]!, vv.subarray(row * kvDim, (row + n) * kvDim), start * kvDim);
         segmentAttention(
           k,
           att.subarray(row * qDim, (row + n) * qDim),
@@ -336,4 +344,10 @@ export class Transformer {
 
 function addInPlace(x: Float32Array, y: Float32Array, n: number): void {
   for (let i = 0; i < n; i++) x[i]! += y[i]!;
+}
+
+/** rows[at ..] = x, rounded to bf16 (toBf16) when the cache holds bf16 rows. */
+function writeKvRows(k: Kernels, rows: KvRows, x: Float32Array, at: number): void {
+  if (rows instanceof Uint16Array) k.toBf16(rows.subarray(at, at + x.length), x, x.length);
+  else rows.set(x, at);
 }

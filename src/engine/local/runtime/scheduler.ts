@@ -9,7 +9,7 @@
 
 import type { GenerationEvent, ScoredCompletion, TokenLogprob } from '../../types.js';
 import type { ModelConfig } from '../model/config.js';
-import { copyKvPrefix, createKvCache, type KvCache } from '../model/kv-cache.js';
+import { copyKvPrefix, type KvCache } from '../model/kv-cache.js';
 import type { ForwardSegment, Transformer } from '../model/transformer.js';
 import type { Lora } from '../train/lora.js';
 import { createRng, type Rng } from '../sampling/random.js';
@@ -140,7 +140,7 @@ export class Scheduler {
       kind: 'generate',
       id,
       policy,
-      cache: createKvCache(this.cfg, Math.min(promptIds.length + 64, this.cfg.maxPositionEmbeddings)),
+      cache: policy.model.newKvCache(Math.min(promptIds.length + 64, this.cfg.maxPositionEmbeddings)),
       ids: promptIds.slice(),
       promptTokens: promptIds.length,
       admitted: false,
@@ -172,7 +172,7 @@ export class Scheduler {
       kind: 'score',
       id,
       policy,
-      cache: createKvCache(this.cfg, tokens.length),
+      cache: policy.model.newKvCache(tokens.length),
       ids: tokens,
       promptTokens: promptIds.length,
       admitted: false,
