@@ -2,7 +2,8 @@
 // another checkout's (A, BENCH_BASE: a folder with its own `dist` and native build, e.g. a
 // `git worktree` of an earlier commit), runs alternated, so that both see the same machine.
 // Each engine runs in its own worker with its own native addon, so native changes compare too.
-// Prints each side's tokens/s per run, the medians and the median of the runs' paired ratios.
+// Prints each side's decode and prefill tokens/s per run, the medians and the median of the runs'
+// paired ratios.
 //
 //   BENCH_BASE=/tmp/base npm run bench:decode-ab                    # qwen3-0.6b, int8, greedy
 //   BENCH_BASE=/tmp/base BENCH_TEMPERATURE=0.7 BENCH_TOP_P=0.9 npm run bench:decode-ab -- tiny
@@ -27,17 +28,21 @@ const PRECISION = (process.env.BENCH_PRECISION ?? 'int8') as 'fp32' | 'bf16' | '
 
 type Engine = Pick<LocalEngine, 'generate' | 'close'>;
 
-/** Decode tokens/s of one generation (the first token, which ends the prefill, excluded). */
-async function decodeRate(engine: Engine, salt: number): Promise<number> {
+/**
+ * Decode tokens/s of one generation (the first token, which ends the prefill, excluded), and
+ * prefill tokens/s (the prompt over the time to the first token).
+ */
+async function rates(engine: Engine, salt: number): Promise<{ decode: number; prefill: number }> {
   const prompt = Array.from({ length: PROMPT }, (_, i) => ((i * 31 + salt * 17) % 400) + 10);
   const params = { maxTokens: DECODE, temperature: TEMPERATURE, topP: TOP_P, stopTokenIds: [], seed: salt };
+  const start = performance.now();
   let first = 0,
     tokens = 0;
   for await (const e of engine.generate(prompt, params)) {
     if (e.type !== 'token') continue;
     if (tokens++ === 0) first = performance.now();
   }
-  return (tokens - 1) / ((performance.now() - first) / 1000);
+  return { decode: (tokens - 1) / ((performance.now() - first) / 1000), prefill: PROMPT / ((first - start) / 1000) };
 }
 
 async function main() {
@@ -50,10 +55,11 @@ async function main() {
   const options = { threads: THREADS, maxStepTokens: 512, kvCacheBytes: 0, precision: PRECISION };
   const a: Engine = await BaseEngine.open(dir, options);
   const b: Engine = await LocalEngine.open(dir, options);
-  const rates: [number[], number[]] = [[], []];
+  const decode: [number[], number[]] = [[], []],
+    prefill: [number[], number[]] = [[], []];
   try {
-    await decodeRate(a, 0);
-    await decodeRate(b, 0);
+    await rates(a, 0);
+    await rates(b, 0);
     for (let rep = 1; rep <= REPS; rep++) {
       // Alternate which side goes first, so neither always runs on a machine the other warmed.
       const order: [Engine, number][] =
@@ -66,7 +72,11 @@ async function main() {
               [b, 1],
               [a, 0],
             ];
-      for (const [engine, side] of order) rates[side]!.push(await decodeRate(engine, rep));
+      for (const [engine, side] of order) {
+        const r = await rates(engine, rep);
+        decode[side]!.push(r.decode);
+        prefill[side]!.push(r.prefill);
+      }
     }
   } finally {
     await a.close();
@@ -77,12 +87,17 @@ async function main() {
       `${TEMPERATURE}, top-p ${TOP_P}, ${THREADS} threads, ${REPS} alternated runs per side ==`,
   );
   const show = (rs: number[]) => rs.map((r) => r.toFixed(1)).join(' ');
-  console.log(`A ${BASE}: ${show(rates[0])} tok/s, median ${median(rates[0]).toFixed(1)}`);
-  console.log(`B this checkout: ${show(rates[1])} tok/s, median ${median(rates[1]).toFixed(1)}`);
-  const paired = rates[1].map((r, i) => r / rates[0][i]!);
-  console.log(
-    `B / A: ${(median(rates[1]) / median(rates[0])).toFixed(3)} (medians), ${median(paired).toFixed(3)} (paired)`,
-  );
+  for (const [what, rs] of [
+    ['decode', decode],
+    ['prefill', prefill],
+  ] as const) {
+    console.log(`${what}: A ${BASE}: ${show(rs[0])} tok/s, median ${median(rs[0]).toFixed(1)}`);
+    console.log(`${what}: B this checkout: ${show(rs[1])} tok/s, median ${median(rs[1]).toFixed(1)}`);
+    const paired = rs[1].map((r, i) => r / rs[0][i]!);
+    console.log(
+      `${what}: B / A: ${(median(rs[1]) / median(rs[0])).toFixed(3)} (medians), ${median(paired).toFixed(3)} (paired)`,
+    );
+  }
 }
 
 main().catch((e) => {

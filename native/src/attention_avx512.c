@@ -27,7 +27,6 @@
 
 #define AVX512_TARGET __attribute__((target("avx512f")))
 #define INLINE __attribute__((always_inline)) static inline
-#define PREFETCH_ROWS 16
 // Keys per chunk at least (a chunk is the unit of work a thread takes), and chunks at most.
 #define CHUNK_KEYS 128
 #define MAX_CHUNKS 16
@@ -55,16 +54,6 @@ AVX512_TARGET INLINE __m256 lane_sums(const __m512 a[8]) {
   const __m256 s67 = _mm256_hadd_ps(halves_added(a[6]), halves_added(a[7]));
   const __m256 s0123 = _mm256_hadd_ps(s01, s23), s4567 = _mm256_hadd_ps(s45, s67);
   return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20), _mm256_permute2f128_ps(s0123, s4567, 0x31));
-}
-
-// Asks for rows [row, end_row): their first `cols` elements, `stride` apart.
-static void prefetch_block(const void* rows, size_t element_bytes, size_t row, size_t end_row, size_t stride,
-                           size_t cols) {
-  const char* base = rows;
-  for (size_t j = row; j < end_row; j++) {
-    const char* from = base + j * stride * element_bytes;
-    for (const char* line = from; line < from + cols * element_bytes; line += 64) __builtin_prefetch(line, 0, 3);
-  }
 }
 
 // One query row of a call: its queries, the keys it sees, and the chunks they are split into.
@@ -127,10 +116,7 @@ AVX512_TARGET INLINE void weighted_block(float* o0, float* o1, const float* p0, 
 AVX512_TARGET INLINE void scores_rows(const Row* r, size_t from, size_t to, bool bf16) {
   const AttentionShape* s = r->shape;
   const size_t hd = s->head_dim, stride = s->kv_stride, group = s->n_heads / s->n_kv_heads, n = r->n_keys;
-  const size_t element_bytes = bf16 ? sizeof(uint16_t) : sizeof(float), row_elements = s->n_kv_heads * hd;
   for (size_t j0 = from; j0 < to; j0 += 8) {
-    const size_t ahead = j0 + PREFETCH_ROWS, end = ahead + 8 < to ? ahead + 8 : to;
-    prefetch_block(r->k, element_bytes, ahead, end, stride, row_elements);
     for (size_t kvh = 0; kvh < s->n_kv_heads; kvh++) {
       const size_t at = j0 * stride + kvh * hd;
       for (size_t h = kvh * group; h < (kvh + 1) * group; h += 2) {
@@ -149,10 +135,7 @@ AVX512_TARGET INLINE void scores_rows(const Row* r, size_t from, size_t to, bool
 AVX512_TARGET INLINE void weighted_rows(const Row* r, float* out, size_t from, size_t to, bool bf16) {
   const AttentionShape* s = r->shape;
   const size_t hd = s->head_dim, stride = s->kv_stride, group = s->n_heads / s->n_kv_heads, n = r->n_keys;
-  const size_t element_bytes = bf16 ? sizeof(uint16_t) : sizeof(float), row_elements = s->n_kv_heads * hd;
   for (size_t j0 = from; j0 < to; j0 += 8) {
-    const size_t ahead = j0 + PREFETCH_ROWS, end = ahead + 8 < to ? ahead + 8 : to;
-    prefetch_block(r->v, element_bytes, ahead, end, stride, row_elements);
     for (size_t kvh = 0; kvh < s->n_kv_heads; kvh++) {
       const size_t at = j0 * stride + kvh * hd;
       for (size_t h = kvh * group; h < (kvh + 1) * group; h += 2) {
