@@ -10,8 +10,6 @@
 #include "spin_pool.h"
 #include "vec_math.h"
 
-typedef uint16_t u16x8 __attribute__((vector_size(16)));
-
 static inline uint16_t bf16_bits(float x) {
   uint32_t bits;
   memcpy(&bits, &x, sizeof bits);
@@ -19,13 +17,6 @@ static inline uint16_t bf16_bits(float x) {
   if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x0040u);
   // Round to nearest, ties to even: add just under half an ulp, plus the lsb that is kept.
   return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-
-static inline float bf16_value(uint16_t bits) {
-  uint32_t wide = (uint32_t)bits << 16;
-  float x;
-  memcpy(&x, &wide, sizeof x);
-  return x;
 }
 
 SIMD_CLONES
@@ -55,9 +46,9 @@ static void pack_rows(void* out, bool out_bf16, const void* x, bool is_bf16, siz
     else if (out_bf16)
       for (size_t c = 0; c < cols; c++) ob[c] = bf16_bits(xf[c]);
     else if (is_bf16)
-      for (size_t c = 0; c < cols; c++) of[c] = bf16_value(xb[c]);
+      for (size_t c = 0; c < cols; c++) of[c] = bf16_to_f32(xb[c]);
     else
-      for (size_t c = 0; c < cols; c++) of[c] = bf16_value(bf16_bits(xf[c]));
+      for (size_t c = 0; c < cols; c++) of[c] = bf16_to_f32(bf16_bits(xf[c]));
   }
 }
 
@@ -71,7 +62,7 @@ static void pack_transposed(void* out, bool out_bf16, const void* x, bool is_bf1
       if (out_bf16)
         ((uint16_t*)out)[r * cols + c] = bits;
       else
-        ((float*)out)[r * cols + c] = bf16_value(bits);
+        ((float*)out)[r * cols + c] = bf16_to_f32(bits);
     }
 }
 
@@ -100,27 +91,18 @@ void pack_rounded_f32(float* out, const void* x, bool is_bf16, size_t rows, size
   pack(out, false, x, is_bf16, rows, cols, ld, transposed);
 }
 
-static inline f32x8 widen8(const uint16_t* p) {
-  u16x8 bits;
-  memcpy(&bits, p, sizeof bits);
-  u32x8 wide = __builtin_convertvector(bits, u32x8) << 16;
-  f32x8 x;
-  memcpy(&x, &wide, sizeof x);
-  return x;
-}
-
 static inline float dot_f32_bf16(const float* a, const uint16_t* b, size_t n) {
   f32x8 acc0 = {0}, acc1 = {0}, acc2 = {0}, acc3 = {0};
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    acc0 += load8(a + i) * widen8(b + i);
-    acc1 += load8(a + i + 8) * widen8(b + i + 8);
-    acc2 += load8(a + i + 16) * widen8(b + i + 16);
-    acc3 += load8(a + i + 24) * widen8(b + i + 24);
+    acc0 += load8(a + i) * load8_bf16(b + i);
+    acc1 += load8(a + i + 8) * load8_bf16(b + i + 8);
+    acc2 += load8(a + i + 16) * load8_bf16(b + i + 16);
+    acc3 += load8(a + i + 24) * load8_bf16(b + i + 24);
   }
-  for (; i + 8 <= n; i += 8) acc0 += load8(a + i) * widen8(b + i);
+  for (; i + 8 <= n; i += 8) acc0 += load8(a + i) * load8_bf16(b + i);
   float tail = 0.f;
-  for (; i < n; i++) tail += a[i] * bf16_value(b[i]);
+  for (; i < n; i++) tail += a[i] * bf16_to_f32(b[i]);
   return add_lanes((acc0 + acc1) + (acc2 + acc3)) + tail;
 }
 
