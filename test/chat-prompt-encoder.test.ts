@@ -4,6 +4,9 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { TextTokenizer } from '../src/chat/tokenizer/tokenizer.js';
 import { RECYCLE_CHARS, TokenizerThread, type WholeEncodeCheck } from '../src/chat/tokenizer-thread.js';
 import { PromptEncoder } from '../src/chat/prompt-encoder.js';
@@ -112,5 +115,19 @@ test('the tokenizer thread encodes pieces, counts what cannot fit without encodi
     );
   } finally {
     await thread.close();
+  }
+});
+
+test('a tokenizer thread over a folder it cannot load answers each job with the load error', async () => {
+  const empty = mkdtempSync(join(tmpdir(), 'ocrl-no-tokenizer-'));
+  const thread = TokenizerThread.start(empty);
+  try {
+    const jobs = [thread.encode(['hello'], 10), thread.check('hello', [1])];
+    for (const job of jobs) await assert.rejects(job, /tokenizer\.json/);
+    assert.ok(thread.running, 'the thread stays up and answers the next job too');
+    await assert.rejects(thread.encode(['again'], 10), /tokenizer\.json/);
+  } finally {
+    await thread.close();
+    rmSync(empty, { recursive: true, force: true });
   }
 });

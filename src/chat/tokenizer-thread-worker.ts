@@ -1,14 +1,20 @@
 // The tokenizer thread (tokenizer-thread.ts): encodes prompt pieces and checks whole prompts with
 // the model's tokenizer, so long texts are never encoded on the event loop that streams responses.
+//
+// No top-level await here: close() may terminate this thread while its module is still evaluating,
+// and Node 20's V8 can abort the whole process (`Check failed: (location_) != nullptr` in
+// SourceTextModule::ExecuteAsyncModule, nodejs/node#53238) on that path, which only a module that
+// awaits at top level takes. CI saw that abort once.
 
 import { parentPort, workerData } from 'node:worker_threads';
 import { TextTokenizer } from './tokenizer/tokenizer.js';
 import type { ThreadJob, ThreadResult } from './tokenizer-thread.js';
 
 const port = parentPort!;
-const tokenizer = await TextTokenizer.fromModelDir((workerData as { modelDir: string }).modelDir);
+const loading = TextTokenizer.fromModelDir((workerData as { modelDir: string }).modelDir);
+loading.catch(() => {}); // a folder that cannot be loaded is answered to each job, not raised here
 
-function answer(job: ThreadJob): { result: ThreadResult; transfer: ArrayBuffer[] } {
+function answer(tokenizer: TextTokenizer, job: ThreadJob): { result: ThreadResult; transfer: ArrayBuffer[] } {
   if (job.type === 'check') {
     const whole = tokenizer.encode(job.text);
     const same = whole.length === job.ids.length && whole.every((x, i) => x === job.ids[i]);
@@ -25,11 +31,12 @@ function answer(job: ThreadJob): { result: ThreadResult; transfer: ArrayBuffer[]
   return { result: { id: job.id, ids }, transfer: ids.map((a) => a.buffer as ArrayBuffer) };
 }
 
+// Every job waits on the same load, so answers keep the order the jobs came in.
 port.on('message', (job: ThreadJob) => {
-  try {
-    const { result, transfer } = answer(job);
-    port.postMessage(result, transfer);
-  } catch (e) {
-    port.postMessage({ id: job.id, error: (e as Error).message } satisfies ThreadResult);
-  }
+  loading
+    .then((tokenizer) => answer(tokenizer, job))
+    .then(
+      ({ result, transfer }) => port.postMessage(result, transfer),
+      (e: Error) => port.postMessage({ id: job.id, error: e.message } satisfies ThreadResult),
+    );
 });
