@@ -68,3 +68,12 @@ test('on a machine too small for the weights nothing fits: the bound is 0', () =
   assert.equal(plan.activationBudgetBytes, 0);
   assert.equal(plan.maxTrainTokens, 0);
 });
+
+test('without a given prefix cache the default is sized in the rows of the precision: bf16 at bf16 and int8', () => {
+  const small = { ...qwen, maxPositionEmbeddings: 2048 };
+  const base = { cfg: small, totalBytes: 64 * GiB, parameters: 596_049_920, loraRank: 16, trainableValues: 10_092_544 };
+  const perToken = 28 * 2 * 8 * 128;
+  assert.equal(memoryPlan({ ...base, precision: 'fp32' }).kvCacheBytes, 4 * 2048 * perToken * 4);
+  assert.equal(memoryPlan({ ...base, precision: 'bf16' }).kvCacheBytes, 4 * 2048 * perToken * 2);
+  assert.equal(memoryPlan({ ...base, precision: 'int8' }).kvCacheBytes, 4 * 2048 * perToken * 2);
+});

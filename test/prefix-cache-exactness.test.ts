@@ -159,13 +159,20 @@ test('every request gives the same ids and log-probs with the prefix cache as wi
   }
 });
 
-test('the default budget is defaultKvCacheBytes of the model; a bad budget is refused before a thread starts', async () => {
-  const engine = await LocalEngine.open(dir, { threads: 1 });
-  try {
-    assert.equal(engine.prefixCacheStats().budgetBytes, defaultKvCacheBytes(engine.folder.config));
-    assert.ok(engine.prefixCacheStats().budgetBytes > 0);
-  } finally {
-    await engine.close();
+test("the default budget is defaultKvCacheBytes of the model in its precision's rows; a bad budget is refused before a thread starts", async () => {
+  for (const [precision, dtype] of [
+    ['fp32', 'f32'],
+    ['bf16', 'bf16'],
+  ] as const) {
+    const engine = await LocalEngine.open(dir, { threads: 1, precision });
+    try {
+      const expected = defaultKvCacheBytes(engine.folder.config, dtype);
+      assert.equal(engine.info.kvCacheBytes, expected, precision);
+      assert.equal(engine.prefixCacheStats().budgetBytes, expected, precision);
+      assert.ok(expected > 0);
+    } finally {
+      await engine.close();
+    }
   }
   await assert.rejects(
     LocalEngine.open(dir, { kvCacheBytes: -1 }),

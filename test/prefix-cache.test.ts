@@ -161,10 +161,11 @@ test('hit and miss counters add up; counters pass 2^32 without wrapping', () => 
 });
 
 test('the default budget: a few full-context sequences, capped by a quarter of the memory', () => {
-  const contexts = defaultKvCacheBytes(cfg, 1e15) / (cfg.maxPositionEmbeddings * perToken);
+  const contexts = defaultKvCacheBytes(cfg, 'f32', 1e15) / (cfg.maxPositionEmbeddings * perToken);
   assert.equal(contexts, 4);
-  assert.equal(defaultKvCacheBytes(cfg, 4_000_000), 1_000_000);
+  assert.equal(defaultKvCacheBytes(cfg, 'bf16', 1e15), (4 * cfg.maxPositionEmbeddings * perToken) / 2, 'bf16 rows');
+  assert.equal(defaultKvCacheBytes(cfg, 'f32', 4_000_000), 1_000_000);
   const qwen06 = modelConfigOf({ family: 'qwen3', ...PRESETS['qwen3-0.6b']! }, [0]);
   assert.equal(kvBytesPerToken(qwen06), 229_376);
-  assert.equal(defaultKvCacheBytes(qwen06, 16 * 2 ** 30), 4 * 2 ** 30);
+  assert.equal(defaultKvCacheBytes(qwen06, 'bf16', 16 * 2 ** 30), 4 * 2 ** 30);
 });

@@ -17,7 +17,6 @@ import { Gateway } from '../gateway/server.js';
 import { ServeMetrics } from '../metrics/serve-metrics.js';
 import { chatBackendOf, loadChatModel } from './chat-model.js';
 import type { PrefixCacheStats } from '../engine/local/engine.js';
-import { defaultKvCacheBytes } from '../engine/local/kv-cache-budget.js';
 import { describeMemoryPlan, memoryPlan, type MemoryPlan } from '../engine/local/memory-plan.js';
 import type { KernelInfo } from '../engine/local/kernels/kernels.js';
 import type { Precision } from '../engine/local/precision.js';
@@ -73,16 +72,21 @@ export async function runServe(argv: string[]): Promise<number> {
   const kvCacheMb = numberFlag(v, 'kv-cache-mb', { min: 0 });
   const precision = precisionFlag(v);
   const cfg = readModelFolder(modelDir).config;
-  const kvCacheBytes = kvCacheMb === undefined ? defaultKvCacheBytes(cfg) : Math.floor(kvCacheMb * 2 ** 20);
   const model = await loadChatModel(modelDir, {
-    kvCacheBytes,
+    ...(kvCacheMb === undefined ? {} : { kvCacheBytes: Math.floor(kvCacheMb * 2 ** 20) }),
     precision,
     ...(threads === undefined ? {} : { threads }),
   });
   const engineInfo = { precision: model.engine.info.precision, kernels: model.engine.info.kernelInfo };
   let plan: MemoryPlan;
   try {
-    plan = planMemory(cfg, model.engine.info.parameters, kvCacheBytes, learning, engineInfo.precision);
+    plan = planMemory(
+      cfg,
+      model.engine.info.parameters,
+      model.engine.info.kvCacheBytes,
+      learning,
+      engineInfo.precision,
+    );
   } catch (e) {
     await model.engine.close();
     store.close();

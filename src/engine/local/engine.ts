@@ -5,7 +5,6 @@
 import { Worker } from 'node:worker_threads';
 import type { GenerationEvent, Sampler, SamplingParams, ScoredCompletion, ScoreOptions, Scorer } from '../types.js';
 import { type ModelFolder, readModelFolder } from './model/folder.js';
-import { defaultKvCacheBytes } from './kv-cache-budget.js';
 import {
   createPrefixCacheStatsBuffer,
   type PrefixCacheStats,
@@ -35,7 +34,8 @@ export interface LocalEngineOptions {
   /**
    * Byte budget of the prefix cache, which keeps the keys and values of earlier requests so that
    * a prompt sharing a prefix with one computes only the rest; 0 turns it off. Default:
-   * defaultKvCacheBytes(config).
+   * defaultKvCacheBytes of the config in the resolved precision's rows (bf16 at bf16 and int8), in
+   * `info.kvCacheBytes`.
    */
   kvCacheBytes?: number;
   /**
@@ -87,8 +87,8 @@ export class LocalEngine implements Sampler, Scorer {
   static async open(modelDir: string, opts: LocalEngineOptions = {}): Promise<LocalEngine> {
     const folder = readModelFolder(modelDir); // fail fast, before any thread starts
     const activity = new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT);
-    const kvCacheBytes = opts.kvCacheBytes ?? defaultKvCacheBytes(folder.config);
-    if (!(Number.isSafeInteger(kvCacheBytes) && kvCacheBytes >= 0)) {
+    const kvCacheBytes = opts.kvCacheBytes ?? null;
+    if (kvCacheBytes !== null && !(Number.isSafeInteger(kvCacheBytes) && kvCacheBytes >= 0)) {
       throw new RangeError(`kvCacheBytes must be a non-negative integer, got ${kvCacheBytes}`);
     }
     const prefixStats = createPrefixCacheStatsBuffer();

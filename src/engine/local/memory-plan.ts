@@ -6,7 +6,7 @@
 // machine down. Pure: every input is a parameter.
 
 import type { ModelConfig } from './model/config.js';
-import { defaultKvCacheBytes } from './kv-cache-budget.js';
+import { defaultKvCacheBytes, kvDtypeOf } from './kv-cache-budget.js';
 import { bf16CopyBytes, HEAD_CHUNK_ROWS, maxTrainTokens, trainStepBytes } from './train/memory.js';
 import type { Precision } from './precision.js';
 
@@ -71,7 +71,7 @@ export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
   const fullFineTuning = loraRank === 0 && input.trainableValues > 0;
   const learnerStateBytes =
     4 * 4 * input.trainableValues + (bf16 && fullFineTuning ? bf16CopyBytes(input.trainableValues) : 0);
-  const kvCacheBytes = input.kvCacheBytes ?? defaultKvCacheBytes(cfg, totalBytes);
+  const kvCacheBytes = input.kvCacheBytes ?? defaultKvCacheBytes(cfg, kvDtypeOf(precision), totalBytes);
   const fixed = weightsBytes + learnerStateBytes + kvCacheBytes + RUNTIME_ALLOWANCE_BYTES;
   const activationBudgetBytes = Math.max(0, Math.floor(USABLE_MEMORY_SHARE * totalBytes - fixed));
   const derived = maxTrainTokens(cfg, activationBudgetBytes, { loraRank, completionFraction: COMPLETION_FRACTION });

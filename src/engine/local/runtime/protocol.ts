@@ -18,8 +18,8 @@ export interface WorkerOptions {
   threads: number;
   /** One Int32 the scheduler keeps equal to its jobs in flight (LocalEngine.activity). */
   activity: SharedArrayBuffer;
-  /** Byte budget of the prefix cache of keys and values; 0 turns it off. */
-  kvCacheBytes: number;
+  /** Byte budget of the prefix cache of keys and values; 0 turns it off; null: the default at the resolved precision. */
+  kvCacheBytes: number | null;
   /** The prefix cache's counters (prefix-cache-stats.ts), updated by the worker. */
   prefixStats: SharedArrayBuffer;
   /** The GEMMs' precision; auto is resolved by the worker, on its kernels. */
@@ -45,6 +45,8 @@ export interface WorkerInfo {
   kernels: 'native' | 'portable';
   kernelInfo: KernelInfo;
   precision: Precision;
+  /** The prefix cache's byte budget, the default resolved (defaultKvCacheBytes of the precision's rows). */
+  kvCacheBytes: number;
   parameters: number;
   loadMs: number;
   /** The base weights (version 0), shared with a learner instead of copied. */

@@ -8,6 +8,7 @@
 
 import { parentPort, workerData } from 'node:worker_threads';
 import { loadKernels } from '../kernels/index.js';
+import { defaultKvCacheBytes } from '../kv-cache-budget.js';
 import { readModelFolder } from '../model/folder.js';
 import { int8Tensors, Transformer } from '../model/transformer.js';
 import { loadWeights, paramStoreOver } from '../model/weights.js';
@@ -47,7 +48,8 @@ async function start(): Promise<void> {
     model: new Transformer(folder.config, params, kernels, baseBf16, baseInt8),
     lora: null,
   };
-  const prefix = new PrefixCache(options.kvCacheBytes, new PrefixCacheCounters(options.prefixStats));
+  const kvCacheBytes = options.kvCacheBytes ?? defaultKvCacheBytes(folder.config, base.model.kvDtype);
+  const prefix = new PrefixCache(kvCacheBytes, new PrefixCacheCounters(options.prefixStats));
   const scheduler = new Scheduler(
     base,
     folder.config,
@@ -135,6 +137,7 @@ async function start(): Promise<void> {
       kernels: kernels.name,
       kernelInfo: kernels.info,
       precision,
+      kvCacheBytes,
       parameters: params.data.length,
       loadMs: performance.now() - t0,
       baseParams: params.data.buffer as SharedArrayBuffer,
