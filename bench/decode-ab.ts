@@ -9,7 +9,7 @@
 //   BENCH_BASE=/tmp/base BENCH_TEMPERATURE=0.7 BENCH_TOP_P=0.9 npm run bench:decode-ab -- tiny
 //
 // Knobs: BENCH_PRECISION (int8), BENCH_THREADS (2), BENCH_PROMPT (128 tokens), BENCH_DECODE (64),
-// BENCH_REPS (6), BENCH_TEMPERATURE (0), BENCH_TOP_P (1).
+// BENCH_REPS (6), BENCH_TEMPERATURE (0), BENCH_TOP_P (1), BENCH_TOP_K (0: off).
 
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -24,6 +24,7 @@ const DECODE = Number(process.env.BENCH_DECODE ?? 64);
 const REPS = Number(process.env.BENCH_REPS ?? 6);
 const TEMPERATURE = Number(process.env.BENCH_TEMPERATURE ?? 0);
 const TOP_P = Number(process.env.BENCH_TOP_P ?? 1);
+const TOP_K = Number(process.env.BENCH_TOP_K ?? 0);
 const PRECISION = (process.env.BENCH_PRECISION ?? 'int8') as 'fp32' | 'bf16' | 'int8';
 
 type Engine = Pick<LocalEngine, 'generate' | 'close'>;
@@ -34,7 +35,14 @@ type Engine = Pick<LocalEngine, 'generate' | 'close'>;
  */
 async function rates(engine: Engine, salt: number): Promise<{ decode: number; prefill: number }> {
   const prompt = Array.from({ length: PROMPT }, (_, i) => ((i * 31 + salt * 17) % 400) + 10);
-  const params = { maxTokens: DECODE, temperature: TEMPERATURE, topP: TOP_P, stopTokenIds: [], seed: salt };
+  const params = {
+    maxTokens: DECODE,
+    temperature: TEMPERATURE,
+    topP: TOP_P,
+    topK: TOP_K,
+    stopTokenIds: [],
+    seed: salt,
+  };
   const start = performance.now();
   let first = 0,
     tokens = 0;

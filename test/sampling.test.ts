@@ -2,6 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { candidateSet, kthLargest, logSumExp, sampleToken, topLogprobs } from '../src/engine/local/sampling/sample.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
+import { portableKernels } from '../src/engine/local/kernels/portable.js';
+import { native, skipNative } from './helpers/native.js';
 
 function randomLogits(V: number, seed: number, scale = 3): Float32Array {
   const rng = createRng(seed);
@@ -162,4 +164,71 @@ test('topLogprobs returns the k best as normalized log-probs, best first', () =>
     sorted,
   );
   for (const t of top) assert.ok(Math.abs(t.logprob - (logits[t.id]! - lse)) < 1e-9);
+});
+
+/** e^((z - max) * invT) in float64, the definition the kernels compute. */
+function referenceWeights(z: Float32Array, invT: number): { w: Float64Array; total: number } {
+  const max = z.reduce((a, b) => (b > a ? b : a), -Infinity);
+  const w = Float64Array.from(z, (l) => Math.exp((l - max) * Math.min(invT, 3.4028234663852886e38)));
+  return { w, total: w.reduce((a, b) => a + b, 0) };
+}
+
+test('temperedWeights: both kernels against float64, masked logits 0, far-below weights 0, huge invT the greedy limit', () => {
+  const kernels = skipNative ? [portableKernels] : [portableKernels, native()];
+  for (const V of [1, 15, 16, 17, 33, 1000, 151936]) {
+    const z = randomLogits(V, V, 6);
+    for (let i = 0; i < V; i++) z[i]! += 40; // far from 0: the max must be subtracted
+    if (V > 2) z[1] = -Infinity;
+    if (V > 3) z[2] = z[0]! - 200; // e^-200 of the best: below the native kernel's e^-87
+    for (const invT of [1, 1 / 0.6, 5, 1e39, Infinity]) {
+      const want = referenceWeights(z, invT);
+      for (const k of kernels) {
+        const what = `${k.name} V ${V} invT ${invT}`;
+        const w = new Float64Array(V).fill(Number.NaN);
+        const total = k.temperedWeights(w, z, V, invT);
+        const tolerance = k.name === 'native' ? 2e-6 : 1e-15;
+        assert.ok(Math.abs(total - want.total) <= tolerance * want.total, `${what}: total ${total} vs ${want.total}`);
+        for (let i = 0; i < V; i++) {
+          const [got, exact] = [w[i]!, want.w[i]!];
+          const below = exact < Math.exp(-87);
+          const ok = below ? got <= Math.exp(-87) && got >= 0 : Math.abs(got - exact) <= tolerance * exact;
+          assert.ok(ok, `${what}: weight ${i} ${got} vs ${exact}`);
+        }
+        if (V > 2) assert.equal(w[1], 0, `${what}: a masked logit weighs 0`);
+        if (V > 3 && k.name === 'native') assert.equal(w[2], 0, `${what}: e^-200 is stored as 0`);
+        if (invT > 1e38) assert.equal(total, 1, `${what}: only the best token is left`);
+      }
+    }
+  }
+});
+
+test('temperedWeights (native) checks its arguments', { skip: skipNative }, () => {
+  const k = native();
+  const z = new Float32Array(8);
+  assert.throws(() => k.temperedWeights(new Float64Array(8), z, 8, 0), /invT must be a positive number, got 0/);
+  assert.throws(() => k.temperedWeights(new Float64Array(8), z, 8, Number.NaN), /invT must be a positive number/);
+  assert.throws(() => k.temperedWeights(new Float64Array(7), z, 8, 1), RangeError);
+  assert.throws(() => k.temperedWeights(new Float32Array(8) as unknown as Float64Array, z, 8, 1), TypeError);
+});
+
+test('sampleToken on the native weights draws what it draws on the float64 ones, draw for draw', {
+  skip: skipNative,
+}, () => {
+  const weigh = native().temperedWeights;
+  const logits = randomLogits(151936, 11, 5);
+  for (const [temperature, topK, topP] of [
+    [1, 0, 1],
+    [0.6, 20, 0.95],
+    [0.7, 0, 0.8],
+  ] as const) {
+    const s = { temperature, topK, topP, topLogprobs: 0 };
+    const [a, b] = [createRng(9), createRng(9)];
+    for (let i = 0; i < 200; i++) {
+      const js = sampleToken(logits, s, a);
+      const nat = sampleToken(logits, s, b, undefined, weigh);
+      assert.equal(nat.id, js.id, `draw ${i} at ${JSON.stringify(s)}`);
+      assert.ok(Math.abs(nat.sampledLogprob - js.sampledLogprob) < 1e-5, `draw ${i}: ${nat.sampledLogprob}`);
+      assert.ok(Math.abs(nat.logprob - js.logprob) < 1e-5, `draw ${i}: ${nat.logprob}`);
+    }
+  }
 });

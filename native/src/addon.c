@@ -10,7 +10,7 @@
 
 // Bumped whenever an export changes meaning, so that a stale build is refused with a
 // "rebuild" message instead of being called with the wrong arguments.
-#define ADDON_API_VERSION 8
+#define ADDON_API_VERSION 9
 
 NAPI_MODULE_INIT() {
   napi_value version, gemm;
@@ -39,6 +39,7 @@ NAPI_MODULE_INIT() {
       {"sumSquares", NULL, op_sum_squares, NULL, NULL, NULL, napi_enumerable, NULL},
       {"rmsnormBackward", NULL, op_rmsnorm_backward, NULL, NULL, NULL, napi_enumerable, NULL},
       {"siluMulBackward", NULL, op_silu_mul_backward, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"temperedWeights", NULL, op_tempered_weights, NULL, NULL, NULL, napi_enumerable, NULL},
       {"logitsStats", NULL, op_logits_stats, NULL, NULL, NULL, napi_enumerable, NULL},
       {"logitsBackward", NULL, op_logits_backward, NULL, NULL, NULL, napi_enumerable, NULL},
       {"causalSoftmaxRows", NULL, op_causal_softmax_rows, NULL, NULL, NULL, napi_enumerable, NULL},

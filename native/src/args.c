@@ -132,6 +132,13 @@ bool op_f32_array(OpCall* call, size_t index, const char* name, F32Array* out) {
   return true;
 }
 
+bool op_f64_array(OpCall* call, size_t index, const char* name, F64Array* out) {
+  void* data;
+  if (!get_typed_array(call, index, name, napi_float64_array, "Float64Array", &data, &out->length)) return false;
+  out->data = data;
+  return true;
+}
+
 // A typed array of `type`, or null (data NULL, length 0).
 static bool typed_array_or_null(OpCall* call, size_t index, const char* name, napi_typedarray_type type,
                                 const char* expected, void** data, size_t* length) {

@@ -24,6 +24,11 @@ typedef struct {
 } F32Array;
 
 typedef struct {
+  double* data;
+  size_t length;
+} F64Array;
+
+typedef struct {
   int32_t* data;
   size_t length;
 } I32Array;
@@ -62,6 +67,7 @@ bool op_float(OpCall* call, size_t index, const char* name, float* out);
 // (1 - beta2 in float is 1.3e-5 off).
 bool op_double(OpCall* call, size_t index, const char* name, double* out);
 bool op_f32_array(OpCall* call, size_t index, const char* name, F32Array* out);
+bool op_f64_array(OpCall* call, size_t index, const char* name, F64Array* out);
 // A Float32Array, or null: then data is NULL and length 0.
 bool op_f32_array_or_null(OpCall* call, size_t index, const char* name, F32Array* out);
 bool op_i32_array(OpCall* call, size_t index, const char* name, I32Array* out);

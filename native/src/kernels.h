@@ -67,6 +67,8 @@ void adamw_f32(float* p, float* g, float* m, float* v, uint16_t* p16, size_t n, 
 
 // Sum of x[i]^2, accumulated in double.
 double sum_squares_f32(const float* x, size_t n);
+// w[i] = e^((z[i] - max z) * inv_t) (0 under e^-87), returning their sum: the sampler's weights.
+double tempered_weights_f64(double* w, const float* z, size_t v, float inv_t);
 
 
 // dx written (or added to, when accumulate) for rows x dim; dw (may be NULL) += the sum over rows.

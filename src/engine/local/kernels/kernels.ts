@@ -186,6 +186,13 @@ export interface Kernels {
   sumSquares(x: Float32Array, n: number): number;
 
   /**
+   * The sampler's weights over one row of V logits z: weights[i] = e^((z[i] - max z) * invT),
+   * returning their sum (float64). invT > 0; past float32's range it acts as its limit, greedy.
+   * Native: e^ in float32 (about 2 ulp), weights under e^-87 stored as 0.
+   */
+  temperedWeights(weights: Float64Array, logits: Float32Array, V: number, invT: number): number;
+
+  /**
    * Backward of rmsnorm (y = x * rstd * w, rstd recomputed from x): dx = rstd * w * dy - x * rstd^3 / dim * sum(w * dy * x),
    * written (accumulate false) or added (true) into dx; dw (when not null) += sum over rows of dy * x * rstd.
    */

@@ -20,7 +20,7 @@ export const NATIVE_BUILD_HINT =
   'apt-get install libopenblas-dev libdnnl-dev (macOS: Xcode command line tools), then npm rebuild openclaw-rl';
 
 // Must equal ADDON_API_VERSION in native/src/addon.c.
-const ADDON_API_VERSION = 8;
+const ADDON_API_VERSION = 9;
 
 type NativeAddon = Omit<Kernels, 'name' | 'info' | 'threads'> & {
   readonly apiVersion: number;
@@ -94,6 +94,7 @@ export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernel
     attention: addon.attention,
     adamw: addon.adamw,
     sumSquares: addon.sumSquares,
+    temperedWeights: addon.temperedWeights,
     rmsnormBackward: addon.rmsnormBackward,
     siluMulBackward: addon.siluMulBackward,
     logitsStats: addon.logitsStats,

@@ -254,6 +254,21 @@ function sumSquares(x: Float32Array, n: number): number {
   return sum;
 }
 
+/** As the native kernel, with e^ in float64; exported as sampleToken's default (no kernels at hand). */
+export function temperedWeights(weights: Float64Array, logits: Float32Array, V: number, invT: number): number {
+  if (!(invT > 0)) throw new RangeError(`temperedWeights: invT must be a positive number, got ${invT}`);
+  const scale = Math.min(invT, 3.4028234663852886e38); // float32's largest: the native kernel's limit
+  let max = -Infinity;
+  for (let i = 0; i < V; i++) if (logits[i]! > max) max = logits[i]!;
+  let total = 0;
+  for (let i = 0; i < V; i++) {
+    const w = Math.exp((logits[i]! - max) * scale);
+    weights[i] = w;
+    total += w;
+  }
+  return total;
+}
+
 function rmsnormBackward(
   dx: Float32Array,
   dw: Float32Array | null,
@@ -414,6 +429,7 @@ export const portableKernels: Kernels = {
   attention,
   adamw,
   sumSquares,
+  temperedWeights,
   rmsnormBackward,
   siluMulBackward,
   logitsStats,

@@ -76,6 +76,8 @@ export class Transformer {
   private readonly scratch = new Map<string, Float32Array>();
   /** The rows of the caches this model's sequences should get: bf16 at bf16 and int8. */
   readonly kvDtype: KvDtype;
+  /** The sampler's tempered weights over one row of this model's logits, on its kernels. */
+  readonly weighLogits: Kernels['temperedWeights'];
 
   /**
    * bf16: copies of `params` (bf16ParamsOf) for every product to read; without, fp32 (sgemm, sgemv).
@@ -94,6 +96,7 @@ export class Transformer {
     }
     this.gemm = bf16 ? gemmFor(k, 'bf16') : null;
     this.kvDtype = bf16 ? 'bf16' : 'f32';
+    this.weighLogits = k.temperedWeights;
     const opt = (n: string) => (params.has(n) ? params.get(n) : null);
     const weight = (n: string): Weight => ({ f32: params.get(n), b16: bf16?.get(n) ?? null, i8: int8?.get(n) ?? null });
     this.layers = Array.from({ length: cfg.numLayers }, (_, l) => {

@@ -290,6 +290,7 @@ export class Scheduler {
       { temperature: s.temperature, topK: s.topK, topP: s.topP, topLogprobs: s.topLogprobs },
       job.rng,
       lse,
+      job.policy.model.weighLogits,
     );
     job.generated += 1;
     job.ids.push(r.id);

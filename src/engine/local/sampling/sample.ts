@@ -3,6 +3,7 @@
 // top-p), and optional top alternatives. Pure functions over typed arrays.
 
 import type { TokenLogprob } from '../../types.js';
+import { temperedWeights } from '../kernels/portable.js';
 import type { Rng } from './random.js';
 
 export interface SampleSettings {
@@ -49,6 +50,9 @@ export function argmax(logits: Float32Array): number {
   return best;
 }
 
+/** The tempered weights' kernel (Kernels.temperedWeights): fills weights, returns their sum. */
+export type WeighLogits = (weights: Float64Array, logits: Float32Array, V: number, invT: number) => number;
+
 /** Scratch for the tempered weights, reused across calls (sampling is synchronous). */
 let tempered = new Float64Array(0);
 
@@ -56,26 +60,27 @@ let tempered = new Float64Array(0);
  * Samples one token. Greedy when temperature is 0 (the sampled distribution is then a point
  * mass, so sampledLogprob is 0). Top-k and top-p select the candidate set from the tempered
  * distribution, which is renormalized over it. `lse` is log sum exp of `logits` when the caller
- * has it already (computed here otherwise).
+ * has it already (computed here otherwise). `weigh` computes the tempered weights: the engine
+ * passes its kernels' (native: vectorized), others get the float64 JavaScript one.
  */
-export function sampleToken(logits: Float32Array, s: SampleSettings, rng: Rng, lse?: number): SampleResult {
+export function sampleToken(
+  logits: Float32Array,
+  s: SampleSettings,
+  rng: Rng,
+  lse?: number,
+  weigh: WeighLogits = temperedWeights,
+): SampleResult {
   const V = logits.length;
   const invT = s.temperature > 0 ? 1 / s.temperature : 0;
   let probs: Float64Array | null = null;
-  let max = -Infinity;
   let total = 0;
   if (invT > 0) {
-    for (let i = 0; i < V; i++) if (logits[i]! > max) max = logits[i]!;
     if (tempered.length < V) tempered = new Float64Array(V);
     probs = tempered.subarray(0, V); // tempered, unnormalized
-    for (let i = 0; i < V; i++) {
-      const p = Math.exp((logits[i]! - max) * invT);
-      probs[i] = p;
-      total += p;
-    }
+    total = weigh(probs, logits, V, invT);
   }
-  // At temperature 1 the tempered weights are logSumExp's own terms, summed in the same order.
-  const logNormalizer = lse ?? (invT === 1 ? max + Math.log(total) : logSumExp(logits));
+  // At temperature 1 the weights are e^(z - max): log sum exp is max + log(total).
+  const logNormalizer = lse ?? (invT === 1 ? logits[argmax(logits)]! + Math.log(total) : logSumExp(logits));
   const top = s.topLogprobs > 0 ? topLogprobs(logits, s.topLogprobs, logNormalizer) : undefined;
   const done = (id: number, sampledLogprob: number): SampleResult => ({
     id,
@@ -124,11 +129,19 @@ export function candidateSet(probs: Float64Array, total: number, topK: number, t
   const p = topP > 0 && topP < 1 ? topP : 1;
   if (k === V && p === 1) return Array.from({ length: V }, (_, i) => i);
 
-  let max = 0;
-  for (let i = 0; i < V; i++) if (probs[i]! > max) max = probs[i]!;
   // At least k entries reach the k-th largest value: a threshold that never needs lowering again.
-  const floor = k < V ? kthLargest(probs, k) : 0;
-  const ids = new Uint32Array(V);
+  // The largest value is among the k largest, so the heap that finds the k-th gives it too.
+  let floor = 0;
+  let max = 0;
+  if (k < V) {
+    const heap = largestK(probs, k);
+    floor = heap[0]!;
+    for (let i = 0; i < k; i++) if (heap[i]! > max) max = heap[i]!;
+  } else {
+    for (let i = 0; i < V; i++) if (probs[i]! > max) max = probs[i]!;
+  }
+  if (idScratch.length < V) idScratch = new Uint32Array(V);
+  const ids = idScratch;
   for (let threshold = Math.max(max * 1e-3, floor); ; threshold = Math.max(threshold * 1e-3, floor)) {
     let n = 0;
     let mass = 0;
@@ -143,6 +156,9 @@ export function candidateSet(probs: Float64Array, total: number, topK: number, t
     return sortedPrefix(probs, ids.subarray(0, n), k, p * total);
   }
 }
+
+/** Scratch for candidateSet's ids above a threshold (sampling is synchronous). */
+let idScratch = new Uint32Array(0);
 
 /**
  * Of `ids` (ascending), the first ones in order of weight, largest first and ties by id: up to k,
@@ -190,31 +206,40 @@ function sortedPrefix(probs: Float64Array, ids: Uint32Array, k: number, mass: nu
   return kept;
 }
 
-/** The k-th largest of `values` (1 <= k <= length), through a min-heap of the k largest so far. */
+/** The k-th largest of `values` (1 <= k <= length). */
 export function kthLargest(values: Float64Array, k: number): number {
+  return largestK(values, k)[0]!;
+}
+
+/** The k largest of `values` (1 <= k <= length) as a min-heap: the k-th largest at index 0. */
+function largestK(values: Float64Array, k: number): Float64Array {
   const heap = new Float64Array(k);
-  let size = 0;
-  for (let i = 0; i < values.length; i++) {
+  let i = 0;
+  for (; i < k; i++) {
     const v = values[i]!;
-    if (size < k) {
-      let at = size++;
-      while (at > 0 && heap[(at - 1) >> 1]! > v) {
-        heap[at] = heap[(at - 1) >> 1]!;
-        at = (at - 1) >> 1;
-      }
-      heap[at] = v;
-    } else if (v > heap[0]!) {
-      let at = 0;
-      for (;;) {
-        const left = 2 * at + 1;
-        if (left >= k) break;
-        const child = left + 1 < k && heap[left + 1]! < heap[left]! ? left + 1 : left;
-        if (heap[child]! >= v) break;
-        heap[at] = heap[child]!;
-        at = child;
-      }
-      heap[at] = v;
+    let at = i;
+    while (at > 0 && heap[(at - 1) >> 1]! > v) {
+      heap[at] = heap[(at - 1) >> 1]!;
+      at = (at - 1) >> 1;
     }
+    heap[at] = v;
   }
-  return heap[0]!;
+  // Nearly every value is below the heap's least, so the scan keeps that in a local.
+  let least = heap[0]!;
+  for (; i < values.length; i++) {
+    const v = values[i]!;
+    if (!(v > least)) continue;
+    let at = 0;
+    for (;;) {
+      const left = 2 * at + 1;
+      if (left >= k) break;
+      const child = left + 1 < k && heap[left + 1]! < heap[left]! ? left + 1 : left;
+      if (heap[child]! >= v) break;
+      heap[at] = heap[child]!;
+      at = child;
+    }
+    heap[at] = v;
+    least = heap[0]!;
+  }
+  return heap;
 }
