@@ -168,7 +168,7 @@ test('topLogprobs returns the k best as normalized log-probs, best first', () =>
 
 /** e^((z - max) * invT) in float64, the definition the kernels compute. */
 function referenceWeights(z: Float32Array, invT: number): { w: Float64Array; total: number } {
-  const max = z.reduce((a, b) => (b > a ? b : a), -Infinity);
+  const max = z.reduce((a, b) => Math.max(a, b), -Number.MAX_VALUE);
   const w = Float64Array.from(z, (l) => Math.exp((l - max) * Math.min(invT, 3.4028234663852886e38)));
   return { w, total: w.reduce((a, b) => a + b, 0) };
 }
