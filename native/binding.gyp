@@ -28,6 +28,7 @@
         "src/kernels_parallel.c",
         "src/attention.c",
         "src/attention_avx512.c",
+        "src/prefill_attention.c",
         "src/sampling.c",
         "src/train_kernels.c",
         "src/train_ops.c",

@@ -7,11 +7,12 @@ import assert from 'node:assert/strict';
 import type { Kernels } from '../src/engine/local/kernels/kernels.js';
 import { portableKernels } from '../src/engine/local/kernels/portable.js';
 import { modelConfigOf, PRESETS, randomParams } from '../src/engine/local/model/init.js';
-import { createKvCache } from '../src/engine/local/model/kv-cache.js';
+import { createKvCache, type KvRows } from '../src/engine/local/model/kv-cache.js';
 import {
   type AttentionHeads,
   BLOCKED_MIN_ROWS,
   blockedAttention,
+  FLASH_MIN_ROWS,
   QUERY_BLOCK,
   segmentAttention,
 } from '../src/engine/local/model/segment-attention.js';
@@ -69,7 +70,11 @@ function oneRow(k: Kernels, c: Case, x: Inputs): Float32Array {
 }
 
 /** blockedAttention's output, and the most scratch floats it asked for. */
-function blocked(k: Kernels, c: Case, x: Inputs): { out: Float32Array; scratchFloats: number } {
+function blocked(
+  k: Kernels,
+  c: Case,
+  x: { q: Float32Array; k: KvRows; v: KvRows },
+): { out: Float32Array; scratchFloats: number } {
   const out = new Float32Array(x.q.length).fill(NaN);
   let scratchFloats = 0;
   const scratch = (n: number) => {
@@ -173,5 +178,95 @@ describe('the transformer with blocked prefill attention', () => {
     }
     assert.ok(largest > 0.5, `logits too small to test anything (max |logit| ${largest})`);
     assert.ok(worst <= 1e-5, `max |chunked - one by one| logit = ${worst}`);
+  });
+});
+
+describe('prefillAttentionBf16 (native, bf16 cache rows)', () => {
+  const flashCases: Case[] = [
+    { Tq: QUERY_BLOCK + 5, start: 0, numHeads: 8, numKvHeads: 4, headDim: 32, qScale: 1 }, // uncached, padded block
+    { Tq: 2 * QUERY_BLOCK + 1, start: 300, numHeads: 4, numKvHeads: 2, headDim: 16, qScale: 1 }, // keys not a multiple of 64
+    { Tq: QUERY_BLOCK + 7, start: 1000, numHeads: 8, numKvHeads: 2, headDim: 64, qScale: 1 }, // three key chunks
+    { Tq: 300, start: 37, numHeads: 16, numKvHeads: 8, headDim: 128, qScale: 1 }, // Qwen3-0.6B's heads
+    { Tq: QUERY_BLOCK, start: 600, numHeads: 2, numKvHeads: 1, headDim: 16, qScale: 40 }, // large scores: the running max
+  ];
+  /** The cache rows as bf16 bits, and the float32 values those bits hold (what the reference reads). */
+  const bf16Rows = (k: Kernels, x: Float32Array) => {
+    const bits = new Uint16Array(x.length);
+    k.toBf16(bits, x, x.length);
+    return { bits, values: Float32Array.from(bits, (b) => new Float32Array(new Uint32Array([b << 16]).buffer)[0]!) };
+  };
+
+  test('equals the one-row kernel over the same bf16 rows to bf16 rounding of Q and P', { skip: skipNative }, () => {
+    const k = native();
+    for (const c of flashCases) {
+      const x = inputs(c);
+      const [kr, vr] = [bf16Rows(k, x.k), bf16Rows(k, x.v)];
+      const out = new Float32Array(x.q.length).fill(NaN);
+      const computed = k.prefillAttentionBf16!(
+        out,
+        x.q,
+        kr.bits,
+        vr.bits,
+        c.Tq,
+        c.start,
+        c.numHeads,
+        c.numKvHeads,
+        c.headDim,
+      );
+      assert.equal(computed, true, 'this build has oneDNN (CI installs it)');
+      const reference = oneRow(portableKernels, c, { q: x.q, k: kr.values, v: vr.values });
+      // Q and P rounded to bf16 (2^-9 relative each) move an output by a few 2^-9 of max |v| (1);
+      // Q's rounding moves the scores in proportion to their size (qScale).
+      assertMaxAbsDiff(out, reference, 8e-3 * c.qScale, `flash ${name(c)}`);
+      const gemmPath = blocked({ ...k, prefillAttentionBf16: undefined }, c, { q: x.q, k: kr.bits, v: vr.bits });
+      assertMaxAbsDiff(out, gemmPath.out, 8e-3, `flash vs the GEMM path ${name(c)}`);
+    }
+  });
+
+  test('segmentAttention sends bf16 rows to it from FLASH_MIN_ROWS query rows, never f32 rows', {
+    skip: skipNative,
+  }, () => {
+    const heads = { numHeads: 4, numKvHeads: 2, headDim: 16 };
+    for (const [Tq, bf16, expected] of [
+      [FLASH_MIN_ROWS - 1, true, false],
+      [FLASH_MIN_ROWS, true, true],
+      [FLASH_MIN_ROWS, false, false],
+    ] as const) {
+      const c = { ...heads, Tq, start: 40, qScale: 1 };
+      const x = inputs(c);
+      let calls = 0;
+      const counting: Kernels = {
+        ...native(),
+        prefillAttentionBf16: (...args) => {
+          calls++;
+          return native().prefillAttentionBf16!(...args);
+        },
+      };
+      const [kRows, vRows] = bf16 ? [bf16Rows(native(), x.k).bits, bf16Rows(native(), x.v).bits] : [x.k, x.v];
+      segmentAttention(
+        counting,
+        new Float32Array(x.q.length),
+        x.q,
+        kRows,
+        vRows,
+        Tq,
+        c.start,
+        heads,
+        (n) => new Float32Array(n),
+      );
+      assert.equal(calls > 0, expected, `Tq ${Tq}, ${bf16 ? 'bf16' : 'f32'} rows`);
+    }
+  });
+
+  test('checks its arguments', { skip: skipNative }, () => {
+    const k = native();
+    const [q, out] = [new Float32Array(4 * 2 * 8), new Float32Array(4 * 2 * 8)];
+    const rows = new Uint16Array(6 * 8);
+    assert.throws(
+      () => k.prefillAttentionBf16!(out, q, rows, rows, 4, 3, 2, 1, 8),
+      /k.*\(start\+Tq\)\*nKvHeads\*headDim/,
+    );
+    assert.throws(() => k.prefillAttentionBf16!(out, q, rows, rows, 4, 0, 3, 2, 8), /not a multiple of nKvHeads/);
+    assert.throws(() => k.prefillAttentionBf16!(out, q, q as unknown as Uint16Array, rows, 4, 0, 2, 1, 8), TypeError);
   });
 });

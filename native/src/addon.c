@@ -44,6 +44,7 @@ NAPI_MODULE_INIT() {
       {"logitsBackward", NULL, op_logits_backward, NULL, NULL, NULL, napi_enumerable, NULL},
       {"causalSoftmaxRows", NULL, op_causal_softmax_rows, NULL, NULL, NULL, napi_enumerable, NULL},
       {"causalSoftmaxBackwardRows", NULL, op_causal_softmax_backward_rows, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"prefillAttentionBf16", NULL, op_prefill_attention_bf16, NULL, NULL, NULL, napi_enumerable, NULL},
       {"attentionForwardBf16", NULL, op_attention_forward_bf16, NULL, NULL, NULL, napi_enumerable, NULL},
       {"attentionBackwardBf16", NULL, op_attention_backward_bf16, NULL, NULL, NULL, napi_enumerable, NULL},
       {"setThreads", NULL, op_set_threads, NULL, NULL, NULL, napi_enumerable, NULL},

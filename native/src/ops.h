@@ -19,6 +19,7 @@ napi_value op_attention(napi_env env, napi_callback_info info);
 napi_value op_adamw(napi_env env, napi_callback_info info);
 napi_value op_sum_squares(napi_env env, napi_callback_info info);
 napi_value op_tempered_weights(napi_env env, napi_callback_info info);
+napi_value op_prefill_attention_bf16(napi_env env, napi_callback_info info);
 napi_value op_rmsnorm_backward(napi_env env, napi_callback_info info);
 napi_value op_silu_mul_backward(napi_env env, napi_callback_info info);
 napi_value op_logits_stats(napi_env env, napi_callback_info info);

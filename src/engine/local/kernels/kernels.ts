@@ -284,6 +284,24 @@ export interface Kernels {
     headDim: number,
   ): boolean;
 
+  /**
+   * A prompt chunk's causal attention against a cache of bf16 rows, as model/segment-attention.ts's
+   * blocked path computes it: out[Tq, H*hd] from q[Tq, H*hd] (positions start .. start+Tq-1) and
+   * k, v [start+Tq, KV*hd], in one call with an online softmax over chunks of keys. Returns false
+   * (nothing written) where this build or machine has no fast path: the caller computes it.
+   */
+  prefillAttentionBf16?(
+    out: Float32Array,
+    q: Float32Array,
+    k: Uint16Array,
+    v: Uint16Array,
+    Tq: number,
+    start: number,
+    nHeads: number,
+    nKvHeads: number,
+    headDim: number,
+  ): boolean;
+
   /** The backward to attentionForwardBf16: dq, dk, dv overwritten, as attentionBackward. */
   attentionBackwardBf16?(
     dq: Float32Array,

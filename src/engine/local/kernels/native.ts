@@ -101,6 +101,11 @@ export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernel
     logitsBackward: addon.logitsBackward,
     causalSoftmaxRows: addon.causalSoftmaxRows,
     causalSoftmaxBackwardRows: addon.causalSoftmaxBackwardRows,
+    // OPENCLAW_RL_PREFILL_ATTENTION=blocked: a prompt chunk's attention through the blocked GEMM
+    // path of segment-attention.ts instead (to compare).
+    ...(process.env.OPENCLAW_RL_PREFILL_ATTENTION === 'blocked'
+      ? {}
+      : { prefillAttentionBf16: addon.prefillAttentionBf16 }),
     // OPENCLAW_RL_TRAIN_ATTENTION=blockwise: the training attention one GEMM call at a time, as
     // without oneDNN (to compare, or to rule the fused kernels out).
     ...(process.env.OPENCLAW_RL_TRAIN_ATTENTION === 'blockwise'

@@ -8,8 +8,10 @@
 //   O_b = P V (sgemm).
 // Stacking the query heads that share a kv head into one block (one pass over K and V for the
 // group) was measured too: no faster at these shapes, the score block's traffic dominates.
-// A cache of bf16 rows (kv-cache.ts) goes through gemmBf16 instead of sgemm: Q and P are rounded
-// to bf16 as the products read them, as in the training attention at bf16.
+// A cache of bf16 rows (kv-cache.ts) goes to the native kernel prefillAttentionBf16 where there is
+// one (flash-attention style: the keys in chunks, an online softmax, no score block over every
+// key), else through gemmBf16 instead of sgemm: Q and P are rounded to bf16 as the products read
+// them, as in the training attention at bf16.
 
 import type { Kernels } from '../kernels/kernels.js';
 import type { ModelConfig } from './config.js';
@@ -22,6 +24,13 @@ export type AttentionHeads = Pick<ModelConfig, 'numHeads' | 'numKvHeads' | 'head
  * the two are even, from 8 rows the GEMMs win at every cache length tried, 256 to 16k keys).
  */
 export const BLOCKED_MIN_ROWS = 8;
+
+/**
+ * From this many query rows a bf16 cache goes to prefillAttentionBf16, which pads every block to
+ * 128 rows: 1.5x the GEMM path at 128 rows after 16k keys, 0.89x at 64 and 0.4x at 8-16
+ * (docs/cpu-performance.md, session 24).
+ */
+export const FLASH_MIN_ROWS = 128;
 
 /** Query rows per block and head, as in training: 64 and 256 measured no faster. */
 export const QUERY_BLOCK = 128;
@@ -60,6 +69,9 @@ export function blockedAttention(
   scratch: (floats: number) => Float32Array,
 ): void {
   const { numHeads: H, numKvHeads: KV, headDim: hd } = heads;
+  if (Tq >= FLASH_MIN_ROWS && k instanceof Uint16Array && v instanceof Uint16Array) {
+    if (kernels.prefillAttentionBf16?.(out, q, k, v, Tq, start, H, KV, hd)) return;
+  }
   const group = H / KV,
     qDim = H * hd,
     kvDim = KV * hd,
