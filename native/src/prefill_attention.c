@@ -90,18 +90,22 @@ static float online_row(float* s, uint16_t* p, size_t visible, size_t width, flo
   const float row_max = max_f32(s, visible);
   const float new_max = row_max > *max ? row_max : *max;
   const float rescale = *max == -INFINITY ? 0.f : exp_f32(*max - new_max);
-  const f32x8 max8 = splat8(new_max);
-  f32x8 acc0 = {0}, acc1 = {0};
+  // Sixteen lanes: one AVX-512 register, where the exponentials of 128 x 512 scores a chunk are a
+  // fifth of the item's time.
+  const f32x16 max16 = (f32x16){0} + new_max;
+  f32x16 acc0 = {0}, acc1 = {0};
   size_t j = 0;
-  for (; j + 16 <= visible; j += 16) {
-    f32x8 e0 = exp_in_range_f32x8(clamp_below8(load8(s + j) - max8, -87.f));
-    f32x8 e1 = exp_in_range_f32x8(clamp_below8(load8(s + j + 8) - max8, -87.f));
-    store8(s + j, e0);
-    store8(s + j + 8, e1);
+  for (; j + 32 <= visible; j += 32) {
+    f32x16 e0 = exp_in_range_f32x16(clamp_below16(load16_f32(s + j) - max16, -87.f));
+    f32x16 e1 = exp_in_range_f32x16(clamp_below16(load16_f32(s + j + 16) - max16, -87.f));
+    store16_f32(s + j, e0);
+    store16_f32(s + j + 16, e1);
     acc0 += e0;
     acc1 += e1;
   }
-  float total = add_lanes(acc0 + acc1);
+  const f32x16 acc = acc0 + acc1;
+  float total = 0.f;
+  for (int lane = 0; lane < 16; lane++) total += acc[lane];
   for (; j < visible; j++) {
     s[j] = exp_f32(s[j] - new_max);
     total += s[j];

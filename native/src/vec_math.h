@@ -160,24 +160,49 @@ static inline float exp_f32(float x) {
   return e_r * two_n;
 }
 
-// exp_f32 on eight lanes, for x already clamped to [-87, 88] (or NaN) by the caller: the
+// exp_f32 on a vector of lanes, for x already clamped to [-87, 88] (or NaN) by the caller: the
 // same steps. For loops that also sum the results, which the auto-vectoriser does not do
-// without -ffast-math (it may not reorder a float sum).
-static inline f32x8 exp_in_range_f32x8(f32x8 x) {
-  const f32x8 round_magic = splat8(12582912.f);
-  f32x8 shifted = x * 1.44269504088896341f + round_magic;
-  f32x8 n = shifted - round_magic;
-  f32x8 r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  f32x8 p = splat8(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  f32x8 e_r = p * r * r + r + 1.f;
-  u32x8 exponent_bits = ((u32x8)shifted - 0x4B400000u + 127u) << 23;
-  return e_r * (f32x8)exponent_bits;
+// without -ffast-math (it may not reorder a float sum). Eight lanes, and sixteen (one AVX-512
+// register) for loops that want the full width where the clone has it. Always inlined, as the
+// sixteen-lane helpers below: an out-of-line copy is compiled for the baseline instruction set,
+// which passes 64-byte vectors another way than a clone's caller does (wrong results, not slow).
+#define DEFINE_EXP_IN_RANGE(name, vf, vu)                        \
+  __attribute__((always_inline)) static inline vf name(vf x) {   \
+    const vf round_magic = (vf){0} + 12582912.f;                 \
+    vf shifted = x * 1.44269504088896341f + round_magic;         \
+    vf n = shifted - round_magic;                                \
+    vf r = x - n * 0.693359375f;                                 \
+    r = r - n * -2.12194440e-4f;                                 \
+    vf p = (vf){0} + 1.9875691500e-4f;                           \
+    p = p * r + 1.3981999507e-3f;                                \
+    p = p * r + 8.3334519073e-3f;                                \
+    p = p * r + 4.1665795894e-2f;                                \
+    p = p * r + 1.6666665459e-1f;                                \
+    p = p * r + 5.0000001201e-1f;                                \
+    vf e_r = p * r * r + r + 1.f;                                \
+    vu exponent_bits = ((vu)shifted - 0x4B400000u + 127u) << 23; \
+    return e_r * (vf)exponent_bits;                              \
+  }
+
+typedef float f32x16 __attribute__((vector_size(64)));
+typedef int32_t i32x16 __attribute__((vector_size(64)));
+typedef uint32_t u32x16 __attribute__((vector_size(64)));
+
+DEFINE_EXP_IN_RANGE(exp_in_range_f32x8, f32x8, u32x8)
+DEFINE_EXP_IN_RANGE(exp_in_range_f32x16, f32x16, u32x16)
+
+__attribute__((always_inline)) static inline f32x16 load16_f32(const float* p) {
+  f32x16 v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+__attribute__((always_inline)) static inline void store16_f32(float* p, f32x16 v) { memcpy(p, &v, sizeof v); }
+
+// x, or low where x < low; NaN stays NaN (as clamp_below8).
+__attribute__((always_inline)) static inline f32x16 clamp_below16(f32x16 x, float low) {
+  i32x16 below = x < low;
+  return (f32x16)((below & (i32x16)((f32x16){0} + low)) | (~below & (i32x16)x));
 }
 
 // In place, scores[0..n-1] -> softmax(scores) in float32, max subtracted; n >= 1. The

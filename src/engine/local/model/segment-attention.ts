@@ -27,7 +27,7 @@ export const BLOCKED_MIN_ROWS = 8;
 
 /**
  * From this many query rows a bf16 cache goes to prefillAttentionBf16, which pads every block to
- * 128 rows: 1.5x the GEMM path at 128 rows after 16k keys, 0.89x at 64 and 0.4x at 8-16
+ * 128 rows: 1.65x the GEMM path at 128 rows after 16k keys, 0.89x at 64 and 0.4x at 8-16
  * (docs/cpu-performance.md, session 24).
  */
 export const FLASH_MIN_ROWS = 128;
