@@ -3,6 +3,7 @@
 // top-p), and optional top alternatives. Pure functions over typed arrays.
 
 import type { TokenLogprob } from '../../types.js';
+import type { Kernels } from '../kernels/kernels.js';
 import { temperedWeights } from '../kernels/portable.js';
 import type { Rng } from './random.js';
 
@@ -50,8 +51,8 @@ export function argmax(logits: Float32Array): number {
   return best;
 }
 
-/** The tempered weights' kernel (Kernels.temperedWeights): fills weights, returns their sum. */
-export type WeighLogits = (weights: Float64Array, logits: Float32Array, V: number, invT: number) => number;
+/** The tempered weights' kernel: fills weights, returns their sum. */
+export type WeighLogits = Kernels['temperedWeights'];
 
 /** Scratch for the tempered weights, reused across calls (sampling is synchronous). */
 let tempered = new Float64Array(0);
