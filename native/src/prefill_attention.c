@@ -9,8 +9,8 @@
 //
 // The products are single-threaded oneDNN bf16 matmuls (as in train_attention.c), the items
 // spread over the caller's OpenMP team. Shapes stay few, so oneDNN's primitives are reused: query
-// blocks are padded to 128 rows with zeros, and a last key chunk whose width is not a multiple of
-// 64 is copied into a zero-padded buffer. P (the exponentials against the running max, in [0, 1])
+// blocks are padded with zeros to 128 rows (to 32 or 64 for a segment that short), and a last key
+// chunk whose width is not a multiple of 64 is copied into a zero-padded buffer. P (the exponentials against the running max, in [0, 1])
 // is rounded to bf16 for the product with V; sums, maxima and the output stay in fp32.
 #include <math.h>
 #include <string.h>
@@ -36,6 +36,7 @@ static AttentionStatus prefill_attention(const float* q, const uint16_t* k, cons
 #include <omp.h>
 #include <stdlib.h>
 
+// Query rows per item: 128, or the segment's rows rounded up to 32 or 64 when it has no more.
 #define ROWS 128
 #define KEYS 512
 #define KEY_STEP 64
@@ -76,6 +77,7 @@ typedef struct {
   const uint16_t *k, *v;
   float* out;
   size_t tq, start, n_heads, n_kv_heads, hd;
+  size_t block_rows; // 32, 64 or 128: every item's query block, padded
   float scale;
 } Prefill;
 
@@ -121,7 +123,8 @@ static float online_row(float* s, uint16_t* p, size_t visible, size_t width, flo
 static AttentionStatus prefill_item(const Prefill* a, size_t h, size_t r0) {
   const size_t hd = a->hd, q_dim = a->n_heads * hd, kv_dim = a->n_kv_heads * hd;
   const size_t g = h / (a->n_heads / a->n_kv_heads);
-  const size_t rows = a->tq - r0 < ROWS ? a->tq - r0 : ROWS, cols = a->start + r0 + rows;
+  const size_t m = a->block_rows;
+  const size_t rows = a->tq - r0 < m ? a->tq - r0 : m, cols = a->start + r0 + rows;
   uint16_t* qb = buffer(0, ROWS * hd * sizeof(uint16_t));
   float* s = buffer(1, ROWS * KEYS * sizeof(float));
   uint16_t* pb = buffer(2, ROWS * KEYS * sizeof(uint16_t));
@@ -132,8 +135,8 @@ static AttentionStatus prefill_item(const Prefill* a, size_t h, size_t r0) {
   if (!qb || !s || !pb || !o || !stats || !kpad || !vpad) return ATTENTION_NO_MEMORY;
   float *max = stats, *sum = stats + ROWS;
   for (size_t i = 0; i < rows; i++) bf16_from_f32(qb + i * hd, a->q + (r0 + i) * q_dim + h * hd, hd);
-  memset(qb + rows * hd, 0, (ROWS - rows) * hd * sizeof(uint16_t));
-  for (size_t i = 0; i < ROWS; i++) max[i] = -INFINITY, sum[i] = 0.f;
+  memset(qb + rows * hd, 0, (m - rows) * hd * sizeof(uint16_t));
+  for (size_t i = 0; i < m; i++) max[i] = -INFINITY, sum[i] = 0.f;
   const uint16_t* k = a->k + g * hd;
   const uint16_t* v = a->v + g * hd;
   for (size_t j0 = 0; j0 < cols; j0 += KEYS) {
@@ -150,16 +153,16 @@ static AttentionStatus prefill_item(const Prefill* a, size_t h, size_t r0) {
       memset(vpad + width * hd, 0, (padded - width) * hd * sizeof(uint16_t));
       kc = kpad, vc = vpad, ld = hd;
     }
-    AttentionStatus st = product(true, ROWS, padded, hd, a->scale, qb, hd, kc, ld, 0.f, s, KEYS);
+    AttentionStatus st = product(true, m, padded, hd, a->scale, qb, hd, kc, ld, 0.f, s, KEYS);
     if (st != ATTENTION_DONE) return st;
-    for (size_t i = 0; i < ROWS; i++) {
+    for (size_t i = 0; i < m; i++) {
       const size_t sees = a->start + r0 + i + 1; // keys 0 .. sees - 1
       const size_t visible = i >= rows || sees <= j0 ? 0 : (sees - j0 < width ? sees - j0 : width);
       const float rescale = online_row(s + i * KEYS, pb + i * KEYS, visible, padded, &max[i], &sum[i]);
       if (j0 > 0 && rescale != 1.f)
         for (size_t d = 0; d < hd; d++) o[i * hd + d] *= rescale;
     }
-    st = product(false, ROWS, hd, padded, 1.f, pb, KEYS, vc, ld, j0 == 0 ? 0.f : 1.f, o, hd);
+    st = product(false, m, hd, padded, 1.f, pb, KEYS, vc, ld, j0 == 0 ? 0.f : 1.f, o, hd);
     if (st != ATTENTION_DONE) return st;
   }
   for (size_t i = 0; i < rows; i++) {
@@ -173,9 +176,11 @@ static AttentionStatus prefill_item(const Prefill* a, size_t h, size_t r0) {
 static AttentionStatus prefill_attention(const float* q, const uint16_t* k, const uint16_t* v, float* out, size_t tq,
                                          size_t start, size_t n_heads, size_t n_kv_heads, size_t hd) {
   if (!gemm_uses_onednn()) return ATTENTION_UNSUPPORTED;
+  const size_t block_rows = tq <= 32 ? 32 : tq <= 64 ? 64 : ROWS;
   const Prefill a = {.q = q, .k = k, .v = v, .out = out, .tq = tq, .start = start, .n_heads = n_heads,
-                     .n_kv_heads = n_kv_heads, .hd = hd, .scale = (float)(1.0 / sqrt((double)hd))};
-  const size_t blocks = (tq + ROWS - 1) / ROWS;
+                     .n_kv_heads = n_kv_heads, .hd = hd, .block_rows = block_rows,
+                     .scale = (float)(1.0 / sqrt((double)hd))};
+  const size_t blocks = (tq + block_rows - 1) / block_rows;
   const long items = (long)(n_heads * blocks);
   int status = ATTENTION_DONE;
 #pragma omp parallel
@@ -189,7 +194,7 @@ static AttentionStatus prefill_attention(const float* q, const uint16_t* k, cons
       seen = status;
       if (seen != ATTENTION_DONE) continue;
       const size_t block = blocks - 1 - (size_t)it / n_heads, h = (size_t)it % n_heads;
-      AttentionStatus st = prefill_item(&a, h, block * ROWS);
+      AttentionStatus st = prefill_item(&a, h, block * block_rows);
       if (st != ATTENTION_DONE) {
 #pragma omp critical(prefill_attention_status)
         if (status == ATTENTION_DONE) status = st;

@@ -27,10 +27,10 @@ export const BLOCKED_MIN_ROWS = 8;
 
 /**
  * From this many query rows a bf16 cache goes to prefillAttentionBf16, which pads every block to
- * 128 rows: 1.65x the GEMM path at 128 rows after 16k keys, 0.89x at 64 and 0.4x at 8-16
- * (docs/cpu-performance.md, session 24).
+ * 32, 64 or 128 rows: after 16k keys 1.30x the GEMM path at 32 rows, 1.37x at 64 and 1.55x at 128,
+ * but 0.83-0.88x at 8-16 (after 1k keys 2.1-2.7x from 16 rows; docs/cpu-performance.md, session 24).
  */
-export const FLASH_MIN_ROWS = 128;
+export const FLASH_MIN_ROWS = 32;
 
 /** Query rows per block and head, as in training: 64 and 256 measured no faster. */
 export const QUERY_BLOCK = 128;
