@@ -32,6 +32,7 @@
         "src/sampling.c",
         "src/train_kernels.c",
         "src/train_ops.c",
+        "src/thread_buffers.c",
         "src/train_attention.c",
         "src/train_attention_ops.c"
       ],

@@ -10,8 +10,9 @@
 // The products are single-threaded oneDNN bf16 matmuls (as in train_attention.c), the items
 // spread over the caller's OpenMP team. Shapes stay few, so oneDNN's primitives are reused: query
 // blocks are padded with zeros to 128 rows (to 32 or 64 for a segment that short), and a last key
-// chunk whose width is not a multiple of 64 is copied into a zero-padded buffer. P (the exponentials against the running max, in [0, 1])
-// is rounded to bf16 for the product with V; sums, maxima and the output stay in fp32.
+// chunk whose width is not a multiple of 64 is copied into a zero-padded buffer. P (the
+// exponentials against the running max, in [0, 1]) is rounded to bf16 for the product with V;
+// sums, maxima and the output stay in fp32.
 #include <math.h>
 #include <string.h>
 
@@ -20,6 +21,7 @@
 #include "dispatch.h"
 #include "gemm.h"
 #include "ops.h"
+#include "thread_buffers.h"
 #include "train_attention.h"
 #include "vec_math.h"
 
@@ -34,31 +36,11 @@ static AttentionStatus prefill_attention(const float* q, const uint16_t* k, cons
 #else
 
 #include <omp.h>
-#include <stdlib.h>
 
 // Query rows per item: 128, or the segment's rows rounded up to 32 or 64 when it has no more.
 #define ROWS 128
 #define KEYS 512
 #define KEY_STEP 64
-
-typedef struct {
-  void* data;
-  size_t bytes;
-} Buffer;
-
-// A thread's buffers, kept between calls (OpenMP's threads live as long as the process).
-static __thread Buffer buffers[7];
-
-static void* buffer(int slot, size_t bytes) {
-  Buffer* b = &buffers[slot];
-  if (bytes > b->bytes) {
-    void* grown = realloc(b->data, bytes);
-    if (!grown) return NULL;
-    b->data = grown;
-    b->bytes = bytes;
-  }
-  return b->data;
-}
 
 static AttentionStatus product(bool tb, size_t m, size_t n, size_t kk, float alpha, const uint16_t* x, size_t ldx,
                                const uint16_t* y, size_t ldy, float beta, float* c, size_t ldc) {
@@ -125,13 +107,13 @@ static AttentionStatus prefill_item(const Prefill* a, size_t h, size_t r0) {
   const size_t g = h / (a->n_heads / a->n_kv_heads);
   const size_t m = a->block_rows;
   const size_t rows = a->tq - r0 < m ? a->tq - r0 : m, cols = a->start + r0 + rows;
-  uint16_t* qb = buffer(0, ROWS * hd * sizeof(uint16_t));
-  float* s = buffer(1, ROWS * KEYS * sizeof(float));
-  uint16_t* pb = buffer(2, ROWS * KEYS * sizeof(uint16_t));
-  float* o = buffer(3, ROWS * hd * sizeof(float));
-  float* stats = buffer(4, 2 * ROWS * sizeof(float));
-  uint16_t* kpad = buffer(5, KEYS * hd * sizeof(uint16_t));
-  uint16_t* vpad = buffer(6, KEYS * hd * sizeof(uint16_t));
+  uint16_t* qb = thread_buffer(0, ROWS * hd * sizeof(uint16_t));
+  float* s = thread_buffer(1, ROWS * KEYS * sizeof(float));
+  uint16_t* pb = thread_buffer(2, ROWS * KEYS * sizeof(uint16_t));
+  float* o = thread_buffer(3, ROWS * hd * sizeof(float));
+  float* stats = thread_buffer(4, 2 * ROWS * sizeof(float));
+  uint16_t* kpad = thread_buffer(5, KEYS * hd * sizeof(uint16_t));
+  uint16_t* vpad = thread_buffer(6, KEYS * hd * sizeof(uint16_t));
   if (!qb || !s || !pb || !o || !stats || !kpad || !vpad) return ATTENTION_NO_MEMORY;
   float *max = stats, *sum = stats + ROWS;
   for (size_t i = 0; i < rows; i++) bf16_from_f32(qb + i * hd, a->q + (r0 + i) * q_dim + h * hd, hd);

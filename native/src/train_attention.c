@@ -15,12 +15,12 @@
 // sequences' lengths. Padded rows get P = dS = 0, so they add nothing. Chunks of 4 tiles rather than
 // single 128 x 128 tiles: a tenth fewer GEMM seconds at 512 and 2048 tokens (fewer calls, longer
 // inner loops), measured on one thread with every product of a head's forward and backward.
-#include <stdlib.h>
 #include <string.h>
 
 #include "bf16.h"
 #include "gemm.h"
 #include "kernels.h"
+#include "thread_buffers.h"
 #include "train_attention.h"
 
 #ifndef OPENCLAW_ONEDNN
@@ -42,36 +42,8 @@ AttentionStatus train_attention_backward_bf16(const TrainAttention* a) {
 #define TILE 128
 #define CHUNK (4 * TILE)
 
-// A thread's buffers, kept between calls (OpenMP's threads live as long as the process).
-typedef struct {
-  void* data;
-  size_t bytes;
-} Buffer;
-
-static __thread Buffer buffers[8];
-
 // Buffers above this size are freed after the call rather than kept.
 #define KEEP_BYTES ((size_t)64 << 20)
-
-static void* buffer(int slot, size_t bytes) {
-  Buffer* b = &buffers[slot];
-  if (bytes > b->bytes) {
-    void* grown = realloc(b->data, bytes);
-    if (!grown) return NULL;
-    b->data = grown;
-    b->bytes = bytes;
-  }
-  return b->data;
-}
-
-static void trim_buffers(void) {
-  for (int slot = 0; slot < 8; slot++)
-    if (buffers[slot].bytes > KEEP_BYTES) {
-      free(buffers[slot].data);
-      buffers[slot].data = NULL;
-      buffers[slot].bytes = 0;
-    }
-}
 
 static size_t padded(size_t n) { return (n + TILE - 1) / TILE * TILE; }
 
@@ -130,8 +102,8 @@ static AttentionStatus item_begin(const Call* c, size_t seq, size_t g, Item* it)
   it->group = a->n_heads / a->n_kv_heads, it->start = (size_t)a->seqs[2 * seq];
   it->n = (size_t)a->seqs[2 * seq + 1], it->n_pad = padded(it->n), it->ld = c->ld;
   if (it->n == 0) return ATTENTION_DONE;
-  it->kb = buffer(0, it->n_pad * it->hd * sizeof(uint16_t));
-  it->vb = buffer(1, it->n_pad * it->hd * sizeof(uint16_t));
+  it->kb = thread_buffer(0, it->n_pad * it->hd * sizeof(uint16_t));
+  it->vb = thread_buffer(1, it->n_pad * it->hd * sizeof(uint16_t));
   if (!it->kb || !it->vb) return ATTENTION_NO_MEMORY;
   const size_t at = it->start * it->kv_dim + g * it->hd;
   rows_to_bf16(it->kb, a->k + at, it->n, it->n_pad, it->hd, it->kv_dim);
@@ -148,10 +120,10 @@ static AttentionStatus forward_item(const Call* c, size_t seq, size_t g) {
   const size_t hd = it.hd, q_dim = it.q_dim, group = it.group, start = it.start, n = it.n, n_pad = it.n_pad;
   const size_t ld = it.ld;
   const uint16_t *kb = it.kb, *vb = it.vb;
-  uint16_t* qb = buffer(2, n_pad * hd * sizeof(uint16_t));
-  float* s = buffer(3, TILE * ld * sizeof(float));
-  uint16_t* pb = buffer(4, TILE * ld * sizeof(uint16_t));
-  float* o = buffer(5, TILE * hd * sizeof(float));
+  uint16_t* qb = thread_buffer(2, n_pad * hd * sizeof(uint16_t));
+  float* s = thread_buffer(3, TILE * ld * sizeof(float));
+  uint16_t* pb = thread_buffer(4, TILE * ld * sizeof(uint16_t));
+  float* o = thread_buffer(5, TILE * hd * sizeof(float));
   if (!qb || !s || !pb || !o) return ATTENTION_NO_MEMORY;
   for (size_t h = g * group; h < (g + 1) * group; h++) {
     rows_to_bf16(qb, a->q + start * q_dim + h * hd, n, n_pad, hd, q_dim);
@@ -190,11 +162,11 @@ static AttentionStatus backward_item(const Call* c, size_t seq, size_t g) {
   const size_t hd = it.hd, q_dim = it.q_dim, kv_dim = it.kv_dim, group = it.group, start = it.start, n = it.n;
   const size_t n_pad = it.n_pad, ld = it.ld;
   const uint16_t *kb = it.kb, *vb = it.vb;
-  uint16_t* qb = buffer(2, 2 * n_pad * hd * sizeof(uint16_t)); // Q, then dO
-  float* s = buffer(3, 2 * TILE * ld * sizeof(float));         // S (P), then dP (dS)
-  uint16_t* pb = buffer(4, 2 * TILE * ld * sizeof(uint16_t));  // P, then dS
-  float* dq = buffer(5, TILE * hd * sizeof(float));
-  float* dkv = buffer(6, 2 * n_pad * hd * sizeof(float)); // dK, then dV
+  uint16_t* qb = thread_buffer(2, 2 * n_pad * hd * sizeof(uint16_t)); // Q, then dO
+  float* s = thread_buffer(3, 2 * TILE * ld * sizeof(float));         // S (P), then dP (dS)
+  uint16_t* pb = thread_buffer(4, 2 * TILE * ld * sizeof(uint16_t));  // P, then dS
+  float* dq = thread_buffer(5, TILE * hd * sizeof(float));
+  float* dkv = thread_buffer(6, 2 * n_pad * hd * sizeof(float)); // dK, then dV
   if (!qb || !s || !pb || !dq || !dkv) return ATTENTION_NO_MEMORY;
   uint16_t *dob = qb + n_pad * hd, *dsb = pb + TILE * ld;
   float *dp = s + TILE * ld, *dk = dkv, *dv = dkv + n_pad * hd;
@@ -267,7 +239,7 @@ static AttentionStatus run_items(const TrainAttention* a, AttentionStatus (*item
         if (status == ATTENTION_DONE) status = st;
       }
     }
-    trim_buffers();
+    thread_buffers_trim(KEEP_BYTES);
   }
   return (AttentionStatus)status;
 }
