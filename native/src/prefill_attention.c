@@ -42,18 +42,6 @@ static AttentionStatus prefill_attention(const float* q, const uint16_t* k, cons
 #define KEYS 512
 #define KEY_STEP 64
 
-static AttentionStatus product(bool tb, size_t m, size_t n, size_t kk, float alpha, const uint16_t* x, size_t ldx,
-                               const uint16_t* y, size_t ldy, float beta, float* c, size_t ldc) {
-  switch (onednn_gemm_bf16(false, tb, m, n, kk, alpha, x, ldx, y, ldy, beta, c, ldc)) {
-  case BF16_DONE:
-    return ATTENTION_DONE;
-  case BF16_UNSUPPORTED:
-    return ATTENTION_UNSUPPORTED;
-  default:
-    return ATTENTION_FAILED;
-  }
-}
-
 typedef struct {
   const float* q;
   const uint16_t *k, *v;
@@ -135,7 +123,7 @@ static AttentionStatus prefill_item(const Prefill* a, size_t h, size_t r0) {
       memset(vpad + width * hd, 0, (padded - width) * hd * sizeof(uint16_t));
       kc = kpad, vc = vpad, ld = hd;
     }
-    AttentionStatus st = product(true, m, padded, hd, a->scale, qb, hd, kc, ld, 0.f, s, KEYS);
+    AttentionStatus st = attention_tile(false, true, m, padded, hd, a->scale, qb, hd, kc, ld, 0.f, s, KEYS);
     if (st != ATTENTION_DONE) return st;
     for (size_t i = 0; i < m; i++) {
       const size_t sees = a->start + r0 + i + 1; // keys 0 .. sees - 1
@@ -144,7 +132,7 @@ static AttentionStatus prefill_item(const Prefill* a, size_t h, size_t r0) {
       if (j0 > 0 && rescale != 1.f)
         for (size_t d = 0; d < hd; d++) o[i * hd + d] *= rescale;
     }
-    st = product(false, m, hd, padded, 1.f, pb, KEYS, vc, ld, j0 == 0 ? 0.f : 1.f, o, hd);
+    st = attention_tile(false, false, m, hd, padded, 1.f, pb, KEYS, vc, ld, j0 == 0 ? 0.f : 1.f, o, hd);
     if (st != ATTENTION_DONE) return st;
   }
   for (size_t i = 0; i < rows; i++) {

@@ -70,9 +70,8 @@ static size_t longest_padded(const TrainAttention* a) {
   return padded(longest);
 }
 
-// One product on this thread: C[m,n] = alpha * op(A) op(B) + beta * C, each of m, n, k a chunk width or hd.
-static AttentionStatus tile(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const uint16_t* x, size_t ldx,
-                       const uint16_t* y, size_t ldy, float beta, float* c, size_t ldc) {
+AttentionStatus attention_tile(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const uint16_t* x,
+                               size_t ldx, const uint16_t* y, size_t ldy, float beta, float* c, size_t ldc) {
   switch (onednn_gemm_bf16(ta, tb, m, n, k, alpha, x, ldx, y, ldy, beta, c, ldc)) {
   case BF16_DONE:
     return ATTENTION_DONE;
@@ -131,8 +130,8 @@ static AttentionStatus forward_item(const Call* c, size_t seq, size_t g) {
     for (size_t r0 = 0; r0 < n; r0 += TILE) {
       const size_t rows = n - r0 < TILE ? n - r0 : TILE, cols = r0 + TILE;
       for (size_t j0 = 0; j0 < cols; j0 += CHUNK) {
-        AttentionStatus st = tile(false, true, TILE, chunk(j0, cols), hd, c->scale, qb + r0 * hd, hd, kb + j0 * hd, hd,
-                                  0.f, s + j0, ld);
+        AttentionStatus st = attention_tile(false, true, TILE, chunk(j0, cols), hd, c->scale, qb + r0 * hd, hd,
+                                            kb + j0 * hd, hd, 0.f, s + j0, ld);
         if (st != ATTENTION_DONE) return st;
       }
       for (size_t i = 0; i < TILE; i++) {
@@ -142,8 +141,8 @@ static AttentionStatus forward_item(const Call* c, size_t seq, size_t g) {
         row_to_bf16(pb + i * ld, s + i * ld, visible, cols);
       }
       for (size_t j0 = 0; j0 < cols; j0 += CHUNK) {
-        AttentionStatus st = tile(false, false, TILE, hd, chunk(j0, cols), 1.f, pb + j0, ld, vb + j0 * hd, hd,
-                                  j0 == 0 ? 0.f : 1.f, o, hd);
+        AttentionStatus st = attention_tile(false, false, TILE, hd, chunk(j0, cols), 1.f, pb + j0, ld, vb + j0 * hd, hd,
+                                            j0 == 0 ? 0.f : 1.f, o, hd);
         if (st != ATTENTION_DONE) return st;
       }
       float* out = a->out + (start + r0) * q_dim + h * hd;
@@ -182,9 +181,9 @@ static AttentionStatus backward_item(const Call* c, size_t seq, size_t g) {
       for (size_t j0 = 0; j0 < cols; j0 += CHUNK) {
         const size_t w = chunk(j0, cols);
         AttentionStatus st =
-            tile(false, true, TILE, w, hd, c->scale, qb + r0 * hd, hd, kb + j0 * hd, hd, 0.f, s + j0, ld);
+            attention_tile(false, true, TILE, w, hd, c->scale, qb + r0 * hd, hd, kb + j0 * hd, hd, 0.f, s + j0, ld);
         if (st == ATTENTION_DONE)
-          st = tile(false, true, TILE, w, hd, 1.f, dob + r0 * hd, hd, vb + j0 * hd, hd, 0.f, dp + j0, ld);
+          st = attention_tile(false, true, TILE, w, hd, 1.f, dob + r0 * hd, hd, vb + j0 * hd, hd, 0.f, dp + j0, ld);
         if (st != ATTENTION_DONE) return st;
       }
       for (size_t i = 0; i < TILE; i++) {
@@ -199,11 +198,13 @@ static AttentionStatus backward_item(const Call* c, size_t seq, size_t g) {
         // dV_j += P_j^T dO, dQ += scale dS_j K_j, dK_j += scale dS_j^T Q.
         const size_t w = chunk(j0, cols);
         const float dq_beta = j0 == 0 ? 0.f : 1.f;
-        AttentionStatus st = tile(true, false, w, hd, TILE, 1.f, pb + j0, ld, dob + r0 * hd, hd, 1.f, dv + j0 * hd, hd);
+        AttentionStatus st =
+            attention_tile(true, false, w, hd, TILE, 1.f, pb + j0, ld, dob + r0 * hd, hd, 1.f, dv + j0 * hd, hd);
         if (st == ATTENTION_DONE)
-          st = tile(false, false, TILE, hd, w, c->scale, dsb + j0, ld, kb + j0 * hd, hd, dq_beta, dq, hd);
+          st = attention_tile(false, false, TILE, hd, w, c->scale, dsb + j0, ld, kb + j0 * hd, hd, dq_beta, dq, hd);
         if (st == ATTENTION_DONE)
-          st = tile(true, false, w, hd, TILE, c->scale, dsb + j0, ld, qb + r0 * hd, hd, 1.f, dk + j0 * hd, hd);
+          st = attention_tile(true, false, w, hd, TILE, c->scale, dsb + j0, ld, qb + r0 * hd, hd, 1.f, dk + j0 * hd,
+                              hd);
         if (st != ATTENTION_DONE) return st;
       }
       float* dq_out = a->dq + q_off + r0 * q_dim;

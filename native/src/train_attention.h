@@ -3,6 +3,7 @@
 #ifndef OPENCLAW_TRAIN_ATTENTION_H
 #define OPENCLAW_TRAIN_ATTENTION_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,5 +29,10 @@ AttentionStatus train_attention_forward_bf16(const TrainAttention* a);
 
 // dq, dk, dv (overwritten) from d_out and the forward's q, k, v, out and lse.
 AttentionStatus train_attention_backward_bf16(const TrainAttention* a);
+
+// One bf16 product on the calling thread alone (a oneDNN build; train_attention.c, prefill_attention.c):
+// C[m,n] = alpha * op(A) op(B) + beta * C, oneDNN's answer as an AttentionStatus.
+AttentionStatus attention_tile(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const uint16_t* x,
+                               size_t ldx, const uint16_t* y, size_t ldy, float beta, float* c, size_t ldc);
 
 #endif
