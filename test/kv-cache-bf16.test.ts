@@ -49,19 +49,26 @@ describe('a cache of bf16 rows', () => {
     const rows = cache.rowSize * 3;
     for (let l = 0; l < cfg.numLayers; l++)
       for (let i = 0; i < rows; i++) {
-        cache.k[l]![i] = (i * 7 + l) & 0xffff;
-        cache.v[l]![i] = (i * 13 + l) & 0xffff;
+        (cache.k[l] as Uint16Array)[i] = (i * 7 + l) & 0xffff;
+        (cache.v[l] as Uint16Array)[i] = (i * 13 + l) & 0xffff;
       }
     cache.length = 3;
     reserveKvCache(cache, 20);
     assert.ok(cache.capacity >= 20 && cache.k[0] instanceof Uint16Array);
-    assert.equal(cache.k[1]![2 * cache.rowSize + 5], ((2 * cache.rowSize + 5) * 7 + 1) & 0xffff, 'rows kept');
+    assert.equal(
+      (cache.k[1] as Uint16Array)[2 * cache.rowSize + 5],
+      ((2 * cache.rowSize + 5) * 7 + 1) & 0xffff,
+      'rows kept',
+    );
     const trimmed = trimKvCache(cache);
     assert.equal(trimmed.dtype, 'bf16');
     assert.equal(kvCacheBytes(trimmed), 3 * kvBytesPerToken(cfg, 'bf16'));
     const copy = createKvCache(cfg, 2, cfg.maxPositionEmbeddings, 'bf16');
     copyKvPrefix(trimmed, copy, 2);
-    assert.deepEqual(copy.v[1]!.subarray(0, 2 * cache.rowSize), cache.v[1]!.subarray(0, 2 * cache.rowSize));
+    assert.deepEqual(
+      (copy.v[1] as Uint16Array).subarray(0, 2 * cache.rowSize),
+      (cache.v[1] as Uint16Array).subarray(0, 2 * cache.rowSize),
+    );
     assert.throws(
       () => copyKvPrefix(trimmed, createKvCache(cfg, 2), 2),
       (e: Error) => e instanceof TypeError && /bf16 keys and values into a f32 cache/.test(e.message),
@@ -227,7 +234,7 @@ describe('a bf16 model', () => {
     }
     const n = 32 * rounded.rowSize;
     // Layer 0's keys and values come from the embeddings alone, so both caches saw the same values.
-    assert.deepEqual(rounded.k[0]!.subarray(0, n), bf16Of(exact.k[0]!.subarray(0, n) as Float32Array));
-    assert.deepEqual(rounded.v[0]!.subarray(0, n), bf16Of(exact.v[0]!.subarray(0, n) as Float32Array));
+    assert.deepEqual((rounded.k[0] as Uint16Array).subarray(0, n), bf16Of((exact.k[0] as Float32Array).subarray(0, n)));
+    assert.deepEqual((rounded.v[0] as Uint16Array).subarray(0, n), bf16Of((exact.v[0] as Float32Array).subarray(0, n)));
   });
 });

@@ -22,8 +22,8 @@ function filled(ids: readonly number[], capacity = ids.length): KvCache {
   const cache = createKvCache(cfg, capacity);
   for (let l = 0; l < cfg.numLayers; l++) {
     for (let p = 0; p < ids.length; p++) {
-      cache.k[l]!.fill(ids[p]!, p * cache.rowSize, (p + 1) * cache.rowSize);
-      cache.v[l]!.fill(-ids[p]!, p * cache.rowSize, (p + 1) * cache.rowSize);
+      (cache.k[l] as Float32Array).fill(ids[p]!, p * cache.rowSize, (p + 1) * cache.rowSize);
+      (cache.v[l] as Float32Array).fill(-ids[p]!, p * cache.rowSize, (p + 1) * cache.rowSize);
     }
   }
   cache.length = ids.length;
@@ -64,10 +64,10 @@ test('lookup finds the entry sharing the longest prefix, capped at the limit, an
   copyKvPrefix(a.entry.cache, target, a.length);
   assert.equal(target.length, 4);
   const rows = (values: number[]) => values.flatMap((x) => Array(target.rowSize).fill(x));
-  assert.deepEqual([...target.k[1]!.subarray(0, 4 * target.rowSize)], rows([1, 2, 3, 4]));
-  assert.deepEqual([...target.v[0]!.subarray(0, 4 * target.rowSize)], rows([-1, -2, -3, -4]));
-  target.k[0]![0] = 99;
-  assert.equal(a.entry.cache.k[0]![0], 1, 'a copy, not a view: the job appends to its own cache');
+  assert.deepEqual([...(target.k[1] as Float32Array).subarray(0, 4 * target.rowSize)], rows([1, 2, 3, 4]));
+  assert.deepEqual([...(target.v[0] as Float32Array).subarray(0, 4 * target.rowSize)], rows([-1, -2, -3, -4]));
+  (target.k[0] as Float32Array)[0] = 99;
+  assert.equal((a.entry.cache.k[0] as Float32Array)[0], 1, 'a copy, not a view: the job appends to its own cache');
 });
 
 test('entries serve only requests on their own policy version', () => {
@@ -124,7 +124,7 @@ test('a handed-over cache with much unused capacity is trimmed: the budget count
   assert.equal(stats().bytes, 10 * perToken);
   const entry = cache.longest(0, ids, 10)!.entry;
   assert.equal(entry.cache.capacity, 10);
-  assert.equal(entry.cache.k[1]![9 * entry.cache.rowSize], 10, 'the rows survive the trim');
+  assert.equal((entry.cache.k[1] as Float32Array)[9 * entry.cache.rowSize], 10, 'the rows survive the trim');
   cache.insert(0, seq(50, 60), filled(seq(50, 60), 64));
   assert.equal(stats().bytes, 10 * perToken + 64 * perToken, 'a cache nearly full keeps its capacity (no copy)');
 });

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import type { Kernels } from '../src/engine/local/kernels/kernels.js';
 import { portableKernels } from '../src/engine/local/kernels/portable.js';
 import { modelConfigOf, PRESETS, randomParams } from '../src/engine/local/model/init.js';
-import { createKvCache, type KvRows } from '../src/engine/local/model/kv-cache.js';
+import { createKvCache } from '../src/engine/local/model/kv-cache.js';
 import {
   type AttentionHeads,
   BLOCKED_MIN_ROWS,
@@ -73,7 +73,7 @@ function oneRow(k: Kernels, c: Case, x: Inputs): Float32Array {
 function blocked(
   k: Kernels,
   c: Case,
-  x: { q: Float32Array; k: KvRows; v: KvRows },
+  x: { q: Float32Array; k: Float32Array | Uint16Array; v: Float32Array | Uint16Array },
 ): { out: Float32Array; scratchFloats: number } {
   const out = new Float32Array(x.q.length).fill(NaN);
   let scratchFloats = 0;

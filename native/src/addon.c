@@ -10,7 +10,7 @@
 
 // Bumped whenever an export changes meaning, so that a stale build is refused with a
 // "rebuild" message instead of being called with the wrong arguments.
-#define ADDON_API_VERSION 9
+#define ADDON_API_VERSION 10
 
 NAPI_MODULE_INIT() {
   napi_value version, gemm;
@@ -29,12 +29,14 @@ NAPI_MODULE_INIT() {
       {"gemmBf16", NULL, op_gemm_bf16, NULL, NULL, NULL, napi_enumerable, NULL},
       {"toBf16", NULL, op_to_bf16, NULL, NULL, NULL, napi_enumerable, NULL},
       {"quantizeInt8", NULL, op_quantize_int8, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"dequantizeInt8Bf16", NULL, op_dequantize_int8_bf16, NULL, NULL, NULL, napi_enumerable, NULL},
       {"gemmInt8", NULL, op_gemm_int8, NULL, NULL, NULL, napi_enumerable, NULL},
       {"sgemv", NULL, op_sgemv, NULL, NULL, NULL, napi_enumerable, NULL},
       {"rmsnorm", NULL, op_rmsnorm, NULL, NULL, NULL, napi_enumerable, NULL},
       {"siluMul", NULL, op_silu_mul, NULL, NULL, NULL, napi_enumerable, NULL},
       {"rope", NULL, op_rope, NULL, NULL, NULL, napi_enumerable, NULL},
       {"attention", NULL, op_attention, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"attentionInt8", NULL, op_attention_int8, NULL, NULL, NULL, napi_enumerable, NULL},
       {"adamw", NULL, op_adamw, NULL, NULL, NULL, napi_enumerable, NULL},
       {"sumSquares", NULL, op_sum_squares, NULL, NULL, NULL, napi_enumerable, NULL},
       {"rmsnormBackward", NULL, op_rmsnorm_backward, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -6,8 +6,10 @@
 // through memory once per query: walking one head's column instead jumps a whole row
 // (kvStride floats, often a page) per key, which defeats the prefetcher.
 //
-// The cache rows are float32 or bf16 bits (the bf16 and int8 engines' caches, half the bytes a
-// decode step streams); bf16 rows are widened to float32 exactly and the arithmetic is the same.
+// The cache rows are float32, bf16 bits (the bf16 and int8 engines' caches, half the bytes a
+// decode step streams) or int8 with a scale per block of 32 values (--kv-cache-dtype int8, 1.125
+// bytes a value); bf16 rows are widened to float32 exactly and the arithmetic is the same, int8
+// rows are multiplied by their block's scale.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,11 +103,40 @@ static inline void add_weighted_rows_bf16(float* out, const float* p, const uint
     for (size_t d = 0; d < n; d++) out[d] += p[i] * bf16_to_f32(rows[i * stride + d]);
 }
 
+// dot_rows on int8 rows starting at element `at`: each block of 32 products is summed, then
+// scaled. A portable loop: AVX-512 CPUs take attention_avx512.c instead.
+static inline void dot_rows_int8(float* scores, const float* x, const KvRowsRef* rows, size_t at, size_t keys,
+                                 size_t stride, size_t n, float scale) {
+  const int8_t* data = rows->data;
+  for (size_t i = 0; i < keys; i++) {
+    const size_t row = at + i * stride;
+    float acc = 0.f;
+    for (size_t b = 0; b < n; b += 32) {
+      float block = 0.f;
+      for (size_t d = b; d < b + 32; d++) block += x[d] * (float)data[row + d];
+      acc += block * rows->scales[(row + b) / 32];
+    }
+    scores[i] = acc * scale;
+  }
+}
+
+// add_weighted_rows on int8 rows starting at element `at`.
+static inline void add_weighted_rows_int8(float* out, const float* p, const KvRowsRef* rows, size_t at, size_t keys,
+                                          size_t stride, size_t n) {
+  const int8_t* data = rows->data;
+  for (size_t i = 0; i < keys; i++) {
+    const size_t row = at + i * stride;
+    for (size_t b = 0; b < n; b += 32) {
+      const float w = p[i] * rows->scales[(row + b) / 32];
+      for (size_t d = b; d < b + 32; d++) out[d] += w * (float)data[row + d];
+    }
+  }
+}
+
 typedef struct {
   float* out;
   const float* q;
-  const void *k, *v; // float32, or bf16 bits when kv_bf16
-  bool kv_bf16;
+  const KvRowsRef *k, *v;
   const AttentionShape* shape;
   float* scores; // [n_heads][max_keys]
   size_t max_keys;
@@ -132,12 +163,13 @@ static void attention_kv_heads(void* ctx, size_t first, size_t count) {
         const size_t at = j0 * shape->kv_stride + kvh * head_dim;
         for (size_t h = kvh * group; h < (kvh + 1) * group; h++) {
           float* scores = c->scores + h * max_keys + j0;
-          if (c->kv_bf16)
-            dot_rows_bf16(scores, q_t + h * head_dim, (const uint16_t*)c->k + at, keys, shape->kv_stride, head_dim,
-                          shape->scale);
+          const float* x = q_t + h * head_dim;
+          if (c->k->kind == KV_BF16)
+            dot_rows_bf16(scores, x, (const uint16_t*)c->k->data + at, keys, shape->kv_stride, head_dim, shape->scale);
+          else if (c->k->kind == KV_INT8)
+            dot_rows_int8(scores, x, c->k, at, keys, shape->kv_stride, head_dim, shape->scale);
           else
-            dot_rows(scores, q_t + h * head_dim, (const float*)c->k + at, keys, shape->kv_stride, head_dim,
-                     shape->scale);
+            dot_rows(scores, x, (const float*)c->k->data + at, keys, shape->kv_stride, head_dim, shape->scale);
         }
       }
     }
@@ -151,11 +183,13 @@ static void attention_kv_heads(void* ctx, size_t first, size_t count) {
         const size_t at = j0 * shape->kv_stride + kvh * head_dim;
         for (size_t h = kvh * group; h < (kvh + 1) * group; h++) {
           const float* p = c->scores + h * max_keys + j0;
-          if (c->kv_bf16)
-            add_weighted_rows_bf16(out_t + h * head_dim, p, (const uint16_t*)c->v + at, keys, shape->kv_stride,
-                                   head_dim);
+          float* o = out_t + h * head_dim;
+          if (c->v->kind == KV_BF16)
+            add_weighted_rows_bf16(o, p, (const uint16_t*)c->v->data + at, keys, shape->kv_stride, head_dim);
+          else if (c->v->kind == KV_INT8)
+            add_weighted_rows_int8(o, p, c->v, at, keys, shape->kv_stride, head_dim);
           else
-            add_weighted_rows(out_t + h * head_dim, p, (const float*)c->v + at, keys, shape->kv_stride, head_dim);
+            add_weighted_rows(o, p, (const float*)c->v->data + at, keys, shape->kv_stride, head_dim);
         }
       }
     }
@@ -170,16 +204,15 @@ static bool generic_only(void) {
 
 // Decode's attention, so on decode's pool (spin_pool.c): on AVX-512 split by keys
 // (attention_avx512.c), else here, split by kv head.
-bool attention_f32(float* out, const float* q, const void* k, const void* v, bool kv_bf16,
-                   const AttentionShape* shape) {
+bool attention_f32(float* out, const float* q, const KvRowsRef* k, const KvRowsRef* v, const AttentionShape* shape) {
   if (shape->head_dim % 16 == 0 && attention_avx512_available() && !generic_only())
-    return attention_avx512(out, q, k, v, kv_bf16, shape);
+    return attention_avx512(out, q, k, v, shape);
   const size_t max_keys = shape->start + shape->tq;
   size_t scores_bytes;
   if (__builtin_mul_overflow(shape->n_heads * sizeof(float), max_keys, &scores_bytes)) return false;
   float* scores = malloc(scores_bytes);
   if (scores == NULL) return false;
-  AttentionCall c = {.out = out, .q = q, .k = k, .v = v, .kv_bf16 = kv_bf16, .shape = shape, .scores = scores,
+  AttentionCall c = {.out = out, .q = q, .k = k, .v = v, .shape = shape, .scores = scores,
                      .max_keys = max_keys};
   // Each query row reads every visible key and value of its heads: 2 * keys * nHeads * headDim products.
   pool_run(shape->n_kv_heads, 2 * shape->tq * max_keys * shape->n_heads * shape->head_dim, attention_kv_heads, &c);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "bf16.h"
 #include "dispatch.h"
 #include "int8.h"
 #include "ops.h"
@@ -210,6 +211,44 @@ napi_value op_quantize_int8(napi_env env, napi_callback_info info) {
     size_t first, count;
     thread_share(n, &first, &count);
     int8_quantize_rows(first, count, k, q.data, scales.data, w.data);
+  }
+  return NULL;
+}
+
+// out = bf16 bits of scales[b] * q[b * 32 + i] for blocks [first, first + count), through a
+// float32 buffer of 16 blocks so that one bf16_from_f32 call rounds 512 values.
+SIMD_CLONES
+static void dequantize_blocks_bf16(size_t first, size_t count, uint16_t* out, const int8_t* q, const float* scales) {
+  float values[16 * BLOCK];
+  for (size_t b0 = first; b0 < first + count; b0 += 16) {
+    const size_t blocks = first + count - b0 < 16 ? first + count - b0 : 16;
+    for (size_t b = 0; b < blocks; b++)
+      for (int i = 0; i < BLOCK; i++) values[b * BLOCK + i] = scales[b0 + b] * (float)q[(b0 + b) * BLOCK + i];
+    bf16_from_f32(out + b0 * BLOCK, values, blocks * BLOCK);
+  }
+}
+
+// dequantizeInt8Bf16(out, q, scales, n): n values (a multiple of 32) back to bf16 bits, for the
+// products that read a cache of int8 rows through bf16 GEMMs.
+napi_value op_dequantize_int8_bf16(napi_env env, napi_callback_info info) {
+  OpCall call;
+  U16Array out;
+  I8Array q;
+  F32Array scales;
+  size_t n;
+  if (!op_begin(env, info, "dequantizeInt8Bf16", 4, &call) || !op_u16_array(&call, 0, "out", &out) ||
+      !op_i8_array(&call, 1, "q", &q) || !op_f32_array(&call, 2, "scales", &scales) ||
+      !op_size(&call, 3, "n", 0, &n) || !check_blocks(&call, n) ||
+      !op_check_length(&call, "out", out.length, n, 1, 1, "n") ||
+      !op_check_length(&call, "q", q.length, n, 1, 1, "n") ||
+      !op_check_length(&call, "scales", scales.length, n / BLOCK, 1, 1, "n/32"))
+    return NULL;
+  const size_t blocks = n / BLOCK;
+#pragma omp parallel if (n >= PARALLEL_MIN_ELEMENTS)
+  {
+    size_t first, count;
+    thread_share(blocks, &first, &count);
+    dequantize_blocks_bf16(first, count, out.data, q.data, scales.data);
   }
   return NULL;
 }

@@ -34,15 +34,23 @@ typedef struct {
   float scale;
 } AttentionShape;
 
-// attention_f32 on AVX-512 (attention_avx512.c), for head_dim a multiple of 16 on a CPU that has it.
-bool attention_avx512_available(void);
-bool attention_avx512(float* out, const float* q, const void* k, const void* v, bool kv_bf16,
-                      const AttentionShape* shape);
+// Cache rows of K or V: float32, bf16 bits, or int8 with one float32 scale per block of 32
+// values (KV_INT8: value = scales[i / 32] * data[i], quantizeInt8's format).
+typedef enum { KV_F32, KV_BF16, KV_INT8 } KvKind;
+typedef struct {
+  KvKind kind;
+  const void* data;
+  const float* scales; // KV_INT8 only
+} KvRowsRef;
 
-// Causal grouped-query attention for one sequence; k and v are float32 rows, or bf16 bits when
-// kv_bf16. Returns false when scratch memory is unavailable.
-bool attention_f32(float* out, const float* q, const void* k, const void* v, bool kv_bf16,
-                   const AttentionShape* shape);
+// attention_f32 on AVX-512 (attention_avx512.c), for head_dim a multiple of 16 on a CPU that has it
+// (of 32 for int8 rows).
+bool attention_avx512_available(void);
+bool attention_avx512(float* out, const float* q, const KvRowsRef* k, const KvRowsRef* v, const AttentionShape* shape);
+
+// Causal grouped-query attention for one sequence; k and v of one kind. Returns false when
+// scratch memory is unavailable.
+bool attention_f32(float* out, const float* q, const KvRowsRef* k, const KvRowsRef* v, const AttentionShape* shape);
 
 // ---- Training kernels (train_kernels.c) ----
 

@@ -1,4 +1,4 @@
-// rmsnorm, siluMul, rope and attention: argument checks, then the plain-C kernels.
+// rmsnorm, siluMul, rope and attention (float32, bf16 or int8 cache rows): argument checks, then the plain-C kernels.
 #include <stdio.h>
 
 #include "args.h"
@@ -113,6 +113,57 @@ napi_value op_attention(napi_env env, napi_callback_info info) {
     return NULL;
   }
   if (shape.tq == 0) return NULL;
-  if (!attention_f32(out.data, q.data, k.data, v.data, k.is_bf16, &shape)) throw_out_of_memory(&call);
+  const KvKind kind = k.is_bf16 ? KV_BF16 : KV_F32;
+  const KvRowsRef k_rows = {.kind = kind, .data = k.data}, v_rows = {.kind = kind, .data = v.data};
+  if (!attention_f32(out.data, q.data, &k_rows, &v_rows, &shape)) throw_out_of_memory(&call);
+  return NULL;
+}
+
+// The int8 rows' scales must cover every value the call reads: (rows - 1) * stride + cols of them.
+static bool check_int8_rows(OpCall* call, const char* name, const I8Array* values, const F32Array* scales,
+                            const AttentionShape* shape) {
+  const size_t rows = shape->start + shape->tq, cols = shape->n_kv_heads * shape->head_dim;
+  if (!op_check_matrix(call, name, values->length, rows, cols, "(start+Tq) x (nKvHeads*headDim)", shape->kv_stride,
+                       "kvStride"))
+    return false;
+  const size_t read = rows == 0 ? 0 : (rows - 1) * shape->kv_stride + cols;
+  if (scales->length >= (read + 31) / 32) return true;
+  op_throw_size(call, "%s's scales hold %zu blocks of 32 values; the call reads %zu values", name, scales->length,
+                read);
+  return false;
+}
+
+// attentionInt8(out, q, k, kScales, v, vScales, Tq, start, nHeads, nKvHeads, headDim, kvStride, scale):
+// attention over int8 cache rows (quantizeInt8's format, blocks of 32 along each row).
+napi_value op_attention_int8(napi_env env, napi_callback_info info) {
+  OpCall call;
+  F32Array out, q, k_scales, v_scales;
+  I8Array k, v;
+  AttentionShape shape;
+  if (!op_begin(env, info, "attentionInt8", 13, &call) || !op_f32_array(&call, 0, "out", &out) ||
+      !op_f32_array(&call, 1, "q", &q) || !op_i8_array(&call, 2, "k", &k) ||
+      !op_f32_array(&call, 3, "kScales", &k_scales) || !op_i8_array(&call, 4, "v", &v) ||
+      !op_f32_array(&call, 5, "vScales", &v_scales) || !op_size(&call, 6, "Tq", 0, &shape.tq) ||
+      !op_size(&call, 7, "start", 0, &shape.start) || !op_size(&call, 8, "nHeads", 1, &shape.n_heads) ||
+      !op_size(&call, 9, "nKvHeads", 1, &shape.n_kv_heads) || !op_size(&call, 10, "headDim", 1, &shape.head_dim) ||
+      !op_size(&call, 11, "kvStride", 0, &shape.kv_stride) || !op_float(&call, 12, "scale", &shape.scale))
+    return NULL;
+  if (shape.n_heads % shape.n_kv_heads != 0) {
+    op_throw_size(&call, "nHeads = %zu must be a multiple of nKvHeads = %zu", shape.n_heads, shape.n_kv_heads);
+    return NULL;
+  }
+  if (shape.head_dim % 32 != 0 || shape.kv_stride % 32 != 0) {
+    op_throw_size(&call, "headDim = %zu and kvStride = %zu must be multiples of 32, the quantization block",
+                  shape.head_dim, shape.kv_stride);
+    return NULL;
+  }
+  if (!op_check_length(&call, "q", q.length, shape.tq, shape.n_heads, shape.head_dim, "Tq*nHeads*headDim") ||
+      !op_check_length(&call, "out", out.length, shape.tq, shape.n_heads, shape.head_dim, "Tq*nHeads*headDim") ||
+      !check_int8_rows(&call, "k", &k, &k_scales, &shape) || !check_int8_rows(&call, "v", &v, &v_scales, &shape))
+    return NULL;
+  if (shape.tq == 0) return NULL;
+  const KvRowsRef k_rows = {.kind = KV_INT8, .data = k.data, .scales = k_scales.data};
+  const KvRowsRef v_rows = {.kind = KV_INT8, .data = v.data, .scales = v_scales.data};
+  if (!attention_f32(out.data, q.data, &k_rows, &v_rows, &shape)) throw_out_of_memory(&call);
   return NULL;
 }

@@ -2,6 +2,7 @@
 // errors that say which flag was wrong.
 
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { type KvCacheSetting, parseKvCacheSetting } from '../engine/local/kv-cache-budget.js';
 import { parsePrecision, type PrecisionSetting } from '../engine/local/precision.js';
 
 export class CliError extends Error {
@@ -65,6 +66,22 @@ export function precisionFlag(values: Record<string, unknown>): PrecisionSetting
     throw new CliError(`--precision must be fp32, bf16, int8 or auto, got "${String(raw)}"`);
   }
 }
+
+/** --kv-cache-dtype auto|f32|bf16|int8 (default auto), checked with a clear error. */
+export function kvCacheDtypeFlag(values: Record<string, unknown>): KvCacheSetting {
+  const raw = values['kv-cache-dtype'];
+  if (raw === undefined) return 'auto';
+  try {
+    return parseKvCacheSetting(String(raw));
+  } catch {
+    throw new CliError(`--kv-cache-dtype must be auto, f32, bf16 or int8, got "${String(raw)}"`);
+  }
+}
+
+/** The --kv-cache-dtype help lines of serve and generate. */
+export const KV_CACHE_DTYPE_USAGE = `--kv-cache-dtype D  the sequences' keys and values: bf16, int8 (1.125 bytes a value, about half
+                     bf16's: faster decode at long contexts, more prompts in the prefix cache, for
+                     a larger rounding error), f32, or auto (default: f32 at fp32, else bf16)`;
 
 /** The --precision help line of train. */
 export const PRECISION_USAGE =

@@ -8,7 +8,15 @@
 
 import { renderPrompt } from '../chat/prompt.js';
 import { loadChatModel } from './chat-model.js';
-import { numberFlag, parseFlags, precisionFlag, SERVE_PRECISION_USAGE, stringFlag } from './args.js';
+import {
+  KV_CACHE_DTYPE_USAGE,
+  kvCacheDtypeFlag,
+  numberFlag,
+  parseFlags,
+  precisionFlag,
+  SERVE_PRECISION_USAGE,
+  stringFlag,
+} from './args.js';
 
 const USAGE = `usage: openclaw-rl generate --model DIR --prompt TEXT [options]
 
@@ -24,7 +32,8 @@ options:
   --seed N           reproducible sampling
   --stop TEXT        stop sequence (repeatable)
   --threads N        BLAS threads
-  ${SERVE_PRECISION_USAGE}`;
+  ${SERVE_PRECISION_USAGE}
+  ${KV_CACHE_DTYPE_USAGE}`;
 
 export async function runGenerate(argv: string[]): Promise<number> {
   const v = parseFlags(
@@ -44,6 +53,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
       stop: { type: 'string', multiple: true },
       threads: { type: 'string' },
       precision: { type: 'string' },
+      'kv-cache-dtype': { type: 'string' },
     },
     USAGE,
   );
@@ -55,7 +65,12 @@ export async function runGenerate(argv: string[]): Promise<number> {
   const prompt = stringFlag(v, 'prompt', USAGE);
   const threads = numberFlag(v, 'threads', { integer: true, min: 1 });
   const precision = precisionFlag(v);
-  const model = await loadChatModel(modelDir, { precision, ...(threads === undefined ? {} : { threads }) });
+  const kvCacheDtype = kvCacheDtypeFlag(v);
+  const model = await loadChatModel(modelDir, {
+    precision,
+    kvCacheDtype,
+    ...(threads === undefined ? {} : { threads }),
+  });
   try {
     const messages = [
       ...(v.system ? [{ role: 'system' as const, content: v.system as string }] : []),
@@ -104,6 +119,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
       kernels: model.engine.info.kernels,
       kernelInfo: model.engine.info.kernelInfo,
       precision: model.engine.info.precision,
+      kvDtype: model.engine.info.kvDtype,
     };
     if (v.json) {
       const text = model.tokenizer.decode(ids, { skipSpecialTokens: true });

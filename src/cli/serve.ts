@@ -27,7 +27,7 @@ import { resolveModel } from '../hub/index.js';
 import { progressBar } from '../hub/progress-bar.js';
 import { openStore } from '../store/store.js';
 import { startRetention } from './serve-retention.js';
-import { CliError, precisionFlag, numberFlag, parseFlags, stringFlag } from './args.js';
+import { CliError, kvCacheDtypeFlag, precisionFlag, numberFlag, parseFlags, stringFlag } from './args.js';
 import { advertisedUrl, startupBanner } from './banner.js';
 import { startLearning, type RunningLearning } from './serve-learning.js';
 import { torchLaunchOf } from './serve-torch.js';
@@ -71,13 +71,19 @@ export async function runServe(argv: string[]): Promise<number> {
   const threads = numberFlag(v, 'threads', { integer: true, min: 1 });
   const kvCacheMb = numberFlag(v, 'kv-cache-mb', { min: 0 });
   const precision = precisionFlag(v);
+  const kvCacheDtype = kvCacheDtypeFlag(v);
   const cfg = readModelFolder(modelDir).config;
   const model = await loadChatModel(modelDir, {
     ...(kvCacheMb === undefined ? {} : { kvCacheBytes: Math.floor(kvCacheMb * 2 ** 20) }),
     precision,
+    kvCacheDtype,
     ...(threads === undefined ? {} : { threads }),
   });
-  const engineInfo = { precision: model.engine.info.precision, kernels: model.engine.info.kernelInfo };
+  const engineInfo = {
+    precision: model.engine.info.precision,
+    kvDtype: model.engine.info.kvDtype,
+    kernels: model.engine.info.kernelInfo,
+  };
   let plan: MemoryPlan;
   try {
     plan = planMemory(
@@ -188,7 +194,7 @@ export async function runServe(argv: string[]): Promise<number> {
       apiKeyRequired: config.apiKeys.length > 0,
       learning: running ? running.summary : 'off (--no-learning): turns are recorded, nothing is trained',
       store: store.path,
-      memory: `${describeMemoryPlan(plan)}; GEMMs ${engineInfo.precision} (${describeKernels(engineInfo.kernels)})`,
+      memory: `${describeMemoryPlan(plan)}; GEMMs ${engineInfo.precision} (${describeKernels(engineInfo.kernels)}), keys and values ${engineInfo.kvDtype}`,
     }),
   );
   const progress =

@@ -21,6 +21,7 @@ import type {
 import type { PolicyVersion } from '../policy-version.js';
 import { resolveSamplingParams } from '../sampler.js';
 import { readPolicyUpdate } from './policy-versions.js';
+import { type KvCacheSetting, parseKvCacheSetting } from './kv-cache-budget.js';
 import { parsePrecision, type PrecisionSetting } from './precision.js';
 import { randomSeed } from './sampling/random.js';
 
@@ -46,6 +47,12 @@ export interface LocalEngineOptions {
    * resolved one is in `info.precision`.
    */
   precision?: PrecisionSetting;
+  /**
+   * The rows of the sequences' key/value caches: f32, bf16, int8 (a byte a value and a scale per
+   * 32: decode at long contexts streams about half the bytes of bf16) or auto (default: bf16 at
+   * bf16 and int8 precision, f32 at fp32). The resolved one is in `info.kvDtype`.
+   */
+  kvCacheDtype?: KvCacheSetting;
 }
 
 interface Stream {
@@ -93,6 +100,7 @@ export class LocalEngine implements Sampler, Scorer {
     }
     const prefixStats = createPrefixCacheStatsBuffer();
     const precision = parsePrecision(opts.precision ?? 'fp32');
+    const kvCacheDtype = parseKvCacheSetting(opts.kvCacheDtype ?? 'auto');
     const workerOptions: WorkerOptions = {
       modelDir,
       maxStepTokens: opts.maxStepTokens ?? 256,
@@ -101,6 +109,7 @@ export class LocalEngine implements Sampler, Scorer {
       kvCacheBytes,
       prefixStats,
       precision,
+      kvCacheDtype,
     };
     const worker = new Worker(new URL('./runtime/worker.js', import.meta.url), { workerData: workerOptions });
     // Listeners are removed by name: removeAllListeners() would also drop the Worker's own

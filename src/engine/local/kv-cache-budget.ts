@@ -10,14 +10,29 @@ const DEFAULT_SEQUENCES = 4;
 /** The most of the machine's memory the default takes: weights, requests and training need the rest. */
 const MAX_MEMORY_SHARE = 0.25;
 
-/** The rows an engine at `precision` keeps: bf16 wherever its weights have bf16 copies (bf16, int8). */
-export function kvDtypeOf(precision: Precision): KvDtype {
+/** --kv-cache-dtype: the rows of the sequences' caches, or auto (kvDtypeOf's default). */
+export type KvCacheSetting = 'auto' | KvDtype;
+
+const KV_CACHE_SETTINGS: readonly KvCacheSetting[] = ['auto', 'f32', 'bf16', 'int8'];
+
+export function parseKvCacheSetting(s: string): KvCacheSetting {
+  if ((KV_CACHE_SETTINGS as readonly string[]).includes(s)) return s as KvCacheSetting;
+  throw new RangeError(`the key/value cache dtype must be ${KV_CACHE_SETTINGS.join(', ')}, got "${s}"`);
+}
+
+/**
+ * The rows an engine at `precision` keeps: as set, or for auto bf16 wherever its weights have bf16
+ * copies (bf16, int8) and f32 at fp32 (the exact reference). int8 rows are opt-in: they halve a
+ * long context's bytes, at an error per value about 8x bf16's (docs/engine.md, Key/value cache).
+ */
+export function kvDtypeOf(precision: Precision, setting: KvCacheSetting = 'auto'): KvDtype {
+  if (setting !== 'auto') return setting;
   return precision === 'fp32' ? 'f32' : 'bf16';
 }
 
 /**
  * Bytes for DEFAULT_SEQUENCES sequences of the model's full context in `dtype` rows, at
- * kvBytesPerToken = numLayers * 2 * numKvHeads * headDim * (4 or 2), capped at a quarter of the memory.
+ * kvBytesPerToken = numLayers * 2 * numKvHeads * headDim * (4, 2 or 1.125), capped at a quarter of the memory.
  * Qwen3-0.6B at f32: 229,376 bytes per token, 40,960 positions: 37.6 GB uncapped, 4 GB on a 16 GB
  * machine, where bf16 rows hold twice the tokens.
  */

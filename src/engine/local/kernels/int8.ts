@@ -1,6 +1,7 @@
 // int8 weights in plain TypeScript: the portable quantizeInt8 and gemmInt8 (kernels.ts), also
 // the oracle the native ones are tested against. A matrix [N,K] becomes int8 values in blocks of
 // INT8_BLOCK along K with one fp32 scale per block.
+import { bf16Bits } from './bf16.js';
 import type { Kernels } from './kernels.js';
 
 /** Weights per scale. */
@@ -32,6 +33,21 @@ export const quantizeInt8: Kernels['quantizeInt8'] = (q, scales, w, N, K) => {
     }
   }
 };
+
+/** out[i] = bf16 bits of the float32 product scales[i / 32] * q[i], for i < n (a multiple of 32). */
+export const dequantizeInt8Bf16: Kernels['dequantizeInt8Bf16'] = (out, q, scales, n) => {
+  checkBlocks('dequantizeInt8Bf16', n);
+  if (out.length < n || q.length < n || scales.length < n / INT8_BLOCK)
+    throw new RangeError(`dequantizeInt8Bf16: out, q or scales hold fewer than n = ${n} values`);
+  for (let i = 0; i < n; i++) out[i] = bf16Bits(Math.fround(scales[(i / INT8_BLOCK) | 0]! * q[i]!));
+};
+
+/** The float32 values of int8 values scaled per block of 32: value = scales[i / 32] * q[i]. */
+export function dequantizeInt8(q: Int8Array, scales: Float32Array, n: number): Float32Array {
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = scales[(i / INT8_BLOCK) | 0]! * q[i]!;
+  return out;
+}
 
 /** Each output summed in float64 (exact for these operands up to one rounding) and rounded once. */
 export const gemmInt8: Kernels['gemmInt8'] = (M, N, K, x, q, scales, y) => {

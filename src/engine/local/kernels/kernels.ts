@@ -80,6 +80,13 @@ export interface Kernels {
   quantizeInt8(q: Int8Array, scales: Float32Array, w: Float32Array, N: number, K: number): void;
 
   /**
+   * out[i] = the bf16 bits of scales[i / 32] * q[i] (the float32 product, rounded as toBf16
+   * rounds), for i < n, a multiple of 32: quantizeInt8's values back, for the products that read
+   * a cache of int8 rows through bf16 GEMMs.
+   */
+  dequantizeInt8Bf16(out: Uint16Array, q: Int8Array, scales: Float32Array, n: number): void;
+
+  /**
    * y[M,N] = x[M,K] . W^T, W [N,K] given as quantizeInt8's q and scales. All contiguous. Meant for
    * decode rows (small M). With int8Dot 'vnni' each row of x is quantized as quantizeInt8 does
    * (per block of 32, its own scales) and y = sum over blocks of xScale * scale * (qx . q), the dot
@@ -147,6 +154,28 @@ export interface Kernels {
     q: Float32Array,
     k: Float32Array | Uint16Array,
     v: Float32Array | Uint16Array,
+    Tq: number,
+    start: number,
+    nHeads: number,
+    nKvHeads: number,
+    headDim: number,
+    kvStride: number,
+    scale: number,
+  ): void;
+
+  /**
+   * attention over int8 cache rows in quantizeInt8's format: row j's value i is
+   * kScales[(j * kvStride + i) / 32] * k[j * kvStride + i] (v likewise), headDim and kvStride
+   * multiples of 32. The same arithmetic as attention on the rows' float32 values, up to the
+   * order of the sums.
+   */
+  attentionInt8(
+    out: Float32Array,
+    q: Float32Array,
+    k: Int8Array,
+    kScales: Float32Array,
+    v: Int8Array,
+    vScales: Float32Array,
     Tq: number,
     start: number,
     nHeads: number,

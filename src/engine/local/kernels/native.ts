@@ -20,7 +20,7 @@ export const NATIVE_BUILD_HINT =
   'apt-get install libopenblas-dev libdnnl-dev (macOS: Xcode command line tools), then npm rebuild openclaw-rl';
 
 // Must equal ADDON_API_VERSION in native/src/addon.c.
-const ADDON_API_VERSION = 9;
+const ADDON_API_VERSION = 10;
 
 type NativeAddon = Omit<Kernels, 'name' | 'info' | 'threads'> & {
   readonly apiVersion: number;
@@ -86,12 +86,14 @@ export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernel
     gemmBf16: addon.gemmBf16,
     toBf16: addon.toBf16,
     quantizeInt8: addon.quantizeInt8,
+    dequantizeInt8Bf16: addon.dequantizeInt8Bf16,
     gemmInt8: addon.gemmInt8,
     sgemv: addon.sgemv,
     rmsnorm: addon.rmsnorm,
     siluMul: addon.siluMul,
     rope: addon.rope,
     attention: addon.attention,
+    attentionInt8: addon.attentionInt8,
     adamw: addon.adamw,
     sumSquares: addon.sumSquares,
     temperedWeights: addon.temperedWeights,

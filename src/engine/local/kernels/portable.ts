@@ -3,7 +3,7 @@
 // accumulated in float64 (JS numbers) and rounded to float32 once, on store. Only sgemm is
 // tiled, because it dominates and the naive loop is about twice as slow.
 import { bf16Bits, portableGemmBf16, toBf16, widenBf16 } from './bf16.js';
-import { gemmInt8, quantizeInt8 } from './int8.js';
+import { dequantizeInt8, dequantizeInt8Bf16, gemmInt8, INT8_BLOCK, quantizeInt8 } from './int8.js';
 import type { Kernels } from './kernels.js';
 
 // sgemm computes C in tiles of 4 rows x COLS columns, accumulated in float64: each element of
@@ -217,6 +217,32 @@ function attention(
   }
 }
 
+/** attention on the rows' float32 values (dequantizeInt8), read as far as the call sees. */
+function attentionInt8(
+  out: Float32Array,
+  q: Float32Array,
+  k: Int8Array,
+  kScales: Float32Array,
+  v: Int8Array,
+  vScales: Float32Array,
+  Tq: number,
+  start: number,
+  nHeads: number,
+  nKvHeads: number,
+  headDim: number,
+  kvStride: number,
+  scale: number,
+): void {
+  if (headDim % INT8_BLOCK !== 0 || kvStride % INT8_BLOCK !== 0)
+    throw new RangeError(`attentionInt8: headDim and kvStride must be multiples of ${INT8_BLOCK}`);
+  const read = (start + Tq) * kvStride;
+  if (k.length < read || v.length < read || kScales.length < read / INT8_BLOCK || vScales.length < read / INT8_BLOCK)
+    throw new RangeError(`attentionInt8: k, v or their scales hold fewer than (start+Tq)*kvStride = ${read} values`);
+  const kf = dequantizeInt8(k, kScales, read),
+    vf = dequantizeInt8(v, vScales, read);
+  attention(out, q, kf, vf, Tq, start, nHeads, nKvHeads, headDim, kvStride, scale);
+}
+
 // ---- training kernels ---------------------------------------------------------------------
 
 function adamw(
@@ -421,12 +447,14 @@ export const portableKernels: Kernels = {
   gemmBf16: portableGemmBf16(sgemm),
   toBf16,
   quantizeInt8,
+  dequantizeInt8Bf16,
   gemmInt8,
   sgemv,
   rmsnorm,
   siluMul,
   rope,
   attention,
+  attentionInt8,
   adamw,
   sumSquares,
   temperedWeights,

@@ -12,10 +12,13 @@
 // one (flash-attention style: the keys in chunks, an online softmax, no score block over every
 // key), else through gemmBf16 instead of sgemm: Q and P are rounded to bf16 as the products read
 // them, as in the training attention at bf16.
+// A cache of int8 rows (--kv-cache-dtype int8) goes to attentionInt8 below BLOCKED_MIN_ROWS (decode:
+// the rows are read as they are, 1.125 bytes a value); a longer segment first turns the rows it
+// sees back into bf16 (dequantizeInt8Bf16, once for all heads) and takes the bf16 paths.
 
 import type { Kernels } from '../kernels/kernels.js';
 import type { ModelConfig } from './config.js';
-import type { KvRows } from './kv-cache.js';
+import { isInt8Rows, type KvRows } from './kv-cache.js';
 
 export type AttentionHeads = Pick<ModelConfig, 'numHeads' | 'numKvHeads' | 'headDim'>;
 
@@ -35,10 +38,14 @@ export const FLASH_MIN_ROWS = 32;
 /** Query rows per block and head, as in training: 64 and 256 measured no faster. */
 export const QUERY_BLOCK = 128;
 
+/** Scratch memory: `floats` floats the call may overwrite, one buffer per purpose. */
+export type AttentionScratch = (floats: number, purpose: 'scores' | 'rows') => Float32Array;
+
 /**
  * out[Tq, H*hd] = causal attention of q[Tq, H*hd] (positions start .. start+Tq-1) over the cache
- * rows k, v [start+Tq, KV*hd] (row stride KV*hd, rows start .. already written). `scratch(n)`
- * returns n floats the call may overwrite; it asks for O(QUERY_BLOCK * (start + Tq)), never n^2.
+ * rows k, v [start+Tq, KV*hd] (row stride KV*hd, rows start .. already written). `scratch` gives
+ * O(QUERY_BLOCK * (start + Tq)) floats for scores, never n^2, and for int8 rows (start + Tq) * KV*hd
+ * more for their bf16 copies.
  */
 export function segmentAttention(
   kernels: Kernels,
@@ -49,11 +56,27 @@ export function segmentAttention(
   Tq: number,
   start: number,
   heads: AttentionHeads,
-  scratch: (floats: number) => Float32Array,
+  scratch: AttentionScratch,
 ): void {
   const { numHeads: H, numKvHeads: KV, headDim: hd } = heads;
-  if (Tq < BLOCKED_MIN_ROWS) kernels.attention(out, q, k, v, Tq, start, H, KV, hd, KV * hd, 1 / Math.sqrt(hd));
-  else blockedAttention(kernels, out, q, k, v, Tq, start, heads, scratch);
+  const scale = 1 / Math.sqrt(hd),
+    scores = (floats: number) => scratch(floats, 'scores');
+  if (isInt8Rows(k) || isInt8Rows(v)) {
+    if (!isInt8Rows(k) || !isInt8Rows(v)) throw new TypeError('k and v must both be int8 rows, or neither');
+    if (Tq < BLOCKED_MIN_ROWS) {
+      kernels.attentionInt8(out, q, k.values, k.scales, v.values, v.scales, Tq, start, H, KV, hd, KV * hd, scale);
+      return;
+    }
+    const n = (start + Tq) * KV * hd;
+    const copy = scratch(n, 'rows');
+    const bits = new Uint16Array(copy.buffer, copy.byteOffset, 2 * n);
+    const kb = bits.subarray(0, n),
+      vb = bits.subarray(n);
+    kernels.dequantizeInt8Bf16(kb, k.values, k.scales, n);
+    kernels.dequantizeInt8Bf16(vb, v.values, v.scales, n);
+    blockedAttention(kernels, out, q, kb, vb, Tq, start, heads, scores);
+  } else if (Tq < BLOCKED_MIN_ROWS) kernels.attention(out, q, k, v, Tq, start, H, KV, hd, KV * hd, scale);
+  else blockedAttention(kernels, out, q, k, v, Tq, start, heads, scores);
 }
 
 /** The GEMM path of segmentAttention, for any Tq (exported for the benchmark and the tests). */
@@ -61,8 +84,8 @@ export function blockedAttention(
   kernels: Kernels,
   out: Float32Array,
   q: Float32Array,
-  k: KvRows,
-  v: KvRows,
+  k: Float32Array | Uint16Array,
+  v: Float32Array | Uint16Array,
   Tq: number,
   start: number,
   heads: AttentionHeads,

@@ -12,9 +12,18 @@
 // Shapes: T = tokens in the step (all segments), D = hidden, F = ffn, H = q heads, KV = kv heads,
 // hd = head dim, V = vocab, R = rows whose logits are wanted.
 
+import { INT8_BLOCK } from '../kernels/int8.js';
 import type { Kernels } from '../kernels/kernels.js';
 import { type ModelConfig, ropeInvFreq } from './config.js';
-import { createKvCache, type KvCache, type KvDtype, type KvRows, reserveKvCache } from './kv-cache.js';
+import {
+  checkKvDtype,
+  createKvCache,
+  isInt8Rows,
+  type KvCache,
+  type KvDtype,
+  type KvRows,
+  reserveKvCache,
+} from './kv-cache.js';
 import { segmentAttention } from './segment-attention.js';
 import type { ParamStore, TensorSpec } from './weights.js';
 import { type Bf16Params, type Gemm, gemmFor, type Int8Params, type Int8Weight } from '../precision.js';
@@ -74,7 +83,7 @@ export class Transformer {
   private readonly gemm: Gemm | null;
   private readonly invFreq: Float32Array;
   private readonly scratch = new Map<string, Float32Array>();
-  /** The rows of the caches this model's sequences should get: bf16 at bf16 and int8. */
+  /** The rows of the caches this model's sequences get: bf16 at bf16 and int8 unless told otherwise. */
   readonly kvDtype: KvDtype;
   /** The sampler's tempered weights over one row of this model's logits, on its kernels. */
   readonly weighLogits: Kernels['temperedWeights'];
@@ -82,6 +91,7 @@ export class Transformer {
   /**
    * bf16: copies of `params` (bf16ParamsOf) for every product to read; without, fp32 (sgemm, sgemv).
    * int8 (with bf16): copies of the int8Tensors for steps of up to INT8_MAX_ROWS tokens.
+   * kvDtype: the caches' rows (default: bf16 with bf16 copies, else f32).
    */
   constructor(
     readonly cfg: ModelConfig,
@@ -89,13 +99,15 @@ export class Transformer {
     private readonly k: Kernels,
     bf16?: Bf16Params,
     int8?: Int8Params,
+    kvDtype?: KvDtype,
   ) {
     if (int8 && !bf16) throw new Error('int8 copies serve decode steps only: prefill needs the bf16 copies too');
     if (bf16 && bf16.data.length !== params.data.length) {
       throw new RangeError(`the bf16 copy holds ${bf16.data.length} values, the parameters ${params.data.length}`);
     }
     this.gemm = bf16 ? gemmFor(k, 'bf16') : null;
-    this.kvDtype = bf16 ? 'bf16' : 'f32';
+    this.kvDtype = kvDtype ?? (bf16 ? 'bf16' : 'f32');
+    checkKvDtype(cfg, this.kvDtype);
     this.weighLogits = k.temperedWeights;
     const opt = (n: string) => (params.has(n) ? params.get(n) : null);
     const weight = (n: string): Weight => ({ f32: params.get(n), b16: bf16?.get(n) ?? null, i8: int8?.get(n) ?? null });
@@ -203,7 +215,7 @@ export class Transformer {
           n,
           start,
           cfg,
-          (floats) => this.buf('attentionScratch', floats),
+          (floats, purpose) => this.buf(`attention-${purpose}`, floats),
         );
         row += n;
       }
@@ -349,8 +361,18 @@ function addInPlace(x: Float32Array, y: Float32Array, n: number): void {
   for (let i = 0; i < n; i++) x[i]! += y[i]!;
 }
 
-/** rows[at ..] = x, rounded to bf16 (toBf16) when the cache holds bf16 rows. */
+/** rows[at ..] = x, rounded to bf16 (toBf16) or quantized (quantizeInt8) for such a cache. */
 function writeKvRows(k: Kernels, rows: KvRows, x: Float32Array, at: number): void {
-  if (rows instanceof Uint16Array) k.toBf16(rows.subarray(at, at + x.length), x, x.length);
+  if (isInt8Rows(rows)) {
+    const n = x.length;
+    // One block of 32 a "row", so that the quantizer's threads share a decode step's few rows too.
+    k.quantizeInt8(
+      rows.values.subarray(at, at + n),
+      rows.scales.subarray(at / INT8_BLOCK),
+      x,
+      n / INT8_BLOCK,
+      INT8_BLOCK,
+    );
+  } else if (rows instanceof Uint16Array) k.toBf16(rows.subarray(at, at + x.length), x, x.length);
   else rows.set(x, at);
 }

@@ -3,6 +3,8 @@
 import type { ResolvedParams } from '../../sampler.js';
 import type { GenerationEvent, PolicyUpdate, ScoredCompletion } from '../../types.js';
 import type { KernelInfo } from '../kernels/kernels.js';
+import type { KvCacheSetting } from '../kv-cache-budget.js';
+import type { KvDtype } from '../model/kv-cache.js';
 import type { Precision, PrecisionSetting } from '../precision.js';
 
 export type { PolicyUpdate };
@@ -24,6 +26,8 @@ export interface WorkerOptions {
   prefixStats: SharedArrayBuffer;
   /** The GEMMs' precision; auto is resolved by the worker, on its kernels. */
   precision: PrecisionSetting;
+  /** The rows of the sequences' key/value caches; auto: kvDtypeOf the resolved precision. */
+  kvCacheDtype: KvCacheSetting;
 }
 
 export type ToWorker =
@@ -45,7 +49,9 @@ export interface WorkerInfo {
   kernels: 'native' | 'portable';
   kernelInfo: KernelInfo;
   precision: Precision;
-  /** The prefix cache's byte budget, the default resolved (defaultKvCacheBytes of the precision's rows). */
+  /** The rows of the sequences' key/value caches, resolved. */
+  kvDtype: KvDtype;
+  /** The prefix cache's byte budget, the default resolved (defaultKvCacheBytes of those rows). */
   kvCacheBytes: number;
   parameters: number;
   loadMs: number;

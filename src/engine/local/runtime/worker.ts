@@ -8,7 +8,7 @@
 
 import { parentPort, workerData } from 'node:worker_threads';
 import { loadKernels } from '../kernels/index.js';
-import { defaultKvCacheBytes } from '../kv-cache-budget.js';
+import { defaultKvCacheBytes, kvDtypeOf } from '../kv-cache-budget.js';
 import { readModelFolder } from '../model/folder.js';
 import { int8Tensors, Transformer } from '../model/transformer.js';
 import { loadWeights, paramStoreOver } from '../model/weights.js';
@@ -43,12 +43,13 @@ async function start(): Promise<void> {
   const baseBf16 = precision !== 'fp32' ? bf16ParamsOf(kernels, params.specs, params.data) : undefined;
   const int8Of = int8Tensors(folder.config);
   const baseInt8 = precision === 'int8' ? int8ParamsOf(kernels, params.specs, params.data, int8Of) : undefined;
+  const kvDtype = kvDtypeOf(precision, options.kvCacheDtype);
   const base: PolicyWeights = {
     version: 0,
-    model: new Transformer(folder.config, params, kernels, baseBf16, baseInt8),
+    model: new Transformer(folder.config, params, kernels, baseBf16, baseInt8, kvDtype),
     lora: null,
   };
-  const kvCacheBytes = options.kvCacheBytes ?? defaultKvCacheBytes(folder.config, base.model.kvDtype);
+  const kvCacheBytes = options.kvCacheBytes ?? defaultKvCacheBytes(folder.config, kvDtype);
   const prefix = new PrefixCache(kvCacheBytes, new PrefixCacheCounters(options.prefixStats));
   const scheduler = new Scheduler(
     base,
@@ -70,14 +71,18 @@ async function start(): Promise<void> {
       throw new Error(`version ${u.version} holds ${store.data.length} values, the model ${params.data.length}`);
     }
     if (precision === 'fp32')
-      return { version: u.version, model: new Transformer(folder.config, store, kernels), lora: null };
+      return {
+        version: u.version,
+        model: new Transformer(folder.config, store, kernels, undefined, undefined, kvDtype),
+        lora: null,
+      };
     const given = u.bf16 ? new Uint16Array(u.bf16) : null;
     if (given && given.length !== store.data.length) {
       throw new Error(`version ${u.version}'s bf16 copy holds ${given.length} values, the model ${store.data.length}`);
     }
     const copy = bf16ParamsOver(params.specs, given ?? new Uint16Array(store.data.length));
     const int8 = precision === 'int8' ? int8ParamsFor(params.specs, int8Of) : undefined;
-    const model = () => new Transformer(folder.config, store, kernels, copy, int8);
+    const model = () => new Transformer(folder.config, store, kernels, copy, int8, kvDtype);
     const ready = () => ({ version: u.version, model: model(), lora: null });
     if (given && !int8) return ready();
     const chunks = (function* () {
@@ -137,6 +142,7 @@ async function start(): Promise<void> {
       kernels: kernels.name,
       kernelInfo: kernels.info,
       precision,
+      kvDtype,
       kvCacheBytes,
       parameters: params.data.length,
       loadMs: performance.now() - t0,
