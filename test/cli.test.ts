@@ -60,6 +60,34 @@ test('generate refuses a broken folder with the file named', () => {
   assert.match(r.stderr, /model folder .*nowhere does not exist/);
 });
 
+test('generate --kv-cache-dtype int8 reports int8 rows; a model or a value it cannot take is refused', () => {
+  const wide = join(work, 'head-dim-32');
+  const init = cli('model', 'init', '--family', 'qwen3', '--preset', 'tiny', '--head-dim', '32', '--out', wide);
+  assert.equal(init.status, 0, init.stderr);
+  const r = cli(
+    'generate',
+    '--model',
+    wide,
+    '--prompt',
+    'Hello',
+    '--json',
+    '--max-tokens',
+    '4',
+    '--kv-cache-dtype',
+    'int8',
+  );
+  assert.equal(r.status, 0, r.stderr);
+  const out = JSON.parse(r.stdout) as { completionIds: number[]; kvDtype: string };
+  assert.equal(out.kvDtype, 'int8');
+  assert.ok(out.completionIds.length > 0);
+  const narrow = cli('generate', '--model', model, '--prompt', 'x', '--kv-cache-dtype', 'int8');
+  assert.equal(narrow.status, 1);
+  assert.match(narrow.stderr, /head_dim a multiple of 32; this model's is 16: use bf16/);
+  const bad = cli('generate', '--model', model, '--prompt', 'x', '--kv-cache-dtype', 'fp8');
+  assert.equal(bad.status, 2, 'a usage error');
+  assert.match(bad.stderr, /--kv-cache-dtype must be auto, f32, bf16 or int8, got "fp8"/);
+});
+
 const samples = [
   { promptIds: [10, 11, 12], completionIds: [40, 41, 42, 43], advantages: 1 },
   { promptIds: [20, 21], completionIds: [50, 51], advantages: [-1, 0.5], rolloutLogprobs: [-6.1, -6.2] },

@@ -129,7 +129,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
     } else {
       process.stdout.write(`${decoder.flush()}\n`);
       console.error(
-        `[${stats.completionTokens} tokens, ${stats.tokensPerSecond} tok/s decode, first token after ${stats.timeToFirstTokenMs} ms, prompt ${stats.promptTokens} tokens, finish: ${finishReason}, kernels: ${stats.kernels}, precision: ${stats.precision}]`,
+        `[${stats.completionTokens} tokens, ${stats.tokensPerSecond} tok/s decode, first token after ${stats.timeToFirstTokenMs} ms, prompt ${stats.promptTokens} tokens, finish: ${finishReason}, kernels: ${stats.kernels}, precision: ${stats.precision}, keys and values: ${stats.kvDtype}]`,
       );
     }
     return 0;
