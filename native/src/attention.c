@@ -103,13 +103,60 @@ static inline void add_weighted_rows_bf16(float* out, const float* p, const uint
     for (size_t d = 0; d < n; d++) out[d] += p[i] * bf16_to_f32(rows[i * stride + d]);
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define INT8_AVX2 1
+#define AVX2_TARGET __attribute__((target("avx2,fma")))
+
+// gcc turns int8 -> float conversions written with vector extensions into scalar code
+// (int8.c), so the int8 rows' loops have an AVX2 variant in intrinsics, picked at run time.
+static bool int8_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+
+// 8 int8 values at p, as floats.
+AVX2_TARGET static inline __m256 load8_i8(const int8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)p)));
+}
+
+// sum over blocks b of scales[b] * (x . row's block b), n a multiple of 32.
+AVX2_TARGET static float dot_i8_avx2(const float* x, const int8_t* row, const float* scales, size_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  for (size_t b = 0; b < n; b += 32) {
+    __m256 block = _mm256_mul_ps(_mm256_loadu_ps(x + b), load8_i8(row + b));
+    for (size_t d = b + 8; d < b + 32; d += 8)
+      block = _mm256_fmadd_ps(_mm256_loadu_ps(x + d), load8_i8(row + d), block);
+    acc = _mm256_fmadd_ps(block, _mm256_set1_ps(scales[b / 32]), acc);
+  }
+  const __m128 half = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  const __m128 pairs = _mm_add_ps(half, _mm_movehl_ps(half, half));
+  return _mm_cvtss_f32(_mm_add_ss(pairs, _mm_movehdup_ps(pairs)));
+}
+
+// out[0..n) += w * the row's values (scale times int8), n a multiple of 32.
+AVX2_TARGET static void add_i8_avx2(float* out, float w, const int8_t* row, const float* scales, size_t n) {
+  for (size_t b = 0; b < n; b += 32) {
+    const __m256 ws = _mm256_set1_ps(w * scales[b / 32]);
+    for (size_t d = b; d < b + 32; d += 8)
+      _mm256_storeu_ps(out + d, _mm256_fmadd_ps(ws, load8_i8(row + d), _mm256_loadu_ps(out + d)));
+  }
+}
+#else
+#define INT8_AVX2 0
+static bool int8_avx2(void) { return false; }
+#endif
+
 // dot_rows on int8 rows starting at element `at`: each block of 32 products is summed, then
-// scaled. A portable loop: AVX-512 CPUs take attention_avx512.c instead.
+// scaled. AVX-512 CPUs take attention_avx512.c instead; AVX2 ones the variant above.
 static inline void dot_rows_int8(float* scores, const float* x, const KvRowsRef* rows, size_t at, size_t keys,
-                                 size_t stride, size_t n, float scale) {
+                                 size_t stride, size_t n, float scale, bool avx2) {
   const int8_t* data = rows->data;
   for (size_t i = 0; i < keys; i++) {
     const size_t row = at + i * stride;
+#if INT8_AVX2
+    if (avx2) {
+      scores[i] = dot_i8_avx2(x, data + row, rows->scales + row / 32, n) * scale;
+      continue;
+    }
+#endif
     float acc = 0.f;
     for (size_t b = 0; b < n; b += 32) {
       float block = 0.f;
@@ -122,10 +169,16 @@ static inline void dot_rows_int8(float* scores, const float* x, const KvRowsRef*
 
 // add_weighted_rows on int8 rows starting at element `at`.
 static inline void add_weighted_rows_int8(float* out, const float* p, const KvRowsRef* rows, size_t at, size_t keys,
-                                          size_t stride, size_t n) {
+                                          size_t stride, size_t n, bool avx2) {
   const int8_t* data = rows->data;
   for (size_t i = 0; i < keys; i++) {
     const size_t row = at + i * stride;
+#if INT8_AVX2
+    if (avx2) {
+      add_i8_avx2(out, p[i], data + row, rows->scales + row / 32, n);
+      continue;
+    }
+#endif
     for (size_t b = 0; b < n; b += 32) {
       const float w = p[i] * rows->scales[(row + b) / 32];
       for (size_t d = b; d < b + 32; d++) out[d] += w * (float)data[row + d];
@@ -137,6 +190,7 @@ typedef struct {
   float* out;
   const float* q;
   const KvRowsRef *k, *v;
+  bool int8_avx2; // int8 rows through the AVX2 variants
   const AttentionShape* shape;
   float* scores; // [n_heads][max_keys]
   size_t max_keys;
@@ -167,7 +221,7 @@ static void attention_kv_heads(void* ctx, size_t first, size_t count) {
           if (c->k->kind == KV_BF16)
             dot_rows_bf16(scores, x, (const uint16_t*)c->k->data + at, keys, shape->kv_stride, head_dim, shape->scale);
           else if (c->k->kind == KV_INT8)
-            dot_rows_int8(scores, x, c->k, at, keys, shape->kv_stride, head_dim, shape->scale);
+            dot_rows_int8(scores, x, c->k, at, keys, shape->kv_stride, head_dim, shape->scale, c->int8_avx2);
           else
             dot_rows(scores, x, (const float*)c->k->data + at, keys, shape->kv_stride, head_dim, shape->scale);
         }
@@ -187,7 +241,7 @@ static void attention_kv_heads(void* ctx, size_t first, size_t count) {
           if (c->v->kind == KV_BF16)
             add_weighted_rows_bf16(o, p, (const uint16_t*)c->v->data + at, keys, shape->kv_stride, head_dim);
           else if (c->v->kind == KV_INT8)
-            add_weighted_rows_int8(o, p, c->v, at, keys, shape->kv_stride, head_dim);
+            add_weighted_rows_int8(o, p, c->v, at, keys, shape->kv_stride, head_dim, c->int8_avx2);
           else
             add_weighted_rows(o, p, (const float*)c->v->data + at, keys, shape->kv_stride, head_dim);
         }
@@ -196,24 +250,26 @@ static void attention_kv_heads(void* ctx, size_t first, size_t count) {
   }
 }
 
-// OPENCLAW_RL_ATTENTION=generic keeps the loops here on an AVX-512 CPU (read on every call, for tests).
-static bool generic_only(void) {
+// OPENCLAW_RL_ATTENTION=generic keeps the loops here on an AVX-512 CPU, =scalar also keeps int8
+// rows off the AVX2 variants (read on every call, for tests).
+static bool attention_setting(const char* value) {
   const char* setting = getenv("OPENCLAW_RL_ATTENTION");
-  return setting != NULL && strcmp(setting, "generic") == 0;
+  return setting != NULL && strcmp(setting, value) == 0;
 }
 
 // Decode's attention, so on decode's pool (spin_pool.c): on AVX-512 split by keys
 // (attention_avx512.c), else here, split by kv head.
 bool attention_f32(float* out, const float* q, const KvRowsRef* k, const KvRowsRef* v, const AttentionShape* shape) {
-  if (shape->head_dim % 16 == 0 && attention_avx512_available() && !generic_only())
+  const bool scalar = attention_setting("scalar");
+  if (shape->head_dim % 16 == 0 && attention_avx512_available() && !scalar && !attention_setting("generic"))
     return attention_avx512(out, q, k, v, shape);
   const size_t max_keys = shape->start + shape->tq;
   size_t scores_bytes;
   if (__builtin_mul_overflow(shape->n_heads * sizeof(float), max_keys, &scores_bytes)) return false;
   float* scores = malloc(scores_bytes);
   if (scores == NULL) return false;
-  AttentionCall c = {.out = out, .q = q, .k = k, .v = v, .shape = shape, .scores = scores,
-                     .max_keys = max_keys};
+  AttentionCall c = {.out = out, .q = q, .k = k, .v = v, .int8_avx2 = int8_avx2() && !scalar, .shape = shape,
+                     .scores = scores, .max_keys = max_keys};
   // Each query row reads every visible key and value of its heads: 2 * keys * nHeads * headDim products.
   pool_run(shape->n_kv_heads, 2 * shape->tq * max_keys * shape->n_heads * shape->head_dim, attention_kv_heads, &c);
   free(scores);
