@@ -218,30 +218,30 @@ function attention(
 }
 
 /** attention on the rows' float32 values (dequantizeInt8), read as far as the call sees. */
-function attentionInt8(
-  out: Float32Array,
-  q: Float32Array,
-  k: Int8Array,
-  kScales: Float32Array,
-  v: Int8Array,
-  vScales: Float32Array,
-  Tq: number,
-  start: number,
-  nHeads: number,
-  nKvHeads: number,
-  headDim: number,
-  kvStride: number,
-  scale: number,
-): void {
-  if (headDim % INT8_BLOCK !== 0 || kvStride % INT8_BLOCK !== 0)
+const attentionInt8: Kernels['attentionInt8'] = (
+  out,
+  q,
+  k,
+  kScales,
+  v,
+  vScales,
+  Tq,
+  start,
+  H,
+  KV,
+  hd,
+  kvStride,
+  scale,
+) => {
+  if (hd % INT8_BLOCK !== 0 || kvStride % INT8_BLOCK !== 0)
     throw new RangeError(`attentionInt8: headDim and kvStride must be multiples of ${INT8_BLOCK}`);
   const read = (start + Tq) * kvStride;
   if (k.length < read || v.length < read || kScales.length < read / INT8_BLOCK || vScales.length < read / INT8_BLOCK)
     throw new RangeError(`attentionInt8: k, v or their scales hold fewer than (start+Tq)*kvStride = ${read} values`);
   const kf = dequantizeInt8(k, kScales, read),
     vf = dequantizeInt8(v, vScales, read);
-  attention(out, q, kf, vf, Tq, start, nHeads, nKvHeads, headDim, kvStride, scale);
-}
+  attention(out, q, kf, vf, Tq, start, H, KV, hd, kvStride, scale);
+};
 
 // ---- training kernels ---------------------------------------------------------------------
 
