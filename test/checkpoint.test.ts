@@ -185,7 +185,17 @@ test("mergeLora: the merged linear equals base plus adapter, x W'^T = x W^T + sc
         withAdapter,
         x,
         T,
-        { inDim, outDim, W: params.get(name), W16: null, bias: null, dW: null, dBias: null, lora: adapter },
+        {
+          inDim,
+          outDim,
+          W: params.get(name),
+          W16: null,
+          packed: null,
+          bias: null,
+          dW: null,
+          dBias: null,
+          lora: adapter,
+        },
         new Float32Array(T * 4),
       );
       linearForward(
@@ -193,7 +203,7 @@ test("mergeLora: the merged linear equals base plus adapter, x W'^T = x W^T + sc
         viaMerge,
         x,
         T,
-        { inDim, outDim, W: merged.get(name), W16: null, bias: null, dW: null, dBias: null, lora: null },
+        { inDim, outDim, W: merged.get(name), W16: null, packed: null, bias: null, dW: null, dBias: null, lora: null },
         null,
       );
       for (let i = 0; i < withAdapter.length; i++)

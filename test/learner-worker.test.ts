@@ -88,6 +88,33 @@ test('forwardBackward + optimStep is the same update as learn/ppo trainBatch ove
   }
 });
 
+test("a bf16 learner in its worker packs the engine's shared bf16 base and takes the same step", async () => {
+  const engine = await LocalEngine.open(dir, { precision: 'bf16' });
+  const config = {
+    mode: { kind: 'lora' as const, spec: { rank: 4, alpha: 8, targets: ['q' as const, 'up' as const] } },
+    seed: 3,
+    precision: 'bf16' as const,
+  };
+  const plain = await LocalLearner.open(engine, { config });
+  const packed = await LocalLearner.open(engine, { config: { ...config, packFrozenWeights: true } });
+  try {
+    assert.equal(plain.resumed.packedBytes, 0);
+    const info = engine.info.kernelInfo;
+    if (info.gemm === 'onednn' && info.bf16Instructions) assert.ok(packed.resumed.packedBytes > 0, 'packed');
+    for (let i = 0; i < 2; i++) {
+      const [a, b] = [await trainBatch(plain, [sample], PPO), await trainBatch(packed, [sample], PPO)];
+      assert.ok(Math.abs(a[0]!.loss - b[0]!.loss) <= 1e-6 * Math.abs(a[0]!.loss), `${a[0]!.loss} vs ${b[0]!.loss}`);
+    }
+    const [ua, ub] = [(await plain.publish()).update, (await packed.publish()).update];
+    assert.ok(ua?.kind === 'lora' && ub?.kind === 'lora');
+    assert.ok(maxAbsDiff(Array.from(ua.data), Array.from(ub.data)) < 1e-6);
+  } finally {
+    await plain.close();
+    await packed.close();
+    await engine.close();
+  }
+});
+
 test('a checkpoint resumes steps, published version, consumed ids and the exact weights', async () => {
   const checkpointDir = join(scratchDir('ocrl-ckpt-'), 'learner');
   const engine = await LocalEngine.open(dir);

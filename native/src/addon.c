@@ -10,7 +10,7 @@
 
 // Bumped whenever an export changes meaning, so that a stale build is refused with a
 // "rebuild" message instead of being called with the wrong arguments.
-#define ADDON_API_VERSION 10
+#define ADDON_API_VERSION 11
 
 NAPI_MODULE_INIT() {
   napi_value version, gemm;
@@ -27,6 +27,8 @@ NAPI_MODULE_INIT() {
       {"info", NULL, NULL, NULL, NULL, gemm, napi_enumerable, NULL},
       {"sgemm", NULL, op_sgemm, NULL, NULL, NULL, napi_enumerable, NULL},
       {"gemmBf16", NULL, op_gemm_bf16, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"packBf16", NULL, op_pack_bf16, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"gemmBf16Packed", NULL, op_gemm_bf16_packed, NULL, NULL, NULL, napi_enumerable, NULL},
       {"toBf16", NULL, op_to_bf16, NULL, NULL, NULL, napi_enumerable, NULL},
       {"quantizeInt8", NULL, op_quantize_int8, NULL, NULL, NULL, napi_enumerable, NULL},
       {"dequantizeInt8Bf16", NULL, op_dequantize_int8_bf16, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -7,6 +7,7 @@
 // - else (or where oneDNN has no fast kernel): float32 copies of the rounded operands, then
 //   the BLAS sgemm. Every path rounds the same inputs and sums the products in fp32.
 #include <stdlib.h>
+#include <string.h>
 
 #include "args.h"
 #include "bf16.h"
@@ -178,4 +179,101 @@ napi_value op_gemm_bf16(napi_env env, napi_callback_info info) {
   }
   scratch_trim();
   return NULL;
+}
+
+// A packed array starts with this header, so that a product can check it was packed for its shape;
+// the packed values follow, 64 bytes in (the array itself starts 64-byte aligned, as oneDNN reads
+// it fastest).
+#define PACKED_MAGIC 0x4b504c4fu // "OLPK"
+#define PACKED_HEADER_BYTES 64
+
+typedef struct {
+  uint32_t magic;
+  uint32_t reserved;
+  uint64_t n, k;
+} PackedHeader;
+
+// packBf16(transB, N, K, B, ldb) -> the K x N matrix op(B) (B bf16 bits, stored N x K when transB)
+// in oneDNN's layout for gemmBf16Packed, after a header naming N and K; or null where there is none
+// (no oneDNN, or a shape it keeps plain).
+napi_value op_pack_bf16(napi_env env, napi_callback_info info) {
+  OpCall call;
+  bool trans_b;
+  size_t n, k, ldb;
+  U16Array b;
+  if (!op_begin(env, info, "packBf16", 5, &call) || !op_bool(&call, 0, "transB", &trans_b) ||
+      !op_size(&call, 1, "N", 1, &n) || !op_size(&call, 2, "K", 1, &k) || !op_u16_array(&call, 3, "B", &b) ||
+      !op_size(&call, 4, "ldb", 0, &ldb) ||
+      !op_check_matrix(&call, "B", b.length, trans_b ? n : k, trans_b ? k : n, trans_b ? "N x K" : "K x N", ldb, "ldb"))
+    return NULL;
+  napi_value result;
+  const size_t bytes = gemm_uses_onednn() ? onednn_packed_bytes(n, k) : 0;
+  if (bytes == 0) return napi_get_null(env, &result) == napi_ok ? result : NULL;
+  void* data;
+  napi_value buffer;
+  if (napi_create_arraybuffer(env, 64 + PACKED_HEADER_BYTES + bytes, &data, &buffer) != napi_ok) {
+    op_throw_size(&call, "could not allocate %zu bytes for the packed weights", bytes);
+    return NULL;
+  }
+  const size_t offset = (64 - (uintptr_t)data % 64) % 64;
+  char* start = (char*)data + offset;
+  const PackedHeader header = {.magic = PACKED_MAGIC, .n = n, .k = k};
+  memcpy(start, &header, sizeof header);
+  if (!onednn_pack_bf16(trans_b, n, k, b.data, ldb, start + PACKED_HEADER_BYTES)) {
+    op_throw_value(&call, "oneDNN could not pack the weights");
+    return NULL;
+  }
+  const size_t values = (PACKED_HEADER_BYTES + bytes) / 2;
+  if (napi_create_typedarray(env, napi_uint16_array, values, buffer, offset, &result) != napi_ok) return NULL;
+  return result;
+}
+
+// gemmBf16Packed(transA, M, N, K, alpha, A, lda, P, beta, C, ldc) -> whether it computed C:
+// C = alpha * op(A) B + beta * C with B packed by packBf16 for this N and K. False (C untouched)
+// where the primitive for these rows wants another layout; the caller then uses the plain weights.
+napi_value op_gemm_bf16_packed(napi_env env, napi_callback_info info) {
+  OpCall call;
+  Bf16Gemm g = {.trans_b = false, .ldb = 0};
+  U16Array p;
+  if (!op_begin(env, info, "gemmBf16Packed", 11, &call) || !op_bool(&call, 0, "transA", &g.trans_a) ||
+      !op_size(&call, 1, "M", 1, &g.m) || !op_size(&call, 2, "N", 1, &g.n) || !op_size(&call, 3, "K", 1, &g.k) ||
+      !op_float(&call, 4, "alpha", &g.alpha) || !op_bf16_operand(&call, 5, "A", &g.a) ||
+      !op_size(&call, 6, "lda", 0, &g.lda) || !op_u16_array(&call, 7, "P", &p) ||
+      !op_float(&call, 8, "beta", &g.beta) || !op_f32_array(&call, 9, "C", &g.c) ||
+      !op_size(&call, 10, "ldc", 0, &g.ldc))
+    return NULL;
+  if (!op_check_matrix(&call, "A", g.a.length, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k,
+                       g.trans_a ? "K x M" : "M x K", g.lda, "lda") ||
+      !op_check_matrix(&call, "C", g.c.length, g.m, g.n, "M x N", g.ldc, "ldc"))
+    return NULL;
+  PackedHeader header = {0};
+  if (p.length * 2 >= sizeof header) memcpy(&header, p.data, sizeof header);
+  if (header.magic != PACKED_MAGIC) {
+    op_throw_value(&call, "P is not an array from packBf16");
+    return NULL;
+  }
+  if (header.n != g.n || header.k != g.k) {
+    op_throw_size(&call, "P was packed for N = %llu, K = %llu, not N = %zu, K = %zu", (unsigned long long)header.n,
+                  (unsigned long long)header.k, g.n, g.k);
+    return NULL;
+  }
+  const size_t bytes = onednn_packed_bytes(g.n, g.k);
+  if (bytes == 0 || p.length * 2 != PACKED_HEADER_BYTES + bytes) {
+    op_throw_size(&call, "P holds %zu values; packBf16 makes %zu for N = %zu, K = %zu", p.length,
+                  (PACKED_HEADER_BYTES + bytes) / 2, g.n, g.k);
+    return NULL;
+  }
+  size_t lda;
+  const uint16_t* a = bf16_view(&call, 0, &g.a, g.m, g.k, g.lda, g.trans_a, &lda);
+  if (!a) return NULL;
+  Bf16Status status = onednn_gemm_bf16_packed(g.trans_a, g.m, g.n, g.k, g.alpha, a, lda,
+                                              (const char*)p.data + PACKED_HEADER_BYTES, g.beta, g.c.data, g.ldc);
+  scratch_trim();
+  if (status == BF16_FAILED) {
+    op_throw_value(&call, "oneDNN's bf16 matmul failed");
+    return NULL;
+  }
+  napi_value result;
+  if (napi_get_boolean(env, status == BF16_DONE, &result) != napi_ok) return NULL;
+  return result;
 }

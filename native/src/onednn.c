@@ -97,6 +97,22 @@ Bf16Status onednn_gemm_bf16(bool trans_a, bool trans_b, size_t m, size_t n, size
   return BF16_UNSUPPORTED;
 }
 
+Bf16Status onednn_gemm_bf16_packed(bool trans_a, size_t m, size_t n, size_t k, float alpha, const uint16_t* a,
+                                   size_t lda, const void* b, float beta, float* c, size_t ldc) {
+  (void)trans_a, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)b, (void)beta, (void)c, (void)ldc;
+  return BF16_UNSUPPORTED;
+}
+
+size_t onednn_packed_bytes(size_t n, size_t k) {
+  (void)n, (void)k;
+  return 0;
+}
+
+bool onednn_pack_bf16(bool trans_b, size_t n, size_t k, const uint16_t* b, size_t ldb, void* out) {
+  (void)trans_b, (void)n, (void)k, (void)b, (void)ldb, (void)out;
+  return false;
+}
+
 #else
 
 // OpenMP's thread count is per calling thread, so each worker that calls setThreads sizes only
@@ -121,6 +137,8 @@ typedef struct {
   bool trans_a, trans_b;
   size_t m, n, k, lda, ldb, ldc;
   float alpha, beta;
+  // B in oneDNN's own blocked layout (onednn_pack_bf16); trans_b and ldb are then 0.
+  bool packed;
   // A primitive splits its work for the threads there were when it was created and must run
   // with as many (oneDNN reads omp_get_max_threads(); train_attention.c sets it to 1 in its region).
   int threads;
@@ -160,13 +178,49 @@ static void matrix_desc(dnnl_memory_desc_t* md, size_t rows, size_t cols, size_t
   dnnl_memory_desc_init_by_strides(md, 2, dims, type, strides);
 }
 
+// The layout oneDNN's bf16 matmul picks for a B of k x n when left to choose (brgemm's blocks of
+// 64 columns by 16 pairs of rows at the 0.6B shapes), queried on PACKED_ROWS rows of A: it did not
+// depend on the rows (checked for 1 to 2,048 at every shape of the 0.6B model); a primitive that
+// wants another layout for some call is refused (create_matmul) and the caller computes that call
+// from the plain weights.
+#define PACKED_ROWS 512
+
+static bool packed_desc(size_t n, size_t k, dnnl_memory_desc_t* out) {
+  const dnnl_dims_t a_dims = {PACKED_ROWS, (dnnl_dim_t)k}, b_dims = {(dnnl_dim_t)k, (dnnl_dim_t)n},
+                    c_dims = {PACKED_ROWS, (dnnl_dim_t)n};
+  dnnl_memory_desc_t a, b, c;
+  dnnl_matmul_desc_t desc;
+  dnnl_primitive_desc_t pd = NULL;
+  const char* impl = "";
+  bool ok = dnnl_memory_desc_init_by_tag(&a, 2, a_dims, dnnl_bf16, dnnl_ab) == dnnl_success &&
+            dnnl_memory_desc_init_by_tag(&b, 2, b_dims, dnnl_bf16, dnnl_format_tag_any) == dnnl_success &&
+            dnnl_memory_desc_init_by_tag(&c, 2, c_dims, dnnl_f32, dnnl_ab) == dnnl_success &&
+            dnnl_matmul_desc_init(&desc, &a, &b, NULL, &c) == dnnl_success &&
+            dnnl_primitive_desc_create(&pd, &desc, NULL, engine, NULL) == dnnl_success &&
+            dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
+            strncmp(impl, "ref", 3) != 0;
+  const dnnl_memory_desc_t* chosen = ok ? dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0) : NULL;
+  // Plain layouts are not worth a copy.
+  ok = chosen && chosen->format_kind == dnnl_blocked && chosen->format_desc.blocking.inner_nblks > 0;
+  if (ok) *out = *chosen;
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  return ok;
+}
+
 // Fills e->primitive and its memory objects for e->key. Returns false when oneDNN refuses or
 // would run its reference (scalar) implementation, which is slower than the fallback.
 static bool create_matmul(MatmulEntry* e) {
   const MatmulKey* key = &e->key;
-  dnnl_memory_desc_t src_md, weights_md, dst_md;
+  dnnl_memory_desc_t src_md, weights_md, dst_md, packed_md;
   matrix_desc(&src_md, key->m, key->k, key->lda, key->trans_a, dnnl_bf16);
-  matrix_desc(&weights_md, key->k, key->n, key->ldb, key->trans_b, dnnl_bf16);
+  if (key->packed) {
+    const dnnl_dims_t dims = {(dnnl_dim_t)key->k, (dnnl_dim_t)key->n};
+    if (!packed_desc(key->n, key->k, &packed_md) ||
+        dnnl_memory_desc_init_by_tag(&weights_md, 2, dims, dnnl_bf16, dnnl_format_tag_any) != dnnl_success)
+      return false;
+  } else {
+    matrix_desc(&weights_md, key->k, key->n, key->ldb, key->trans_b, dnnl_bf16);
+  }
   matrix_desc(&dst_md, key->m, key->n, key->ldc, false, dnnl_f32);
   dnnl_matmul_desc_t desc;
   dnnl_primitive_attr_t attr = NULL;
@@ -183,6 +237,12 @@ static bool create_matmul(MatmulEntry* e) {
   const char* impl = "";
   ok = ok && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
        strncmp(impl, "ref", 3) != 0;
+  // A packed B is only read by a primitive that wants exactly the layout it was packed in.
+  if (ok && key->packed) {
+    const dnnl_memory_desc_t* wanted = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    ok = wanted && dnnl_memory_desc_equal(wanted, &packed_md);
+    if (ok) weights_md = packed_md;
+  }
   ok = ok && dnnl_primitive_create(&e->primitive, pd) == dnnl_success &&
        dnnl_memory_create(&e->src, &src_md, engine, DNNL_MEMORY_NONE) == dnnl_success &&
        dnnl_memory_create(&e->weights, &weights_md, engine, DNNL_MEMORY_NONE) == dnnl_success &&
@@ -221,20 +281,26 @@ static MatmulEntry* find_or_create(const MatmulKey* key) {
   return e;
 }
 
-Bf16Status onednn_gemm_bf16(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
-                            const uint16_t* a, size_t lda, const uint16_t* b, size_t ldb, float beta, float* c,
-                            size_t ldc) {
-  if (!use_onednn) return BF16_UNSUPPORTED;
+static bool ready(void) {
+  if (!use_onednn) return false;
   pthread_once(&engine_once, create_engine);
-  if (engine_status != dnnl_success) return BF16_UNSUPPORTED;
+  if (engine_status != dnnl_success) return false;
   if (!stream && dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) != dnnl_success) {
     stream = NULL;
-    return BF16_UNSUPPORTED;
+    return false;
   }
+  return true;
+}
+
+static Bf16Status run_matmul(bool trans_a, bool trans_b, bool packed, size_t m, size_t n, size_t k, float alpha,
+                             const uint16_t* a, size_t lda, const void* b, size_t ldb, float beta, float* c,
+                             size_t ldc) {
+  if (!ready()) return BF16_UNSUPPORTED;
   MatmulKey key;
   memset(&key, 0, sizeof key); // the padding too, since keys are compared with memcmp
   key.trans_a = trans_a, key.trans_b = trans_b, key.m = m, key.n = n, key.k = k;
   key.lda = lda, key.ldb = ldb, key.ldc = ldc, key.alpha = alpha, key.beta = beta;
+  key.packed = packed;
   key.threads = omp_get_max_threads();
   MatmulEntry* e = find_or_create(&key);
   if (!e->supported) return BF16_UNSUPPORTED;
@@ -245,6 +311,56 @@ Bf16Status onednn_gemm_bf16(bool trans_a, bool trans_b, size_t m, size_t n, size
             dnnl_primitive_execute(e->primitive, stream, 3, args) == dnnl_success &&
             dnnl_stream_wait(stream) == dnnl_success;
   return ok ? BF16_DONE : BF16_FAILED;
+}
+
+Bf16Status onednn_gemm_bf16(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
+                            const uint16_t* a, size_t lda, const uint16_t* b, size_t ldb, float beta, float* c,
+                            size_t ldc) {
+  return run_matmul(trans_a, trans_b, false, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+Bf16Status onednn_gemm_bf16_packed(bool trans_a, size_t m, size_t n, size_t k, float alpha, const uint16_t* a,
+                                   size_t lda, const void* b, float beta, float* c, size_t ldc) {
+  return run_matmul(trans_a, false, true, m, n, k, alpha, a, lda, b, 0, beta, c, ldc);
+}
+
+// Per thread, the last shapes asked about: every packed call checks its weights' length.
+#define PACKED_SIZES 16
+static __thread struct {
+  size_t n, k, bytes;
+} packed_sizes[PACKED_SIZES];
+static __thread unsigned next_size;
+
+size_t onednn_packed_bytes(size_t n, size_t k) {
+  for (int i = 0; i < PACKED_SIZES; i++)
+    if (packed_sizes[i].n == n && packed_sizes[i].k == k) return packed_sizes[i].bytes;
+  dnnl_memory_desc_t md;
+  const size_t bytes = ready() && packed_desc(n, k, &md) ? dnnl_memory_desc_get_size(&md) : 0;
+  packed_sizes[next_size].n = n, packed_sizes[next_size].k = k, packed_sizes[next_size].bytes = bytes;
+  next_size = (next_size + 1) % PACKED_SIZES;
+  return bytes;
+}
+
+bool onednn_pack_bf16(bool trans_b, size_t n, size_t k, const uint16_t* b, size_t ldb, void* out) {
+  dnnl_memory_desc_t plain_md, packed_md;
+  if (!ready() || !packed_desc(n, k, &packed_md)) return false;
+  matrix_desc(&plain_md, k, n, ldb, trans_b, dnnl_bf16);
+  dnnl_primitive_desc_t pd = NULL;
+  dnnl_primitive_t reorder = NULL;
+  dnnl_memory_t from = NULL, to = NULL;
+  bool ok = dnnl_reorder_primitive_desc_create(&pd, &plain_md, engine, &packed_md, engine, NULL) == dnnl_success &&
+            dnnl_primitive_create(&reorder, pd) == dnnl_success &&
+            dnnl_memory_create(&from, &plain_md, engine, (void*)b) == dnnl_success &&
+            dnnl_memory_create(&to, &packed_md, engine, out) == dnnl_success;
+  if (ok) {
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    ok = dnnl_primitive_execute(reorder, stream, 2, args) == dnnl_success && dnnl_stream_wait(stream) == dnnl_success;
+  }
+  if (from) dnnl_memory_destroy(from);
+  if (to) dnnl_memory_destroy(to);
+  if (reorder) dnnl_primitive_destroy(reorder);
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  return ok;
 }
 
 #endif

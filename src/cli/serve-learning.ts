@@ -54,6 +54,8 @@ export async function startLearning(a: {
   log: JudgeLog;
   /** What one training step's buffers may take (the memory plan's share). */
   activationBudgetBytes: number;
+  /** The memory plan left room for the frozen weights' packed copies (LearnerConfig.packFrozenWeights). */
+  packFrozenWeights?: boolean;
   /** --learner torch: the PyTorch learner, under torch.dir, trains instead. */
   torch?: { launch: TorchLaunch; dir: string } | null;
   /** --sampler vllm|sglang: versions are written to versionsDir and loaded by `sampler` too. */
@@ -91,7 +93,11 @@ export async function startLearning(a: {
     }
   } else {
     learner = await LocalLearner.open(engine, {
-      config: { ...learnerConfig(settings), activationBudgetBytes: a.activationBudgetBytes },
+      config: {
+        ...learnerConfig(settings),
+        activationBudgetBytes: a.activationBudgetBytes,
+        packFrozenWeights: a.packFrozenWeights ?? false,
+      },
       checkpointDir: a.checkpointDir,
       versionsDir: a.remote?.versionsDir ?? a.serving?.versionsDir ?? versionsDir,
       keepVersions,

@@ -92,6 +92,7 @@ export async function runServe(argv: string[]): Promise<number> {
       model.engine.info.kvCacheBytes,
       learning,
       engineInfo.precision,
+      engineInfo.kernels.gemm === 'onednn' && engineInfo.kernels.bf16Instructions && !torchLaunch,
     );
   } catch (e) {
     await model.engine.close();
@@ -138,6 +139,7 @@ export async function runServe(argv: string[]): Promise<number> {
           metrics.learningEvent(e, f);
         },
         activationBudgetBytes: plan.activationBudgetBytes,
+        packFrozenWeights: plan.packedWeightsBytes > 0,
         torch: torchLaunch && { launch: torchLaunch, dir: join(config.dataDir, 'torch-learner') },
         remote: router && { sampler: router, versionsDir: join(config.dataDir, 'versions') },
         serving,
@@ -235,6 +237,7 @@ function planMemory(
   kvCacheBytes: number,
   learning: ServeLearning,
   precision: Precision,
+  packable: boolean,
 ): MemoryPlan {
   const rank = learning.enabled ? learning.training.loraRank : 0;
   const trainableValues = !learning.enabled ? 0 : rank === 0 ? parameters : loraValues(cfg, rank);
@@ -247,6 +250,7 @@ function planMemory(
     trainableValues,
     kvCacheBytes,
     precision,
+    packable,
     ...(given ? { maxTrainTokens: given } : {}),
   });
   if (learning.enabled) {

@@ -7,6 +7,7 @@
 // Writes a PEFT adapter (LoRA) or a complete model folder (--lora-rank 0), atomically.
 
 import { readFileSync, renameSync, rmSync, existsSync, readdirSync, mkdirSync } from 'node:fs';
+import { totalmem } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { loadKernels } from '../engine/local/kernels/index.js';
 import { spinIdleThreadsWhileTraining } from '../engine/local/kernels/native.js';
@@ -19,6 +20,7 @@ import { LORA_TARGETS } from '../engine/local/train/lora.js';
 import type { LinearName } from '../engine/local/train/model-params.js';
 import { CliError, numberFlag, parseFlags, precisionFlag, PRECISION_USAGE, stringFlag } from './args.js';
 import { resolvePrecision, trainPrecisionOf } from '../engine/local/precision.js';
+import { trainingAffordsPacking } from '../engine/local/memory-plan.js';
 import { parseSamplesJsonl } from './samples-file.js';
 import { DEFAULT_PPO, trainBatch } from '../learn/ppo.js';
 
@@ -119,9 +121,14 @@ export async function runTrain(argv: string[]): Promise<number> {
   const threads = numberFlag(v, 'threads', { integer: true, min: 1 });
   if (threads) kernels.setThreads(threads);
   const precision = trainPrecisionOf(resolvePrecision(precisionSetting, kernels));
+  const weights = loadWeights(modelDir, folder.config);
+  const packFrozenWeights =
+    rank > 0 &&
+    precision === 'bf16' &&
+    trainingAffordsPacking(folder.config, weights.data.length, DEFAULT_LEARNER.activationBudgetBytes, totalmem());
   const learner = new LearnerCore(
     folder.config,
-    loadWeights(modelDir, folder.config),
+    weights,
     {
       ...DEFAULT_LEARNER,
       mode:
@@ -143,12 +150,13 @@ export async function runTrain(argv: string[]): Promise<number> {
       },
       seed: numberFlag(v, 'seed', { integer: true, min: 0 }) ?? 0,
       precision,
+      packFrozenWeights,
     },
     kernels,
   );
 
   console.error(
-    `training ${rank === 0 ? 'all parameters' : `a rank-${rank} LoRA`} on ${samples.length} samples: ${steps} steps of ${batchSize} (kernels: ${kernels.name}, ${kernels.info.gemm} ${kernels.info.isa}; precision ${precision})`,
+    `training ${rank === 0 ? 'all parameters' : `a rank-${rank} LoRA`} on ${samples.length} samples: ${steps} steps of ${batchSize} (kernels: ${kernels.name}, ${kernels.info.gemm} ${kernels.info.isa}; precision ${precision}${learner.packedBytes > 0 ? `; frozen weights packed, ${Math.round(learner.packedBytes / 2 ** 20)} MB` : ''})`,
   );
   let cursor = 0;
   for (let step = 0; step < steps; step++) {

@@ -7,7 +7,7 @@
 
 import type { ModelConfig } from './model/config.js';
 import { defaultKvCacheBytes, kvDtypeOf } from './kv-cache-budget.js';
-import { bf16CopyBytes, HEAD_CHUNK_ROWS, maxTrainTokens, trainStepBytes } from './train/memory.js';
+import { bf16CopyBytes, HEAD_CHUNK_ROWS, maxTrainTokens, packedWeightBytes, trainStepBytes } from './train/memory.js';
 import type { Precision } from './precision.js';
 
 /** Of the machine's memory, the share openclaw-rl plans for; the rest is the system's and other programs'. */
@@ -38,6 +38,8 @@ export interface MemoryPlanInput {
   maxTrainTokens?: number;
   /** The engine's resolved precision; default fp32. */
   precision?: Precision;
+  /** The kernels can pack frozen weights (native, oneDNN, bf16 instructions: packed-weights.ts). */
+  packable?: boolean;
 }
 
 export interface MemoryPlan {
@@ -59,6 +61,11 @@ export interface MemoryPlan {
   trainBytes: number;
   /** maxTrainTokens was given and its step needs more than the budget. */
   overBudget: boolean;
+  /**
+   * The learner's packed copies of the frozen base (LoRA at bf16, packable kernels): 1.1-1.2x faster
+   * products for their bytes, taken only where they shorten no training sample; else 0.
+   */
+  packedWeightsBytes: number;
 }
 
 export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
@@ -73,9 +80,22 @@ export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
     4 * 4 * input.trainableValues + (bf16 && fullFineTuning ? bf16CopyBytes(input.trainableValues) : 0);
   const kvCacheBytes = input.kvCacheBytes ?? defaultKvCacheBytes(cfg, kvDtypeOf(precision), totalBytes);
   const fixed = weightsBytes + learnerStateBytes + kvCacheBytes + RUNTIME_ALLOWANCE_BYTES;
-  const activationBudgetBytes = Math.max(0, Math.floor(USABLE_MEMORY_SHARE * totalBytes - fixed));
-  const derived = maxTrainTokens(cfg, activationBudgetBytes, { loraRank, completionFraction: COMPLETION_FRACTION });
+  const unpackedBudget = Math.max(0, Math.floor(USABLE_MEMORY_SHARE * totalBytes - fixed));
+  const limitOptions = { loraRank, completionFraction: COMPLETION_FRACTION };
+  const derived = maxTrainTokens(cfg, unpackedBudget, limitOptions);
   const tokens = input.maxTrainTokens ?? derived;
+  // Packed weights are a speed-up, never worth a shorter longest sample.
+  const packCandidate =
+    input.packable && bf16 && loraRank > 0 && input.trainableValues > 0 ? packedWeightBytes(cfg) : 0;
+  const withPacked = unpackedBudget - packCandidate;
+  const packs =
+    packCandidate > 0 &&
+    withPacked > 0 &&
+    (input.maxTrainTokens !== undefined
+      ? stepBytes(cfg, tokens, loraRank) <= withPacked
+      : maxTrainTokens(cfg, withPacked, limitOptions) >= derived);
+  const packedWeightsBytes = packs ? packCandidate : 0;
+  const activationBudgetBytes = unpackedBudget - packedWeightsBytes;
   const trainBytes = stepBytes(cfg, tokens, loraRank);
   return {
     totalBytes,
@@ -88,6 +108,7 @@ export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
     maxTrainTokens: tokens,
     trainBytes,
     overBudget: trainBytes > activationBudgetBytes,
+    packedWeightsBytes,
   };
 }
 
@@ -102,11 +123,32 @@ function stepBytes(cfg: ModelConfig, tokens: number, loraRank: number): number {
   });
 }
 
+/**
+ * Whether `train` (a process that only trains, at bf16 with LoRA) can afford the packed copies:
+ * the float32 weights, their bf16 copy, the packed copies, the runtime and the step's activation
+ * budget all within the usable share of the machine's memory.
+ */
+export function trainingAffordsPacking(
+  cfg: ModelConfig,
+  parameters: number,
+  activationBudgetBytes: number,
+  totalBytes: number,
+): boolean {
+  const needed =
+    4 * parameters +
+    bf16CopyBytes(parameters) +
+    packedWeightBytes(cfg) +
+    RUNTIME_ALLOWANCE_BYTES +
+    activationBudgetBytes;
+  return needed <= USABLE_MEMORY_SHARE * totalBytes;
+}
+
 /** One line for the startup banner and log. */
 export function describeMemoryPlan(p: MemoryPlan): string {
   const mb = (b: number) => `${Math.round(b / 2 ** 20)} MB`;
   return (
-    `weights ${mb(p.weightsBytes)}, prefix cache ${mb(p.kvCacheBytes)}, training samples up to ${p.maxTrainTokens} tokens` +
+    `weights ${mb(p.weightsBytes)}${p.packedWeightsBytes > 0 ? ` (+ ${mb(p.packedWeightsBytes)} packed for training)` : ''}, ` +
+    `prefix cache ${mb(p.kvCacheBytes)}, training samples up to ${p.maxTrainTokens} tokens` +
     ` (a step takes up to ${mb(p.trainBytes)} of ${mb(p.activationBudgetBytes)} for activations${p.overBudget ? ': OVER BUDGET' : ''})`
   );
 }

@@ -69,6 +69,31 @@ export interface Kernels {
     ldc: number,
   ): void;
 
+  /**
+   * op(B) (K x N; B holds bf16 bits, stored N x K when transB) copied into oneDNN's own layout for
+   * gemmBf16Packed, or null where oneDNN would keep it plain. Native kernels built with oneDNN only.
+   */
+  packBf16?(transB: boolean, N: number, K: number, B: Uint16Array, ldb: number): Uint16Array | null;
+
+  /**
+   * C[M,N] = alpha * op(A) * B + beta * C as gemmBf16 computes it (the same values), with B packed
+   * by packBf16 for this N and K. Returns false, C untouched, where this call's product wants another
+   * layout: the caller then computes it with gemmBf16 on the plain weights.
+   */
+  gemmBf16Packed?(
+    transA: boolean,
+    M: number,
+    N: number,
+    K: number,
+    alpha: number,
+    A: Float32Array | Uint16Array,
+    lda: number,
+    P: Uint16Array,
+    beta: number,
+    C: Float32Array,
+    ldc: number,
+  ): boolean;
+
   /** out[i] = the bf16 bits nearest to x[i] (ties to even; NaN stays NaN), for i < n. */
   toBf16(out: Uint16Array, x: Float32Array, n: number): void;
 

@@ -20,7 +20,7 @@ export const NATIVE_BUILD_HINT =
   'apt-get install libopenblas-dev libdnnl-dev (macOS: Xcode command line tools), then npm rebuild openclaw-rl';
 
 // Must equal ADDON_API_VERSION in native/src/addon.c.
-const ADDON_API_VERSION = 10;
+const ADDON_API_VERSION = 11;
 
 type NativeAddon = Omit<Kernels, 'name' | 'info' | 'threads'> & {
   readonly apiVersion: number;
@@ -84,6 +84,7 @@ export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernel
     info: addon.info,
     sgemm: addon.sgemm,
     gemmBf16: addon.gemmBf16,
+    ...(addon.info.gemm === 'onednn' ? { packBf16: addon.packBf16, gemmBf16Packed: addon.gemmBf16Packed } : {}),
     toBf16: addon.toBf16,
     quantizeInt8: addon.quantizeInt8,
     dequantizeInt8Bf16: addon.dequantizeInt8Bf16,

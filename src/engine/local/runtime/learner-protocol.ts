@@ -43,6 +43,8 @@ export interface LearnerStatus {
   version: number;
   consumedSampleIds: string[];
   kernels: 'native' | 'portable';
+  /** Bytes of the frozen weights' packed copies (LearnerConfig.packFrozenWeights); 0 without. */
+  packedBytes: number;
 }
 
 export type FromLearner =

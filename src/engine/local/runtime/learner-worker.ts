@@ -117,7 +117,13 @@ function start(): void {
   });
   send({
     type: 'ready',
-    status: { steps: learner.steps, version, consumedSampleIds: consumed, kernels: kernels.name },
+    status: {
+      steps: learner.steps,
+      version,
+      consumedSampleIds: consumed,
+      kernels: kernels.name,
+      packedBytes: learner.packedBytes,
+    },
   });
 }
 

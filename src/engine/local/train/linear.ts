@@ -6,6 +6,7 @@
 // (Operand), so that products sharing an input round it once (see TrainModel's `round`).
 
 import type { Gemm } from '../precision.js';
+import type { PackedWeight } from './packed-weights.js';
 
 /** A GEMM input: float32, or bf16 bits rounded from it once for several products (bf16 only). */
 export type Operand = Float32Array | Uint16Array;
@@ -31,6 +32,8 @@ export interface TrainLinear {
   W: Float32Array;
   /** W rounded to bf16 once (training and serving at bf16), read instead of W by the GEMMs. */
   W16: Uint16Array | null;
+  /** W16 in oneDNN's layout (a frozen weight, packed-weights.ts), read instead of W16 where it can be. */
+  packed: PackedWeight | null;
   bias: Float32Array | null;
   /** Gradient buffers when the base weight (and bias) train; null when frozen. */
   dW: Float32Array | null;
@@ -51,7 +54,9 @@ export function linearForward(
   u: Float32Array | null,
   beta: 0 | 1 = 0,
 ): void {
-  gemm(false, true, T, L.outDim, L.inDim, 1, x, L.inDim, L.W16 ?? L.W, L.inDim, beta, y, L.outDim);
+  const P = L.packed?.forward;
+  if (!(P && L.packed!.gemm(false, T, L.outDim, L.inDim, 1, x, L.inDim, P, beta, y, L.outDim)))
+    gemm(false, true, T, L.outDim, L.inDim, 1, x, L.inDim, L.W16 ?? L.W, L.inDim, beta, y, L.outDim);
   if (L.bias) addRowVector(y, L.bias, T, L.outDim);
   if (L.lora && u) {
     loraInput(gemm, u, x, T, L);
@@ -94,7 +99,9 @@ export function linearBackward(
     if (!(dyIn instanceof Float32Array)) throw new TypeError('a layer with a bias takes its dy as float32');
     for (let t = 0; t < T; t++) for (let o = 0; o < L.outDim; o++) L.dBias[o] = L.dBias[o]! + dyIn[t * L.outDim + o]!;
   }
-  if (dx) gemm(false, false, T, L.inDim, L.outDim, 1, dy, L.outDim, L.W16 ?? L.W, L.inDim, beta, dx, L.inDim);
+  const P = L.packed?.backward;
+  if (dx && !(P && L.packed!.gemm(false, T, L.inDim, L.outDim, 1, dy, L.outDim, P, beta, dx, L.inDim)))
+    gemm(false, false, T, L.inDim, L.outDim, 1, dy, L.outDim, L.W16 ?? L.W, L.inDim, beta, dx, L.inDim);
   if (L.lora && u) {
     const { A, B, dA, dB, rank, scale } = L.lora;
     const dyB = scratch.subarray(0, T * rank); // [T, r]

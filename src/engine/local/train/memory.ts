@@ -124,6 +124,26 @@ export function bf16CopyBytes(values: number): number {
   return 2 * values;
 }
 
+/**
+ * Bytes of the frozen weights' packed copies (LearnerConfig.packFrozenWeights): every projection of
+ * every layer and the LM head, in bf16, once for the forward products and once for the input
+ * gradients, each padded as oneDNN's bf16 matmul lays weights out (the inner dimension in blocks of
+ * 32, the outer in blocks of 64; no padding at the 0.6B shapes), each after a 64-byte header.
+ */
+export function packedWeightBytes(cfg: ModelConfig): number {
+  const D = cfg.hiddenSize,
+    q = cfg.numHeads * cfg.headDim,
+    kv = cfg.numKvHeads * cfg.headDim;
+  const up = (n: number, block: number) => Math.ceil(n / block) * block;
+  // A weight [out, in] read as x W^T (inner in, outer out) and as dy W (inner out, outer in), each
+  // after packBf16's 64-byte header.
+  const both = (out: number, inDim: number) =>
+    bf16CopyBytes(up(inDim, 32) * up(out, 64) + up(out, 32) * up(inDim, 64)) + 2 * 64;
+  const perLayer =
+    both(q, D) + 2 * both(kv, D) + both(D, q) + 2 * both(cfg.intermediateSize, D) + both(D, cfg.intermediateSize);
+  return cfg.numLayers * perLayer + both(cfg.vocabSize, D);
+}
+
 export interface SampleLimitOptions {
   /** LoRA rank; 0 for full fine-tuning. */
   loraRank: number;

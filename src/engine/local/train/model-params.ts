@@ -7,6 +7,7 @@ import type { ParamStore } from '../model/weights.js';
 import type { Bf16Params } from '../precision.js';
 import type { TrainLinear } from './linear.js';
 import { type Lora, linearDims, PEFT_MODULE } from './lora.js';
+import type { PackDirections, PackedWeights } from './packed-weights.js';
 
 export const LINEAR_NAMES = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const;
 export type LinearName = (typeof LINEAR_NAMES)[number];
@@ -32,15 +33,30 @@ export interface TrainParams {
   lmHead: TrainLinear;
 }
 
-/** grads: shaped like params for full fine-tuning; null with LoRA (base frozen). bf16: the weights' bf16 copies. */
+/** Frozen weights to pack, and in which directions (packed-weights.ts). */
+export interface PackRequest {
+  weights: PackedWeights;
+  directions: PackDirections;
+}
+
+/**
+ * grads: shaped like params for full fine-tuning; null with LoRA (base frozen). bf16: the weights'
+ * bf16 copies. pack: where the frozen weights' bf16 copies are also packed (bf16 only).
+ */
 export function trainParams(
   cfg: ModelConfig,
   params: ParamStore,
   grads: ParamStore | null,
   lora: Lora | null,
   bf16: Bf16Params | null,
+  pack: PackRequest | null = null,
 ): TrainParams {
   const w16 = (name: string) => bf16?.get(name) ?? null;
+  // A weight that trains changes every step; only frozen ones are worth a packed copy.
+  const packed = (name: string, outDim: number, inDim: number) => {
+    const W16 = w16(name);
+    return W16 && pack && !grads ? pack.weights.of(W16, outDim, inDim, pack.directions) : null;
+  };
   const g = (name: string) => (grads ? grads.get(name) : null);
   const opt = (store: ParamStore | null, name: string) => (store?.has(name) ? store.get(name) : null);
   const layers = Array.from({ length: cfg.numLayers }, (_, l): LayerParams => {
@@ -54,6 +70,7 @@ export function trainParams(
         outDim,
         W: params.get(`${base}.weight`),
         W16: w16(`${base}.weight`),
+        packed: packed(`${base}.weight`, outDim, inDim),
         bias: opt(params, `${base}.bias`),
         dW: g(`${base}.weight`),
         dBias: opt(grads, `${base}.bias`),
@@ -86,6 +103,7 @@ export function trainParams(
       outDim: cfg.vocabSize,
       W: tied ? embed : params.get('lm_head.weight'),
       W16: w16(tied ? 'model.embed_tokens.weight' : 'lm_head.weight'),
+      packed: packed(tied ? 'model.embed_tokens.weight' : 'lm_head.weight', cfg.vocabSize, cfg.hiddenSize),
       bias: null,
       dW: tied ? dEmbed : g('lm_head.weight'),
       dBias: null,

@@ -43,7 +43,7 @@ import {
 import { type LogitGrads, logitsBackward, rowStats, type RowStats } from './logits.js';
 import type { Lora } from './lora.js';
 import { HEAD_CHUNK_ROWS, type StepSize, trainStepBytes } from './memory.js';
-import { type LayerParams, LINEAR_NAMES, type LinearName, trainParams } from './model-params.js';
+import { type LayerParams, LINEAR_NAMES, type LinearName, type PackRequest, trainParams } from './model-params.js';
 import { packBatch, type TrainSequence } from './packing.js';
 import { StepBuffers } from './step-buffers.js';
 
@@ -133,6 +133,8 @@ export interface TrainModelOptions {
    * weights. Default: none, every GEMM is sgemm (fp32).
    */
   bf16?: Bf16Params;
+  /** With bf16: the frozen weights' copies in oneDNN's layout, packed here or shared (packed-weights.ts). */
+  pack?: PackRequest;
 }
 
 /**
@@ -211,7 +213,7 @@ export class TrainModel {
       finalNorm: this.finalNorm,
       dFinalNorm: this.dFinalNorm,
       lmHead: this.lmHead,
-    } = trainParams(cfg, params, grads, lora, bf16));
+    } = trainParams(cfg, params, grads, lora, bf16, bf16 ? (opts.pack ?? null) : null));
     this.invFreq = ropeInvFreq(cfg);
     this.maxRank = lora?.rank ?? 0;
     const first = this.layers[0];
