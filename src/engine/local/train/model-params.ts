@@ -55,7 +55,7 @@ export function trainParams(
   // A weight that trains changes every step; only frozen ones are worth a packed copy.
   const packed = (name: string, outDim: number, inDim: number) => {
     const W16 = w16(name);
-    return W16 && pack && !grads ? pack.weights.of(W16, outDim, inDim, pack.directions) : null;
+    return W16 && pack && !grads ? pack.weights.get(W16, outDim, inDim, pack.directions) : null;
   };
   const g = (name: string) => (grads ? grads.get(name) : null);
   const opt = (store: ParamStore | null, name: string) => (store?.has(name) ? store.get(name) : null);

@@ -39,7 +39,7 @@ export class PackedWeights {
   }
 
   /** W16 [outDim, inDim] packed in `directions` (made on first request, then shared); null if oneDNN keeps it plain. */
-  of(W16: Uint16Array, outDim: number, inDim: number, directions: PackDirections): PackedWeight | null {
+  get(W16: Uint16Array, outDim: number, inDim: number, directions: PackDirections): PackedWeight | null {
     let p = this.packed.get(W16);
     if (!p) {
       p = { forward: null, backward: null, gemm: this.gemm };
