@@ -62,8 +62,8 @@ export interface MemoryPlan {
   /** maxTrainTokens was given and its step needs more than the budget. */
   overBudget: boolean;
   /**
-   * The learner's packed copies of the frozen base (LoRA at bf16, packable kernels): 1.1-1.2x faster
-   * products for their bytes, taken only where they shorten no training sample; else 0.
+   * The learner's packed copies of the frozen base (LoRA at bf16, packable kernels): 1.12x faster
+   * LoRA steps for their bytes, taken only where they shorten no training sample; else 0.
    */
   packedWeightsBytes: number;
 }
