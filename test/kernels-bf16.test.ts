@@ -161,6 +161,20 @@ describe('toBf16, native against portable', { skip: skipNative }, () => {
     for (const i of [18, 19, 20, 21, 22, 23, 24]) assert.ok(Number.isNaN(bf16Value(actual[i]!)), `word ${i} stays NaN`);
   });
 
+  test('bit-exact in whole runs of 32 (the AVX512-BF16 instruction path), with and without subnormals', () => {
+    // Ties, Inf, NaN and zeros fill two runs of 32 with no subnormal (the instruction rounds them);
+    // the third run holds subnormals, which the instruction would flush to zero.
+    const special = [0x3f808000, 0x3f818000, 0x7f7f8000, 0xff800000, 0x7f800001, 0xffc00000, 0x80000000, 0x3f807fff];
+    const runs = Array.from({ length: 64 }, (_, i) => special[i % special.length]!);
+    runs.push(...Array.from({ length: 32 }, (_, i) => (i % 3 === 0 ? 0x00018000 + i : 0x3f808000 + i)));
+    const x = new Float32Array(new Uint32Array(runs).buffer);
+    const [actual, expected] = [new Uint16Array(x.length), new Uint16Array(x.length)];
+    native().toBf16(actual, x, x.length);
+    portableToBf16(expected, x, x.length);
+    assert.deepEqual(actual, expected);
+    assert.equal(actual[64], 0x0002, 'the subnormal 0x00018000 rounds to 0x0002, not to 0');
+  });
+
   test('bit-exact on random values of every magnitude, only the first n written', () => {
     const n = 100_003;
     const words = new Uint32Array(n + 5);

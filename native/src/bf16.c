@@ -20,8 +20,45 @@ static inline uint16_t bf16_bits(float x) {
 }
 
 SIMD_CLONES
-void bf16_from_f32(uint16_t* out, const float* x, size_t n) {
+static void bf16_from_f32_integer(uint16_t* out, const float* x, size_t n) {
   for (size_t i = 0; i < n; i++) out[i] = bf16_bits(x[i]);
+}
+
+#ifdef BF16_X86
+#include <immintrin.h>
+
+// vcvtne2ps2bf16 rounds 32 values in one instruction, to nearest even with NaN made quiet as
+// bf16_bits does, but flushes subnormal inputs to zero: a run of 32 that holds one goes the integer
+// way, so the bits are bf16_bits' in every case.
+BF16_TARGET static void bf16_from_f32_instruction(uint16_t* out, const float* x, size_t n) {
+  const __m512i exponent = _mm512_set1_epi32(0x7f800000), mantissa = _mm512_set1_epi32(0x007fffff);
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512i lo = _mm512_loadu_si512(x + i), hi = _mm512_loadu_si512(x + i + 16);
+    const __mmask16 subnormal_lo = _mm512_testn_epi32_mask(lo, exponent) & _mm512_test_epi32_mask(lo, mantissa);
+    const __mmask16 subnormal_hi = _mm512_testn_epi32_mask(hi, exponent) & _mm512_test_epi32_mask(hi, mantissa);
+    if (subnormal_lo | subnormal_hi) {
+      bf16_from_f32_integer(out + i, x + i, 32);
+      continue;
+    }
+    const __m512bh bits = _mm512_cvtne2ps_pbh(_mm512_castsi512_ps(hi), _mm512_castsi512_ps(lo));
+    _mm512_storeu_si512(out + i, (__m512i)bits);
+  }
+  if (i < n) bf16_from_f32_integer(out + i, x + i, n - i);
+}
+#endif
+
+void bf16_from_f32(uint16_t* out, const float* x, size_t n) {
+#ifdef BF16_X86
+  // Asked once: bf16_dot_supported reads the environment.
+  static int instruction = -1;
+  if (instruction < 0) instruction = bf16_dot_supported();
+  if (instruction) {
+    bf16_from_f32_instruction(out, x, n);
+    return;
+  }
+#endif
+  bf16_from_f32_integer(out, x, n);
 }
 
 void bf16_from_f32_parallel(uint16_t* out, const float* x, size_t n) {

@@ -31,4 +31,13 @@ void gemm_small_k(size_t m, size_t n, size_t k, float alpha, const float* a, con
                   float* c, size_t ldc);
 size_t small_k_work_bytes(size_t m, size_t n, size_t k);
 
+// Whether the CPU has AVX512-BF16 (vdpbf16ps, vcvtne2ps2bf16) and the kernels here use it;
+// OPENCLAW_RL_BF16_DOT=fp32 says no (to test the other paths on such a CPU).
+bool bf16_dot_supported(void);
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define BF16_X86 1
+#define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
+#endif
+
 #endif

@@ -102,6 +102,15 @@ void causal_softmax_rows_f32(float* s, float* lse, size_t rows, size_t cols, siz
 void causal_softmax_backward_rows_f32(float* dp, float* s, const float* lse, const float* d_o, const float* o,
                                       size_t rows, size_t cols, size_t first_row, size_t head_dim, size_t stride);
 
+// One row of such a block (visible columns of cols) for the fused bf16 attention: p = the
+// softmax's probabilities as bf16 bits, zeros after them; returns the row's lse; s is left scratch.
+float causal_softmax_row_bf16(uint16_t* p, float* s, size_t visible, size_t cols);
+// Its backward for one row: p and ds (bf16 bits, zeros after the visible columns) from the scores s,
+// dp = dO_i V^T, the row's lse and its dO and O rows (head_dim floats); equal to rounding the
+// float32 kernel's.
+void causal_softmax_backward_row_bf16(uint16_t* p, uint16_t* ds, const float* s, const float* dp, float lse,
+                                      const float* d_o, const float* o, size_t head_dim, size_t visible, size_t cols);
+
 // siluMul's backward with dg and du rounded to bf16 bits: equal to rounding the float32 kernel's.
 void silu_mul_backward_bf16_out(uint16_t* dg, uint16_t* du, const float* da, const float* gate, const float* up,
                                 size_t n);

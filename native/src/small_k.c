@@ -77,13 +77,10 @@ static void small_k_rows(size_t rows, size_t n, size_t k, float alpha, const flo
     }
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#ifdef BF16_X86
 #include <immintrin.h>
 
-#define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
-
-// OPENCLAW_RL_BF16_DOT=fp32 keeps the fp32 variant (to test it on a CPU with AVX512-BF16).
-static bool bf16_dot_supported(void) {
+bool bf16_dot_supported(void) {
   const char* cap = getenv("OPENCLAW_RL_BF16_DOT");
   if (cap && strcmp(cap, "fp32") == 0) return false;
   __builtin_cpu_init();
@@ -124,7 +121,7 @@ static void small_k_rows_bf16(size_t rows, size_t n, size_t kp, float alpha, con
     }
 }
 #else
-static bool bf16_dot_supported(void) { return false; }
+bool bf16_dot_supported(void) { return false; }
 #endif
 
 // The bf16 bits of a rounded float32 value: its upper half, exactly.
@@ -161,7 +158,7 @@ void gemm_small_k(size_t m, size_t n, size_t k, float alpha, const float* a, con
     size_t first, count;
     thread_share(m, &first, &count);
     float* rows_c = c + first * ldc;
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#ifdef BF16_X86
     if (dots)
       small_k_rows_bf16(count, n, kp, alpha, a16 + first * kp, pairs, beta, rows_c, ldc);
     else

@@ -82,12 +82,6 @@ AttentionStatus attention_tile(bool ta, bool tb, size_t m, size_t n, size_t k, f
   }
 }
 
-// out[0..cols) = bf16 of x[0..visible), then zeros.
-static void row_to_bf16(uint16_t* out, const float* x, size_t visible, size_t cols) {
-  bf16_from_f32(out, x, visible);
-  memset(out + visible, 0, (cols - visible) * sizeof(uint16_t));
-}
-
 // One (sequence, KV head): its sizes, and its K and V rounded to bf16 (buffers 0 and 1).
 typedef struct {
   size_t hd, q_dim, kv_dim, group, start, n, n_pad, ld;
@@ -135,10 +129,11 @@ static AttentionStatus forward_item(const Call* c, size_t seq, size_t g) {
         if (st != ATTENTION_DONE) return st;
       }
       for (size_t i = 0; i < TILE; i++) {
-        // Each row's visible columns are rounded while they are in L1; the rest, and padded rows, are 0.
-        const size_t visible = i < rows ? r0 + i + 1 : 0;
-        if (visible > 0) causal_softmax_rows_f32(s + i * ld, lse + r0 + i, 1, visible, r0 + i);
-        row_to_bf16(pb + i * ld, s + i * ld, visible, cols);
+        // A row's probabilities go straight to bf16; the columns it does not see, and padded rows, are 0.
+        if (i < rows)
+          lse[r0 + i] = causal_softmax_row_bf16(pb + i * ld, s + i * ld, r0 + i + 1, cols);
+        else
+          memset(pb + i * ld, 0, cols * sizeof(uint16_t));
       }
       for (size_t j0 = 0; j0 < cols; j0 += CHUNK) {
         AttentionStatus st = attention_tile(false, false, TILE, hd, chunk(j0, cols), 1.f, pb + j0, ld, vb + j0 * hd, hd,
@@ -187,12 +182,15 @@ static AttentionStatus backward_item(const Call* c, size_t seq, size_t g) {
         if (st != ATTENTION_DONE) return st;
       }
       for (size_t i = 0; i < TILE; i++) {
-        const size_t visible = i < rows ? r0 + i + 1 : 0, row = r0 + i;
-        if (visible > 0)
-          causal_softmax_backward_rows_f32(dp + i * ld, s + i * ld, lse + row, a->d_out + q_off + row * q_dim,
-                                           a->out + q_off + row * q_dim, 1, visible, row, hd, q_dim);
-        row_to_bf16(pb + i * ld, s + i * ld, visible, cols);
-        row_to_bf16(dsb + i * ld, dp + i * ld, visible, cols);
+        const size_t row = r0 + i;
+        if (i < rows) {
+          causal_softmax_backward_row_bf16(pb + i * ld, dsb + i * ld, s + i * ld, dp + i * ld, lse[row],
+                                           a->d_out + q_off + row * q_dim, a->out + q_off + row * q_dim, hd, row + 1,
+                                           cols);
+        } else {
+          memset(pb + i * ld, 0, cols * sizeof(uint16_t));
+          memset(dsb + i * ld, 0, cols * sizeof(uint16_t));
+        }
       }
       for (size_t j0 = 0; j0 < cols; j0 += CHUNK) {
         // dV_j += P_j^T dO, dQ += scale dS_j K_j, dK_j += scale dS_j^T Q.

@@ -286,3 +286,41 @@ void causal_softmax_backward_rows_f32(float* dp, float* s, const float* lse, con
     memset(d_row + visible, 0, (cols - visible) * sizeof(float));
   }
 }
+
+// The fused bf16 attention's rows (train_attention.c): the same values as the float32 kernels
+// above rounded to bf16, computed a run at a time in L1 and rounded from there, so that a block
+// of scores is read once more instead of written as float32 and read back for rounding.
+
+SIMD_CLONES
+float causal_softmax_row_bf16(uint16_t* p, float* s, size_t visible, size_t cols) {
+  const float max_score = max_f32(s, visible);
+  const float sum = exp_shifted_f32(s, visible, max_score);
+  const float inv_sum = 1.f / sum;
+  float run[ROUND_RUN];
+  for (size_t j0 = 0; j0 < visible; j0 += ROUND_RUN) {
+    const size_t m = visible - j0 < ROUND_RUN ? visible - j0 : ROUND_RUN;
+    for (size_t j = 0; j < m; j++) run[j] = s[j0 + j] * inv_sum;
+    bf16_from_f32(p + j0, run, m);
+  }
+  memset(p + visible, 0, (cols - visible) * sizeof(uint16_t));
+  return max_score + logf(sum);
+}
+
+SIMD_CLONES
+void causal_softmax_backward_row_bf16(uint16_t* p, uint16_t* ds, const float* s, const float* dp, float lse,
+                                      const float* d_o, const float* o, size_t head_dim, size_t visible, size_t cols) {
+  const float dot = dot_f32(d_o, o, head_dim);
+  float run_p[ROUND_RUN], run_ds[ROUND_RUN];
+  for (size_t j0 = 0; j0 < visible; j0 += ROUND_RUN) {
+    const size_t m = visible - j0 < ROUND_RUN ? visible - j0 : ROUND_RUN;
+    for (size_t j = 0; j < m; j++) {
+      float pj = exp_f32(s[j0 + j] - lse);
+      run_p[j] = pj;
+      run_ds[j] = pj * (dp[j0 + j] - dot);
+    }
+    bf16_from_f32(p + j0, run_p, m);
+    bf16_from_f32(ds + j0, run_ds, m);
+  }
+  memset(p + visible, 0, (cols - visible) * sizeof(uint16_t));
+  memset(ds + visible, 0, (cols - visible) * sizeof(uint16_t));
+}

@@ -209,8 +209,8 @@ __attribute__((always_inline)) static inline f32x16 clamp_below16(f32x16 x, floa
 // exponentials are summed as they are stored, 16 at a time. Returns log sum exp(scores).
 // Always inlined: a separate copy would be compiled for the baseline instruction set only,
 // not for the caller's clone (dispatch.h), and run several times slower.
-__attribute__((always_inline)) static inline float softmax_f32(float* scores, size_t n) {
-  const float max_score = max_f32(scores, n);
+// scores[j] = e^(scores[j] - max) in place; returns their sum.
+__attribute__((always_inline)) static inline float exp_shifted_f32(float* scores, size_t n, float max_score) {
   const f32x8 max8 = splat8(max_score);
   f32x8 sum0 = {0}, sum1 = {0};
   size_t j = 0;
@@ -228,8 +228,14 @@ __attribute__((always_inline)) static inline float softmax_f32(float* scores, si
     scores[j] = exp_f32(scores[j] - max_score);
     sum += scores[j];
   }
+  return sum;
+}
+
+__attribute__((always_inline)) static inline float softmax_f32(float* scores, size_t n) {
+  const float max_score = max_f32(scores, n);
+  const float sum = exp_shifted_f32(scores, n, max_score);
   float inv_sum = 1.f / sum;
-  for (j = 0; j < n; j++) scores[j] *= inv_sum;
+  for (size_t j = 0; j < n; j++) scores[j] *= inv_sum;
   return max_score + logf(sum);
 }
 
