@@ -188,8 +188,10 @@ describe('prefillAttentionBf16 (native, bf16 cache rows)', () => {
     { Tq: QUERY_BLOCK + 7, start: 1000, numHeads: 8, numKvHeads: 2, headDim: 64, qScale: 1 }, // three key chunks
     { Tq: 300, start: 37, numHeads: 16, numKvHeads: 8, headDim: 128, qScale: 1 }, // Qwen3-0.6B's heads
     { Tq: QUERY_BLOCK, start: 600, numHeads: 2, numKvHeads: 1, headDim: 16, qScale: 40 }, // large scores: the running max
-    { Tq: 20, start: 700, numHeads: 4, numKvHeads: 2, headDim: 32, qScale: 1 }, // a block of 32 rows
-    { Tq: 50, start: 90, numHeads: 4, numKvHeads: 1, headDim: 16, qScale: 1 }, // a block of 64 rows
+    { Tq: 20, start: 700, numHeads: 4, numKvHeads: 2, headDim: 32, qScale: 1 }, // 2 heads of 32 rows stacked
+    { Tq: 50, start: 90, numHeads: 4, numKvHeads: 1, headDim: 16, qScale: 1 }, // 4 heads of 64 rows stacked
+    { Tq: 8, start: 2000, numHeads: 16, numKvHeads: 8, headDim: 128, qScale: 1 }, // 2 heads of 32 rows stacked
+    { Tq: 100, start: 70, numHeads: 8, numKvHeads: 2, headDim: 32, qScale: 1 }, // 4 x 128 rows: too many to stack
   ];
   /** The cache rows as bf16 bits, and the float32 values those bits hold (what the reference reads). */
   const bf16Rows = (k: Kernels, x: Float32Array) => {

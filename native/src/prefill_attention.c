@@ -1,7 +1,7 @@
 // The attention of a prompt chunk against a KV cache of bf16 rows (model/segment-attention.ts),
-// flash-attention style: each (query head, block of 128 query rows) walks the visible keys in
+// flash-attention style: each (query head, block of 256 query rows) walks the visible keys in
 // chunks of 512, keeping a running max and sum per row (online softmax), so that a score block
-// of 128 x 512 floats stays in L2 instead of a block of 128 x (all keys) going through memory.
+// of 256 x 512 floats stays in L2 instead of a block of 256 x (all keys) going through memory.
 //
 // Why: before, each block's scores over every cached key were written out (8 MB at 16k keys),
 // normalized and rounded in separate passes, and the products reached about a third of the
@@ -9,8 +9,8 @@
 //
 // The products are single-threaded oneDNN bf16 matmuls (as in train_attention.c), the items
 // spread over the caller's OpenMP team. Shapes stay few, so oneDNN's primitives are reused: query
-// blocks are padded with zeros to 128 rows (to 32 or 64 for a segment that short), and a last key
-// chunk whose width is not a multiple of 64 is copied into a zero-padded buffer. P (the
+// blocks are padded with zeros to 256 rows (a last one to 32, 64 or 128 where it is that short), and
+// a last key chunk whose width is not a multiple of 64 is copied into a zero-padded buffer. P (the
 // exponentials against the running max, in [0, 1]) is rounded to bf16 for the product with V;
 // sums, maxima and the output stay in fp32.
 #include <math.h>
@@ -37,8 +37,10 @@ static AttentionStatus prefill_attention(const float* q, const uint16_t* k, cons
 
 #include <omp.h>
 
-// Query rows per item: 128, or the segment's rows rounded up to 32 or 64 when it has no more.
-#define ROWS 128
+// Query rows per item: 256 while the segment has that many left, then the rest in one block
+// rounded up to 32, 64, 128 or 256 rows. Blocks of 256 rather than 128 took 0.90-0.93x the time at
+// 256 and 512 rows after 8-16k cached keys (the same process, 2 threads); 384 and 512 were slower.
+#define ROWS 256
 #define KEYS 512
 #define KEY_STEP 64
 
@@ -47,7 +49,6 @@ typedef struct {
   const uint16_t *k, *v;
   float* out;
   size_t tq, start, n_heads, n_kv_heads, hd;
-  size_t block_rows; // 32, 64 or 128: every item's query block, padded
   float scale;
 } Prefill;
 
@@ -89,11 +90,14 @@ static float online_row(float* s, uint16_t* p, size_t visible, size_t width, flo
   return rescale;
 }
 
-// Head h, query rows r0 .. r0 + rows - 1 (positions start + r0 + i, each seeing keys 0 .. itself).
-static AttentionStatus prefill_item(const Prefill* a, size_t h, size_t r0) {
+// A block's query rows padded to one of the few sizes whose primitives are cached.
+static size_t padded_rows(size_t rows) { return rows <= 32 ? 32 : rows <= 64 ? 64 : rows <= 128 ? 128 : ROWS; }
+
+// Heads h0 .. h0 + heads - 1 (of one KV head), query rows r0 .. r0 + rows - 1 (positions start + r0 + i,
+// each seeing keys 0 .. itself), padded to m: one stack of heads * m <= ROWS rows, head by head.
+static AttentionStatus prefill_item(const Prefill* a, size_t h0, size_t heads, size_t r0, size_t m) {
   const size_t hd = a->hd, q_dim = a->n_heads * hd, kv_dim = a->n_kv_heads * hd;
-  const size_t g = h / (a->n_heads / a->n_kv_heads);
-  const size_t m = a->block_rows;
+  const size_t g = h0 / (a->n_heads / a->n_kv_heads), stacked = heads * m;
   const size_t rows = a->tq - r0 < m ? a->tq - r0 : m, cols = a->start + r0 + rows;
   uint16_t* qb = thread_buffer(0, ROWS * hd * sizeof(uint16_t));
   float* s = thread_buffer(1, ROWS * KEYS * sizeof(float));
@@ -104,9 +108,12 @@ static AttentionStatus prefill_item(const Prefill* a, size_t h, size_t r0) {
   uint16_t* vpad = thread_buffer(6, KEYS * hd * sizeof(uint16_t));
   if (!qb || !s || !pb || !o || !stats || !kpad || !vpad) return ATTENTION_NO_MEMORY;
   float *max = stats, *sum = stats + ROWS;
-  for (size_t i = 0; i < rows; i++) bf16_from_f32(qb + i * hd, a->q + (r0 + i) * q_dim + h * hd, hd);
-  memset(qb + rows * hd, 0, (m - rows) * hd * sizeof(uint16_t));
-  for (size_t i = 0; i < m; i++) max[i] = -INFINITY, sum[i] = 0.f;
+  for (size_t p = 0; p < heads; p++) {
+    uint16_t* part = qb + p * m * hd;
+    for (size_t i = 0; i < rows; i++) bf16_from_f32(part + i * hd, a->q + (r0 + i) * q_dim + (h0 + p) * hd, hd);
+    memset(part + rows * hd, 0, (m - rows) * hd * sizeof(uint16_t));
+  }
+  for (size_t i = 0; i < stacked; i++) max[i] = -INFINITY, sum[i] = 0.f;
   const uint16_t* k = a->k + g * hd;
   const uint16_t* v = a->v + g * hd;
   for (size_t j0 = 0; j0 < cols; j0 += KEYS) {
@@ -123,35 +130,40 @@ static AttentionStatus prefill_item(const Prefill* a, size_t h, size_t r0) {
       memset(vpad + width * hd, 0, (padded - width) * hd * sizeof(uint16_t));
       kc = kpad, vc = vpad, ld = hd;
     }
-    AttentionStatus st = attention_tile(false, true, m, padded, hd, a->scale, qb, hd, kc, ld, 0.f, s, KEYS);
+    AttentionStatus st = attention_tile(false, true, stacked, padded, hd, a->scale, qb, hd, kc, ld, 0.f, s, KEYS);
     if (st != ATTENTION_DONE) return st;
-    for (size_t i = 0; i < m; i++) {
-      const size_t sees = a->start + r0 + i + 1; // keys 0 .. sees - 1
+    for (size_t r = 0; r < stacked; r++) {
+      const size_t i = r % m, sees = a->start + r0 + i + 1; // keys 0 .. sees - 1
       const size_t visible = i >= rows || sees <= j0 ? 0 : (sees - j0 < width ? sees - j0 : width);
-      const float rescale = online_row(s + i * KEYS, pb + i * KEYS, visible, padded, &max[i], &sum[i]);
+      const float rescale = online_row(s + r * KEYS, pb + r * KEYS, visible, padded, &max[r], &sum[r]);
       if (j0 > 0 && rescale != 1.f)
-        for (size_t d = 0; d < hd; d++) o[i * hd + d] *= rescale;
+        for (size_t d = 0; d < hd; d++) o[r * hd + d] *= rescale;
     }
-    st = attention_tile(false, false, m, hd, padded, 1.f, pb, KEYS, vc, ld, j0 == 0 ? 0.f : 1.f, o, hd);
+    st = attention_tile(false, false, stacked, hd, padded, 1.f, pb, KEYS, vc, ld, j0 == 0 ? 0.f : 1.f, o, hd);
     if (st != ATTENTION_DONE) return st;
   }
-  for (size_t i = 0; i < rows; i++) {
-    float* row = a->out + (r0 + i) * q_dim + h * hd;
-    const float inv = 1.f / sum[i];
-    for (size_t d = 0; d < hd; d++) row[d] = o[i * hd + d] * inv;
-  }
+  for (size_t p = 0; p < heads; p++)
+    for (size_t i = 0; i < rows; i++) {
+      const size_t r = p * m + i;
+      float* row = a->out + (r0 + i) * q_dim + (h0 + p) * hd;
+      const float inv = 1.f / sum[r];
+      for (size_t d = 0; d < hd; d++) row[d] = o[r * hd + d] * inv;
+    }
   return ATTENTION_DONE;
 }
 
 static AttentionStatus prefill_attention(const float* q, const uint16_t* k, const uint16_t* v, float* out, size_t tq,
                                          size_t start, size_t n_heads, size_t n_kv_heads, size_t hd) {
   if (!gemm_uses_onednn()) return ATTENTION_UNSUPPORTED;
-  const size_t block_rows = tq <= 32 ? 32 : tq <= 64 ? 64 : ROWS;
   const Prefill a = {.q = q, .k = k, .v = v, .out = out, .tq = tq, .start = start, .n_heads = n_heads,
-                     .n_kv_heads = n_kv_heads, .hd = hd, .block_rows = block_rows,
+                     .n_kv_heads = n_kv_heads, .hd = hd,
                      .scale = (float)(1.0 / sqrt((double)hd))};
-  const size_t blocks = (tq + block_rows - 1) / block_rows;
-  const long items = (long)(n_heads * blocks);
+  const size_t blocks = (tq + ROWS - 1) / ROWS;
+  // A segment short enough stacks the query heads of each KV head into one block (2 x 128 rows
+  // rather than 128 twice: longer products, and K and V read once for both).
+  const size_t group = n_heads / n_kv_heads, stack = padded_rows(tq) * group <= ROWS ? group : 1;
+  const size_t sets = n_heads / stack;
+  const long items = (long)(sets * blocks);
   int status = ATTENTION_DONE;
 #pragma omp parallel
   {
@@ -163,8 +175,9 @@ static AttentionStatus prefill_attention(const float* q, const uint16_t* k, cons
 #pragma omp atomic read
       seen = status;
       if (seen != ATTENTION_DONE) continue;
-      const size_t block = blocks - 1 - (size_t)it / n_heads, h = (size_t)it % n_heads;
-      AttentionStatus st = prefill_item(&a, h, block * block_rows);
+      const size_t block = blocks - 1 - (size_t)it / sets, h0 = (size_t)it % sets * stack;
+      const size_t rows = tq - block * ROWS < ROWS ? tq - block * ROWS : ROWS;
+      AttentionStatus st = prefill_item(&a, h0, stack, block * ROWS, padded_rows(rows));
       if (st != ATTENTION_DONE) {
 #pragma omp critical(prefill_attention_status)
         if (status == ATTENTION_DONE) status = st;

@@ -29,11 +29,12 @@ export type AttentionHeads = Pick<ModelConfig, 'numHeads' | 'numKvHeads' | 'head
 export const BLOCKED_MIN_ROWS = 8;
 
 /**
- * From this many query rows a bf16 cache goes to prefillAttentionBf16, which pads every block to
- * 32, 64 or 128 rows: after 16k keys 1.30x the GEMM path at 32 rows, 1.37x at 64 and 1.55x at 128,
- * but 0.83-0.88x at 8-16 (after 1k keys 2.1-2.7x from 16 rows; docs/cpu-performance.md, session 24).
+ * From this many query rows a bf16 cache goes to prefillAttentionBf16, which pads a short segment's
+ * block to 32, 64 or 128 rows and stacks the query heads of a KV head into one block: after 16k keys
+ * 0.99x the GEMM path at 8 rows, 1.30x at 16 and 1.79x at 32; after 1k keys 1.49x at 8 and 1.85x at
+ * 16 (docs/cpu-performance.md, session 27).
  */
-export const FLASH_MIN_ROWS = 32;
+export const FLASH_MIN_ROWS = 8;
 
 /** Query rows per block and head, as in training: 64 and 256 measured no faster. */
 export const QUERY_BLOCK = 128;
