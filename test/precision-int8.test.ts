@@ -43,10 +43,16 @@ test('auto is int8 only with native kernels on bf16 instructions and VNNI; a lea
   );
 });
 
-/** Counts gemmInt8 calls and gemmBf16 calls by rows, computing with the real kernels. */
+/** Counts gemmInt8 calls, gemmBf16 calls by rows and fused prefill attentions, computing with the real kernels. */
 function counting(k: Kernels) {
-  const calls = { int8: 0, int8Rows: new Set<number>(), bf16Decode: 0, bf16Prefill: 0 };
+  const calls = { int8: 0, int8Rows: new Set<number>(), bf16Decode: 0, bf16Prefill: 0, flash: 0 };
   const kernels: Kernels = Object.create(k) as Kernels;
+  if (k.prefillAttentionBf16)
+    kernels.prefillAttentionBf16 = (...a: Parameters<NonNullable<Kernels['prefillAttentionBf16']>>) => {
+      const computed = k.prefillAttentionBf16!(...a);
+      if (computed) calls.flash++;
+      return computed;
+    };
   kernels.gemmInt8 = (...a: Parameters<Kernels['gemmInt8']>) => {
     calls.int8++;
     calls.int8Rows.add(a[0]);
@@ -74,10 +80,13 @@ for (const preset of ['tiny', 'small'] as const) {
     const int8 = new Transformer(cfg, params, kernels, bf16, int8Copies);
     const prompt = Array.from({ length: 20 }, (_, i) => (i * 37 + 11) % cfg.vocabSize);
     const [lp32, lp8] = sampleAndScore([fp32, int8], cfg, prompt, 100, 3);
-    // The prompt (20 rows, one block): 7 projections per layer through gemmBf16, and attention's
-    // two products per head on the bf16 cache rows; then 100 decode rows of 7 projections per
-    // layer and the head through gemmInt8, none of them through gemmBf16.
-    assert.equal(calls.bf16Prefill, (7 + 2 * cfg.numHeads) * cfg.numLayers);
+    // The prompt (20 rows, one block): 7 projections per layer through gemmBf16, and attention on
+    // the bf16 cache rows in one fused call per layer (a oneDNN build) or two products per head;
+    // then 100 decode rows of 7 projections per layer and the head through gemmInt8, none of them
+    // through gemmBf16.
+    const fused = k.info.gemm === 'onednn' && k.prefillAttentionBf16 !== undefined;
+    assert.equal(calls.flash, fused ? cfg.numLayers : 0);
+    assert.equal(calls.bf16Prefill, (7 + (fused ? 0 : 2 * cfg.numHeads)) * cfg.numLayers);
     assert.equal(calls.bf16Decode, 0, 'a decode row must read the int8 copies');
     assert.equal(calls.int8, 1 + 100 * (7 * cfg.numLayers + 1));
     assert.deepEqual([...calls.int8Rows], [1]);
