@@ -205,11 +205,8 @@ __attribute__((always_inline)) static inline f32x16 clamp_below16(f32x16 x, floa
   return (f32x16)((below & (i32x16)((f32x16){0} + low)) | (~below & (i32x16)x));
 }
 
-// In place, scores[0..n-1] -> softmax(scores) in float32, max subtracted; n >= 1. The
-// exponentials are summed as they are stored, 16 at a time. Returns log sum exp(scores).
-// Always inlined: a separate copy would be compiled for the baseline instruction set only,
-// not for the caller's clone (dispatch.h), and run several times slower.
-// scores[j] = e^(scores[j] - max) in place; returns their sum.
+// scores[j] = e^(scores[j] - max) in place, summed 16 at a time as they are stored; returns the
+// sum. Always inlined, as softmax_f32 below.
 __attribute__((always_inline)) static inline float exp_shifted_f32(float* scores, size_t n, float max_score) {
   const f32x8 max8 = splat8(max_score);
   f32x8 sum0 = {0}, sum1 = {0};
@@ -231,6 +228,10 @@ __attribute__((always_inline)) static inline float exp_shifted_f32(float* scores
   return sum;
 }
 
+// In place, scores[0..n-1] -> softmax(scores) in float32, max subtracted; n >= 1. The
+// exponentials are summed as they are stored, 16 at a time. Returns log sum exp(scores).
+// Always inlined: a separate copy would be compiled for the baseline instruction set only,
+// not for the caller's clone (dispatch.h), and run several times slower.
 __attribute__((always_inline)) static inline float softmax_f32(float* scores, size_t n) {
   const float max_score = max_f32(scores, n);
   const float sum = exp_shifted_f32(scores, n, max_score);
