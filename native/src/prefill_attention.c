@@ -1,7 +1,8 @@
 // The attention of a prompt chunk against a KV cache of bf16 rows (model/segment-attention.ts),
-// flash-attention style: each (query head, block of 256 query rows) walks the visible keys in
-// chunks of 512, keeping a running max and sum per row (online softmax), so that a score block
-// of 256 x 512 floats stays in L2 instead of a block of 256 x (all keys) going through memory.
+// flash-attention style: each item (a query head, or a short segment's query heads of one KV head
+// stacked, over a block of up to 256 query rows) walks the visible keys in chunks of 512, keeping a
+// running max and sum per row (online softmax), so that a score block of 256 x 512 floats stays in
+// L2 instead of a block of 256 x (all keys) going through memory.
 //
 // Why: before, each block's scores over every cached key were written out (8 MB at 16k keys),
 // normalized and rounded in separate passes, and the products reached about a third of the
