@@ -144,19 +144,20 @@ describe('training attention: fused bf16 kernels', () => {
     k = randomArrayFrom(random, T * kvDim, 2);
   const v = randomArrayFrom(random, T * kvDim),
     dOut = randomArrayFrom(random, T * qDim);
-  const shape = { nHeads: H, nKvHeads: KV, headDim: hd };
   const pairs = new Int32Array(seqs.flatMap((s) => [s.start, s.length]));
 
-  function run(kk: Kernels) {
-    const compute = { gemm: gemmFor(kk, 'bf16'), bf16: true };
-    const out = new Float32Array(T * qDim).fill(NaN),
-      lse = new Float32Array(T * H).fill(NaN);
+  function run(kk: Kernels, nHeads = H, nKvHeads = KV, inputs = { q, k, v, dOut }) {
+    const compute = { gemm: gemmFor(kk, 'bf16'), bf16: true },
+      shape = { nHeads, nKvHeads, headDim: hd };
+    const out = new Float32Array(T * nHeads * hd).fill(NaN),
+      lse = new Float32Array(T * nHeads).fill(NaN);
     const scratch = new Float32Array(attentionScratchSize(700)).fill(NaN);
-    attentionForward(kk, compute, out, lse, q, k, v, seqs, shape, scratch);
-    const dq = new Float32Array(T * qDim).fill(NaN),
-      dk = new Float32Array(T * kvDim).fill(NaN),
-      dv = new Float32Array(T * kvDim).fill(NaN);
-    attentionBackward(kk, compute, dq, dk, dv, dOut, out, lse, q, k, v, seqs, shape, scratch);
+    attentionForward(kk, compute, out, lse, inputs.q, inputs.k, inputs.v, seqs, shape, scratch);
+    const dq = new Float32Array(T * nHeads * hd).fill(NaN),
+      dk = new Float32Array(T * nKvHeads * hd).fill(NaN),
+      dv = new Float32Array(T * nKvHeads * hd).fill(NaN);
+    const { k: kIn, v: vIn } = inputs;
+    attentionBackward(kk, compute, dq, dk, dv, inputs.dOut, out, lse, inputs.q, kIn, vIn, seqs, shape, scratch);
     return { out, lse, dq, dk, dv };
   }
 
@@ -167,6 +168,12 @@ describe('training attention: fused bf16 kernels', () => {
       assert.ok(error <= 2 ** -8 * max, `${what}: element ${i} is ${actual[i]}, blockwise ${expected[i]} (max ${max})`);
     }
   }
+
+  const blockwiseOf = (kk: Kernels): Kernels => ({
+    ...kk,
+    attentionForwardBf16: undefined,
+    attentionBackwardBf16: undefined,
+  });
 
   test('run on oneDNN builds, and match the blockwise bf16 code', { skip: skipNative }, () => {
     const kk = native();
@@ -183,11 +190,31 @@ describe('training attention: fused bf16 kernels', () => {
     );
     // A oneDNN build must take the fused path; elsewhere it declines and the blockwise code runs.
     assert.equal(fused, kk.info.gemm === 'onednn', `fused forward ran: ${fused}, GEMM backend ${kk.info.gemm}`);
-    const blockwise: Kernels = { ...kk, attentionForwardBf16: undefined, attentionBackwardBf16: undefined };
     const a = run(kk),
-      b = run(blockwise);
+      b = run(blockwiseOf(kk));
     for (const name of ['out', 'lse', 'dq', 'dk', 'dv'] as const) assertWithinUlp(a[name], b[name], name);
   });
+
+  // The kernels stack 2 query heads of a KV head into one block where the group is even (above: a
+  // group of 2, one stacked pass). A group of 4 takes two stacked passes; groups of 1 and 3 none.
+  for (const [nHeads, nKvHeads] of [
+    [8, 2],
+    [3, 3],
+    [6, 2],
+  ] as const) {
+    test(`${nHeads} query heads over ${nKvHeads} KV heads match the blockwise bf16 code`, { skip: skipNative }, () => {
+      const kk = native();
+      const inputs = {
+        q: randomArrayFrom(random, T * nHeads * hd, 2),
+        k: randomArrayFrom(random, T * nKvHeads * hd, 2),
+        v: randomArrayFrom(random, T * nKvHeads * hd),
+        dOut: randomArrayFrom(random, T * nHeads * hd),
+      };
+      const a = run(kk, nHeads, nKvHeads, inputs),
+        b = run(blockwiseOf(kk), nHeads, nKvHeads, inputs);
+      for (const name of ['out', 'lse', 'dq', 'dk', 'dv'] as const) assertWithinUlp(a[name], b[name], name);
+    });
+  }
 
   test('a GEMM on all threads after the fused kernels gives the same bits as before them', { skip: skipNative }, () => {
     // The fused kernels run one-thread matmuls inside a parallel region; the primitives cached

@@ -227,8 +227,13 @@ describe('memory of a training step', () => {
       trainStepBytes(cfg, { ...size, bf16: true, attentionThreads: 2 }) - trainStepBytes(cfg, { ...size, bf16: true }),
       2 * fusedAttentionBytes(cfg, 600),
     );
-    // 600 rows pad to 640: 16 bytes per row and head dimension, 1536 per row, one block of dQ.
-    assert.equal(fusedAttentionBytes(cfg, 600), 640 * (16 * cfg.headDim + 1536) + 512 * cfg.headDim);
+    // 600 rows pad to 640. Per row: K, V (bf16), dK, dV (fp32): 12 bytes per head dimension, Q and dO
+    // (bf16) of each stacked head: 4, and 1536 bytes of score blocks per stacked head; one block of dQ.
+    const stack = cfg.numHeads % (2 * cfg.numKvHeads) === 0 ? 2 : 1;
+    assert.equal(
+      fusedAttentionBytes(cfg, 600),
+      640 * ((12 + 4 * stack) * cfg.headDim + 1536 * stack) + 512 * stack * cfg.headDim,
+    );
   });
 
   test('packed sequences size the attention scratch by the longest one', () => {

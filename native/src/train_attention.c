@@ -2,19 +2,21 @@
 // scheme as src/engine/local/train/attention.ts (blocks of 128 query rows that see key columns
 // 0 .. the block's end, softmax in fp32, the backward recomputing P from Q, K and the forward's
 // lse), but parallel over (sequence, KV head) with OpenMP, each thread running single-threaded
-// oneDNN matmuls on its own bf16 copies of K, V, Q and dO.
+// oneDNN matmuls on its own bf16 copies of K, V, Q and dO. The query heads of a KV head share
+// its K and V, so up to 2 of them stack into one block of rows (stacked_heads).
 //
 // Why: a layer's attention is hundreds of small GEMMs (tiles of 128 x 128 x head_dim). Called one by one
 // from TypeScript, each forked both threads, rounded its operands to bf16 again and waited for
 // both: attention ran at a fraction of the GEMM peak. Here each tensor is rounded once and the
 // threads never meet inside a layer.
 //
-// Every GEMM covers a block of 128 query rows and a chunk of up to 512 key columns (sequences are
-// padded to a multiple of 128 rows with zeros), with the score blocks' row stride fixed for the
-// call, so a thread's cached primitives (4 chunk widths per product) cover all of them whatever the
-// sequences' lengths. Padded rows get P = dS = 0, so they add nothing. Chunks of 4 tiles rather than
-// single 128 x 128 tiles: a tenth fewer GEMM seconds at 512 and 2048 tokens (fewer calls, longer
-// inner loops), measured on one thread with every product of a head's forward and backward.
+// Every GEMM covers a block of 128 query rows of each stacked head and a chunk of up to 512 key
+// columns (sequences are padded to a multiple of 128 rows with zeros), with the score blocks' row
+// stride fixed for the call, so a thread's cached primitives (4 chunk widths per product) cover all
+// of them whatever the sequences' lengths. Padded rows get P = dS = 0, so they add nothing. Chunks
+// of 4 tiles rather than single 128 x 128 tiles: a tenth fewer GEMM seconds at 512 and 2048 tokens
+// (fewer calls, longer inner loops), measured on one thread with every product of a head's forward
+// and backward. Stacking 2 heads: 1.04x the whole forward and backward at the 0.6B shape.
 #include <string.h>
 
 #include "bf16.h"
@@ -41,6 +43,7 @@ AttentionStatus train_attention_backward_bf16(const TrainAttention* a) {
 
 #define TILE 128
 #define CHUNK (4 * TILE)
+#define STACK_ROWS (2 * TILE)
 
 // Buffers above this size are freed after the call rather than kept.
 #define KEEP_BYTES ((size_t)64 << 20)
@@ -104,109 +107,136 @@ static AttentionStatus item_begin(const Call* c, size_t seq, size_t g, Item* it)
   return ATTENTION_DONE;
 }
 
-// Forward of one (sequence, KV head): its query heads one after another.
+// Query heads of one KV head that a pass stacks into one block of rows: the largest divisor of the group
+// that keeps a block within STACK_ROWS. Stacked heads read K and V once, and every product gets
+// longer (at the 0.6B shape, 2 heads: blocks of 256 rows, and dK, dV sum over 256 rows at a time).
+static size_t stacked_heads(size_t group) {
+  for (size_t s = STACK_ROWS / TILE; s > 1; s--)
+    if (group % s == 0) return s;
+  return 1;
+}
+
+// out = `stack` heads' n rows (of hd floats, `stride` apart; head i at x + i * hd) in bf16, laid out
+// block after block of TILE rows, each block holding its rows of every head in turn; padded rows 0.
+static void stacked_rows_to_bf16(uint16_t* out, const float* x, size_t stack, size_t n, size_t n_pad, size_t hd,
+                                 size_t stride) {
+  for (size_t r0 = 0; r0 < n_pad; r0 += TILE) {
+    const size_t rows = n - r0 < TILE ? n - r0 : TILE;
+    for (size_t i = 0; i < stack; i++, out += TILE * hd)
+      rows_to_bf16(out, x + r0 * stride + i * hd, rows, TILE, hd, stride);
+  }
+}
+
+// Forward of one (sequence, KV head): its query heads, `stack` of them per pass.
 static AttentionStatus forward_item(const Call* c, size_t seq, size_t g) {
   const TrainAttention* a = c->a;
   Item it;
   AttentionStatus begun = item_begin(c, seq, g, &it);
   if (begun != ATTENTION_DONE || it.n == 0) return begun;
   const size_t hd = it.hd, q_dim = it.q_dim, group = it.group, start = it.start, n = it.n, n_pad = it.n_pad;
-  const size_t ld = it.ld;
+  const size_t ld = it.ld, stack = stacked_heads(group), m = stack * TILE;
   const uint16_t *kb = it.kb, *vb = it.vb;
-  uint16_t* qb = thread_buffer(2, n_pad * hd * sizeof(uint16_t));
-  float* s = thread_buffer(3, TILE * ld * sizeof(float));
-  uint16_t* pb = thread_buffer(4, TILE * ld * sizeof(uint16_t));
-  float* o = thread_buffer(5, TILE * hd * sizeof(float));
+  uint16_t* qb = thread_buffer(2, stack * n_pad * hd * sizeof(uint16_t));
+  float* s = thread_buffer(3, m * ld * sizeof(float));
+  uint16_t* pb = thread_buffer(4, m * ld * sizeof(uint16_t));
+  float* o = thread_buffer(5, m * hd * sizeof(float));
   if (!qb || !s || !pb || !o) return ATTENTION_NO_MEMORY;
-  for (size_t h = g * group; h < (g + 1) * group; h++) {
-    rows_to_bf16(qb, a->q + start * q_dim + h * hd, n, n_pad, hd, q_dim);
-    float* lse = a->lse + a->n_heads * start + h * n;
+  for (size_t h0 = g * group; h0 < (g + 1) * group; h0 += stack) {
+    stacked_rows_to_bf16(qb, a->q + start * q_dim + h0 * hd, stack, n, n_pad, hd, q_dim);
     for (size_t r0 = 0; r0 < n; r0 += TILE) {
       const size_t rows = n - r0 < TILE ? n - r0 : TILE, cols = r0 + TILE;
+      const uint16_t* qblock = qb + stack * r0 * hd;
       for (size_t j0 = 0; j0 < cols; j0 += CHUNK) {
-        AttentionStatus st = attention_tile(false, true, TILE, chunk(j0, cols), hd, c->scale, qb + r0 * hd, hd,
-                                            kb + j0 * hd, hd, 0.f, s + j0, ld);
+        AttentionStatus st = attention_tile(false, true, m, chunk(j0, cols), hd, c->scale, qblock, hd, kb + j0 * hd,
+                                            hd, 0.f, s + j0, ld);
         if (st != ATTENTION_DONE) return st;
       }
-      for (size_t i = 0; i < TILE; i++) {
-        // A row's probabilities go straight to bf16; the columns it does not see, and padded rows, are 0.
-        if (i < rows)
-          lse[r0 + i] = causal_softmax_row_bf16(pb + i * ld, s + i * ld, r0 + i + 1, cols);
+      for (size_t i = 0; i < m; i++) {
+        // Row i is head h0 + i / TILE's row r0 + i % TILE. A row's probabilities go straight to
+        // bf16; the columns it does not see, and padded rows, are 0.
+        const size_t row = r0 + i % TILE;
+        if (i % TILE < rows)
+          a->lse[a->n_heads * start + (h0 + i / TILE) * n + row] =
+              causal_softmax_row_bf16(pb + i * ld, s + i * ld, row + 1, cols);
         else
           memset(pb + i * ld, 0, cols * sizeof(uint16_t));
       }
       for (size_t j0 = 0; j0 < cols; j0 += CHUNK) {
-        AttentionStatus st = attention_tile(false, false, TILE, hd, chunk(j0, cols), 1.f, pb + j0, ld, vb + j0 * hd, hd,
+        AttentionStatus st = attention_tile(false, false, m, hd, chunk(j0, cols), 1.f, pb + j0, ld, vb + j0 * hd, hd,
                                             j0 == 0 ? 0.f : 1.f, o, hd);
         if (st != ATTENTION_DONE) return st;
       }
-      float* out = a->out + (start + r0) * q_dim + h * hd;
-      for (size_t i = 0; i < rows; i++) memcpy(out + i * q_dim, o + i * hd, hd * sizeof(float));
+      for (size_t i = 0; i < stack; i++) {
+        float* out = a->out + (start + r0) * q_dim + (h0 + i) * hd;
+        for (size_t r = 0; r < rows; r++) memcpy(out + r * q_dim, o + (i * TILE + r) * hd, hd * sizeof(float));
+      }
     }
   }
   return ATTENTION_DONE;
 }
 
-// Backward of one (sequence, KV head): dK and dV of the KV head sum over its query heads.
+// Backward of one (sequence, KV head): dK and dV of the KV head sum over its query heads, `stack`
+// of them per pass.
 static AttentionStatus backward_item(const Call* c, size_t seq, size_t g) {
   const TrainAttention* a = c->a;
   Item it;
   AttentionStatus begun = item_begin(c, seq, g, &it);
   if (begun != ATTENTION_DONE || it.n == 0) return begun;
   const size_t hd = it.hd, q_dim = it.q_dim, kv_dim = it.kv_dim, group = it.group, start = it.start, n = it.n;
-  const size_t n_pad = it.n_pad, ld = it.ld;
+  const size_t n_pad = it.n_pad, ld = it.ld, stack = stacked_heads(group), m = stack * TILE;
   const uint16_t *kb = it.kb, *vb = it.vb;
-  uint16_t* qb = thread_buffer(2, 2 * n_pad * hd * sizeof(uint16_t)); // Q, then dO
-  float* s = thread_buffer(3, 2 * TILE * ld * sizeof(float));         // S (P), then dP (dS)
-  uint16_t* pb = thread_buffer(4, 2 * TILE * ld * sizeof(uint16_t));  // P, then dS
-  float* dq = thread_buffer(5, TILE * hd * sizeof(float));
+  uint16_t* qb = thread_buffer(2, 2 * stack * n_pad * hd * sizeof(uint16_t)); // Q, then dO
+  float* s = thread_buffer(3, 2 * m * ld * sizeof(float));                    // S (P), then dP (dS)
+  uint16_t* pb = thread_buffer(4, 2 * m * ld * sizeof(uint16_t));             // P, then dS
+  float* dq = thread_buffer(5, m * hd * sizeof(float));
   float* dkv = thread_buffer(6, 2 * n_pad * hd * sizeof(float)); // dK, then dV
   if (!qb || !s || !pb || !dq || !dkv) return ATTENTION_NO_MEMORY;
-  uint16_t *dob = qb + n_pad * hd, *dsb = pb + TILE * ld;
-  float *dp = s + TILE * ld, *dk = dkv, *dv = dkv + n_pad * hd;
+  uint16_t *dob = qb + stack * n_pad * hd, *dsb = pb + m * ld;
+  float *dp = s + m * ld, *dk = dkv, *dv = dkv + n_pad * hd;
   memset(dkv, 0, 2 * n_pad * hd * sizeof(float));
-  for (size_t h = g * group; h < (g + 1) * group; h++) {
-    const size_t q_off = start * q_dim + h * hd;
-    rows_to_bf16(qb, a->q + q_off, n, n_pad, hd, q_dim);
-    rows_to_bf16(dob, a->d_out + q_off, n, n_pad, hd, q_dim);
-    const float* lse = a->lse + a->n_heads * start + h * n;
+  for (size_t h0 = g * group; h0 < (g + 1) * group; h0 += stack) {
+    const size_t q_off = start * q_dim + h0 * hd;
+    stacked_rows_to_bf16(qb, a->q + q_off, stack, n, n_pad, hd, q_dim);
+    stacked_rows_to_bf16(dob, a->d_out + q_off, stack, n, n_pad, hd, q_dim);
     for (size_t r0 = 0; r0 < n; r0 += TILE) {
       const size_t rows = n - r0 < TILE ? n - r0 : TILE, cols = r0 + TILE;
+      const uint16_t *qblock = qb + stack * r0 * hd, *doblock = dob + stack * r0 * hd;
       // Scores and dP = dO V^T, then one pass turns them into P and dS.
       for (size_t j0 = 0; j0 < cols; j0 += CHUNK) {
         const size_t w = chunk(j0, cols);
         AttentionStatus st =
-            attention_tile(false, true, TILE, w, hd, c->scale, qb + r0 * hd, hd, kb + j0 * hd, hd, 0.f, s + j0, ld);
+            attention_tile(false, true, m, w, hd, c->scale, qblock, hd, kb + j0 * hd, hd, 0.f, s + j0, ld);
         if (st == ATTENTION_DONE)
-          st = attention_tile(false, true, TILE, w, hd, 1.f, dob + r0 * hd, hd, vb + j0 * hd, hd, 0.f, dp + j0, ld);
+          st = attention_tile(false, true, m, w, hd, 1.f, doblock, hd, vb + j0 * hd, hd, 0.f, dp + j0, ld);
         if (st != ATTENTION_DONE) return st;
       }
-      for (size_t i = 0; i < TILE; i++) {
-        const size_t row = r0 + i;
-        if (i < rows) {
-          causal_softmax_backward_row_bf16(pb + i * ld, dsb + i * ld, s + i * ld, dp + i * ld, lse[row],
-                                           a->d_out + q_off + row * q_dim, a->out + q_off + row * q_dim, hd, row + 1,
-                                           cols);
+      for (size_t i = 0; i < m; i++) {
+        const size_t h = h0 + i / TILE, row = r0 + i % TILE, at = (start + row) * q_dim + h * hd;
+        if (i % TILE < rows) {
+          causal_softmax_backward_row_bf16(pb + i * ld, dsb + i * ld, s + i * ld, dp + i * ld,
+                                           a->lse[a->n_heads * start + h * n + row], a->d_out + at, a->out + at, hd,
+                                           row + 1, cols);
         } else {
           memset(pb + i * ld, 0, cols * sizeof(uint16_t));
           memset(dsb + i * ld, 0, cols * sizeof(uint16_t));
         }
       }
       for (size_t j0 = 0; j0 < cols; j0 += CHUNK) {
-        // dV_j += P_j^T dO, dQ += scale dS_j K_j, dK_j += scale dS_j^T Q.
+        // dV_j += P_j^T dO, dQ += scale dS_j K_j, dK_j += scale dS_j^T Q: over the stacked heads' rows.
         const size_t w = chunk(j0, cols);
         const float dq_beta = j0 == 0 ? 0.f : 1.f;
         AttentionStatus st =
-            attention_tile(true, false, w, hd, TILE, 1.f, pb + j0, ld, dob + r0 * hd, hd, 1.f, dv + j0 * hd, hd);
+            attention_tile(true, false, w, hd, m, 1.f, pb + j0, ld, doblock, hd, 1.f, dv + j0 * hd, hd);
         if (st == ATTENTION_DONE)
-          st = attention_tile(false, false, TILE, hd, w, c->scale, dsb + j0, ld, kb + j0 * hd, hd, dq_beta, dq, hd);
+          st = attention_tile(false, false, m, hd, w, c->scale, dsb + j0, ld, kb + j0 * hd, hd, dq_beta, dq, hd);
         if (st == ATTENTION_DONE)
-          st = attention_tile(true, false, w, hd, TILE, c->scale, dsb + j0, ld, qb + r0 * hd, hd, 1.f, dk + j0 * hd,
-                              hd);
+          st = attention_tile(true, false, w, hd, m, c->scale, dsb + j0, ld, qblock, hd, 1.f, dk + j0 * hd, hd);
         if (st != ATTENTION_DONE) return st;
       }
-      float* dq_out = a->dq + q_off + r0 * q_dim;
-      for (size_t i = 0; i < rows; i++) memcpy(dq_out + i * q_dim, dq + i * hd, hd * sizeof(float));
+      for (size_t i = 0; i < stack; i++) {
+        float* dq_out = a->dq + q_off + r0 * q_dim + i * hd;
+        for (size_t r = 0; r < rows; r++) memcpy(dq_out + r * q_dim, dq + (i * TILE + r) * hd, hd * sizeof(float));
+      }
     }
   }
   for (size_t i = 0; i < n; i++) {
