@@ -195,12 +195,13 @@ describe('training attention: fused bf16 kernels', () => {
     for (const name of ['out', 'lse', 'dq', 'dk', 'dv'] as const) assertWithinUlp(a[name], b[name], name);
   });
 
-  // The kernels stack 2 query heads of a KV head into one block where the group is even (above: a
-  // group of 2, one stacked pass). A group of 4 takes two stacked passes; groups of 1 and 3 none.
+  // The kernels stack up to 4 query heads of a KV head into one block of rows, the largest divisor of
+  // the group (above: a group of 2). Groups of 4 and 3 stack all, 8 takes two passes of 4, 1 none.
   for (const [nHeads, nKvHeads] of [
     [8, 2],
-    [3, 3],
     [6, 2],
+    [16, 2],
+    [3, 3],
   ] as const) {
     test(`${nHeads} query heads over ${nKvHeads} KV heads match the blockwise bf16 code`, { skip: skipNative }, () => {
       const kk = native();

@@ -106,20 +106,22 @@ export function trainStepBytes(cfg: ModelConfig, step: StepSize): number {
 
 /**
  * Bytes one thread of the fused bf16 attention keeps for sequences of up to `longest` tokens
- * (native/src/train_attention.c; padded to its 128-row tiles): bf16 copies of K and V, of Q and dO
+ * (native/src/train_attention.c; padded to its 64-row tiles): bf16 copies of K and V, of Q and dO
  * for each stacked query head, and the fp32 sums of dK and dV (12 + 4 x stacked bytes per row and
- * head dimension), two fp32 and two bf16 blocks of 128 score rows per stacked head, and one such
+ * head dimension), two fp32 and two bf16 blocks of 64 score rows per stacked head, and one such
  * block of dQ.
  */
 export function fusedAttentionBytes(cfg: ModelConfig, longest: number): number {
-  const rows = Math.ceil(longest / 128) * 128,
+  const tile = 64,
+    rows = Math.ceil(longest / tile) * tile,
     stack = stackedHeads(cfg.numHeads / cfg.numKvHeads);
-  return rows * ((12 + 4 * stack) * cfg.headDim + 12 * 128 * stack) + 512 * stack * cfg.headDim;
+  return rows * ((12 + 4 * stack) * cfg.headDim + 12 * tile * stack) + 4 * tile * stack * cfg.headDim;
 }
 
-/** Query heads of one KV head that the fused attention stacks into one block: at most 2, dividing the group. */
+/** Query heads of one KV head that the fused attention stacks into one block: the largest divisor of the group up to 4. */
 export function stackedHeads(group: number): number {
-  return group % 2 === 0 ? 2 : 1;
+  for (let s = 4; s > 1; s--) if (group % s === 0) return s;
+  return 1;
 }
 
 /**
