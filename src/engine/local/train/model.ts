@@ -402,14 +402,15 @@ export class TrainModel {
     // Each input is rounded once for all its products (q, k, v share h1; gate and up share h2): by
     // the kernel that makes it (h1, h2, act) or here (the attention's output, which its backward reads).
     k.rmsnorm(lt.h1, lt.x, w.norm1, T, cfg.hiddenSize, eps);
-    lin('q', lt.q, lt.h1);
-    lin('k', lt.k, lt.h1);
+    // With q and k norms, the projections go into q0 and k0 (kept for the norms' backward) and the
+    // norms write q and k from them.
+    const qk = w.qNorm && w.kNorm && lt.q0 && lt.k0 ? { qNorm: w.qNorm, kNorm: w.kNorm, q0: lt.q0, k0: lt.k0 } : null;
+    lin('q', qk?.q0 ?? lt.q, lt.h1);
+    lin('k', qk?.k0 ?? lt.k, lt.h1);
     lin('v', lt.v, lt.h1);
-    if (w.qNorm && w.kNorm && lt.q0 && lt.k0) {
-      lt.q0.set(lt.q);
-      lt.k0.set(lt.k);
-      k.rmsnorm(lt.q, lt.q0, w.qNorm, T * H, hd, eps);
-      k.rmsnorm(lt.k, lt.k0, w.kNorm, T * KV, hd, eps);
+    if (qk) {
+      k.rmsnorm(lt.q, qk.q0, qk.qNorm, T * H, hd, eps);
+      k.rmsnorm(lt.k, qk.k0, qk.kNorm, T * KV, hd, eps);
     }
     k.rope(lt.q, T, H, hd, ctx.positions, this.invFreq);
     k.rope(lt.k, T, KV, hd, ctx.positions, this.invFreq);
