@@ -67,16 +67,19 @@ static void rows_to_bf16(uint16_t* out, const float* x, size_t n, size_t n_pad, 
 
 typedef struct {
   const TrainAttention* a;
-  size_t ld;     // row stride of the score blocks: the longest sequence, padded
+  size_t ld;     // row stride of the score blocks: score_stride
   float scale;
 } Call;
 
-// The longest sequence of the call, padded to whole tiles.
-static size_t longest_padded(const TrainAttention* a) {
+// The score blocks' row stride: the longest sequence of the call padded to whole chunks. The stride
+// is part of every cached primitive that reads or writes scores, so padding it to chunks rather
+// than tiles lets steps of different lengths share them (all up to 512 tokens one stride): a new
+// stride means up to 64 new primitives on each thread.
+static size_t score_stride(const TrainAttention* a) {
   size_t longest = 0;
   for (size_t s = 0; s < a->n_seqs; s++)
     if ((size_t)a->seqs[2 * s + 1] > longest) longest = (size_t)a->seqs[2 * s + 1];
-  return padded(longest);
+  return (longest + CHUNK - 1) / CHUNK * CHUNK;
 }
 
 AttentionStatus attention_tile(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const uint16_t* x,
@@ -256,7 +259,7 @@ static AttentionStatus backward_item(const Call* c, size_t seq, size_t g) {
 // its matmuls on one thread (oneDNN's primitives then plan for one: see onednn_gemm_bf16). The
 // first status that is not ATTENTION_DONE wins and the rest of the items are skipped.
 static AttentionStatus run_items(const TrainAttention* a, AttentionStatus (*item)(const Call*, size_t, size_t)) {
-  const Call c = {.a = a, .ld = longest_padded(a), .scale = a->scale};
+  const Call c = {.a = a, .ld = score_stride(a), .scale = a->scale};
   const long items = (long)(a->n_seqs * a->n_kv_heads);
   int status = ATTENTION_DONE;
 #pragma omp parallel
