@@ -120,7 +120,7 @@ export function fusedAttentionBytes(cfg: ModelConfig, longest: number): number {
 }
 
 /** Query heads of one KV head that the fused attention stacks into one block: the largest divisor of the group up to 4. */
-export function stackedHeads(group: number): number {
+function stackedHeads(group: number): number {
   for (let s = 4; s > 1; s--) if (group % s === 0) return s;
   return 1;
 }
