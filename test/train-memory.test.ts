@@ -275,6 +275,34 @@ describe('memory of a training step', () => {
     assert.equal(model.bufferBytes, bytes(200, false), 'back to the whole tape: the shared buffers freed');
   });
 
+  test('a buffer that grows takes a quarter more where the budget has room, so slightly longer steps reuse it', () => {
+    const cfg = tinyConfig('qwen3', 2),
+      rank = 4;
+    const bytes = (tokens: number) =>
+      trainStepBytes(cfg, { tokens, completionTokens: tokens / 2, loraRank: rank, checkpoint: false });
+    const runs = (budget: number) => {
+      const { model } = makeModel('qwen3', true, { activationBudgetBytes: budget, chunkedHead: false }, 2);
+      const rng = createRng(17),
+        V = cfg.vocabSize;
+      return (tokens: number) => {
+        step(model, [sequence(rng, tokens, tokens / 2, V)], V);
+        return model.bufferBytes;
+      };
+    };
+    // Room for a quarter more than 330 tokens take.
+    const roomy = runs(1.25 * bytes(330));
+    assert.equal(roomy(300), bytes(300), 'the first step: exact sizes');
+    const grown = roomy(310);
+    assert.ok(grown > bytes(310) && grown <= 1.25 * bytes(310), `grown to ${grown}, 310 tokens take ${bytes(310)}`);
+    assert.equal(roomy(330), grown, 'a step 20 tokens longer: every buffer reused');
+    assert.equal(roomy(320), grown, 'and a shorter one');
+    // No room: the sizes stay exact, as before.
+    const tight = runs(bytes(330));
+    tight(300);
+    assert.equal(tight(310), bytes(310), 'without room a buffer grows to what the step asks');
+    assert.equal(tight(330), bytes(330));
+  });
+
   test('a budget chunks the head before it recomputes layers, and only where the logits would not fit', () => {
     const cfg = tinyConfig('qwen3', 8),
       rank = 4,

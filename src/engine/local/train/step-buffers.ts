@@ -1,14 +1,27 @@
 // A training step's activation and gradient buffers, kept from one step to the next: allocating
 // gigabytes a step would cost page faults and garbage collection. Buffers only grow, each to the
 // largest size asked for since the cache was emptied, within the activation budget.
+//
+// A buffer that has to grow (a step longer than any since the cache was emptied) grows GROWTH times
+// what it is asked for, where the budget has room: in `serve` a session's samples get longer turn by
+// turn, and a step a few tokens longer than the last reallocated every buffer (at 400 tokens of the
+// 0.6B model, 2.5-4.1 s against 1.7-1.9 s for a step that reused them: page faults, and V8's full
+// collections for the freed arrays).
 
 import type { ModelConfig } from '../model/config.js';
 import { type StepSize, trainStepBytes } from './memory.js';
+
+/** How much more than asked a buffer that has to grow takes, where the budget has room. */
+const GROWTH = 1.25;
 
 export class StepBuffers {
   private readonly buffers = new Map<string, Float32Array>();
   /** The largest step size the cached buffers were grown for since the cache was last emptied. */
   private held: StepSize | null = null;
+  /** Whether buffers that grow in this step take GROWTH (fit decides). */
+  private headroom = false;
+  /** Whether a buffer took GROWTH since the cache was last emptied. */
+  private grown = false;
 
   constructor(
     private readonly cfg: ModelConfig,
@@ -27,7 +40,10 @@ export class StepBuffers {
   get(key: string, size: number): Float32Array {
     let b = this.buffers.get(key);
     if (!b || b.length < size) {
-      b = new Float32Array(size);
+      // A buffer's first size is exact; one that grows takes GROWTH where fit allowed it.
+      const length = b && this.headroom ? Math.ceil(size * GROWTH) : size;
+      this.grown ||= length > size;
+      b = new Float32Array(length);
       this.buffers.set(key, b);
     }
     return b.subarray(0, size);
@@ -48,12 +64,18 @@ export class StepBuffers {
         completionTokens: Math.max(held.completionTokens, size.completionTokens),
         longestSequence: Math.max(held.longestSequence!, size.longestSequence!),
       };
-      if (trainStepBytes(this.cfg, union) <= Math.max(this.budget, trainStepBytes(this.cfg, size))) {
+      const bytes = trainStepBytes(this.cfg, union);
+      // Each buffer's size at `union` only grows with the union, so no buffer holds more than GROWTH
+      // times it, and GROWTH x bytes bounds the cache through this step.
+      this.headroom = GROWTH * bytes <= this.budget;
+      if (this.headroom || (!this.grown && bytes <= Math.max(this.budget, trainStepBytes(this.cfg, size)))) {
         this.held = union;
         return;
       }
     }
     this.buffers.clear();
     this.held = size;
+    this.headroom = false;
+    this.grown = false;
   }
 }
