@@ -106,10 +106,11 @@ void causal_softmax_backward_rows_f32(float* dp, float* s, const float* lse, con
 // softmax's probabilities as bf16 bits, zeros after them; returns the row's lse; s is left scratch.
 float causal_softmax_row_bf16(uint16_t* p, float* s, size_t visible, size_t cols);
 // Its backward for one row: p and ds (bf16 bits, zeros after the visible columns) from the scores s,
-// dp = dO_i V^T, the row's lse and its dO and O rows (head_dim floats); equal to rounding the
-// float32 kernel's.
+// dp = dO_i V^T, the row's lse and dot = dO_i . O_i; equal to rounding the float32 kernel's.
 void causal_softmax_backward_row_bf16(uint16_t* p, uint16_t* ds, const float* s, const float* dp, float lse,
-                                      const float* d_o, const float* o, size_t head_dim, size_t visible, size_t cols);
+                                      float dot, size_t visible, size_t cols);
+// out[i] = a_i . b_i over n rows of len floats, stride apart.
+void rows_dot_f32(float* out, const float* a, const float* b, size_t n, size_t len, size_t stride);
 
 // siluMul's backward with dg and du rounded to bf16 bits: equal to rounding the float32 kernel's.
 void silu_mul_backward_bf16_out(uint16_t* dg, uint16_t* du, const float* da, const float* gate, const float* up,

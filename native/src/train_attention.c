@@ -199,7 +199,8 @@ static AttentionStatus backward_item(const Call* c, size_t seq, size_t g) {
   uint16_t* pb = thread_buffer(4, 2 * m * ld * sizeof(uint16_t));             // P, then dS
   float* dq = thread_buffer(5, m * hd * sizeof(float));
   float* dkv = thread_buffer(6, 2 * n_pad * hd * sizeof(float)); // dK, then dV
-  if (!qb || !s || !pb || !dq || !dkv) return ATTENTION_NO_MEMORY;
+  float* dots = thread_buffer(7, stack * n * sizeof(float));      // dO_i . O_i of the stacked rows
+  if (!qb || !s || !pb || !dq || !dkv || !dots) return ATTENTION_NO_MEMORY;
   uint16_t *dob = qb + stack * n_pad * hd, *dsb = pb + m * ld;
   float *dp = s + m * ld, *dk = dkv, *dv = dkv + n_pad * hd;
   memset(dkv, 0, 2 * n_pad * hd * sizeof(float));
@@ -207,6 +208,8 @@ static AttentionStatus backward_item(const Call* c, size_t seq, size_t g) {
     const size_t q_off = start * q_dim + h0 * hd;
     stacked_rows_to_bf16(qb, a->q + q_off, stack, n, n_pad, hd, q_dim);
     stacked_rows_to_bf16(dob, a->d_out + q_off, stack, n, n_pad, hd, q_dim);
+    for (size_t i = 0; i < stack; i++)
+      rows_dot_f32(dots + i * n, a->d_out + q_off + i * hd, a->out + q_off + i * hd, n, hd, q_dim);
     for (size_t r0 = 0; r0 < n; r0 += TILE) {
       const size_t rows = n - r0 < TILE ? n - r0 : TILE, cols = r0 + TILE;
       const uint16_t *qblock = qb + stack * r0 * hd, *doblock = dob + stack * r0 * hd;
@@ -220,10 +223,10 @@ static AttentionStatus backward_item(const Call* c, size_t seq, size_t g) {
         if (st != ATTENTION_DONE) return st;
       }
       for (size_t i = 0; i < m; i++) {
-        const size_t h = h0 + i / TILE, row = r0 + i % TILE, at = (start + row) * q_dim + h * hd;
+        const size_t h = h0 + i / TILE, row = r0 + i % TILE;
         if (i % TILE < rows) {
           causal_softmax_backward_row_bf16(pb + i * ld, dsb + i * ld, s + i * ld, dp + i * ld,
-                                           a->lse[a->n_heads * start + h * n + row], a->d_out + at, a->out + at, hd,
+                                           a->lse[a->n_heads * start + h * n + row], dots[i / TILE * n + row],
                                            row + 1, cols);
         } else {
           memset(pb + i * ld, 0, cols * sizeof(uint16_t));

@@ -308,8 +308,7 @@ float causal_softmax_row_bf16(uint16_t* p, float* s, size_t visible, size_t cols
 
 SIMD_CLONES
 void causal_softmax_backward_row_bf16(uint16_t* p, uint16_t* ds, const float* s, const float* dp, float lse,
-                                      const float* d_o, const float* o, size_t head_dim, size_t visible, size_t cols) {
-  const float dot = dot_f32(d_o, o, head_dim);
+                                      float dot, size_t visible, size_t cols) {
   float run_p[ROUND_RUN], run_ds[ROUND_RUN];
   for (size_t j0 = 0; j0 < visible; j0 += ROUND_RUN) {
     const size_t m = visible - j0 < ROUND_RUN ? visible - j0 : ROUND_RUN;
@@ -323,4 +322,9 @@ void causal_softmax_backward_row_bf16(uint16_t* p, uint16_t* ds, const float* s,
   }
   memset(p + visible, 0, (cols - visible) * sizeof(uint16_t));
   memset(ds + visible, 0, (cols - visible) * sizeof(uint16_t));
+}
+
+SIMD_CLONES
+void rows_dot_f32(float* out, const float* a, const float* b, size_t n, size_t len, size_t stride) {
+  for (size_t i = 0; i < n; i++) out[i] = dot_f32(a + i * stride, b + i * stride, len);
 }
