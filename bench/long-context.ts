@@ -2,11 +2,14 @@
 //
 // (a) time to first token of turns 1-5 of a growing session, prefix cache on vs off: runs
 //     bench/prefix-cache.ts (16k-token first prompt, ~300 new tokens per turn);
-// (b) one training step (forward, backward, optimizer) at 2k, 8k and 16k tokens, LoRA r16 and full
+// (b) a training step (forward, backward, optimizer; after a first one, also shown) at 2k, 8k and 16k tokens, LoRA r16 and full
 //     fine-tuning, each in its own child process: wall time and peak RSS of the whole process
 //     (weights, learner, step), next to PyTorch's (bench/torch_train.py: same model, loss and
-//     optimizer) at the same length, in the same run. Half of each sample is completion, as in
-//     bench:train. Bytes per token: the peak's growth from the shortest length, per token.
+//     optimizer; under bf16 autocast where ours trains at bf16) at the same length, in the same run.
+//     Half of each sample is completion, as in bench:train. Bytes per token: the peak's growth from
+//     the shortest length, per token. The engine runs at serve's precision (BENCH_PRECISION, default
+//     auto: int8 serving and a bf16 learner on a processor with bf16 and VNNI instructions) with
+//     serve's memory plan for the length (step budget, packed frozen weights where they fit).
 //
 //   npm run bench:long-context                          # tiny and small, (a) and (b)
 //   npm run bench:long-context -- qwen3-0.6b            # one preset
@@ -23,7 +26,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LocalEngine } from '../src/engine/local/engine.js';
 import { LocalLearner } from '../src/engine/local/learner.js';
+import { memoryPlan } from '../src/engine/local/memory-plan.js';
+import { parsePrecision, trainPrecisionOf, type TrainPrecision } from '../src/engine/local/precision.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
+import type { LearnerConfig } from '../src/engine/local/train/learner.js';
+import { Lora, type LoraSpec } from '../src/engine/local/train/lora.js';
 import type { TrainingSample } from '../src/engine/types.js';
 import { DEFAULT_PPO } from '../src/learn/ppo.js';
 import { benchModel, PYTHON, ROOT, type BenchPreset } from './models.js';
@@ -32,7 +39,8 @@ const THREADS = Number(process.env.BENCH_THREADS ?? 2);
 const LENGTHS = (process.env.BENCH_LENGTHS ?? '2048,8192,16384').split(',').map(Number);
 const MODES = (process.env.BENCH_MODES ?? 'lora,full').split(',');
 const PARTS = (process.env.BENCH_PARTS ?? 'ttft,train').split(',');
-const LORA = { rank: 16, alpha: 32 };
+const PRECISION = parsePrecision(process.env.BENCH_PRECISION ?? 'auto');
+const LORA: LoraSpec = { rank: 16, alpha: 32, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] };
 const MiB = 2 ** 20;
 /** The bench models' context: the longest length asked for, at least 32k. */
 const LONGEST = Math.max(32_768, ...LENGTHS);
@@ -46,6 +54,13 @@ interface Result {
   seconds: number;
   peakBytes: number;
 }
+interface ChildResult extends Result {
+  /** The first step, which also allocates (and page-faults in) the step's buffers. */
+  firstSeconds: number;
+  /** The learner's precision, and whether it kept packed copies of the frozen weights. */
+  precision: TrainPrecision;
+  packed: boolean;
+}
 
 function peakRssBytes(): number {
   const line = readFileSync('/proc/self/status', 'utf8')
@@ -56,16 +71,36 @@ function peakRssBytes(): number {
 }
 
 /** In the child: the engine and its learner as serve runs them, one step on one sample. */
-async function child(c: Case): Promise<Result> {
-  const engine = await LocalEngine.open(benchModel(c.preset, LONGEST), { threads: THREADS, kvCacheBytes: 0 });
+async function child(c: Case): Promise<ChildResult> {
+  const engine = await LocalEngine.open(benchModel(c.preset, LONGEST), {
+    threads: THREADS,
+    kvCacheBytes: 0,
+    precision: PRECISION,
+  });
+  const { info } = engine;
+  const mode: LearnerConfig['mode'] = c.lora ? { kind: 'lora', spec: LORA } : { kind: 'full' };
+  // The step's budget and packed weights as serve plans them for a longest sample of this length.
+  const plan = memoryPlan({
+    cfg: engine.folder.config,
+    totalBytes: totalmem(),
+    parameters: info.parameters,
+    loraRank: c.lora ? LORA.rank : 0,
+    trainableValues: c.lora ? new Lora(engine.folder.config, LORA).data.length : info.parameters,
+    kvCacheBytes: 0,
+    precision: info.precision,
+    packable: info.kernelInfo.gemm === 'onednn' && info.kernelInfo.bf16Instructions,
+    maxTrainTokens: c.tokens,
+  });
+  const precision = trainPrecisionOf(info.precision);
+  const packed = plan.packedWeightsBytes > 0;
   const learner = await LocalLearner.open(engine, {
     threads: THREADS,
     yieldToServing: false,
     config: {
-      mode: c.lora
-        ? { kind: 'lora', spec: { ...LORA, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] } }
-        : { kind: 'full' },
+      mode,
       microBatchTokens: c.tokens,
+      activationBudgetBytes: plan.activationBudgetBytes,
+      packFrozenWeights: packed,
     },
   });
   try {
@@ -78,24 +113,29 @@ async function child(c: Case): Promise<Result> {
       completionIds: ids.slice(half),
       advantages: ids.slice(half).map(() => rng.next() - 0.5),
     };
-    const t0 = performance.now();
-    await learner.forwardBackward([sample], DEFAULT_PPO.loss);
-    await learner.optimStep();
-    return { seconds: (performance.now() - t0) / 1000, peakBytes: peakRssBytes() };
+    const step = async () => {
+      const t0 = performance.now();
+      await learner.forwardBackward([sample], DEFAULT_PPO.loss);
+      await learner.optimStep();
+      return (performance.now() - t0) / 1000;
+    };
+    // As PyTorch's is timed: after a first step that allocates the step's buffers.
+    const firstSeconds = await step();
+    return { seconds: await step(), firstSeconds, peakBytes: peakRssBytes(), precision, packed };
   } finally {
     await learner.close();
     await engine.close();
   }
 }
 
-function runChild(c: Case): Result {
+function runChild(c: Case): ChildResult {
   const self = fileURLToPath(import.meta.url);
   const run = spawnSync(process.execPath, [self, '--child', JSON.stringify(c)], {
     encoding: 'utf8',
     maxBuffer: 16 * MiB,
   });
   if (run.status !== 0) throw new Error(`child ${JSON.stringify(c)} failed: ${run.stderr.slice(-2000)}`);
-  return JSON.parse(run.stdout.trim().split('\n').at(-1)!) as Result;
+  return JSON.parse(run.stdout.trim().split('\n').at(-1)!) as ChildResult;
 }
 
 /**
@@ -103,7 +143,7 @@ function runChild(c: Case): Result {
  * backward (scores, masked scores, probabilities), and the backward makes two more at a time
  * (tiny at 8k tokens: this estimate says 8.0 GB, the measured peak was 10.0 GB).
  */
-function runTorch(c: Case, shape: { heads: number; layers: number }): Result | string {
+function runTorch(c: Case, shape: { heads: number; layers: number }, precision: TrainPrecision): Result | string {
   const scoresBytes = (3 * shape.layers + 2) * shape.heads * c.tokens * c.tokens * 4;
   if (1.25 * scoresBytes > totalmem() / 2)
     return `not run: its T x T scores would take ${(scoresBytes / 2 ** 30).toFixed(0)} GB`;
@@ -113,7 +153,8 @@ function runTorch(c: Case, shape: { heads: number; layers: number }): Result | s
       threads: THREADS,
       seqLen: c.tokens,
       steps: 1,
-      lora: c.lora ? LORA : null,
+      lora: c.lora ? { rank: LORA.rank, alpha: LORA.alpha } : null,
+      autocast: precision === 'bf16' ? 'bf16' : null,
     }),
     encoding: 'utf8',
     maxBuffer: 16 * MiB,
@@ -132,19 +173,21 @@ function trainPart(preset: BenchPreset): void {
   for (const mode of MODES) {
     const lora = mode === 'lora';
     console.log(
-      `\n== ${preset}, ${lora ? `LoRA r${LORA.rank}` : 'full fine-tuning'}: one training step, half of the sample completion, ${THREADS} threads ==`,
+      `\n== ${preset}, ${lora ? `LoRA r${LORA.rank}` : 'full fine-tuning'}: a training step after one, half of the sample completion, ${THREADS} threads ==`,
     );
-    console.log('tokens   engine s   engine peak   bytes/token   torch s   torch peak    time ratio');
+    console.log(
+      'tokens   learner       first s   engine s   engine peak   bytes/token   torch s   torch peak    time ratio',
+    );
     let first: { tokens: number; peak: number } | null = null;
     for (const tokens of LENGTHS) {
       const ours = runChild({ preset, tokens, lora });
       first ??= { tokens, peak: ours.peakBytes };
       const perToken =
         tokens > first.tokens ? ((ours.peakBytes - first.peak) / (tokens - first.tokens)).toFixed(0) : '-';
-      const torch = runTorch({ preset, tokens, lora }, shape);
+      const torch = runTorch({ preset, tokens, lora }, shape, ours.precision);
       const t = typeof torch === 'string' ? null : torch;
       console.log(
-        `${String(tokens).padStart(6)}   ${ours.seconds.toFixed(2).padStart(8)}   ${(ours.peakBytes / MiB).toFixed(0).padStart(8)} MB` +
+        `${String(tokens).padStart(6)}   ${`${ours.precision}${ours.packed ? ', packed' : ''}`.padEnd(12)}${ours.firstSeconds.toFixed(2).padStart(7)}   ${ours.seconds.toFixed(2).padStart(8)}   ${(ours.peakBytes / MiB).toFixed(0).padStart(8)} MB` +
           `   ${perToken.padStart(11)}   ${t ? t.seconds.toFixed(2).padStart(7) : '      -'}   ${t ? `${(t.peakBytes / MiB).toFixed(0).padStart(7)} MB` : '         -'}` +
           `   ${t ? `${(t.seconds / ours.seconds).toFixed(2)}x` : typeof torch === 'string' ? torch : ''}`,
       );
