@@ -24,6 +24,7 @@
         "src/int8_vnni.c",
         "src/onednn.c",
         "src/layer_ops.c",
+        "src/memory_ops.c",
         "src/layer_kernels.c",
         "src/kernels_parallel.c",
         "src/attention.c",

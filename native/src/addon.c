@@ -30,6 +30,7 @@ NAPI_MODULE_INIT() {
       {"packBf16", NULL, op_pack_bf16, NULL, NULL, NULL, napi_enumerable, NULL},
       {"gemmBf16Packed", NULL, op_gemm_bf16_packed, NULL, NULL, NULL, napi_enumerable, NULL},
       {"toBf16", NULL, op_to_bf16, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"adviseHugePages", NULL, op_advise_huge_pages, NULL, NULL, NULL, napi_enumerable, NULL},
       {"quantizeInt8", NULL, op_quantize_int8, NULL, NULL, NULL, napi_enumerable, NULL},
       {"dequantizeInt8Bf16", NULL, op_dequantize_int8_bf16, NULL, NULL, NULL, napi_enumerable, NULL},
       {"gemmInt8", NULL, op_gemm_int8, NULL, NULL, NULL, napi_enumerable, NULL},

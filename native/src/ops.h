@@ -12,6 +12,7 @@ napi_value op_gemm_bf16(napi_env env, napi_callback_info info);
 napi_value op_pack_bf16(napi_env env, napi_callback_info info);
 napi_value op_gemm_bf16_packed(napi_env env, napi_callback_info info);
 napi_value op_to_bf16(napi_env env, napi_callback_info info);
+napi_value op_advise_huge_pages(napi_env env, napi_callback_info info);
 napi_value op_quantize_int8(napi_env env, napi_callback_info info);
 napi_value op_dequantize_int8_bf16(napi_env env, napi_callback_info info);
 napi_value op_gemm_int8(napi_env env, napi_callback_info info);

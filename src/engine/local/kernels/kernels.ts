@@ -98,6 +98,12 @@ export interface Kernels {
   toBf16(out: Uint16Array, x: Float32Array, n: number): void;
 
   /**
+   * Asks the OS to back x with transparent huge pages from its first write on (Linux; native
+   * kernels only); whether the advice was taken. For large buffers before their first use.
+   */
+  adviseHugePages?(x: Float32Array): boolean;
+
+  /**
    * Quantizes w [N,K] (K a multiple of 32, else a RangeError) to int8 for gemmInt8: per block of
    * 32 along K, scales[b] = max|w| / 127 (fp32) and q = w / scale rounded to nearest, ties to even.
    * q holds N*K values, scales N*K/32.

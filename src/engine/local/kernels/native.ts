@@ -90,6 +90,7 @@ export function loadNativeKernels(addonPath: string = NATIVE_ADDON_PATH): Kernel
     dequantizeInt8Bf16: addon.dequantizeInt8Bf16,
     gemmInt8: addon.gemmInt8,
     sgemv: addon.sgemv,
+    adviseHugePages: addon.adviseHugePages,
     rmsnorm: addon.rmsnorm,
     siluMul: addon.siluMul,
     rope: addon.rope,

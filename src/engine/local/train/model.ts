@@ -205,7 +205,7 @@ export class TrainModel {
     if (!(Number.isInteger(this.headChunkRows) && this.headChunkRows >= 1)) {
       throw new RangeError(`headChunkRows must be a positive integer, got ${this.headChunkRows}`);
     }
-    this.buffers = new StepBuffers(cfg, this.budget);
+    this.buffers = new StepBuffers(cfg, this.budget, k.adviseHugePages);
     ({
       layers: this.layers,
       embed: this.embed,

@@ -13,6 +13,8 @@ import { type StepSize, trainStepBytes } from './memory.js';
 
 /** How much more than asked a buffer that has to grow takes, where the budget has room. */
 const GROWTH = 1.25;
+/** Buffers from this size on are backed by huge pages where the kernels can ask for them. */
+const HUGE_PAGES_FROM_BYTES = 4 * 2 ** 20;
 
 export class StepBuffers {
   private readonly buffers = new Map<string, Float32Array>();
@@ -27,6 +29,8 @@ export class StepBuffers {
     private readonly cfg: ModelConfig,
     /** Bytes the buffers may take (trainStepBytes); Infinity for no limit. */
     private readonly budget: number,
+    /** Asks for huge pages behind a new buffer before its first write (Kernels.adviseHugePages). */
+    private readonly adviseHugePages?: (x: Float32Array) => boolean,
   ) {}
 
   /** Bytes the cached buffers hold now. */
@@ -44,6 +48,7 @@ export class StepBuffers {
       const length = b && this.headroom ? Math.ceil(size * GROWTH) : size;
       this.grown ||= length > size;
       b = new Float32Array(length);
+      if (b.byteLength >= HUGE_PAGES_FROM_BYTES) this.adviseHugePages?.(b);
       this.buffers.set(key, b);
     }
     return b.subarray(0, size);
