@@ -109,6 +109,10 @@ float causal_softmax_row_bf16(uint16_t* p, float* s, size_t visible, size_t cols
 // dp = dO_i V^T, the row's lse and dot = dO_i . O_i; equal to rounding the float32 kernel's.
 void causal_softmax_backward_row_bf16(uint16_t* p, uint16_t* ds, const float* s, const float* dp, float lse,
                                       float dot, size_t visible, size_t cols);
+// One part of a row (cols columns, the first `seen` >= 1 visible) in an online softmax: p = e^(s -
+// max) as bf16 bits, zeros after, with *max_score and *sum (from -inf and 0) updated to cover the
+// part; returns the factor that rescales what was summed before it (0 for the first part).
+float online_softmax_part_bf16(uint16_t* p, float* s, size_t seen, size_t cols, float* max_score, float* sum);
 // out[i] = a_i . b_i over n rows of len floats, stride apart.
 void rows_dot_f32(float* out, const float* a, const float* b, size_t n, size_t len, size_t stride);
 

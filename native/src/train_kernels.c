@@ -325,6 +325,18 @@ void causal_softmax_backward_row_bf16(uint16_t* p, uint16_t* ds, const float* s,
 }
 
 SIMD_CLONES
+float online_softmax_part_bf16(uint16_t* p, float* s, size_t seen, size_t cols, float* max_score, float* sum) {
+  const float part_max = max_f32(s, seen);
+  const float new_max = part_max > *max_score ? part_max : *max_score;
+  const float rescale = *max_score == -INFINITY ? 0.f : exp_f32(*max_score - new_max);
+  *sum = *sum * rescale + exp_shifted_f32(s, seen, new_max);
+  *max_score = new_max;
+  bf16_from_f32(p, s, seen);
+  memset(p + seen, 0, (cols - seen) * sizeof(uint16_t));
+  return rescale;
+}
+
+SIMD_CLONES
 void rows_dot_f32(float* out, const float* a, const float* b, size_t n, size_t len, size_t stride) {
   for (size_t i = 0; i < n; i++) out[i] = dot_f32(a + i * stride, b + i * stride, len);
 }
