@@ -229,13 +229,13 @@ describe('memory of a training step', () => {
     );
     // 600 rows pad to 640 (tiles of 64), 600 score columns to 1,024 (chunks of 512). K, V (bf16), dK,
     // dV (fp32): 12 bytes per head dimension and row, Q and dO (bf16) of each stacked head: 4; score
-    // blocks of 64 rows per stacked head: 12 bytes a column; one block of dQ. The kernels stack the
-    // largest divisor of the group up to 4.
+    // blocks of 64 rows per stacked head: 12 bytes a column; one block of dQ; dO . O per stacked row.
+    // The kernels stack the largest divisor of the group up to 4.
     const group = cfg.numHeads / cfg.numKvHeads,
       stack = [4, 3, 2].find((s) => group % s === 0) ?? 1;
     assert.equal(
       fusedAttentionBytes(cfg, 600),
-      640 * (12 + 4 * stack) * cfg.headDim + 12 * 64 * stack * 1024 + 256 * stack * cfg.headDim,
+      640 * (12 + 4 * stack) * cfg.headDim + 12 * 64 * stack * 1024 + 256 * stack * cfg.headDim + 640 * 4 * stack,
     );
   });
 

@@ -267,7 +267,7 @@ static AttentionStatus backward_item(const Call* c, size_t seq, size_t g) {
       const size_t rows = n - r0 < TILE ? n - r0 : TILE, cols = r0 + TILE;
       const uint16_t *qblock = qb + stack * r0 * hd, *doblock = dob + stack * r0 * hd;
       // Chunk by chunk, so that a chunk's S, dP, P and dS stay in cache between the passes (at 16k
-      // tokens a block's whole rows are 12 MB): scores and dP = dO V^T, one pass turning them into
+      // tokens a block's whole rows are 16 MB of S and dP): scores and dP = dO V^T, one pass turning them into
       // P and dS, then dV_j += P_j^T dO, dQ += scale dS_j K_j, dK_j += scale dS_j^T Q over the
       // stacked heads' rows. Each chunk's values are the same as over whole rows.
       for (size_t j0 = 0; j0 < cols; j0 += CHUNK) {

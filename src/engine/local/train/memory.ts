@@ -109,14 +109,20 @@ export function trainStepBytes(cfg: ModelConfig, step: StepSize): number {
  * (native/src/train_attention.c): bf16 copies of K and V, of Q and dO for each stacked query head,
  * and the fp32 sums of dK and dV (12 + 4 x stacked bytes per head dimension and row, rows padded to
  * its 64-row tiles); two fp32 and two bf16 blocks of 64 score rows per stacked head (12 bytes per
- * column, columns padded to its 512-column chunks); one such block of dQ.
+ * column, columns padded to its 512-column chunks); one such block of dQ; each stacked row's
+ * dO . O (4 bytes per stacked head and row).
  */
 export function fusedAttentionBytes(cfg: ModelConfig, longest: number): number {
   const tile = 64,
     rows = Math.ceil(longest / tile) * tile,
     columns = Math.ceil(longest / 512) * 512,
     stack = stackedHeads(cfg.numHeads / cfg.numKvHeads);
-  return rows * (12 + 4 * stack) * cfg.headDim + 12 * tile * stack * columns + 4 * tile * stack * cfg.headDim;
+  return (
+    rows * (12 + 4 * stack) * cfg.headDim +
+    12 * tile * stack * columns +
+    4 * tile * stack * cfg.headDim +
+    4 * stack * rows
+  );
 }
 
 /** Query heads of one KV head that the fused attention stacks into one block: the largest divisor of the group up to 4. */
