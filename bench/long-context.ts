@@ -3,8 +3,8 @@
 // (a) time to first token of turns 1-5 of a growing session, prefix cache on vs off: runs
 //     bench/prefix-cache.ts (16k-token first prompt, ~300 new tokens per turn);
 // (b) a training step (forward, backward, optimizer; after a first one, also shown) at 2k, 8k and
-//     16k tokens, LoRA r16 and full fine-tuning, each in its own child process: wall time and peak RSS of the whole process
-//     (weights, learner, step), next to PyTorch's (bench/torch_train.py: same model, loss and
+//     16k tokens, LoRA r16 and full fine-tuning, each in its own child process: wall time and peak
+//     RSS of the whole process (weights, learner, step), next to PyTorch's (bench/torch_train.py: same model, loss and
 //     optimizer; under bf16 autocast where ours trains at bf16) at the same length, in the same run.
 //     Half of each sample is completion, as in bench:train. Bytes per token: the peak's growth from
 //     the shortest length, per token. The engine runs at serve's precision (BENCH_PRECISION, default
