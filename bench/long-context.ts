@@ -26,11 +26,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LocalEngine } from '../src/engine/local/engine.js';
 import { LocalLearner } from '../src/engine/local/learner.js';
-import { memoryPlan } from '../src/engine/local/memory-plan.js';
+import { memoryPlan, packableOn, trainableValuesOf } from '../src/engine/local/memory-plan.js';
 import { parsePrecision, trainPrecisionOf, type TrainPrecision } from '../src/engine/local/precision.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import type { LearnerConfig } from '../src/engine/local/train/learner.js';
-import { Lora, type LoraSpec } from '../src/engine/local/train/lora.js';
+import type { LoraSpec } from '../src/engine/local/train/lora.js';
 import type { TrainingSample } from '../src/engine/types.js';
 import { DEFAULT_PPO } from '../src/learn/ppo.js';
 import { benchModel, PYTHON, ROOT, type BenchPreset } from './models.js';
@@ -85,10 +85,10 @@ async function child(c: Case): Promise<ChildResult> {
     totalBytes: totalmem(),
     parameters: info.parameters,
     loraRank: c.lora ? LORA.rank : 0,
-    trainableValues: c.lora ? new Lora(engine.folder.config, LORA).data.length : info.parameters,
+    trainableValues: trainableValuesOf(engine.folder.config, info.parameters, c.lora ? LORA.rank : 0),
     kvCacheBytes: 0,
     precision: info.precision,
-    packable: info.kernelInfo.gemm === 'onednn' && info.kernelInfo.bf16Instructions,
+    packable: packableOn(info.kernelInfo),
     maxTrainTokens: c.tokens,
   });
   const precision = trainPrecisionOf(info.precision);

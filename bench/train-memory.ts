@@ -3,13 +3,14 @@
 // allocates what does not grow with the step (weights, gradient buffers, BLAS's work buffers),
 // resets and reads VmHWM, runs one forward and backward of a sample whose last quarter is the completion,
 // and reads VmHWM again. The growth is the step's memory; its slope per token between lengths
-// is what a --max-train-tokens limit rests on. Layouts: the whole tape or layers recomputed
-// (`layers`), each with every row's logits kept or the LM head chunked (`+head`).
+// is what a --max-train-tokens limit rests on. Layouts: the whole tape, layers recomputed with
+// each layer's attention output kept (`kept`), or all recomputed (`layers`), each with every row's
+// logits kept or the LM head chunked (`+head`).
 //
 //   npm run build && node dist/bench/train-memory.js                     # tiny, 2k to 16k tokens
 //   node dist/bench/train-memory.js qwen3-0.6b 512 2048                  # LoRA r16 at these lengths
 //   BENCH_MODES=full node dist/bench/train-memory.js tiny 4096 8192
-//   BENCH_LAYOUTS=layers,layers+head node dist/bench/train-memory.js qwen3-0.6b 4096
+//   BENCH_LAYOUTS=kept,layers+head node dist/bench/train-memory.js qwen3-0.6b 4096
 
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -32,9 +33,10 @@ interface Case {
   tokens: number;
   lora: boolean;
   checkpoint: boolean;
+  keepAttention: boolean;
   chunkedHead: boolean;
 }
-const LAYOUTS = ['tape', 'tape+head', 'layers', 'layers+head'] as const;
+const LAYOUTS = ['tape', 'tape+head', 'kept', 'kept+head', 'layers', 'layers+head'] as const;
 interface Measured {
   before: number;
   after: number;
@@ -105,7 +107,8 @@ function child(c: Case): Measured {
     grads = allocateParams(base.specs);
     grads.data.fill(0);
   }
-  const model = new TrainModel(cfg, base, grads, lora, k, { checkpoint: c.checkpoint, chunkedHead: c.chunkedHead });
+  const { checkpoint, keepAttention, chunkedHead } = c;
+  const model = new TrainModel(cfg, base, grads, lora, k, { checkpoint, keepAttention, chunkedHead });
   const rng = createRng(c.tokens);
   const tokens = Array.from({ length: c.tokens }, () => Math.floor(rng.next() * cfg.vocabSize));
   const completion = Math.ceil(c.tokens / 4);
@@ -123,8 +126,9 @@ function child(c: Case): Measured {
     tokens: c.tokens,
     completionTokens: completion,
     loraRank: c.lora ? RANK : 0,
-    checkpoint: c.checkpoint,
-    ...(c.chunkedHead ? { headChunkRows: HEAD_CHUNK_ROWS } : {}),
+    checkpoint,
+    keepAttention,
+    ...(chunkedHead ? { headChunkRows: HEAD_CHUNK_ROWS } : {}),
   });
   return { before, after, estimate, allocated: model.bufferBytes, seconds };
 }
@@ -152,11 +156,12 @@ function main(): void {
   console.log('mode        layout       tokens  estimate MiB  measured MiB  measured/estimate  step s  peak RSS MiB');
   for (const mode of modes) {
     for (const layout of layouts) {
-      const checkpoint = layout.startsWith('layers'),
+      const keepAttention = layout.startsWith('kept'),
+        checkpoint = keepAttention || layout.startsWith('layers'),
         chunkedHead = layout.endsWith('+head');
       const rows: Array<{ tokens: number; m: Measured }> = [];
       for (const tokens of lengths) {
-        const m = measure({ preset, tokens, lora: mode === 'lora', checkpoint, chunkedHead });
+        const m = measure({ preset, tokens, lora: mode === 'lora', checkpoint, keepAttention, chunkedHead });
         rows.push({ tokens, m });
         const growth = m.after - m.before;
         console.log(

@@ -6,10 +6,14 @@ import assert from 'node:assert/strict';
 import {
   COMPLETION_FRACTION,
   memoryPlan,
+  packableOn,
   RUNTIME_ALLOWANCE_BYTES,
+  trainableValuesOf,
   USABLE_MEMORY_SHARE,
 } from '../src/engine/local/memory-plan.js';
+import type { KernelInfo } from '../src/engine/local/kernels/kernels.js';
 import { modelConfigOf, PRESETS } from '../src/engine/local/model/init.js';
+import { Lora, LORA_TARGETS } from '../src/engine/local/train/lora.js';
 import { HEAD_CHUNK_ROWS, trainStepBytes } from '../src/engine/local/train/memory.js';
 
 const GiB = 2 ** 30;
@@ -76,4 +80,26 @@ test('without a given prefix cache the default is sized in the rows of the preci
   assert.equal(memoryPlan({ ...base, precision: 'fp32' }).kvCacheBytes, 4 * 2048 * perToken * 4);
   assert.equal(memoryPlan({ ...base, precision: 'bf16' }).kvCacheBytes, 4 * 2048 * perToken * 2);
   assert.equal(memoryPlan({ ...base, precision: 'int8' }).kvCacheBytes, 4 * 2048 * perToken * 2);
+});
+
+test("a learner's trainable values are its adapter's (all seven projections) or every parameter", () => {
+  for (const rank of [1, 16]) {
+    const adapter = new Lora(qwen, { rank, alpha: 2 * rank, targets: [...LORA_TARGETS] });
+    assert.equal(trainableValuesOf(qwen, 596_049_920, rank), adapter.data.length, `rank ${rank}`);
+  }
+  // 28 layers of rank 16 x (in + out) over q, k, v, o, gate, up, down at the 0.6B shape.
+  assert.equal(trainableValuesOf(qwen, 596_049_920, 16), 10_092_544);
+  assert.equal(trainableValuesOf(qwen, 596_049_920, 0), 596_049_920, 'full fine-tuning');
+});
+
+test('frozen weights are packable on oneDNN with bf16 instructions only', () => {
+  const info = (gemm: KernelInfo['gemm'], bf16Instructions: boolean): KernelInfo => ({
+    gemm,
+    isa: 'avx512_core_bf16',
+    bf16Instructions,
+    int8Dot: 'vnni',
+  });
+  assert.equal(packableOn(info('onednn', true)), true);
+  assert.equal(packableOn(info('onednn', false)), false);
+  assert.equal(packableOn(info('openblas', true)), false);
 });

@@ -5,6 +5,7 @@
 
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { bf16Value, toBf16 } from '../src/engine/local/kernels/bf16.js';
 import type { Kernels } from '../src/engine/local/kernels/kernels.js';
 import { portableKernels } from '../src/engine/local/kernels/portable.js';
 import { gemmFor } from '../src/engine/local/precision.js';
@@ -216,6 +217,38 @@ describe('training attention: fused bf16 kernels', () => {
       for (const name of ['out', 'lse', 'dq', 'dk', 'dv'] as const) assertWithinUlp(a[name], b[name], name);
     });
   }
+
+  // A training step keeps the output as bf16 bits (train/model.ts): the forward must write the float
+  // output's rounding, and the backward must read the bits as their float values.
+  const keptAsBits = (name: string, kernels: () => Kernels, skip: string | boolean) =>
+    test(`${name}: an output kept as bf16 bits is the float output rounded, and the backward reads it widened`, {
+      skip,
+    }, () => {
+      const kk = kernels();
+      const compute = { gemm: gemmFor(kk, 'bf16'), bf16: true },
+        shape = { nHeads: H, nKvHeads: KV, headDim: hd };
+      const scratch = new Float32Array(attentionScratchSize(700));
+      const floats = run(kk);
+      const bits = new Uint16Array(T * qDim).fill(0xffff),
+        lse = new Float32Array(T * H);
+      attentionForward(kk, compute, bits, lse, q, k, v, seqs, shape, scratch);
+      const rounded = new Uint16Array(T * qDim);
+      toBf16(rounded, floats.out, T * qDim);
+      assert.deepEqual(bits, rounded, 'the output bits');
+      assert.deepEqual(lse, floats.lse, 'lse');
+      const backward = (out: Float32Array | Uint16Array) => {
+        const dq = new Float32Array(T * qDim),
+          dk = new Float32Array(T * kvDim),
+          dv = new Float32Array(T * kvDim);
+        attentionBackward(kk, compute, dq, dk, dv, dOut, out, lse, q, k, v, seqs, shape, scratch);
+        return { dq, dk, dv };
+      };
+      const widened = Float32Array.from(bits, (b) => bf16Value(b));
+      assert.deepEqual(backward(bits), backward(widened), 'dq, dk, dv');
+    });
+  keptAsBits('fused', native, skipNative);
+  keptAsBits('blockwise', () => blockwiseOf(native()), skipNative);
+  keptAsBits('portable', () => portableKernels, false);
 
   test('a GEMM on all threads after the fused kernels gives the same bits as before them', { skip: skipNative }, () => {
     // The fused kernels run one-thread matmuls inside a parallel region; the primitives cached

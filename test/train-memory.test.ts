@@ -1,6 +1,6 @@
-// Training in bounded memory: recomputing layers in the backward (checkpointing) and computing
-// the LM head's logits a chunk of rows at a time give exactly the outputs and gradients of
-// keeping everything; trainStepBytes is exactly what TrainModel allocates, and grows linearly
+// Training in bounded memory: recomputing layers in the backward (checkpointing, with or without
+// each layer's attention output kept) and computing the LM head's logits a chunk of rows at a time
+// give exactly the outputs and gradients of keeping everything; trainStepBytes is exactly what TrainModel allocates, and grows linearly
 // with the tokens (no n x n attention matrix, at 4096 tokens; with the head chunked, no R x vocab
 // logits); a budget picks the cheapest layout that fits; the buffer cache keeps one layout at a
 // time; maxTrainTokens finds the longest sample that fits a budget.
@@ -41,10 +41,14 @@ function sequence(
   return { tokens: Array.from({ length }, () => Math.floor(rng.next() * vocab)), promptLength };
 }
 
-/** A model over fixed random weights: full fine-tuning (its own gradient buffer) or LoRA rank 4 with B != 0. */
-function makeModel(family: ModelFamily, lora: boolean, opts: TrainModelOptions, numLayers = 2) {
+/**
+ * A model over fixed random weights: full fine-tuning (its own gradient buffer) or LoRA rank 4 with
+ * B != 0; at bf16, every product from the weights' bf16 copies.
+ */
+function makeModel(family: ModelFamily, lora: boolean, opts: TrainModelOptions, numLayers = 2, bf16 = false) {
   const cfg = tinyConfig(family, numLayers);
   const params = randomParams(cfg, 7, 0.25);
+  if (bf16) opts = { ...opts, bf16: bf16ParamsOf(kernels, params.specs, params.data) };
   if (!lora) {
     const grads = allocateParams(params.specs);
     return { cfg, model: new TrainModel(cfg, params, grads, null, kernels, opts), grads: grads.data };
@@ -105,20 +109,28 @@ function compareTwoRounds(
 }
 
 describe('checkpointing (layers recomputed in the backward)', () => {
-  for (const [family, lora] of [
-    ['qwen3', true],
-    ['llama', false],
-    ['qwen2', false],
-  ] as Array<[ModelFamily, boolean]>) {
-    test(`${family} ${lora ? 'LoRA' : 'full fine-tuning'}: bit-identical outputs and gradients to keeping the whole tape`, () => {
-      const whole = makeModel(family, lora, { checkpoint: false });
-      const recomputed = makeModel(family, lora, { checkpoint: true });
-      const V = whole.cfg.vocabSize,
+  for (const [family, lora, bf16] of [
+    ['qwen3', true, false],
+    ['llama', false, false],
+    ['qwen2', false, false],
+    ['qwen3', true, true],
+  ] as Array<[ModelFamily, boolean, boolean]>) {
+    const what = `${family} ${lora ? 'LoRA' : 'full fine-tuning'}${bf16 ? ' at bf16' : ''}`;
+    test(`${what}: bit-identical outputs and gradients to keeping the whole tape`, () => {
+      // Gradients accumulate from round to round: a whole-tape model for each comparison.
+      const model = (opts: TrainModelOptions) => makeModel(family, lora, opts, 2, bf16);
+      const whole = () => model({ checkpoint: false });
+      const attentionKept = model({ checkpoint: true, keepAttention: true });
+      const recomputed = model({ checkpoint: true, keepAttention: false });
+      const V = attentionKept.cfg.vocabSize,
         rng = createRng(12);
       // Packed: several query blocks, one sequence shorter than a block, two blocks.
       const batch = [sequence(rng, 300, 200, V), sequence(rng, 5, 2, V), sequence(rng, 150, 100, V)];
-      compareTwoRounds(whole, recomputed, batch, assertBitIdentical);
-      assert.ok(recomputed.model.bufferBytes < whole.model.bufferBytes, 'recomputing keeps fewer buffers');
+      const reference = whole();
+      compareTwoRounds(reference, attentionKept, batch, assertBitIdentical);
+      compareTwoRounds(whole(), recomputed, batch, assertBitIdentical);
+      assert.ok(attentionKept.model.bufferBytes < reference.model.bufferBytes, 'recomputing keeps fewer buffers');
+      assert.ok(recomputed.model.bufferBytes < attentionKept.model.bufferBytes, 'and fewer still with the attention');
     });
   }
 });
@@ -165,13 +177,20 @@ function assertClose(a: Float32Array, b: Float32Array, what: string): void {
 }
 
 describe('memory of a training step', () => {
-  const cases: Array<[string, ModelFamily, boolean, Pick<StepSize, 'checkpoint' | 'headChunkRows'>]> = [
-    ['qwen3 LoRA, layers recomputed', 'qwen3', true, { checkpoint: true }],
-    ['qwen3 LoRA, whole tape', 'qwen3', true, { checkpoint: false }],
-    ['llama full fine-tuning, layers recomputed', 'llama', false, { checkpoint: true }],
-    ['qwen3 LoRA, layers recomputed, head chunked', 'qwen3', true, { checkpoint: true, headChunkRows: 300 }],
-    ['llama full fine-tuning, whole tape, head chunked', 'llama', false, { checkpoint: false, headChunkRows: 300 }],
-  ];
+  const cases: Array<[string, ModelFamily, boolean, Pick<StepSize, 'checkpoint' | 'keepAttention' | 'headChunkRows'>]> =
+    [
+      ['qwen3 LoRA, layers recomputed', 'qwen3', true, { checkpoint: true, keepAttention: false }],
+      ['qwen3 LoRA, layers recomputed, attention kept', 'qwen3', true, { checkpoint: true, keepAttention: true }],
+      ['qwen3 LoRA, whole tape', 'qwen3', true, { checkpoint: false }],
+      ['llama full fine-tuning, layers recomputed', 'llama', false, { checkpoint: true, keepAttention: false }],
+      [
+        'qwen3 LoRA, layers recomputed, attention kept, head chunked',
+        'qwen3',
+        true,
+        { checkpoint: true, keepAttention: true, headChunkRows: 300 },
+      ],
+      ['llama full fine-tuning, whole tape, head chunked', 'llama', false, { checkpoint: false, headChunkRows: 300 }],
+    ];
   for (const [name, family, lora, layout] of cases) {
     test(`${name}: trainStepBytes is what TrainModel allocates, and 4096 tokens take at most 2.1x 2048`, () => {
       const measured: number[] = [];
@@ -207,21 +226,23 @@ describe('memory of a training step', () => {
     const adapter = new Lora(cfg, { rank: 4, alpha: 8, targets: [...TARGETS] });
     adapter.initialise(8);
     const bf16 = bf16ParamsOf(kernels, params.specs, params.data);
-    const model = new TrainModel(cfg, params, null, adapter, kernels, { checkpoint: true, bf16 });
+    const model = new TrainModel(cfg, params, null, adapter, kernels, { checkpoint: true, keepAttention: true, bf16 });
     step(model, [sequence(createRng(5), 600, 300, cfg.vocabSize)], cfg.vocabSize);
-    const size = { tokens: 600, completionTokens: 300, loraRank: 4, checkpoint: true };
+    const size = { tokens: 600, completionTokens: 300, loraRank: 4, checkpoint: true, keepAttention: true };
     // The JS buffers: the fp32 step's, less half of the layer inputs h1, h2 and act (kept as bf16,
-    // 2 bytes a value; one layer's, recomputed) and of the gate's and up's output gradients, and two slots of rounded values: the attention's
-    // output, and the widest layer output or the LM head's logit gradient (300 rows of the vocab,
-    // the wider here); the fused kernels' own buffers are outside them, one set per thread.
+    // 2 bytes a value; one layer's, recomputed), of every layer's attention output (kept) and of the
+    // gate's and up's output gradients, and one slot of rounded values: the widest layer output or
+    // the LM head's logit gradient (300 rows of the vocab, the wider here); the fused kernels' own
+    // buffers are outside them, one set per thread.
     assert.equal(model.bufferBytes, trainStepBytes(cfg, { ...size, bf16: true }));
     const widest = 600 * Math.max(cfg.hiddenSize, cfg.numHeads * cfg.headDim);
     assert.ok(300 * cfg.vocabSize > widest, 'the head is the widest rounded input of this model');
     // h1, h2, act on the tape; the gate's and up's output gradients in the backward.
     const inputs = 600 * (2 * cfg.hiddenSize + 3 * cfg.intermediateSize);
+    const attentionOut = cfg.numLayers * 600 * cfg.numHeads * cfg.headDim;
     assert.equal(
       trainStepBytes(cfg, { ...size, bf16: true }) - trainStepBytes(cfg, size),
-      2 * 600 * cfg.numHeads * cfg.headDim + 2 * 300 * cfg.vocabSize - 2 * inputs,
+      2 * 300 * cfg.vocabSize - 2 * inputs - 2 * attentionOut,
     );
     assert.equal(
       trainStepBytes(cfg, { ...size, bf16: true, attentionThreads: 2 }) - trainStepBytes(cfg, { ...size, bf16: true }),
@@ -240,11 +261,11 @@ describe('memory of a training step', () => {
   });
 
   test('packed sequences size the attention scratch by the longest one', () => {
-    const { cfg, model } = makeModel('qwen3', true, { checkpoint: true });
+    const { cfg, model } = makeModel('qwen3', true, { checkpoint: true, keepAttention: true });
     const rng = createRng(13),
       V = cfg.vocabSize;
     step(model, [sequence(rng, 700, 600, V), sequence(rng, 300, 250, V)], V);
-    const size = { tokens: 1000, completionTokens: 150, loraRank: 4, checkpoint: true };
+    const size = { tokens: 1000, completionTokens: 150, loraRank: 4, checkpoint: true, keepAttention: true };
     assert.equal(model.bufferBytes, trainStepBytes(cfg, { ...size, longestSequence: 700 }));
     assert.ok(
       trainStepBytes(cfg, size) > model.bufferBytes,
@@ -256,23 +277,36 @@ describe('memory of a training step', () => {
     // 8 layers, so that recomputing them saves most of the tape.
     const cfg = tinyConfig('qwen3', 8),
       rank = 4;
-    const bytes = (tokens: number, checkpoint: boolean) =>
-      trainStepBytes(cfg, { tokens, completionTokens: tokens / 2, loraRank: rank, checkpoint });
-    // 200 tokens fit with the whole tape, 500 only with layers recomputed.
-    const budget = bytes(200, false);
-    assert.ok(bytes(500, true) <= budget && bytes(500, false) > budget, 'the budget separates the two lengths');
+    // The layouts: the whole tape, layers recomputed with their attention kept, all recomputed.
+    const layouts = {
+      whole: { checkpoint: false },
+      kept: { checkpoint: true, keepAttention: true },
+      recomputed: { checkpoint: true, keepAttention: false },
+    };
+    const bytes = (tokens: number, layout: keyof typeof layouts) =>
+      trainStepBytes(cfg, { tokens, completionTokens: tokens / 2, loraRank: rank, ...layouts[layout] });
+    // 200 tokens fit with the whole tape, 500 only with layers recomputed, 600 only with their attention too.
+    const budget = bytes(200, 'whole');
+    assert.ok(bytes(500, 'kept') <= budget && bytes(500, 'whole') > budget, 'the budget separates 200 and 500');
+    assert.ok(bytes(600, 'recomputed') <= budget && bytes(600, 'kept') > budget, 'and 500 and 600');
     const { model } = makeModel('qwen3', true, { activationBudgetBytes: budget, chunkedHead: false }, 8);
     const rng = createRng(14),
       V = cfg.vocabSize;
     const run = (tokens: number) => step(model, [sequence(rng, tokens, tokens / 2, V)], V);
     run(200);
-    assert.equal(model.bufferBytes, bytes(200, false), 'short: the whole tape');
+    assert.equal(model.bufferBytes, bytes(200, 'whole'), 'short: the whole tape');
     run(500);
-    assert.equal(model.bufferBytes, bytes(500, true), 'long: recomputed layers, the per-layer buffers freed');
+    assert.equal(model.bufferBytes, bytes(500, 'kept'), 'long: recomputed layers, the per-layer buffers freed');
     run(350);
-    assert.equal(model.bufferBytes, bytes(500, true), 'shorter again, same layout: the cached buffers are reused');
+    assert.equal(model.bufferBytes, bytes(500, 'kept'), 'shorter again, same layout: the cached buffers are reused');
+    run(600);
+    assert.equal(
+      model.bufferBytes,
+      bytes(600, 'recomputed'),
+      'longer: the attention recomputed too, its buffers freed',
+    );
     run(200);
-    assert.equal(model.bufferBytes, bytes(200, false), 'back to the whole tape: the shared buffers freed');
+    assert.equal(model.bufferBytes, bytes(200, 'whole'), 'back to the whole tape: the shared buffers freed');
   });
 
   test('a buffer that grows takes a quarter more where the budget has room, so slightly longer steps reuse it', () => {
@@ -307,8 +341,21 @@ describe('memory of a training step', () => {
     const cfg = tinyConfig('qwen3', 8),
       rank = 4,
       chunk = 64;
-    const bytes = (tokens: number, completion: number, checkpoint: boolean, headChunkRows?: number) =>
-      trainStepBytes(cfg, { tokens, completionTokens: completion, loraRank: rank, checkpoint, headChunkRows });
+    const bytes = (
+      tokens: number,
+      completion: number,
+      checkpoint: boolean,
+      headChunkRows?: number,
+      keep = checkpoint,
+    ) =>
+      trainStepBytes(cfg, {
+        tokens,
+        completionTokens: completion,
+        loraRank: rank,
+        checkpoint,
+        keepAttention: keep,
+        headChunkRows,
+      });
     const budget = bytes(400, 200, false);
     // 400 tokens with 300 completion rows fit with the head chunked, not with all their logits.
     assert.ok(bytes(400, 300, false) > budget && bytes(400, 300, false, chunk) <= budget);
@@ -323,9 +370,13 @@ describe('memory of a training step', () => {
     assert.ok(bytes(1000, 600, false, chunk) > budget && bytes(1000, 600, true) <= budget);
     run(1000, 600);
     assert.equal(model.bufferBytes, bytes(1000, 600, true), 'a long sample: layers recomputed, all logits kept');
-    assert.ok(bytes(1400, 600, true) > budget && bytes(1400, 600, true, chunk) <= budget);
+    // Where the kept attention does not fit even with the head chunked, it is recomputed (all logits kept).
+    assert.ok(bytes(1200, 600, true, chunk) > budget && bytes(1200, 600, true, undefined, false) <= budget);
+    run(1200, 600);
+    assert.equal(model.bufferBytes, bytes(1200, 600, true, undefined, false), 'longer: the attention recomputed');
+    assert.ok(bytes(1400, 600, true, undefined, false) > budget && bytes(1400, 600, true, chunk, false) <= budget);
     run(1400, 600);
-    assert.equal(model.bufferBytes, bytes(1400, 600, true, chunk), 'longer still: both');
+    assert.equal(model.bufferBytes, bytes(1400, 600, true, chunk, false), 'longer still: the head chunked too');
   });
 
   test('maxTrainTokens is the longest sample whose step fits the budget', () => {

@@ -128,21 +128,6 @@ void pack_rounded_f32(float* out, const void* x, bool is_bf16, size_t rows, size
   pack(out, false, x, is_bf16, rows, cols, ld, transposed);
 }
 
-static inline float dot_f32_bf16(const float* a, const uint16_t* b, size_t n) {
-  f32x8 acc0 = {0}, acc1 = {0}, acc2 = {0}, acc3 = {0};
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    acc0 += load8(a + i) * load8_bf16(b + i);
-    acc1 += load8(a + i + 8) * load8_bf16(b + i + 8);
-    acc2 += load8(a + i + 16) * load8_bf16(b + i + 16);
-    acc3 += load8(a + i + 24) * load8_bf16(b + i + 24);
-  }
-  for (; i + 8 <= n; i += 8) acc0 += load8(a + i) * load8_bf16(b + i);
-  float tail = 0.f;
-  for (; i < n; i++) tail += a[i] * bf16_to_f32(b[i]);
-  return add_lanes((acc0 + acc1) + (acc2 + acc3)) + tail;
-}
-
 // Columns [first, first + count): each b row is read from memory once and then stays in L1
 // for the m (a row or a few) rows of a, so the kernel runs at the speed of streaming b.
 SIMD_CLONES

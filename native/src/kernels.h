@@ -115,6 +115,8 @@ void causal_softmax_backward_row_bf16(uint16_t* p, uint16_t* ds, const float* s,
 float online_softmax_part_bf16(uint16_t* p, float* s, size_t seen, size_t cols, float* max_score, float* sum);
 // out[i] = a_i . b_i over n rows of len floats, stride apart.
 void rows_dot_f32(float* out, const float* a, const float* b, size_t n, size_t len, size_t stride);
+// The same with b's rows as bf16 bits, widened exactly.
+void rows_dot_f32_bf16(float* out, const float* a, const uint16_t* b, size_t n, size_t len, size_t stride);
 
 // siluMul's backward with dg and du rounded to bf16 bits: equal to rounding the float32 kernel's.
 void silu_mul_backward_bf16_out(uint16_t* dg, uint16_t* du, const float* da, const float* gate, const float* up,

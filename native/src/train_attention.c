@@ -181,11 +181,19 @@ static AttentionStatus forward_block_online(const Call* c, const Item* it, size_
   return ATTENTION_DONE;
 }
 
-// The block's output rows (o: `stack` heads' TILE rows of hd) to out (head i at out + i * hd, rows
-// q_dim apart).
-static void copy_out(float* out, const float* o, size_t stack, size_t rows, size_t hd, size_t q_dim) {
+// The block's output rows (o: `stack` heads' TILE rows of hd) to the output's rows from `at` (head i
+// at + i * hd, rows q_dim apart), as floats or rounded to bf16 bits.
+static void copy_out(const TrainAttention* a, size_t at, const float* o, size_t stack, size_t rows, size_t hd,
+                     size_t q_dim) {
   for (size_t i = 0; i < stack; i++)
-    for (size_t r = 0; r < rows; r++) memcpy(out + r * q_dim + i * hd, o + (i * TILE + r) * hd, hd * sizeof(float));
+    for (size_t r = 0; r < rows; r++) {
+      const size_t to = at + r * q_dim + i * hd;
+      const float* from = o + (i * TILE + r) * hd;
+      if (a->out_bf16)
+        bf16_from_f32(a->out_bf16 + to, from, hd);
+      else
+        memcpy(a->out + to, from, hd * sizeof(float));
+    }
 }
 
 // Forward of one (sequence, KV head): its query heads, `stack` of them per pass.
@@ -211,7 +219,7 @@ static AttentionStatus forward_item(const Call* c, size_t seq, size_t g) {
       if (cols > CHUNK) {
         AttentionStatus st = forward_block_online(c, &it, h0, r0, rows, qblock, s, pb, o, stats);
         if (st != ATTENTION_DONE) return st;
-        copy_out(a->out + (start + r0) * q_dim + h0 * hd, o, stack, rows, hd, q_dim);
+        copy_out(a, (start + r0) * q_dim + h0 * hd, o, stack, rows, hd, q_dim);
         continue;
       }
       // One chunk: the softmax over whole rows.
@@ -231,7 +239,7 @@ static AttentionStatus forward_item(const Call* c, size_t seq, size_t g) {
       }
       AttentionStatus st = attention_tile(false, false, m, hd, cols, 1.f, pb, ld, vb, hd, 0.f, o, hd);
       if (st != ATTENTION_DONE) return st;
-      copy_out(a->out + (start + r0) * q_dim + h0 * hd, o, stack, rows, hd, q_dim);
+      copy_out(a, (start + r0) * q_dim + h0 * hd, o, stack, rows, hd, q_dim);
     }
   }
   return ATTENTION_DONE;
@@ -261,8 +269,13 @@ static AttentionStatus backward_item(const Call* c, size_t seq, size_t g) {
     const size_t q_off = start * q_dim + h0 * hd;
     stacked_rows_to_bf16(qb, a->q + q_off, stack, n, n_pad, hd, q_dim);
     stacked_rows_to_bf16(dob, a->d_out + q_off, stack, n, n_pad, hd, q_dim);
-    for (size_t i = 0; i < stack; i++)
-      rows_dot_f32(dots + i * n, a->d_out + q_off + i * hd, a->out + q_off + i * hd, n, hd, q_dim);
+    for (size_t i = 0; i < stack; i++) {
+      const size_t at = q_off + i * hd;
+      if (a->out_bf16)
+        rows_dot_f32_bf16(dots + i * n, a->d_out + at, a->out_bf16 + at, n, hd, q_dim);
+      else
+        rows_dot_f32(dots + i * n, a->d_out + at, a->out + at, n, hd, q_dim);
+    }
     for (size_t r0 = 0; r0 < n; r0 += TILE) {
       const size_t rows = n - r0 < TILE ? n - r0 : TILE, cols = r0 + TILE;
       const uint16_t *qblock = qb + stack * r0 * hd, *doblock = dob + stack * r0 * hd;

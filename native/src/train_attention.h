@@ -14,7 +14,10 @@ typedef enum { ATTENTION_DONE, ATTENTION_UNSUPPORTED, ATTENTION_FAILED, ATTENTIO
 // holds sequence s's values at n_heads * start + h * length + i.
 typedef struct {
   const float *q, *k, *v;
-  float* out; // written by the forward, read by the backward
+  // The attention's output, written by the forward and read by the backward: float32 values, or
+  // their bf16 bits (out_bf16); one of the two is set.
+  float* out;
+  uint16_t* out_bf16;
   float* lse; // likewise
   const float* d_out;
   float *dq, *dk, *dv;

@@ -55,14 +55,23 @@ static napi_value finish(OpCall* call, AttentionStatus status) {
   return result;
 }
 
+// The output as the attention takes it: a Float32Array, or a Uint16Array of its bf16 bits.
+static void set_out(TrainAttention* a, const Bf16Operand* out) {
+  if (out->is_bf16)
+    a->out_bf16 = out->data;
+  else
+    a->out = out->data;
+}
+
 // attentionForwardBf16(out, lse, q, k, v, seqs, nHeads, nKvHeads, headDim)
 napi_value op_attention_forward_bf16(napi_env env, napi_callback_info info) {
   OpCall call;
-  F32Array out, lse, q, k, v;
+  Bf16Operand out;
+  F32Array lse, q, k, v;
   I32Array seqs;
   TrainAttention a = {0};
   size_t rows;
-  if (!op_begin(env, info, "attentionForwardBf16", 9, &call) || !op_f32_array(&call, 0, "out", &out) ||
+  if (!op_begin(env, info, "attentionForwardBf16", 9, &call) || !op_bf16_operand(&call, 0, "out", &out) ||
       !op_f32_array(&call, 1, "lse", &lse) || !op_f32_array(&call, 2, "q", &q) || !op_f32_array(&call, 3, "k", &k) ||
       !op_f32_array(&call, 4, "v", &v) || !op_i32_array(&call, 5, "seqs", &seqs) || !check_shape(&call, 6, &a) ||
       !check_seqs(&call, &seqs, &rows))
@@ -74,7 +83,8 @@ napi_value op_attention_forward_bf16(napi_env env, napi_callback_info info) {
       !check_rows(&call, "v", v.length, rows, kv_dim, "rows*nKvHeads*headDim") ||
       !check_rows(&call, "lse", lse.length, rows, a.n_heads, "rows*nHeads"))
     return NULL;
-  a.out = out.data, a.lse = lse.data, a.q = q.data, a.k = k.data, a.v = v.data;
+  set_out(&a, &out);
+  a.lse = lse.data, a.q = q.data, a.k = k.data, a.v = v.data;
   a.seqs = seqs.data, a.n_seqs = seqs.length / 2;
   return finish(&call, train_attention_forward_bf16(&a));
 }
@@ -82,13 +92,14 @@ napi_value op_attention_forward_bf16(napi_env env, napi_callback_info info) {
 // attentionBackwardBf16(dq, dk, dv, dOut, out, lse, q, k, v, seqs, nHeads, nKvHeads, headDim)
 napi_value op_attention_backward_bf16(napi_env env, napi_callback_info info) {
   OpCall call;
-  F32Array dq, dk, dv, d_out, out, lse, q, k, v;
+  F32Array dq, dk, dv, d_out, lse, q, k, v;
+  Bf16Operand out;
   I32Array seqs;
   TrainAttention a = {0};
   size_t rows;
   if (!op_begin(env, info, "attentionBackwardBf16", 13, &call) || !op_f32_array(&call, 0, "dq", &dq) ||
       !op_f32_array(&call, 1, "dk", &dk) || !op_f32_array(&call, 2, "dv", &dv) ||
-      !op_f32_array(&call, 3, "dOut", &d_out) || !op_f32_array(&call, 4, "out", &out) ||
+      !op_f32_array(&call, 3, "dOut", &d_out) || !op_bf16_operand(&call, 4, "out", &out) ||
       !op_f32_array(&call, 5, "lse", &lse) || !op_f32_array(&call, 6, "q", &q) || !op_f32_array(&call, 7, "k", &k) ||
       !op_f32_array(&call, 8, "v", &v) || !op_i32_array(&call, 9, "seqs", &seqs) || !check_shape(&call, 10, &a) ||
       !check_seqs(&call, &seqs, &rows))
@@ -104,7 +115,8 @@ napi_value op_attention_backward_bf16(napi_env env, napi_callback_info info) {
       !check_rows(&call, "v", v.length, rows, kv_dim, "rows*nKvHeads*headDim") ||
       !check_rows(&call, "lse", lse.length, rows, a.n_heads, "rows*nHeads"))
     return NULL;
-  a.dq = dq.data, a.dk = dk.data, a.dv = dv.data, a.d_out = d_out.data, a.out = out.data, a.lse = lse.data;
+  set_out(&a, &out);
+  a.dq = dq.data, a.dk = dk.data, a.dv = dv.data, a.d_out = d_out.data, a.lse = lse.data;
   a.q = q.data, a.k = k.data, a.v = v.data, a.seqs = seqs.data, a.n_seqs = seqs.length / 2;
   return finish(&call, train_attention_backward_bf16(&a));
 }

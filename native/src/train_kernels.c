@@ -340,3 +340,8 @@ SIMD_CLONES
 void rows_dot_f32(float* out, const float* a, const float* b, size_t n, size_t len, size_t stride) {
   for (size_t i = 0; i < n; i++) out[i] = dot_f32(a + i * stride, b + i * stride, len);
 }
+
+SIMD_CLONES
+void rows_dot_f32_bf16(float* out, const float* a, const uint16_t* b, size_t n, size_t len, size_t stride) {
+  for (size_t i = 0; i < n; i++) out[i] = dot_f32_bf16(a + i * stride, b + i * stride, len);
+}

@@ -71,6 +71,22 @@ static inline float dot_f32(const float* a, const float* b, size_t n) {
   return add_lanes((acc0 + acc1) + (acc2 + acc3)) + tail;
 }
 
+// a . b with b's values as bf16 bits, widened exactly.
+static inline float dot_f32_bf16(const float* a, const uint16_t* b, size_t n) {
+  f32x8 acc0 = {0}, acc1 = {0}, acc2 = {0}, acc3 = {0};
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 += load8(a + i) * load8_bf16(b + i);
+    acc1 += load8(a + i + 8) * load8_bf16(b + i + 8);
+    acc2 += load8(a + i + 16) * load8_bf16(b + i + 16);
+    acc3 += load8(a + i + 24) * load8_bf16(b + i + 24);
+  }
+  for (; i + 8 <= n; i += 8) acc0 += load8(a + i) * load8_bf16(b + i);
+  float tail = 0.f;
+  for (; i < n; i++) tail += a[i] * bf16_to_f32(b[i]);
+  return add_lanes((acc0 + acc1) + (acc2 + acc3)) + tail;
+}
+
 // sum of a[i] * b[i] * c[i], the products taken left to right.
 static inline float dot3_f32(const float* a, const float* b, const float* c, size_t n) {
   f32x8 acc0 = {0}, acc1 = {0}, acc2 = {0}, acc3 = {0};

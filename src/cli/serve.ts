@@ -17,12 +17,17 @@ import { Gateway } from '../gateway/server.js';
 import { ServeMetrics } from '../metrics/serve-metrics.js';
 import { chatBackendOf, loadChatModel } from './chat-model.js';
 import type { PrefixCacheStats } from '../engine/local/engine.js';
-import { describeMemoryPlan, memoryPlan, type MemoryPlan } from '../engine/local/memory-plan.js';
+import {
+  describeMemoryPlan,
+  memoryPlan,
+  type MemoryPlan,
+  packableOn,
+  trainableValuesOf,
+} from '../engine/local/memory-plan.js';
 import type { KernelInfo } from '../engine/local/kernels/kernels.js';
 import type { Precision } from '../engine/local/precision.js';
 import type { ModelConfig } from '../engine/local/model/config.js';
 import { readModelFolder } from '../engine/local/model/folder.js';
-import { Lora } from '../engine/local/train/lora.js';
 import { resolveModel } from '../hub/index.js';
 import { progressBar } from '../hub/progress-bar.js';
 import { openStore } from '../store/store.js';
@@ -92,7 +97,7 @@ export async function runServe(argv: string[]): Promise<number> {
       model.engine.info.kvCacheBytes,
       learning,
       engineInfo.precision,
-      engineInfo.kernels.gemm === 'onednn' && engineInfo.kernels.bf16Instructions && !torchLaunch,
+      packableOn(engineInfo.kernels) && !torchLaunch,
     );
   } catch (e) {
     await model.engine.close();
@@ -240,7 +245,7 @@ function planMemory(
   packable: boolean,
 ): MemoryPlan {
   const rank = learning.enabled ? learning.training.loraRank : 0;
-  const trainableValues = !learning.enabled ? 0 : rank === 0 ? parameters : loraValues(cfg, rank);
+  const trainableValues = learning.enabled ? trainableValuesOf(cfg, parameters, rank) : 0;
   const given = learning.learn.maxTrainTokens ?? undefined;
   const plan = memoryPlan({
     cfg,
@@ -266,10 +271,6 @@ function planMemory(
 
 function describeKernels(k: KernelInfo): string {
   return `${k.gemm}, ${k.isa}, ${k.bf16Instructions ? 'bf16 instructions' : 'no bf16 instructions'}`;
-}
-
-function loraValues(cfg: ModelConfig, rank: number): number {
-  return new Lora(cfg, { rank, alpha: 2 * rank, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] }).data.length;
 }
 
 /** The prefix cache's part of the progress line: the share of prompt tokens it served. */

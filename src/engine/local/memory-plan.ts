@@ -5,8 +5,10 @@
 // share (train/memory.ts), so a long conversation is skipped as `too_long` instead of taking the
 // machine down. Pure: every input is a parameter.
 
+import type { KernelInfo } from './kernels/kernels.js';
 import type { ModelConfig } from './model/config.js';
 import { defaultKvCacheBytes, kvDtypeOf } from './kv-cache-budget.js';
+import { loraValueCount } from './train/lora.js';
 import { bf16CopyBytes, HEAD_CHUNK_ROWS, maxTrainTokens, packedWeightBytes, trainStepBytes } from './train/memory.js';
 import type { Precision } from './precision.js';
 
@@ -66,6 +68,16 @@ export interface MemoryPlan {
    * LoRA steps for their bytes, taken only where they shorten no training sample; else 0.
    */
   packedWeightsBytes: number;
+}
+
+/** MemoryPlanInput.trainableValues for a learner: LoRA on all seven projections at loraRank, or (0) every parameter. */
+export function trainableValuesOf(cfg: ModelConfig, parameters: number, loraRank: number): number {
+  return loraRank === 0 ? parameters : loraValueCount(cfg, loraRank);
+}
+
+/** MemoryPlanInput.packable: the learner can pack frozen weights on oneDNN with bf16 instructions. */
+export function packableOn(kernels: KernelInfo): boolean {
+  return kernels.gemm === 'onednn' && kernels.bf16Instructions;
 }
 
 export function memoryPlan(input: MemoryPlanInput): MemoryPlan {

@@ -330,10 +330,11 @@ export interface Kernels {
    * scheme and roundings), parallel over (sequence, KV head): out and lse as attentionForward
    * writes them; seqs holds (start, length) pairs in order. Optional: the native addon over oneDNN
    * has it, and it returns false (writing nothing the blockwise code does not overwrite) where
-   * oneDNN is not in use; the caller then runs the blockwise code.
+   * oneDNN is not in use; the caller then runs the blockwise code. A Uint16Array out receives the
+   * output's bf16 bits (toBf16's rounding of the float32 values).
    */
   attentionForwardBf16?(
-    out: Float32Array,
+    out: Float32Array | Uint16Array,
     lse: Float32Array,
     q: Float32Array,
     k: Float32Array,
@@ -362,13 +363,16 @@ export interface Kernels {
     headDim: number,
   ): boolean;
 
-  /** The backward to attentionForwardBf16: dq, dk, dv overwritten, as attentionBackward. */
+  /**
+   * The backward to attentionForwardBf16: dq, dk, dv overwritten, as attentionBackward; out as the
+   * forward wrote it, float32 or bf16 bits (each row's dOut . out then reads the bits widened).
+   */
   attentionBackwardBf16?(
     dq: Float32Array,
     dk: Float32Array,
     dv: Float32Array,
     dOut: Float32Array,
-    out: Float32Array,
+    out: Float32Array | Uint16Array,
     lse: Float32Array,
     q: Float32Array,
     k: Float32Array,

@@ -11,10 +11,14 @@
 // At bf16, kernels that have attentionForwardBf16/attentionBackwardBf16 (the native addon over
 // oneDNN) run the same scheme in one call per layer, parallel over (sequence, KV head) instead of
 // one GEMM call at a time (native/src/train_attention.c); the code below is the fallback and fp32.
+// At bf16 the output may be kept as bf16 bits (it is only ever read rounded: by the output
+// projection's GEMMs and, widened, by the backward's dO . O), half the bytes of a tape's largest
+// attention buffer.
 //
 // Shapes: q [T, H*hd], k/v [T, KV*hd], out [T, H*hd]; sequence s owns rows start..start+len-1;
 // lse [T*H] holds sequence s's values at H*start + h*len + i (head h, its row i).
 
+import { widenBf16 } from '../kernels/bf16.js';
 import type { Kernels } from '../kernels/kernels.js';
 import type { Gemm } from '../precision.js';
 
@@ -64,10 +68,32 @@ export interface AttentionCompute {
 /**
  * out and lse are overwritten; scratch holds attentionScratchSize(longest sequence) floats. The
  * products go through `gemm` (bf16: scores and values from bf16-rounded inputs), softmax in fp32.
+ * A Uint16Array out (bf16 only) receives the output's bf16 bits.
  */
 export function attentionForward(
   k: Kernels,
-  { gemm, bf16 }: AttentionCompute,
+  compute: AttentionCompute,
+  out: Float32Array | Uint16Array,
+  lse: Float32Array,
+  q: Float32Array,
+  kk: Float32Array,
+  v: Float32Array,
+  seqs: readonly PackedSequence[],
+  shape: AttentionShape,
+  scratch: Float32Array,
+): void {
+  const { nHeads: H, nKvHeads: KV, headDim: hd } = shape;
+  if (compute.bf16 && k.attentionForwardBf16?.(out, lse, q, kk, v, seqPairs(seqs), H, KV, hd)) return;
+  if (out instanceof Float32Array) return blockwiseForward(k, compute, out, lse, q, kk, v, seqs, shape, scratch);
+  // The blockwise code writes floats: into a temporary here, off the fast path.
+  const floats = new Float32Array(out.length);
+  blockwiseForward(k, compute, floats, lse, q, kk, v, seqs, shape, scratch);
+  k.toBf16(out, floats, out.length);
+}
+
+function blockwiseForward(
+  k: Kernels,
+  { gemm }: AttentionCompute,
   out: Float32Array,
   lse: Float32Array,
   q: Float32Array,
@@ -82,7 +108,6 @@ export function attentionForward(
     kvDim = KV * hd,
     group = H / KV,
     scale = 1 / Math.sqrt(hd);
-  if (bf16 && k.attentionForwardBf16?.(out, lse, q, kk, v, seqPairs(seqs), H, KV, hd)) return;
   for (const s of seqs) {
     const n = s.length;
     for (let h = 0; h < H; h++) {
@@ -104,13 +129,37 @@ export function attentionForward(
 }
 
 /**
- * dq, dk, dv are overwritten; out and lse are the forward's. Per block of query rows:
- * P = exp(scale Q_h K_g^T - lse), dV_g += P^T dO, dP = dO V_g^T, dS = P * (dP - dO . O),
+ * dq, dk, dv are overwritten; out (floats or bf16 bits) and lse are the forward's. Per block of
+ * query rows: P = exp(scale Q_h K_g^T - lse), dV_g += P^T dO, dP = dO V_g^T, dS = P * (dP - dO . O),
  * dQ_h = scale dS K_g, dK_g += scale dS^T Q_h (P and dS are zero beyond the block's diagonal).
  */
 export function attentionBackward(
   k: Kernels,
-  { gemm, bf16 }: AttentionCompute,
+  compute: AttentionCompute,
+  dq: Float32Array,
+  dk: Float32Array,
+  dv: Float32Array,
+  dOut: Float32Array,
+  out: Float32Array | Uint16Array,
+  lse: Float32Array,
+  q: Float32Array,
+  kk: Float32Array,
+  v: Float32Array,
+  seqs: readonly PackedSequence[],
+  shape: AttentionShape,
+  scratch: Float32Array,
+): void {
+  const { nHeads: H, nKvHeads: KV, headDim: hd } = shape;
+  if (compute.bf16 && k.attentionBackwardBf16?.(dq, dk, dv, dOut, out, lse, q, kk, v, seqPairs(seqs), H, KV, hd)) {
+    return;
+  }
+  const floats = out instanceof Float32Array ? out : widenBf16(out, out.length);
+  blockwiseBackward(k, compute, dq, dk, dv, dOut, floats, lse, q, kk, v, seqs, shape, scratch);
+}
+
+function blockwiseBackward(
+  k: Kernels,
+  { gemm }: AttentionCompute,
   dq: Float32Array,
   dk: Float32Array,
   dv: Float32Array,
@@ -129,7 +178,6 @@ export function attentionBackward(
     kvDim = KV * hd,
     group = H / KV,
     scale = 1 / Math.sqrt(hd);
-  if (bf16 && k.attentionBackwardBf16?.(dq, dk, dv, dOut, out, lse, q, kk, v, seqPairs(seqs), H, KV, hd)) return;
   dk.fill(0);
   dv.fill(0);
   for (const s of seqs) {

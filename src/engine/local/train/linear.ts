@@ -12,7 +12,7 @@ import type { PackedWeight } from './packed-weights.js';
 export type Operand = Float32Array | Uint16Array;
 
 /** An input as the GEMMs read it: at bf16 rounded once into the buffer `slot`, at fp32 itself. */
-export type Round = (x: Float32Array, slot: 'x' | 'dy') => Operand;
+export type Round = (x: Float32Array, slot: 'dy') => Operand;
 
 /** No rounding ahead: each product rounds its own inputs. */
 export const ROUND_IN_GEMM: Round = (x) => x;

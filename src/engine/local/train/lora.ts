@@ -51,6 +51,12 @@ export function linearDims(cfg: ModelConfig, name: LinearName): [inDim: number, 
   return dims[name];
 }
 
+/** Values (A and B) of an adapter of this rank on these targets of every layer: the size of Lora.data. */
+export function loraValueCount(cfg: ModelConfig, rank: number, targets: readonly LinearName[] = LORA_TARGETS): number {
+  const perLayer = targets.reduce((sum, t) => sum + rank * linearDims(cfg, t).reduce((a, b) => a + b), 0);
+  return cfg.numLayers * perLayer;
+}
+
 export class Lora {
   readonly tensors: LoraTensor[];
   readonly data: Float32Array;

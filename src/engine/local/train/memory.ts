@@ -21,6 +21,8 @@ export interface StepSize {
   loraTargets?: number;
   /** Recompute each layer in the backward, keeping only its input (see TrainModel). */
   checkpoint: boolean;
+  /** With checkpoint: keep each layer's attention output and lse too (the recomputation skips the attention). */
+  keepAttention?: boolean;
   /** Longest packed sequence, which sizes the attention scratch; default `tokens` (one sequence). */
   longestSequence?: number;
   /** Threads running the fused bf16 attention, each with its own buffers (fusedAttentionBytes); default 0. */
@@ -45,9 +47,18 @@ export interface StepSize {
 export const HEAD_CHUNK_ROWS = 512;
 
 /**
- * Floats one layer's tape takes for T tokens, its input x excluded: h1, q, k, v, the attention's
- * lse and output, xMid, h2, gate, up, act, LoRA's x A^T. At bf16, h1, h2 and act (GEMM inputs
- * only) are kept as bf16 bits, two to a float.
+ * Floats one layer's attention output and lse take for T tokens: at bf16 the output (read only by
+ * GEMMs and, widened, by the backward's dO . O) as bf16 bits, two to a float.
+ */
+function attentionFloats(cfg: ModelConfig, T: number, bf16: boolean): number {
+  const out = T * cfg.numHeads * cfg.headDim;
+  return (bf16 ? Math.ceil(out / 2) : out) + T * cfg.numHeads;
+}
+
+/**
+ * Floats one layer's tape takes for T tokens, its input x and its attention's output and lse
+ * excluded: h1, q, k, v, xMid, h2, gate, up, act, LoRA's x A^T. At bf16, h1, h2 and act (GEMM
+ * inputs only) are kept as bf16 bits, two to a float.
  */
 function layerFloats(cfg: ModelConfig, T: number, loraRank: number, loraTargets: number, bf16: boolean): number {
   const D = cfg.hiddenSize,
@@ -57,7 +68,7 @@ function layerFloats(cfg: ModelConfig, T: number, loraRank: number, loraTargets:
     kvDim = cfg.numKvHeads * cfg.headDim;
   const qkNorm = cfg.qkNorm ? qDim + kvDim : 0; // q and k before their norms
   const inputs = bf16 ? 2 * Math.ceil((T * D) / 2) + Math.ceil((T * F) / 2) : T * (2 * D + F);
-  return T * (qkNorm + qDim + 2 * kvDim + H + qDim + D + 2 * F + loraTargets * loraRank) + inputs;
+  return T * (qkNorm + qDim + 2 * kvDim + D + 2 * F + loraTargets * loraRank) + inputs;
 }
 
 /**
@@ -80,28 +91,29 @@ export function trainStepBytes(cfg: ModelConfig, step: StepSize): number {
     R = step.completionTokens,
     D = cfg.hiddenSize;
   const targets = step.loraRank > 0 ? (step.loraTargets ?? 7) : 0;
-  const layer = layerFloats(cfg, T, step.loraRank, targets, step.bf16 ?? false);
-  // Every layer's input and the last layer's output; then one layer's tape, or all of them.
-  const tape = (cfg.numLayers + 1) * T * D + (step.checkpoint ? 1 : cfg.numLayers) * layer;
+  const bf16 = step.bf16 ?? false;
+  const layer = layerFloats(cfg, T, step.loraRank, targets, bf16);
+  const attention = attentionFloats(cfg, T, bf16);
+  // Every layer's input and the last layer's output; then one layer's tape, or all of them; the
+  // attention's output and lse of one layer, or of each where every layer's tape or they are kept.
+  const keptLayers = step.checkpoint ? 1 : cfg.numLayers;
+  const keptAttention = !step.checkpoint || step.keepAttention ? cfg.numLayers : 1;
+  const tape = (cfg.numLayers + 1) * T * D + keptLayers * layer + keptAttention * attention;
   // The final norm's input and output and the logits, on the completion rows only (the logits of
   // one chunk of them when chunked); the backward adds two R x D buffers and writes the logits'
   // gradient over the logits.
   const logitRows = Math.min(R, step.headChunkRows ?? R);
   const head = R * 4 * D + logitRows * cfg.vocabSize;
-  const backward = backwardFloats(cfg, T, step.loraRank, step.bf16 ?? false);
+  const backward = backwardFloats(cfg, T, step.loraRank, bf16);
   const longest = step.longestSequence ?? T;
-  const attention = attentionScratchSize(longest);
+  const scratch = attentionScratchSize(longest);
   const fused = (step.attentionThreads ?? 0) * fusedAttentionBytes(cfg, longest);
-  // Two slots of 2-byte values (half a float each): 'x' for the attention's output (the one layer
-  // input kept as floats), 'dy' for the widest output gradient kept as floats (the residual
-  // stream's or q's; the MLP's are bf16 already), also holding the LM head's logit gradient (one
-  // chunk's rows when chunked).
-  const attentionOut = T * cfg.numHeads * cfg.headDim;
-  const widest = Math.max(T * D, attentionOut);
-  const rounded = step.bf16
-    ? Math.ceil(attentionOut / 2) + Math.ceil(Math.max(widest, logitRows * cfg.vocabSize) / 2)
-    : 0;
-  return 4 * (tape + head + backward + attention + rounded) + fused;
+  // One slot of 2-byte values (half a float each), 'dy', for the widest output gradient kept as
+  // floats (the residual stream's or q's; the MLP's are bf16 already), also holding the LM head's
+  // logit gradient (one chunk's rows when chunked).
+  const widest = Math.max(T * D, T * cfg.numHeads * cfg.headDim);
+  const rounded = bf16 ? Math.ceil(Math.max(widest, logitRows * cfg.vocabSize) / 2) : 0;
+  return 4 * (tape + head + backward + scratch + rounded) + fused;
 }
 
 /**

@@ -6,7 +6,9 @@
 // When a step's full tape would not fit the activation budget (memory.ts), the forward keeps
 // only each layer's input, and the backward recomputes one layer's forward into one shared set
 // of buffers just before that layer's backward: the same ops in the same order, so the
-// gradients are bit-identical, for about one more forward's work.
+// gradients are bit-identical, for about one more forward's work. Where the budget allows, each
+// layer's attention output and lse are kept too, and the recomputation skips the attention, the
+// bulk of that work at long sequences (at 16k tokens of Qwen3-0.6B, 2.9 of a layer's 12 s).
 //
 // Likewise for the LM head, whose logits take vocab floats per completion row: when keeping them
 // all would not fit, the forward computes them a chunk of rows at a time, keeping per row only
@@ -71,7 +73,7 @@ interface LayerTape {
   k: Float32Array;
   v: Float32Array;
   lse: Float32Array;
-  att: Float32Array;
+  att: Operand;
   xMid: Float32Array;
   h2: Operand;
   gate: Float32Array;
@@ -86,6 +88,8 @@ interface StepContext {
   seqs: PackedSequence[];
   positions: Int32Array;
   checkpoint: boolean;
+  /** With checkpoint: each layer's attention output and lse have their own buffers, kept for the backward. */
+  keepAttention: boolean;
   scratchSize: number;
 }
 
@@ -124,6 +128,11 @@ export interface TrainModelOptions {
   activationBudgetBytes?: number;
   /** Recompute layers always (true) or never (false) instead of by the budget. */
   checkpoint?: boolean;
+  /**
+   * With layers recomputed: keep each layer's attention output and lse for the backward, which
+   * then skips the attention's forward, always (true) or never (false) instead of by the budget.
+   */
+  keepAttention?: boolean;
   /** Chunk the LM head always (true) or never (false) instead of by the budget. */
   chunkedHead?: boolean;
   /** Logits rows per chunk of a chunked LM head; default HEAD_CHUNK_ROWS. */
@@ -138,16 +147,20 @@ export interface TrainModelOptions {
 }
 
 /**
- * The layouts a step may take as [recompute layers, chunk the head], in order of the work they
- * add: none; the head's logits computed again in the backward (one more head GEMM and softmax
- * pass over the completion rows: at Qwen3-0.6B 0.3 GFLOP a row); the layers recomputed (one more
- * forward of every layer over every token: 0.8 GFLOP a token there); both.
+ * The layouts a step may take as [recompute layers, keep their attention, chunk the head], in
+ * order of the work they add: none; the head's logits computed again in the backward (one more
+ * head GEMM and softmax pass over the completion rows: at Qwen3-0.6B 0.3 GFLOP a row); the layers
+ * recomputed but their attention kept (every layer's projections and MLP again: 0.8 GFLOP a token
+ * there); the attention recomputed too (2 hd H T_seq FLOP more a token and layer: at Qwen3-0.6B,
+ * 0.06 GFLOP a token over the layers at 512 tokens, 1.9 at 16k); each of those with the head chunked.
  */
 const LAYOUTS = [
-  [false, false],
-  [false, true],
-  [true, false],
-  [true, true],
+  [false, false, false],
+  [false, false, true],
+  [true, true, false],
+  [true, true, true],
+  [true, false, false],
+  [true, false, true],
 ] as const;
 
 export class TrainModel {
@@ -167,6 +180,7 @@ export class TrainModel {
   private readonly pause: (() => void) | undefined;
   private readonly budget: number;
   private readonly forceCheckpoint: boolean | undefined;
+  private readonly forceKeepAttention: boolean | undefined;
   private readonly forceChunkedHead: boolean | undefined;
   private readonly headChunkRows: number;
   private readonly gemm: Gemm;
@@ -186,6 +200,7 @@ export class TrainModel {
     this.pause = opts.pause;
     this.budget = opts.activationBudgetBytes ?? Infinity;
     this.forceCheckpoint = opts.checkpoint;
+    this.forceKeepAttention = opts.keepAttention;
     this.forceChunkedHead = opts.chunkedHead;
     this.headChunkRows = opts.headChunkRows ?? HEAD_CHUNK_ROWS;
     const bf16 = opts.bf16 ?? null;
@@ -258,6 +273,7 @@ export class TrainModel {
       seqs,
       positions,
       checkpoint: size.checkpoint,
+      keepAttention: size.checkpoint && (size.keepAttention ?? false),
       scratchSize: attentionScratchSize(longest),
     };
 
@@ -321,17 +337,20 @@ export class TrainModel {
   /** The step's size with the cheapest layout that fits the budget (LAYOUTS), or the smallest. */
   private stepSize(base: StepSize): StepSize {
     const allowed = LAYOUTS.filter(
-      ([checkpoint, chunked]) =>
-        (this.forceCheckpoint ?? checkpoint) === checkpoint && (this.forceChunkedHead ?? chunked) === chunked,
+      ([checkpoint, keep, chunked]) =>
+        (this.forceCheckpoint ?? checkpoint) === checkpoint &&
+        (!checkpoint || (this.forceKeepAttention ?? keep) === keep) &&
+        (this.forceChunkedHead ?? chunked) === chunked,
     );
     // The fused bf16 attention's buffers are the kernels' own, one set per thread.
     const fused = this.attentionCompute.bf16 && this.k.attentionForwardBf16 ? this.k.threads() : 0;
     const sizes = allowed.map(
-      ([checkpoint, chunked]): StepSize => ({
+      ([checkpoint, keepAttention, chunked]): StepSize => ({
         ...base,
         attentionThreads: fused,
         bf16: this.attentionCompute.bf16,
         checkpoint,
+        keepAttention,
         ...(chunked ? { headChunkRows: this.headChunkRows } : {}),
       }),
     );
@@ -359,6 +378,7 @@ export class TrainModel {
     const key = (name: string) => `${name}.${ctx.checkpoint ? 'shared' : l}`;
     const b = (name: string, size: number) => this.buf(key(name), size);
     const input = (name: string, size: number) => this.gemmInputBuf(key(name), size);
+    const kept = (name: string) => (ctx.keepAttention ? `${name}.${l}` : key(name));
     const u: LayerTape['u'] = {};
     for (const name of LINEAR_NAMES) {
       const lora = w.lin[name].lora;
@@ -373,8 +393,9 @@ export class TrainModel {
       q: b('q', T * qDim),
       k: b('k', T * kvDim),
       v: b('v', T * kvDim),
-      lse: b('lse', T * H),
-      att: b('att', T * qDim),
+      lse: this.buf(kept('lse'), T * H),
+      // Read only rounded (the o projection's GEMMs, the backward's dO . O): at bf16, its bits.
+      att: this.gemmInputBuf(kept('att'), T * qDim),
       xMid: b('xMid', T * D),
       h2: input('h2', T * D),
       gate: b('gate', T * F),
@@ -387,7 +408,8 @@ export class TrainModel {
   /**
    * Layer l's forward from lt.x into lt's buffers and, when `out` is given, its output into
    * `out`. Without `out` (a recomputation, the output already kept), the down projection's
-   * product is skipped; only its LoRA input x A^T is computed again.
+   * product is skipped; only its LoRA input x A^T is computed again; so is the attention where
+   * ctx.keepAttention kept its output and lse.
    */
   private layerForward(l: number, lt: LayerTape, ctx: StepContext, out: Float32Array | null): void {
     const { cfg, k, gemm } = this;
@@ -399,8 +421,8 @@ export class TrainModel {
     const w = this.layers[l]!;
     const lin = (name: LinearName, y: Float32Array, input: Operand, beta: 0 | 1 = 0) =>
       linearForward(gemm, y, input, T, w.lin[name], lt.u[name] ?? null, beta);
-    // Each input is rounded once for all its products (q, k, v share h1; gate and up share h2): by
-    // the kernel that makes it (h1, h2, act) or here (the attention's output, which its backward reads).
+    // Each input is rounded once for all its products (q, k, v share h1; gate and up share h2), by
+    // the kernel that makes it (h1, h2, act, the attention's output).
     k.rmsnorm(lt.h1, lt.x, w.norm1, T, cfg.hiddenSize, eps);
     // With q and k norms, the projections go into q0 and k0 (kept for the norms' backward) and the
     // norms write q and k from them.
@@ -414,12 +436,14 @@ export class TrainModel {
     }
     k.rope(lt.q, T, H, hd, ctx.positions, this.invFreq);
     k.rope(lt.k, T, KV, hd, ctx.positions, this.invFreq);
-    const shape = { nHeads: H, nKvHeads: KV, headDim: hd };
-    const scratch = this.buf('att.scratch', ctx.scratchSize);
-    attentionForward(k, this.attentionCompute, lt.att, lt.lse, lt.q, lt.k, lt.v, ctx.seqs, shape, scratch);
+    if (out || !ctx.keepAttention) {
+      const shape = { nHeads: H, nKvHeads: KV, headDim: hd };
+      const scratch = this.buf('att.scratch', ctx.scratchSize);
+      attentionForward(k, this.attentionCompute, lt.att, lt.lse, lt.q, lt.k, lt.v, ctx.seqs, shape, scratch);
+    }
     // The residual connections: the block's input copied in, the projection added onto it.
     lt.xMid.set(lt.x);
-    lin('o', lt.xMid, this.round(lt.att, 'x'), 1);
+    lin('o', lt.xMid, lt.att, 1);
     k.rmsnorm(lt.h2, lt.xMid, w.norm2, T, cfg.hiddenSize, eps);
     lin('gate', lt.gate, lt.h2);
     lin('up', lt.up, lt.h2);
@@ -522,21 +546,18 @@ export class TrainModel {
       const w = this.layers[l]!,
         lt = tape.layers[l] ?? this.recompute(l, tape);
       const lin = w.lin;
-      // A layer input goes into the weight gradients' products (dW, or LoRA's dA) only: rounded
-      // once for those (unless kept rounded), and not at all when none of its projections has one.
-      const inputOf = (x: Operand, ...of: TrainLinear[]) =>
-        x instanceof Float32Array && of.some((L) => L.dW || L.lora) ? this.round(x, 'x') : x;
+      // The layer inputs (act, h2, att, h1) go into the weight gradients' products as kept: at
+      // bf16 their bits.
       const back = (dxOut: Float32Array | null, dy: Operand, x: Operand, name: LinearName, beta: 0 | 1) =>
         linearBackward(gemm, dxOut, dy, x, lt.u[name] ?? null, T, lin[name], beta, scratch, this.round, dwBeta);
       // MLP: dx is d loss / d (layer output) = d / d xMid through the residual, plus the MLP path.
-      back(dAct, dx, inputOf(lt.act, lin.down), 'down', 0);
+      back(dAct, dx, lt.act, 'down', 0);
       k.siluMulBackward(dGate, dUp, dAct, lt.gate, lt.up, T * F);
-      const h2 = inputOf(lt.h2, lin.gate, lin.up);
-      back(dh, dGate, h2, 'gate', 0);
-      back(dh, dUp, h2, 'up', 1);
+      back(dh, dGate, lt.h2, 'gate', 0);
+      back(dh, dUp, lt.h2, 'up', 1);
       k.rmsnormBackward(dx, w.dNorm2, dh, lt.xMid, w.norm2, T, D, eps, true);
       // Attention: dx is now d loss / d xMid.
-      back(dAtt, dx, inputOf(lt.att, lin.o), 'o', 0);
+      back(dAtt, dx, lt.att, 'o', 0);
       const attScratch = this.buf('att.scratch', ctx.scratchSize);
       const att = this.attentionCompute;
       attentionBackward(k, att, dq, dk, dv, dAtt, lt.att, lt.lse, lt.q, lt.k, lt.v, ctx.seqs, shape, attScratch);
@@ -555,10 +576,9 @@ export class TrainModel {
       // Below layer 0's q/k/v inputs only the embedding is left: with it frozen (LoRA) and no
       // norm weight to train, nothing needs d loss / d h1 there, so those GEMMs are skipped.
       const dh1 = l > 0 || this.dEmbed || w.dNorm1 ? dh : null;
-      const h1 = inputOf(lt.h1, lin.q, lin.k, lin.v);
-      back(dh1, dqIn, h1, 'q', 0);
-      back(dh1, dkIn, h1, 'k', 1);
-      back(dh1, dv, h1, 'v', 1);
+      back(dh1, dqIn, lt.h1, 'q', 0);
+      back(dh1, dkIn, lt.h1, 'k', 1);
+      back(dh1, dv, lt.h1, 'v', 1);
       if (dh1) k.rmsnormBackward(dx, w.dNorm1, dh1, lt.x, w.norm1, T, D, eps, true);
     }
     if (this.dEmbed) {

@@ -56,13 +56,18 @@ export class StepBuffers {
 
   /**
    * Prepares for a step of `size`. The cache is emptied when the layout changes (per-layer buffers
-   * vs one shared set, every row's logits vs one chunk's: never both kept) or when keeping what it
+   * vs one shared set, attention kept or not, every row's logits vs one chunk's: never both kept) or when keeping what it
    * holds through this step would take more than the budget (or than this step alone, where the
    * step itself exceeds the budget).
    */
   fit(size: StepSize): void {
     const held = this.held;
-    if (held && held.checkpoint === size.checkpoint && held.headChunkRows === size.headChunkRows) {
+    const sameLayout =
+      held &&
+      held.checkpoint === size.checkpoint &&
+      (held.keepAttention ?? false) === (size.keepAttention ?? false) &&
+      held.headChunkRows === size.headChunkRows;
+    if (held && sameLayout) {
       const union: StepSize = {
         ...size,
         tokens: Math.max(held.tokens, size.tokens),
