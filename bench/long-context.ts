@@ -9,7 +9,9 @@
 //     Half of each sample is completion, as in bench:train. Bytes per token: the peak's growth from
 //     the shortest length, per token. The engine runs at serve's precision (BENCH_PRECISION, default
 //     auto: int8 serving and a bf16 learner on a processor with bf16 and VNNI instructions) with
-//     serve's memory plan for the length (step budget, packed frozen weights where they fit).
+//     serve's memory plan for the length (step budget, packed frozen weights where they fit), its
+//     default prefix cache's share of the machine included (the engine here opens none: only the
+//     learner runs).
 //
 //   npm run bench:long-context                          # tiny and small, (a) and (b)
 //   npm run bench:long-context -- qwen3-0.6b            # one preset
@@ -79,14 +81,14 @@ async function child(c: Case): Promise<ChildResult> {
   });
   const { info } = engine;
   const mode: LearnerConfig['mode'] = c.lora ? { kind: 'lora', spec: LORA } : { kind: 'full' };
-  // The step's budget and packed weights as serve plans them for a longest sample of this length.
+  // The step's budget and packed weights as serve plans them for a longest sample of this length,
+  // beside serve's default prefix cache.
   const plan = memoryPlan({
     cfg: engine.folder.config,
     totalBytes: totalmem(),
     parameters: info.parameters,
     loraRank: c.lora ? LORA.rank : 0,
     trainableValues: trainableValuesOf(engine.folder.config, info.parameters, c.lora ? LORA.rank : 0),
-    kvCacheBytes: 0,
     precision: info.precision,
     packable: packableOn(info.kernelInfo),
     maxTrainTokens: c.tokens,
