@@ -10,7 +10,7 @@
 
 // Bumped whenever an export changes meaning, so that a stale build is refused with a
 // "rebuild" message instead of being called with the wrong arguments.
-#define ADDON_API_VERSION 11
+#define ADDON_API_VERSION 12
 
 NAPI_MODULE_INIT() {
   napi_value version, gemm;

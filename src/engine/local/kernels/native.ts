@@ -20,7 +20,7 @@ export const NATIVE_BUILD_HINT =
   'apt-get install libopenblas-dev libdnnl-dev (macOS: Xcode command line tools), then npm rebuild openclaw-rl';
 
 // Must equal ADDON_API_VERSION in native/src/addon.c.
-const ADDON_API_VERSION = 11;
+const ADDON_API_VERSION = 12;
 
 type NativeAddon = Omit<Kernels, 'name' | 'info' | 'threads'> & {
   readonly apiVersion: number;
