@@ -22,6 +22,8 @@ import {
   trainStepBytes,
 } from '../src/engine/local/train/memory.js';
 import { type TrainModelOptions, TrainModel } from '../src/engine/local/train/model.js';
+import { DEFAULT_LEARNER, LearnerCore } from '../src/engine/local/train/learner.js';
+import { DEFAULT_POLICY_LOSS } from '../src/engine/local/train/losses.js';
 import type { TrainSequence } from '../src/engine/local/train/packing.js';
 
 const kernels = loadKernels();
@@ -377,6 +379,35 @@ describe('memory of a training step', () => {
     assert.ok(bytes(1400, 600, true, undefined, false) > budget && bytes(1400, 600, true, chunk, false) <= budget);
     run(1400, 600);
     assert.equal(model.bufferBytes, bytes(1400, 600, true, chunk, false), 'longer still: the head chunked too');
+  });
+
+  test("the learner's KL reference runs forwards only: it keeps no layer's attention", () => {
+    const cfg = tinyConfig('qwen3', 2);
+    const params = randomParams(cfg, 7, 0.25);
+    const spec = { rank: 4, alpha: 8, targets: [...TARGETS] };
+    const learner = new LearnerCore(cfg, params, { ...DEFAULT_LEARNER, mode: { kind: 'lora', spec } }, kernels);
+    const rng = createRng(18),
+      ids = Array.from({ length: 300 }, () => Math.floor(rng.next() * cfg.vocabSize));
+    const sample = {
+      promptIds: ids.slice(0, 200),
+      completionIds: ids.slice(200),
+      advantages: ids.slice(200).map(() => 1),
+    };
+    learner.forwardBackward([sample], { kind: 'policy', ...DEFAULT_POLICY_LOSS, klCoef: 0.1 });
+    // The reference's forward alone, in each layout with layers recomputed and the head chunked.
+    const referenceBytes = (keepAttention: boolean) => {
+      const model = new TrainModel(cfg, params, null, null, kernels, {
+        checkpoint: true,
+        keepAttention,
+        chunkedHead: true,
+      });
+      model.forward([{ tokens: ids, promptLength: 200 }]);
+      return model.bufferBytes;
+    };
+    assert.ok(referenceBytes(true) > referenceBytes(false), 'keeping the attention takes more in a forward too');
+    // The policy: the whole tape, within the default budget.
+    const policy = trainStepBytes(cfg, { tokens: 300, completionTokens: 100, loraRank: 4, checkpoint: false });
+    assert.equal(learner.stepBufferBytes, policy + referenceBytes(false));
   });
 
   test('maxTrainTokens is the longest sample whose step fits the budget', () => {

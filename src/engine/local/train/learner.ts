@@ -165,10 +165,12 @@ export class LearnerCore {
       ...(policy16 ? { bf16: policy16 } : {}),
       ...(packed ? { pack: { weights: packed, directions: 'both' as const } } : {}),
     });
-    // Forward only: the shared layer buffers and a chunked head are the least memory, at no cost.
+    // Forward only: the shared layer buffers and a chunked head are the least memory, at no cost
+    // (kept attention would only serve a backward).
     const referenceOpts = {
       ...opts,
       checkpoint: true,
+      keepAttention: false,
       chunkedHead: true,
       ...(base16 ? { bf16: base16 } : {}),
       ...(packed ? { pack: { weights: packed, directions: 'forward' as const } } : {}),
@@ -181,6 +183,11 @@ export class LearnerCore {
 
   get steps(): number {
     return this.optimizer.steps;
+  }
+
+  /** Bytes the step buffers hold now: the policy's and the KL reference's (train/memory.ts). */
+  get stepBufferBytes(): number {
+    return this.model.bufferBytes + this.reference.bufferBytes;
   }
 
   /** The trainable values (adapter or full weights), live. */
