@@ -18,6 +18,7 @@
         "src/bf16.c",
         "src/bf16_ops.c",
         "src/small_k.c",
+        "src/skinny.c",
         "src/gemv.c",
         "src/spin_pool.c",
         "src/int8.c",

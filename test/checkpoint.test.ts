@@ -196,7 +196,7 @@ test("mergeLora: the merged linear equals base plus adapter, x W'^T = x W^T + sc
           dBias: null,
           lora: adapter,
         },
-        new Float32Array(T * 4),
+        { data: new Float32Array(T * 4), ld: 4, col: 0 },
       );
       linearForward(
         fp32,

@@ -272,6 +272,23 @@ describe('gemmBf16, native against the portable oracle', { skip: skipNative }, (
     check(native(), { ...base, M: 302, N: 260, K: 16, transB: false, kindA: 'bf16', kindB: 'f32' });
   });
 
+  test('thin B (the skinny kernel, N <= 16 past short K): remainders of its 16-row blocks, odd K', () => {
+    const kinds: Array<[Kind, Kind]> = [
+      ['bf16', 'f32'],
+      ['f32', 'f32'],
+      ['bf16', 'bf16'],
+    ];
+    for (const transB of [false, true]) {
+      for (const [kindA, kindB] of kinds) {
+        check(native(), { M: 37, N: 16, K: 129, transA: false, transB, pad: 3, alpha: 2, beta: 1, kindA, kindB });
+        check(native(), { M: 21, N: 13, K: 33, transA: false, transB, pad: 0, alpha: -0.5, beta: 0, kindA, kindB });
+      }
+    }
+    for (const N of [1, 7, 16]) check(native(), { ...base, M: 50, N, K: 1001, transB: N % 2 === 1, kindB: 'f32' });
+    // Above the parallel threshold: each thread's rows end with a partial block.
+    check(native(), { ...base, M: 302, N: 16, K: 1024, kindA: 'bf16', kindB: 'f32', beta: 0.5, pad: 2 });
+  });
+
   test('the same shape again (a cached primitive) with new data', () => {
     for (let round = 0; round < 3; round++) check(native(), { ...base, M: 40, N: 48, K: 56, kindB: 'f32', beta: 1 });
   });

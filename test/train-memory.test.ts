@@ -239,12 +239,14 @@ describe('memory of a training step', () => {
     assert.equal(model.bufferBytes, trainStepBytes(cfg, { ...size, bf16: true }));
     const widest = 600 * Math.max(cfg.hiddenSize, cfg.numHeads * cfg.headDim);
     assert.ok(300 * cfg.vocabSize > widest, 'the head is the widest rounded input of this model');
-    // h1, h2, act on the tape; the gate's and up's output gradients in the backward.
+    // h1, h2, act on the tape; the gate's and up's output gradients in the backward; q's, k's and
+    // v's LoRA A factors stacked for their one product.
     const inputs = 600 * (2 * cfg.hiddenSize + 3 * cfg.intermediateSize);
     const attentionOut = cfg.numLayers * 600 * cfg.numHeads * cfg.headDim;
+    const stackedA = 3 * 4 * cfg.hiddenSize;
     assert.equal(
       trainStepBytes(cfg, { ...size, bf16: true }) - trainStepBytes(cfg, size),
-      2 * 300 * cfg.vocabSize - 2 * inputs - 2 * attentionOut,
+      2 * 300 * cfg.vocabSize - 2 * inputs - 2 * attentionOut - 2 * stackedA,
     );
     assert.equal(
       trainStepBytes(cfg, { ...size, bf16: true, attentionThreads: 2 }) - trainStepBytes(cfg, { ...size, bf16: true }),

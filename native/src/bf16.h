@@ -31,6 +31,14 @@ void gemm_small_k(size_t m, size_t n, size_t k, float alpha, const float* a, con
                   float* c, size_t ldc);
 size_t small_k_work_bytes(size_t m, size_t n, size_t k);
 
+// C (m x n) = alpha * A B + beta * C for a thin B (n <= SKINNY_MAX) and a long K (skinny.c; AVX512-BF16
+// only: callers check bf16_dot_supported): A m x k bf16 bits (row stride lda), B the k x n matrix
+// held contiguous as bf16 bits (b_transposed: as B^T, n rows of k), work of skinny_work_bytes(n, k).
+#define SKINNY_MAX 16
+size_t skinny_work_bytes(size_t n, size_t k);
+void gemm_skinny(size_t m, size_t n, size_t k, float alpha, const uint16_t* a, size_t lda, const uint16_t* b,
+                   bool b_transposed, void* work, float beta, float* c, size_t ldc);
+
 // Whether the CPU has AVX512-BF16 (vdpbf16ps, vcvtne2ps2bf16) and the kernels here use it;
 // OPENCLAW_RL_BF16_DOT=fp32 says no (to test the other paths on such a CPU).
 bool bf16_dot_supported(void);

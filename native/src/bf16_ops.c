@@ -3,6 +3,8 @@
 //   hand-written kernel in bf16.c, which streams the weights once;
 // - with oneDNN and a short inner dimension (K <= SMALL_K_MAX, a LoRA rank): the rank-update
 //   kernel in small_k.c on float32 copies of the rounded operands;
+// - with AVX512-BF16, B thin (up to SKINNY_MAX columns: a LoRA factor) and a long K: the kernel in
+//   skinny.c, which reads A in place;
 // - else, with oneDNN: a bf16 matmul primitive (onednn.c) on bf16 copies of float32 operands;
 // - else (or where oneDNN has no fast kernel): float32 copies of the rounded operands, then
 //   the BLAS sgemm. Every path rounds the same inputs and sums the products in fp32.
@@ -120,6 +122,37 @@ static const uint16_t* bf16_view(OpCall* call, int slot, const Bf16Operand* x, s
   return out;
 }
 
+#ifdef BF16_X86
+// Whether the skinny kernel computes g: C's columns thin, A not transposed, K past the small-K kernel's.
+static bool skinny_fits(const Bf16Gemm* g) {
+  return !g->trans_a && g->n <= SKINNY_MAX && g->k > SMALL_K_MAX && bf16_dot_supported();
+}
+
+static bool skinny(OpCall* call, const Bf16Gemm* g) {
+  // B as stored (k x n, or n x k when transposed) in bf16 bits, contiguous; A in bits, as it is or rounded.
+  const size_t b_rows = g->trans_b ? g->n : g->k, b_cols = g->trans_b ? g->k : g->n, b_values = b_rows * b_cols;
+  uint16_t* work = scratch_get(call, 1, b_values * sizeof(uint16_t) + skinny_work_bytes(g->n, g->k));
+  uint16_t* a_copy = work && !g->a.is_bf16 ? scratch_get(call, 0, g->m * g->k * sizeof(uint16_t)) : NULL;
+  if (!work || (!g->a.is_bf16 && !a_copy)) return false;
+  const uint16_t* b = work;
+  if (g->b.is_bf16 && g->ldb == b_cols)
+    b = g->b.data;
+  else if (g->ldb == b_cols)
+    bf16_from_f32(work, g->b.data, b_values);
+  else
+    for (size_t r = 0; r < b_rows; r++) {
+      if (g->b.is_bf16)
+        memcpy(work + r * b_cols, (const uint16_t*)g->b.data + r * g->ldb, b_cols * sizeof(uint16_t));
+      else
+        bf16_from_f32(work + r * b_cols, (const float*)g->b.data + r * g->ldb, b_cols);
+    }
+  if (a_copy) pack_bf16(a_copy, g->a.data, false, g->m, g->k, g->lda, false);
+  gemm_skinny(g->m, g->n, g->k, g->alpha, a_copy ? a_copy : g->a.data, a_copy ? g->k : g->lda, b, g->trans_b,
+              work + b_values, g->beta, g->c.data, g->ldc);
+  return true;
+}
+#endif
+
 // Returns BF16_FAILED with a JS error pending, or whether the primitive ran.
 static Bf16Status with_onednn(OpCall* call, const Bf16Gemm* g) {
   size_t lda, ldb;
@@ -173,6 +206,10 @@ napi_value op_gemm_bf16(napi_env env, napi_callback_info info) {
     small_m(&call, &g);
   } else if (k <= SMALL_K_MAX && gemm_uses_onednn()) {
     small_k(&call, &g);
+#ifdef BF16_X86
+  } else if (skinny_fits(&g)) {
+    skinny(&call, &g);
+#endif
   } else {
     Bf16Status status = gemm_uses_onednn() ? with_onednn(&call, &g) : BF16_UNSUPPORTED;
     if (status == BF16_UNSUPPORTED) with_blas(&call, &g);

@@ -19,6 +19,11 @@ export interface StepSize {
   loraRank: number;
   /** LoRA-adapted projections per layer (default all seven); ignored without LoRA. */
   loraTargets?: number;
+  /**
+   * Adapted projections of one input whose LoRA products run stacked (q, k, v; gate, up): the
+   * largest group's size, 1 for none; default 3 with seven targets, else 1. Ignored without LoRA.
+   */
+  loraGroup?: number;
   /** Recompute each layer in the backward, keeping only its input (see TrainModel). */
   checkpoint: boolean;
   /** With checkpoint: keep each layer's attention output and lse too (the recomputation skips the attention). */
@@ -72,17 +77,18 @@ function layerFloats(cfg: ModelConfig, T: number, loraRank: number, loraTargets:
 }
 
 /**
- * Floats of the backward's own buffers for T tokens (d.x, d.h, MLP, attention and LoRA gradients);
- * at bf16 the gate's and up's output gradients are bf16 bits, two to a float.
+ * Floats of the backward's own buffers for T tokens (d.x, d.h, MLP, attention and LoRA gradients:
+ * dy B of a group's adapters side by side); at bf16 the gate's and up's output gradients are bf16
+ * bits, two to a float.
  */
-function backwardFloats(cfg: ModelConfig, T: number, loraRank: number, bf16: boolean): number {
+function backwardFloats(cfg: ModelConfig, T: number, loraRank: number, loraGroup: number, bf16: boolean): number {
   const D = cfg.hiddenSize,
     F = cfg.intermediateSize;
   const qDim = cfg.numHeads * cfg.headDim,
     kvDim = cfg.numKvHeads * cfg.headDim;
   const qkNorm = cfg.qkNorm ? qDim + kvDim : 0;
   const mlp = bf16 ? 2 * Math.ceil((T * F) / 2) : 2 * T * F;
-  return T * (2 * D + F + 2 * qDim + 2 * kvDim + qkNorm + Math.max(1, loraRank)) + mlp;
+  return T * (2 * D + F + 2 * qDim + 2 * kvDim + qkNorm + Math.max(1, loraRank * loraGroup)) + mlp;
 }
 
 /** Bytes of TrainModel's buffers for one forward and backward of this size. */
@@ -91,6 +97,11 @@ export function trainStepBytes(cfg: ModelConfig, step: StepSize): number {
     R = step.completionTokens,
     D = cfg.hiddenSize;
   const targets = step.loraRank > 0 ? (step.loraTargets ?? 7) : 0;
+  const group = targets > 0 ? (step.loraGroup ?? (targets === 7 ? 3 : 1)) : 1;
+  // A group's A factors stacked (at bf16 rounded, as bits) and their gradient; every group reads
+  // the hidden size.
+  const stackedA = group > 1 ? group * step.loraRank * D : 0;
+  const loraStack = group > 1 ? (step.bf16 ? Math.ceil(stackedA / 2) : stackedA) + stackedA : 0;
   const bf16 = step.bf16 ?? false;
   const layer = layerFloats(cfg, T, step.loraRank, targets, bf16);
   const attention = attentionFloats(cfg, T, bf16);
@@ -104,7 +115,7 @@ export function trainStepBytes(cfg: ModelConfig, step: StepSize): number {
   // gradient over the logits.
   const logitRows = Math.min(R, step.headChunkRows ?? R);
   const head = R * 4 * D + logitRows * cfg.vocabSize;
-  const backward = backwardFloats(cfg, T, step.loraRank, bf16);
+  const backward = backwardFloats(cfg, T, step.loraRank, group, bf16) + loraStack;
   const longest = step.longestSequence ?? T;
   const scratch = attentionScratchSize(longest);
   const fused = (step.attentionThreads ?? 0) * fusedAttentionBytes(cfg, longest);

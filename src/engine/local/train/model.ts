@@ -36,7 +36,10 @@ import {
 import {
   linearBackward,
   linearForward,
+  linearGroupBackward,
+  linearGroupForward,
   loraInput,
+  type LoraInput,
   type Operand,
   ROUND_IN_GEMM,
   type Round,
@@ -79,8 +82,15 @@ interface LayerTape {
   gate: Float32Array;
   up: Float32Array;
   act: Operand;
-  u: Partial<Record<LinearName, Float32Array>>;
+  /** LoRA's x A^T per adapted projection; a group's (loraGroups) side by side in one buffer. */
+  u: Partial<Record<LinearName, LoraInput>>;
 }
+
+/** Projections that read one input, whose LoRA adapters run stacked where two or more are adapted (linear.ts). */
+const SHARED_INPUT: readonly (readonly LinearName[])[] = [
+  ['q', 'k', 'v'],
+  ['gate', 'up'],
+];
 
 /** What a layer's forward needs besides its weights and input, the same in the forward and a recomputation. */
 interface StepContext {
@@ -177,6 +187,8 @@ export class TrainModel {
   private readonly buffers: StepBuffers;
   private readonly maxRank: number;
   private readonly loraTargets: number;
+  /** Adapted projections of one input whose LoRA products run stacked (SHARED_INPUT), the same in every layer. */
+  private readonly loraGroups: readonly (readonly LinearName[])[];
   private readonly pause: (() => void) | undefined;
   private readonly budget: number;
   private readonly forceCheckpoint: boolean | undefined;
@@ -233,6 +245,9 @@ export class TrainModel {
     this.maxRank = lora?.rank ?? 0;
     const first = this.layers[0];
     this.loraTargets = first ? LINEAR_NAMES.filter((name) => first.lin[name].lora).length : 0;
+    this.loraGroups = SHARED_INPUT.map((names) => names.filter((name) => first?.lin[name].lora)).filter(
+      (group) => group.length > 1,
+    );
   }
 
   /**
@@ -264,6 +279,7 @@ export class TrainModel {
       completionTokens: R,
       loraRank: this.maxRank,
       loraTargets: this.loraTargets,
+      loraGroup: this.largestLoraGroup,
       longestSequence: longest,
       checkpoint: false,
     });
@@ -380,9 +396,14 @@ export class TrainModel {
     const input = (name: string, size: number) => this.gemmInputBuf(key(name), size);
     const kept = (name: string) => (ctx.keepAttention ? `${name}.${l}` : key(name));
     const u: LayerTape['u'] = {};
+    for (const group of this.loraGroups) {
+      const ld = group.length * this.maxRank,
+        data = b(`u.${group.join('+')}`, T * ld);
+      group.forEach((name, i) => (u[name] = { data, ld, col: i * this.maxRank }));
+    }
     for (const name of LINEAR_NAMES) {
       const lora = w.lin[name].lora;
-      if (lora) u[name] = b(`u.${name}`, T * lora.rank);
+      if (lora && !u[name]) u[name] = { data: b(`u.${name}`, T * lora.rank), ld: lora.rank, col: 0 };
     }
     const qkNorm = w.qNorm && w.kNorm;
     return {
@@ -421,15 +442,23 @@ export class TrainModel {
     const w = this.layers[l]!;
     const lin = (name: LinearName, y: Float32Array, input: Operand, beta: 0 | 1 = 0) =>
       linearForward(gemm, y, input, T, w.lin[name], lt.u[name] ?? null, beta);
+    // Projections of one input, written: a LoRA group's stacked, the rest one by one.
+    const project = (names: readonly LinearName[], ys: readonly Float32Array[], input: Operand) => {
+      const group = this.loraGroupOf(names);
+      names.forEach((name, i) => group?.includes(name) || lin(name, ys[i]!, input));
+      if (group) {
+        const Ls = group.map((name) => w.lin[name]);
+        const outputs = group.map((name) => ys[names.indexOf(name)]!);
+        linearGroupForward(gemm, outputs, input, T, Ls, lt.u[group[0]!]!.data, this.stackedLoraA(Ls));
+      }
+    };
     // Each input is rounded once for all its products (q, k, v share h1; gate and up share h2), by
     // the kernel that makes it (h1, h2, act, the attention's output).
     k.rmsnorm(lt.h1, lt.x, w.norm1, T, cfg.hiddenSize, eps);
     // With q and k norms, the projections go into q0 and k0 (kept for the norms' backward) and the
     // norms write q and k from them.
     const qk = w.qNorm && w.kNorm && lt.q0 && lt.k0 ? { qNorm: w.qNorm, kNorm: w.kNorm, q0: lt.q0, k0: lt.k0 } : null;
-    lin('q', qk?.q0 ?? lt.q, lt.h1);
-    lin('k', qk?.k0 ?? lt.k, lt.h1);
-    lin('v', lt.v, lt.h1);
+    project(['q', 'k', 'v'], [qk?.q0 ?? lt.q, qk?.k0 ?? lt.k, lt.v], lt.h1);
     if (qk) {
       k.rmsnorm(lt.q, qk.q0, qk.qNorm, T * H, hd, eps);
       k.rmsnorm(lt.k, qk.k0, qk.kNorm, T * KV, hd, eps);
@@ -445,8 +474,7 @@ export class TrainModel {
     lt.xMid.set(lt.x);
     lin('o', lt.xMid, lt.att, 1);
     k.rmsnorm(lt.h2, lt.xMid, w.norm2, T, cfg.hiddenSize, eps);
-    lin('gate', lt.gate, lt.h2);
-    lin('up', lt.up, lt.h2);
+    project(['gate', 'up'], [lt.gate, lt.up], lt.h2);
     k.siluMul(lt.act, lt.gate, lt.up, T * cfg.intermediateSize);
     if (out) {
       out.set(lt.xMid);
@@ -459,6 +487,34 @@ export class TrainModel {
   /** A buffer of `size` floats that lives until the next forward; contents undefined. */
   private buf(key: string, size: number): Float32Array {
     return this.buffers.get(key, size);
+  }
+
+  /** The adapted members of `names` whose LoRA products run stacked, or null. */
+  private loraGroupOf(names: readonly LinearName[]): readonly LinearName[] | null {
+    return this.loraGroups.find((group) => group.every((name) => names.includes(name))) ?? null;
+  }
+
+  /** Projections in the largest LoRA group (SHARED_INPUT): it sizes the stacked buffers (memory.ts). */
+  private get largestLoraGroup(): number {
+    return Math.max(1, ...this.loraGroups.map((group) => group.length));
+  }
+
+  /**
+   * The A factors of Ls' adapters one under another [G r, in], as the GEMMs read them: at bf16
+   * rounded, once for the forward's product and once for the backward's two. A changes only at the
+   * optimizer's step, between a backward and the next forward, but a recomputation or the other group
+   * may have written the buffer since, so it is filled for each use.
+   */
+  private stackedLoraA(Ls: readonly TrainLinear[]): Operand {
+    const values = Ls[0]!.lora!.A.length,
+      size = this.largestLoraGroup * values;
+    const stacked = this.gemmInputBuf('lora.A', size).subarray(0, Ls.length * values);
+    Ls.forEach(({ lora }, i) => {
+      const to = stacked.subarray(i * values, (i + 1) * values);
+      if (to instanceof Uint16Array) this.k.toBf16(to, lora!.A, values);
+      else to.set(lora!.A);
+    });
+    return stacked;
   }
 
   /**
@@ -494,7 +550,7 @@ export class TrainModel {
     this.gradientsZero = false;
     const grads: LogitGrads = { dTarget: dLogprobs, dEntropy };
     if (dExtra && tape.extraIds) grads.extra = { K: tape.extraK, ids: tape.extraIds, dLogprob: dExtra };
-    const scratch = this.buf('d.scratch', T * Math.max(1, this.maxRank));
+    const scratch = this.buf('d.scratch', T * Math.max(1, this.maxRank * this.largestLoraGroup));
 
     const dhf = this.buf('d.hf', R * D);
     for (let r0 = 0; r0 < R; r0 += tape.headRows) {
@@ -550,11 +606,33 @@ export class TrainModel {
       // bf16 their bits.
       const back = (dxOut: Float32Array | null, dy: Operand, x: Operand, name: LinearName, beta: 0 | 1) =>
         linearBackward(gemm, dxOut, dy, x, lt.u[name] ?? null, T, lin[name], beta, scratch, this.round, dwBeta);
+      // The backward of `project`: dx written by the first product, the rest added.
+      const projectBack = (
+        dxOut: Float32Array | null,
+        names: readonly LinearName[],
+        dys: readonly Operand[],
+        x: Operand,
+      ) => {
+        const group = this.loraGroupOf(names);
+        if (group) {
+          const Ls = group.map((name) => lin[name]);
+          const stacked = this.stackedLoraA(Ls);
+          const dStacked = this.buf('lora.dA', this.largestLoraGroup * Ls[0]!.lora!.A.length);
+          const groupDys = group.map((name) => dys[names.indexOf(name)]!);
+          const u = lt.u[group[0]!]!.data;
+          linearGroupBackward(gemm, dxOut, groupDys, x, u, T, Ls, 0, scratch, stacked, dStacked, this.round, dwBeta);
+        }
+        let beta: 0 | 1 = group ? 1 : 0;
+        names.forEach((name, i) => {
+          if (group?.includes(name)) return;
+          back(dxOut, dys[i]!, x, name, beta);
+          beta = 1;
+        });
+      };
       // MLP: dx is d loss / d (layer output) = d / d xMid through the residual, plus the MLP path.
       back(dAct, dx, lt.act, 'down', 0);
       k.siluMulBackward(dGate, dUp, dAct, lt.gate, lt.up, T * F);
-      back(dh, dGate, lt.h2, 'gate', 0);
-      back(dh, dUp, lt.h2, 'up', 1);
+      projectBack(dh, ['gate', 'up'], [dGate, dUp], lt.h2);
       k.rmsnormBackward(dx, w.dNorm2, dh, lt.xMid, w.norm2, T, D, eps, true);
       // Attention: dx is now d loss / d xMid.
       back(dAtt, dx, lt.att, 'o', 0);
@@ -576,9 +654,7 @@ export class TrainModel {
       // Below layer 0's q/k/v inputs only the embedding is left: with it frozen (LoRA) and no
       // norm weight to train, nothing needs d loss / d h1 there, so those GEMMs are skipped.
       const dh1 = l > 0 || this.dEmbed || w.dNorm1 ? dh : null;
-      back(dh1, dqIn, lt.h1, 'q', 0);
-      back(dh1, dkIn, lt.h1, 'k', 1);
-      back(dh1, dv, lt.h1, 'v', 1);
+      projectBack(dh1, ['q', 'k', 'v'], [dqIn, dkIn, dv], lt.h1);
       if (dh1) k.rmsnormBackward(dx, w.dNorm1, dh1, lt.x, w.norm1, T, D, eps, true);
     }
     if (this.dEmbed) {
