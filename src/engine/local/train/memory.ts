@@ -97,12 +97,12 @@ export function trainStepBytes(cfg: ModelConfig, step: StepSize): number {
     R = step.completionTokens,
     D = cfg.hiddenSize;
   const targets = step.loraRank > 0 ? (step.loraTargets ?? 7) : 0;
+  const bf16 = step.bf16 ?? false;
   const group = targets > 0 ? (step.loraGroup ?? (targets === 7 ? 3 : 1)) : 1;
   // A group's A factors stacked (at bf16 rounded, as bits) and their gradient; every group reads
   // the hidden size.
   const stackedA = group > 1 ? group * step.loraRank * D : 0;
-  const loraStack = group > 1 ? (step.bf16 ? Math.ceil(stackedA / 2) : stackedA) + stackedA : 0;
-  const bf16 = step.bf16 ?? false;
+  const loraStack = group > 1 ? (bf16 ? Math.ceil(stackedA / 2) : stackedA) + stackedA : 0;
   const layer = layerFloats(cfg, T, step.loraRank, targets, bf16);
   const attention = attentionFloats(cfg, T, bf16);
   // Every layer's input and the last layer's output; then one layer's tape, or all of them; the
