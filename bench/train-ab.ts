@@ -22,10 +22,9 @@ import { loadWeights } from '../src/engine/local/model/weights.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import { DEFAULT_LEARNER, LearnerCore } from '../src/engine/local/train/learner.js';
 import { LORA_TARGETS } from '../src/engine/local/train/lora.js';
-import type { TrainingSample } from '../src/engine/types.js';
-import { DEFAULT_PPO } from '../src/learn/ppo.js';
 import { median, printMachine } from './machine.js';
 import { benchModel, type BenchPreset } from './models.js';
+import { randomSample, stepSeconds } from './train-steps.js';
 
 const BASE = process.env.BENCH_BASE;
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
@@ -74,20 +73,8 @@ async function main() {
     packFrozenWeights: PACK,
   };
   const learners = [a, b].map((side) => new side.LearnerCore(cfg, weights, config, side.kernels));
-  const rng = createRng(SEQ);
-  const ids = Array.from({ length: SEQ }, () => Math.floor(rng.next() * cfg.vocabSize));
-  const completion = ids.slice(SEQ / 2);
-  const sample: TrainingSample = {
-    promptIds: ids.slice(0, SEQ / 2),
-    completionIds: completion,
-    advantages: completion.map(() => rng.next() - 0.5),
-  };
-  const step = (side: number): number => {
-    const t0 = performance.now();
-    learners[side]!.forwardBackward([sample], DEFAULT_PPO.loss);
-    learners[side]!.optimStep();
-    return (performance.now() - t0) / 1000;
-  };
+  const sample = randomSample(createRng(SEQ), cfg.vocabSize, SEQ);
+  const step = (side: number): number => stepSeconds(learners[side]!, sample);
   console.log(
     `\n== ${preset}, LoRA r${RANK}, bf16, ${SEQ} tokens (half completion), packed frozen weights: ` +
       `${PACK ? 'yes' : 'no'}, ${THREADS} threads, ${ROUNDS} alternated rounds ==`,

@@ -17,10 +17,9 @@ import { readModelFolder } from '../src/engine/local/model/folder.js';
 import { loadWeights } from '../src/engine/local/model/weights.js';
 import { createRng } from '../src/engine/local/sampling/random.js';
 import { DEFAULT_LEARNER, LearnerCore } from '../src/engine/local/train/learner.js';
-import type { TrainingSample } from '../src/engine/types.js';
-import { DEFAULT_PPO } from '../src/learn/ppo.js';
 import { printMachine } from './machine.js';
 import { benchModel, type BenchPreset } from './models.js';
+import { randomSample, stepSeconds } from './train-steps.js';
 
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
 const LENGTHS = (process.env.BENCH_LENGTHS ?? '400,401,402,403,410,430,460,500,520').split(',').map(Number);
@@ -51,18 +50,11 @@ const learner = new LearnerCore(
   kernels,
 );
 const rng = createRng(1);
-const sampleOf = (n: number): TrainingSample => {
-  const ids = Array.from({ length: n }, () => Math.floor(rng.next() * cfg.vocabSize));
-  const completion = ids.slice(n >> 1);
-  return { promptIds: ids.slice(0, n >> 1), completionIds: completion, advantages: completion.map(() => 0.5) };
-};
-const step = (n: number): number => {
-  const sample = sampleOf(n),
-    t0 = performance.now();
-  learner.forwardBackward([sample], DEFAULT_PPO.loss);
-  learner.optimStep();
-  return (performance.now() - t0) / 1000;
-};
+const step = (n: number): number =>
+  stepSeconds(
+    learner,
+    randomSample(rng, cfg.vocabSize, n, () => 0.5),
+  );
 
 console.log(`\n== ${preset}, LoRA r16, ${PRECISION}, ${THREADS} threads: each length's first step, then again ==`);
 step(LENGTHS[0]!); // warm-up: the first buffers, primitives and packed weights

@@ -18,10 +18,9 @@ import { createRng } from '../src/engine/local/sampling/random.js';
 import { DEFAULT_LEARNER, LearnerCore } from '../src/engine/local/train/learner.js';
 import { LORA_TARGETS } from '../src/engine/local/train/lora.js';
 import { HEAD_CHUNK_ROWS, trainStepBytes } from '../src/engine/local/train/memory.js';
-import type { TrainingSample } from '../src/engine/types.js';
-import { DEFAULT_PPO } from '../src/learn/ppo.js';
 import { printMachine } from './machine.js';
 import { benchModel, type BenchPreset } from './models.js';
+import { randomSample, stepSeconds } from './train-steps.js';
 
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
 const SEQ = Number(process.env.BENCH_SEQ ?? 2048);
@@ -75,20 +74,8 @@ const learnerWith = (activationBudgetBytes: number) =>
 const recomputing = learnerWith(kept - 1),
   keeping = learnerWith(kept);
 
-const rng = createRng(SEQ);
-const ids = Array.from({ length: SEQ }, () => Math.floor(rng.next() * cfg.vocabSize));
-const completion = ids.slice(SEQ / 2);
-const sample: TrainingSample = {
-  promptIds: ids.slice(0, SEQ / 2),
-  completionIds: completion,
-  advantages: completion.map(() => rng.next() - 0.5),
-};
-const step = (learner: LearnerCore): number => {
-  const t0 = performance.now();
-  learner.forwardBackward([sample], DEFAULT_PPO.loss);
-  learner.optimStep();
-  return (performance.now() - t0) / 1000;
-};
+const sample = randomSample(createRng(SEQ), cfg.vocabSize, SEQ);
+const step = (learner: LearnerCore): number => stepSeconds(learner, sample);
 
 const MiB = 2 ** 20;
 console.log(
